@@ -1,0 +1,129 @@
+"""Search options: a task preset plus the user's overrides, validated once and frozen.
+
+Defaults are BLAST+ 2.12's command-line defaults per task (spec §1). Values derived from
+the statistics (raw cutoffs, X-drops in raw units) are not here: they depend on the query
+batch and the database and are computed in `gblastn.stats`.
+"""
+
+from dataclasses import dataclass, field, replace
+
+from .errors import OptionsError
+
+TASKS = ("megablast", "blastn", "blastn-short")
+
+
+@dataclass(frozen=True)
+class DustOptions:
+    level: int = 20
+    window: int = 64
+    linker: int = 1
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    task: str = "megablast"
+    word_size: int = 28
+    reward: int = 1
+    penalty: int = -2
+    gapopen: int = 0
+    gapextend: int = 0
+    evalue: float = 10.0
+    xdrop_ungap: float = 20.0
+    xdrop_gap: float = 25.0
+    xdrop_gap_final: float = 100.0
+    gap_trigger: float = 27.0
+    dust: DustOptions | None = field(default_factory=DustOptions)
+    soft_masking: bool = True
+    lcase_masking: bool = False
+    strand: str = "both"
+    max_target_seqs: int = 500
+    max_hsps: int = 0  # 0: unlimited
+    perc_identity: float = 0.0
+    qcov_hsp_perc: float = 0.0
+    min_diag_separation: int = 6
+    num_threads: int = 1
+
+    @property
+    def greedy(self) -> bool:
+        """Megablast extends with the greedy aligner; the other tasks with X-drop DP."""
+        return self.task == "megablast"
+
+    @property
+    def query_chunk_letters(self) -> int:
+        """How many concatenated query letters BLAST searches in one pass (spec §1)."""
+        return 5_000_000 if self.task == "megablast" else 1_000_000
+
+
+_PRESETS = {
+    "megablast": dict(word_size=28, reward=1, penalty=-2, gapopen=0, gapextend=0,
+                      xdrop_gap=25.0, min_diag_separation=6),
+    "blastn": dict(word_size=11, reward=2, penalty=-3, gapopen=5, gapextend=2,
+                   xdrop_gap=30.0, min_diag_separation=50),
+    "blastn-short": dict(word_size=7, reward=1, penalty=-3, gapopen=5, gapextend=2,
+                         xdrop_gap=30.0, min_diag_separation=50, dust=None),
+}
+
+def parse_dust(value: str | None) -> DustOptions | None:
+    """`-dust yes|no|"level window linker"`."""
+    if value is None:
+        return DustOptions()
+    text = value.strip().lower()
+    if text == "yes":
+        return DustOptions()
+    if text == "no":
+        return None
+    parts = text.split()
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        raise OptionsError(f"invalid -dust value {value!r}: use yes, no, or 'level window linker'")
+    level, window, linker = (int(p) for p in parts)
+    # out-of-range values fall back to the defaults, as CSymDustMasker does
+    return DustOptions(level if 2 <= level <= 64 else 20,
+                       window if 8 <= window <= 64 else 64,
+                       linker if 1 <= linker <= 32 else 1)
+
+
+def make_options(task: str = "megablast", **overrides) -> SearchOptions:
+    """Build validated options from a task preset and overrides (None means 'not given')."""
+    if task not in TASKS:
+        raise OptionsError(f"unknown task {task!r}: choose one of {', '.join(TASKS)}")
+    given = {k: v for k, v in overrides.items() if v is not None}
+    preset = dict(_PRESETS[task])
+    if "dust" in given and isinstance(given["dust"], str):
+        given["dust"] = parse_dust(given["dust"])
+    options = replace(SearchOptions(task=task), **preset)
+    try:
+        options = replace(options, **given)
+    except TypeError as exc:
+        raise OptionsError(str(exc)) from None
+    _validate(options)
+    return options
+
+
+def _validate(o: SearchOptions) -> None:
+    if not 4 <= o.word_size <= 100:
+        raise OptionsError(f"word size {o.word_size} out of range: must be between 4 and 100")
+    if o.task in ("blastn", "blastn-short") and o.word_size < 4:
+        raise OptionsError("word size must be at least 4")
+    if o.reward <= 0:
+        raise OptionsError("the match reward must be positive")
+    if o.penalty >= 0:
+        raise OptionsError("the mismatch penalty must be negative")
+    if o.gapextend == 0 and o.gapopen > 0:
+        raise OptionsError("a gap extension cost of 0 is only allowed with a gap opening cost of 0")
+    if o.evalue <= 0:
+        raise OptionsError("the E-value threshold must be positive")
+    if o.strand not in ("both", "plus", "minus"):
+        raise OptionsError(f"invalid strand {o.strand!r}: use both, plus or minus")
+    if o.max_target_seqs < 1:
+        raise OptionsError("-max_target_seqs must be at least 1")
+    if o.max_hsps < 0:
+        raise OptionsError("-max_hsps must be at least 1")
+    if not 0 <= o.perc_identity <= 100:
+        raise OptionsError("-perc_identity must be between 0 and 100")
+    if not 0 <= o.qcov_hsp_perc <= 100:
+        raise OptionsError("-qcov_hsp_perc must be between 0 and 100")
+    if o.num_threads < 1:
+        raise OptionsError("-num_threads must be at least 1")
+    # the reward/penalty/gap set must be one BLAST supports (spec §7.2)
+    from .stats import check_supported_scoring
+    check_supported_scoring(o.reward, o.penalty, o.gapopen, o.gapextend)
