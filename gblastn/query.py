@@ -132,3 +132,49 @@ def build_batch(queries: list, options: SearchOptions) -> QueryBatch:
                 sequence[offsets[c] + a:offsets[c] + b] = N_CODE
     return QueryBatch(queries, sequence, offsets, lengths, masks,
                       np.array(segments, dtype=np.int32).reshape(-1, 2), unmasked)
+
+
+def read_queries(source) -> list:
+    """Queries from a FASTA path (or '-'), FASTA text, or a list of Query / sequence strings."""
+    from .fasta import iter_records, to_blastna
+
+    if isinstance(source, list):
+        return [_as_query(item, i) for i, item in enumerate(source)]
+    if isinstance(source, str) and source.lstrip().startswith(">"):
+        import io
+        source = io.BytesIO(source.encode())
+    queries = []
+    for record in iter_records(source):
+        codes, lowercase = to_blastna(record)
+        queries.append(Query(record.defline.split()[0] if record.defline.split() else "",
+                             record.defline, codes, lowercase))
+    return queries
+
+
+def _as_query(item, index: int) -> Query:
+    if isinstance(item, Query):
+        return item
+    from .alphabet import INVALID, encode_blastna
+    from .errors import InputError
+    text = str(item)
+    codes = encode_blastna(text)
+    if (codes == INVALID).any():
+        raise InputError(f"query {index + 1}: invalid character in sequence")
+    lowercase = np.frombuffer(text.encode(), dtype=np.uint8) >= ord("a")
+    return Query(f"Query_{index + 1}", f"Query_{index + 1}", codes, lowercase)
+
+
+def read_query_list(path: str) -> list:
+    """The query FASTA files a -query_list file names, one per line, relative to its folder."""
+    import os
+    from .errors import InputError
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = [line.strip() for line in handle]
+    except OSError as exc:
+        raise InputError(f"cannot read query list {path}: {exc.strerror}") from None
+    folder = os.path.dirname(os.path.abspath(path))
+    files = [os.path.join(folder, line) for line in lines if line and not line.startswith("#")]
+    if not files:
+        raise InputError(f"query list {path} names no files")
+    return files

@@ -1,0 +1,321 @@
+"""One search, stage by stage, as BLAST+ 2.12's engine runs it.
+
+Call hierarchy (each stage its own module):
+
+    search(queries, db, options)
+      read_queries                       fasta.py       FASTA -> Query records
+      query_batches                      (here)         BLAST's query batches (letters per batch)
+      for each batch:
+        build_batch                      query.py       contexts, DUST/lower-case masks, segments
+        prepare_statistics               stats.py       Karlin blocks, search spaces, cutoffs, X-drops
+        build_lookup                     lookup.py      small / megablast / standard table
+        for each volume:
+          subject_chunks                 (here)         subjects cut in 5,000,000-letter chunks
+          find_seeds                     scan/          scan + lookup + mini-extension (CPU or GPU)
+          extend_seeds                   ungapped.py    diagonal bookkeeping, ungapped X-drop
+          prelim_gapped per chunk        gapped.py      score-only gapped extension, purge
+          merge_chunks                   hsp.py         chunk HSP lists of one subject merged
+          E-values, reap, split by query                per-query preliminary hit lists
+        traceback_subject per hit        traceback.py   alignment on the true letters
+        finish_query                     (here)         E-values, order, max_hsps, max_target_seqs
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .hsp import Hsps, QueryResult, SubjectHits
+from .options import SearchOptions
+
+MAX_DBSEQ_LEN = 5_000_000      # BLAST searches longer subjects in chunks of this many letters
+DBSEQ_CHUNK_OVERLAP = 100      # ... overlapping by this much
+EVALUE_EQUAL_BELOW = 1.0e-180  # E-values below this compare equal when ordering
+
+
+# ----------------------------------------------------------------------------------------------
+# query batches
+
+
+def query_batch_letters(options: SearchOptions) -> int:
+    """Letters BLAST's command line reads into one batch (GetQueryBatchSize)."""
+    return {"megablast": 5_000_000}.get(options.task, 100_000)
+
+
+def query_batches(queries: list, options: SearchOptions):
+    """Group queries as blastn's input reader does: add queries until the batch holds at least
+    the batch size in letters (the query that crosses the limit stays in the batch)."""
+    limit = query_batch_letters(options)
+    batch, letters = [], 0
+    for query in queries:
+        batch.append(query)
+        letters += len(query)
+        if letters >= limit:
+            yield batch
+            batch, letters = [], 0
+    if batch:
+        yield batch
+
+
+# ----------------------------------------------------------------------------------------------
+# subject chunks
+
+
+@dataclass
+class SubjectChunks:
+    """The pieces of a volume's subjects that are scanned and extended independently."""
+
+    local_index: np.ndarray   # int32: subject index within the volume
+    start: np.ndarray         # int64: first letter of the chunk within its subject
+    byte_offset: np.ndarray   # int64: byte of the chunk's first letter in the volume buffer
+    length: np.ndarray        # int32: letters
+
+
+def subject_chunks(lengths: np.ndarray, byte_offset: np.ndarray) -> SubjectChunks:
+    """Cut each subject as s_BlastSearchEngineCore does: chunks of MAX_DBSEQ_LEN letters, each
+    starting DBSEQ_CHUNK_OVERLAP letters before the previous one ends."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    step = MAX_DBSEQ_LEN - DBSEQ_CHUNK_OVERLAP
+    counts = np.maximum((lengths - DBSEQ_CHUNK_OVERLAP) // step + 1, 1)
+    index = np.repeat(np.arange(lengths.size, dtype=np.int32), counts)
+    first = np.repeat(np.cumsum(counts) - counts, counts)
+    rank = np.arange(index.size) - first
+    start = rank * step
+    length = np.minimum(lengths[index] - start, MAX_DBSEQ_LEN)
+    # the step is a multiple of 4, so every chunk starts on a byte boundary
+    return SubjectChunks(index, start, byte_offset[index] + start // 4, length.astype(np.int32))
+
+
+# ----------------------------------------------------------------------------------------------
+# preliminary search of one batch against one volume
+
+
+@dataclass
+class PrelimHits:
+    """Preliminary HSP lists per query: {query index: {ordinal: Hsps}}."""
+
+    by_query: dict = field(default_factory=dict)
+
+    def add(self, query_index: int, ordinal: int, hsps: Hsps) -> None:
+        self.by_query.setdefault(query_index, {})[ordinal] = hsps
+
+
+def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHits, backend) -> None:
+    """Scan one volume, extend its seeds, and file the subjects' preliminary HSPs per query."""
+    from .gapped import prelim_gapped
+    from .ungapped import extend_seeds
+
+    buffer, byte_offset = volume.concat_packed()
+    chunks = subject_chunks(volume.lengths, byte_offset)
+    seeds = backend.find_seeds(table, buffer, chunks.byte_offset, chunks.length)
+    hits = extend_seeds(seeds, batch, table, buffer, chunks.byte_offset, chunks.length, stats, options)
+    bounds = np.searchsorted(hits.chunk, np.arange(len(chunks.length) + 1))
+    per_subject: dict = {}
+    for c in np.flatnonzero(np.diff(bounds)):
+        lo, hi = bounds[c], bounds[c + 1]
+        first = chunks.byte_offset[c]
+        packed = buffer[first:first + (int(chunks.length[c]) + 3) // 4]
+        hsps = prelim_gapped(hits.q_start[lo:hi], hits.s_start[lo:hi], hits.length[lo:hi],
+                             hits.score[lo:hi], batch, packed, int(chunks.length[c]), stats, options)
+        if len(hsps) == 0:
+            continue
+        shift_subject(hsps, int(chunks.start[c]))
+        subject = int(chunks.local_index[c])
+        previous = per_subject.get(subject)
+        per_subject[subject] = hsps if previous is None else \
+            merge_chunk_hsps(previous, hsps, int(chunks.start[c]))
+    for subject, hsps in per_subject.items():
+        file_subject(volume.first_ordinal + subject, hsps, batch, stats, options, prelim)
+
+
+def shift_subject(hsps: Hsps, offset: int) -> None:
+    """Chunk-relative subject coordinates to whole-subject ones (Blast_HSPListAdjustOffsets)."""
+    if offset:
+        hsps.s_start = hsps.s_start + offset
+        hsps.s_end = hsps.s_end + offset
+        hsps.s_gapped_start = hsps.s_gapped_start + offset
+
+
+OVERLAP_DIAG_CLOSE = 10
+
+
+def merge_chunk_hsps(combined: Hsps, new: Hsps, split: int) -> Hsps:
+    """Blast_HSPListsMerge for successive subject chunks, without traceback (allow_gap false):
+    an HSP of the new chunk that starts in the overlap strip and lies on the same diagonal as
+    one of the previous chunk's HSPs reaching into the strip is folded into it."""
+    keep_new = np.ones(len(new), dtype=bool)
+    old_in_strip = np.flatnonzero(combined.s_end > split)
+    new_in_strip = np.flatnonzero(new.s_start < split + DBSEQ_CHUNK_OVERLAP)
+    for i in old_in_strip:
+        for j in new_in_strip:
+            if not keep_new[j] or combined.context[i] != new.context[j]:
+                continue
+            end_diag = int(combined.q_end[i]) - int(combined.s_end[i])
+            start_diag = int(new.q_start[j]) - int(new.s_start[j])
+            if abs(end_diag - start_diag) < OVERLAP_DIAG_CLOSE and _merge_two(combined, i, new, j):
+                keep_new[j] = False
+    merged = concat_hsps([combined, new.take(keep_new)])
+    return merged.take(score_order(merged))
+
+
+def _merge_two(a: Hsps, i: int, b: Hsps, j: int) -> bool:
+    """s_BlastMergeTwoHSPs with allow_gap false: same diagonal and overlapping."""
+    if (int(a.s_start[i]) - int(b.s_start[j])) - (int(a.q_start[i]) - int(b.q_start[j])):
+        return False
+
+    def inside(q, s):
+        return a.q_start[i] <= q <= a.q_end[i] and a.s_start[i] <= s <= a.s_end[i]
+
+    if not (inside(b.q_start[j], b.s_start[j]) or inside(b.q_end[j], b.s_end[j])):
+        return False
+    density = (int(a.score[i]) + int(b.score[j])) / (
+        (int(a.q_end[i]) - int(a.q_start[i])) + (int(b.q_end[j]) - int(b.q_start[j])))
+    a.q_start[i] = min(a.q_start[i], b.q_start[j])
+    a.s_start[i] = min(a.s_start[i], b.s_start[j])
+    a.q_end[i] = max(a.q_end[i], b.q_end[j])
+    a.s_end[i] = max(a.s_end[i], b.s_end[j])
+    if b.score[j] > a.score[i]:
+        a.q_gapped_start[i], a.s_gapped_start[i] = b.q_gapped_start[j], b.s_gapped_start[j]
+        a.score[i] = b.score[j]
+    a.score[i] = max(int(density * (int(a.q_end[i]) - int(a.q_start[i]))), int(a.score[i]))
+    return True
+
+
+def concat_hsps(parts: list) -> Hsps:
+    fields = ("context", "q_start", "q_end", "s_start", "s_end", "score",
+              "q_gapped_start", "s_gapped_start")
+    return Hsps(*(np.concatenate([getattr(p, f) for p in parts]).astype(np.int32) for f in fields))
+
+
+def score_order(hsps: Hsps) -> np.ndarray:
+    """Blast_HSPListSortByScore: score desc, s_start asc, s_end desc, q_start asc, q_end desc."""
+    return np.lexsort((-hsps.q_end.astype(np.int64), hsps.q_start, -hsps.s_end.astype(np.int64),
+                       hsps.s_start, -hsps.score.astype(np.int64)))
+
+
+def file_subject(ordinal: int, hsps: Hsps, batch, stats, options, prelim: PrelimHits) -> None:
+    """E-values for a subject's preliminary HSPs, drop those above the threshold, and file the
+    rest under their queries (Blast_HSPResultsInsertHSPList splits by query)."""
+    from .stats import evalues
+
+    hsps = hsps.take(score_order(hsps))
+    hsps.evalue = evalues(hsps.score, hsps.context, stats)
+    hsps = hsps.take(hsps.evalue <= options.evalue)
+    query_of = hsps.context // 2
+    for q in np.unique(query_of):
+        prelim.add(int(q), ordinal, hsps.take(query_of == q))
+
+
+def prelim_hitlist_size(options: SearchOptions) -> int:
+    """GetPrelimHitlistSize for a gapped search."""
+    n = options.max_target_seqs
+    return max(min(2 * n, n + 50), 10)
+
+
+def best_first(items: list) -> list:
+    """Order (ordinal, hsps) pairs as s_EvalueCompareHSPLists: best E-value (tiny ones equal),
+    then best score, then the higher ordinal first."""
+    def key(item):
+        ordinal, hsps = item
+        best = float(hsps.evalue.min())
+        return (0.0 if best < EVALUE_EQUAL_BELOW else best, -int(hsps.score.max()), -ordinal)
+    return sorted(items, key=key)
+
+
+# ----------------------------------------------------------------------------------------------
+# traceback and final processing of one query
+
+
+def hsp_order(hsps: Hsps) -> np.ndarray:
+    """ScoreCompareHSPs with E-values: E-value (tiny ones equal), score desc, s_start asc,
+    s_end desc, q_start asc, q_end desc."""
+    e = np.where(hsps.evalue < EVALUE_EQUAL_BELOW, 0.0, hsps.evalue)
+    return np.lexsort((-hsps.q_end.astype(np.int64), hsps.q_start, -hsps.s_end.astype(np.int64),
+                       hsps.s_start, -hsps.score.astype(np.int64), e))
+
+
+def finish_query(query_index: int, query, subjects: dict, batch, stats, db,
+                 options: SearchOptions) -> QueryResult:
+    """Traceback of one query's preliminary hits, then BLAST's final filtering and order."""
+    from .stats import bit_scores, evalues
+    from .traceback import traceback_subject
+
+    kept = best_first(list(subjects.items()))[:prelim_hitlist_size(options)]
+    traced = []
+    for ordinal, hsps in kept:
+        final = traceback_subject(hsps, batch, db.blastna(ordinal), stats, options)
+        if len(final) == 0:
+            continue
+        final.evalue = evalues(final.score, final.context, stats)
+        final.bitscore = bit_scores(final.score, final.context, stats)
+        final = final.take(final.evalue <= options.evalue)
+        if len(final) == 0:
+            continue
+        final = final.take(hsp_order(final))
+        if options.max_hsps:
+            final = final.take(np.arange(min(options.max_hsps, len(final))))
+        if options.qcov_hsp_perc:
+            final = final.take(_query_coverage_ok(final, batch, options.qcov_hsp_perc))
+            if len(final) == 0:
+                continue
+        traced.append((ordinal, final))
+    traced = best_first(traced)[:options.max_target_seqs]
+    return QueryResult(query_index, query.id, query.defline, len(query),
+                       [SubjectHits(o, h) for o, h in traced])
+
+
+def _query_coverage_ok(hsps: Hsps, batch, percent: float) -> np.ndarray:
+    """Blast_HSPQueryCoverageTest: keep HSPs covering at least `percent` of the query."""
+    qlen = batch.context_length[hsps.context].astype(np.float64)
+    return 100.0 * (hsps.q_end - hsps.q_start) / qlen >= percent
+
+
+# ----------------------------------------------------------------------------------------------
+# the whole search
+
+
+def search_batch(queries: list, first_index: int, db, options: SearchOptions, backend) -> list:
+    """Search one batch of queries against every volume; results in query order."""
+    from .lookup import build_lookup
+    from .query import build_batch
+    from .stats import prepare_statistics
+
+    batch = build_batch(queries, options)
+    results = [QueryResult(first_index + i, q.id, q.defline, len(q)) for i, q in enumerate(queries)]
+    if not len(batch.lookup_segments):
+        return results
+    stats = prepare_statistics(batch, db.total_letters, db.num_seqs, options)
+    table = build_lookup(batch, options)
+    prelim = PrelimHits()
+    for volume in db.volumes:
+        prelim_search_volume(batch, table, stats, volume, options, prelim, backend)
+    for q, subjects in prelim.by_query.items():
+        results[q] = finish_query(first_index + q, queries[q], subjects, batch, stats, db, options)
+    return results
+
+
+def search_queries(queries: list, db, options: SearchOptions, backend=None):
+    """Yield one QueryResult per query, in input order."""
+    if backend is None:
+        from .scan import cpu as backend
+    index = 0
+    for batch_queries in query_batches(queries, options):
+        yield from search_batch(batch_queries, index, db, options, backend)
+        index += len(batch_queries)
+
+
+def search(queries, db, options: SearchOptions | None = None, **option_overrides) -> list:
+    """Python API: search queries (a FASTA path, FASTA text, or a list of Query / sequence
+    strings) against a database (a path or an open Database); returns QueryResult objects."""
+    from .db.reader import open_db
+    from .options import make_options
+    from .query import read_queries
+
+    if options is None:
+        options = make_options(**option_overrides)
+    own_db = isinstance(db, str) or hasattr(db, "__fspath__")
+    database = open_db(db) if own_db else db
+    try:
+        return list(search_queries(read_queries(queries), database, options))
+    finally:
+        if own_db:
+            database.close()
