@@ -83,10 +83,10 @@ def _search_into(out, fmt, files, db, options, output: OutputSpec, backend) -> i
 
     queries = [q for path in files for q in read_queries(path)]
     for query, result in zip(queries, search_queries(queries, db, options, backend)):
-        if fmt.commented:
+        if fmt.with_comments:
             write_header(out, fmt, query, output.db_name,
                          sum(len(s.hsps) for s in result.subjects))
         write_query(out, fmt, query, result, db, db_name=output.db_name)
-    if fmt.commented:
+    if fmt.with_comments:
         write_footer(out, fmt, len(queries))
     return len(queries)

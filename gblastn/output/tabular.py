@@ -1,0 +1,494 @@
+"""Tabular output: -outfmt 6 (tab-separated), 7 (the same with comment lines) and 10 (CSV).
+
+Reproduces BLAST+ 2.12's CBlastTabularInfo line for line: the same columns, the same number
+formatting (E-values, bit scores, percentages), coordinates shown on the query's plus strand
+(a minus-strand hit reverses the subject instead), counts taken from the aligned letters.
+
+HSP records arrive as gblastn.hsp stores them: context-relative query coordinates on the
+context's strand, plus-strand subject coordinates, half-open ranges, an edit script of runs.
+"""
+
+import re
+from dataclasses import dataclass
+from typing import TextIO
+
+import numpy as np
+
+from ..alphabet import COMPLEMENT_BLASTNA, IUPAC_FROM_BLASTNA, reverse_complement
+from ..errors import OptionsError
+from ..hsp import OP_DEL, OP_INS, OP_SUB
+
+PROGRAM_VERSION = "BLASTN 2.12.0+"
+NOT_AVAILABLE = "N/A"
+
+DEFAULT_COLUMNS = ("qaccver", "saccver", "pident", "length", "mismatch", "gapopen",
+                   "qstart", "qend", "sstart", "send", "evalue", "bitscore")
+
+# keyword -> the name outfmt 7's "# Fields:" line gives it
+FIELD_TITLES = {
+    "qseqid": "query id", "qgi": "query gi", "qacc": "query acc.", "qaccver": "query acc.ver",
+    "qlen": "query length", "sseqid": "subject id", "sallseqid": "subject ids",
+    "sgi": "subject gi", "sallgi": "subject gis", "sacc": "subject acc.",
+    "saccver": "subject acc.ver", "sallacc": "subject accs.", "slen": "subject length",
+    "qstart": "q. start", "qend": "q. end", "sstart": "s. start", "send": "s. end",
+    "qseq": "query seq", "sseq": "subject seq", "evalue": "evalue", "bitscore": "bit score",
+    "score": "score", "length": "alignment length", "pident": "% identity",
+    "nident": "identical", "mismatch": "mismatches", "positive": "positives",
+    "gapopen": "gap opens", "gaps": "gaps", "ppos": "% positives",
+    "frames": "query/sbjct frames", "qframe": "query frame", "sframe": "sbjct frame",
+    "btop": "BTOP", "stitle": "subject title", "salltitles": "subject titles",
+    "sstrand": "subject strand", "qcovs": "% query coverage per subject",
+    "qcovhsp": "% query coverage per hsp", "qcovus": "% query coverage per uniq subject",
+}
+# BLAST knows these, but they need the taxonomy database, which gblastn does not have
+TAXONOMY_FIELDS = ("staxid", "ssciname", "scomname", "sblastname", "sskingdom", "staxids",
+                   "sscinames", "scomnames", "sblastnames", "sskingdoms")
+
+SUPPORTED_KINDS = {6: "\t", 7: "\t", 10: ","}
+
+
+@dataclass(frozen=True)
+class TabularFormat:
+    """A parsed -outfmt value: 6, 7 or 10, the columns in order, the field delimiter."""
+
+    kind: int
+    columns: tuple
+    delimiter: str
+
+    @property
+    def with_comments(self) -> bool:
+        return self.kind == 7
+
+    @classmethod
+    def parse(cls, spec: str) -> "TabularFormat":
+        """Parse "6", "7 std qlen", "6 delim=, qseqid sseqid", "10 qseqid -qseqid ..."
+        as BLAST 2.12 does (CFormattingArgs::ParseFormattingString, x_SetFieldsToShow):
+        `std` adds the 12 default columns, `-name` removes a column, repeats are kept once,
+        no column at all means the defaults, `delim=X` is only read right after the number.
+        Unlike BLAST, which skips unknown keywords silently, an unknown keyword is an error."""
+        text = spec.strip()
+        choice, _, custom = text.partition(" ")
+        custom_delim = ""
+        if custom.startswith("delim"):
+            first = custom.split(" ")[0]
+            if "=" not in first:
+                raise OptionsError("Delimiter format is invalid. "
+                                   "Valid format is delim=<delimiter value>")
+            custom_delim = first.split("=", 1)[1]
+            custom = custom.replace(first, "")
+        if not re.fullmatch(r"[+-]?\d+", choice):
+            raise OptionsError(f"'{choice}' is not a valid output format")
+        kind = int(choice)
+        if kind not in SUPPORTED_KINDS:
+            raise OptionsError(f"output format {kind} is not supported by gblastn: "
+                               "use 6, 7 or 10")
+        return cls(kind, _parse_columns(custom), custom_delim or SUPPORTED_KINDS[kind])
+
+
+def _parse_columns(custom: str) -> tuple:
+    columns: list = []
+
+    def add(name):
+        if name not in columns:
+            columns.append(name)
+
+    for token in custom.split(" "):
+        if not token:
+            continue
+        if token == "std":
+            for name in DEFAULT_COLUMNS:
+                add(name)
+        elif token[0] == "-":
+            name = token[1:]
+            _check_keyword(name)
+            if name in columns:
+                columns.remove(name)
+        else:
+            _check_keyword(token)
+            add(token)
+    return tuple(columns) if columns else DEFAULT_COLUMNS
+
+
+def _check_keyword(name: str) -> None:
+    if name in FIELD_TITLES:
+        return
+    if name in TAXONOMY_FIELDS:
+        raise OptionsError(f"output column '{name}' needs NCBI's taxonomy database, "
+                           "which gblastn does not support")
+    raise OptionsError(f"'{name}' is not a valid output format column: see blastn -help "
+                       "for the list of format specifiers")
+
+
+# --------------------------------------------------------------------------------------------
+# Number formatting (CAlignFormatUtil::GetScoreString, CBlastTabularInfo::SetScores)
+
+def format_evalue(evalue: float) -> str:
+    if evalue < 1.0e-180:
+        return "0.0"
+    if evalue < 0.0009:
+        return "%.2e" % evalue
+    if evalue < 0.1:
+        return "%4.3f" % evalue
+    if evalue < 1.0:
+        return "%3.2f" % evalue
+    if evalue < 10.0:
+        return "%2.1f" % evalue
+    return "%2.0f" % evalue
+
+
+def format_bitscore(bits: float) -> str:
+    if bits > 99999:
+        return "%5.3e" % bits
+    if bits > 99.9:
+        return "%3d" % int(bits)   # truncation toward zero, as the C cast to long
+    return "%4.1f" % bits
+
+
+def format_percent(numerator: int, length: int, digits: int) -> str:
+    """pident (3 digits) and ppos (2 digits): (n / length) * 100 in that order."""
+    value = (numerator / length) * 100 if length > 0 else 0.0
+    return "%.*f" % (digits, value)
+
+
+def coverage_percent(covered: int, query_length: int) -> int:
+    """qcovs / qcovhsp / qcovus: 100 * covered / length, rounded half up below 99 and
+    truncated from 99 on (so a near-complete cover is never shown as 100)."""
+    pct = 100.0 * covered / query_length
+    if pct < 99:
+        pct += 0.5
+    return int(pct)
+
+
+# --------------------------------------------------------------------------------------------
+# One HSP as displayed: query on its plus strand, subject reversed for minus-strand hits.
+
+@dataclass
+class DisplayedHsp:
+    qstart: int          # 1-based, qstart <= qend
+    qend: int
+    sstart: int          # 1-based; sstart > send on the minus strand
+    send: int
+    minus: bool
+    qseq: np.ndarray     # blastna codes of the shown rows, GAP_CODE for '-'
+    sseq: np.ndarray
+    gap_runs: int        # gap segments in either row
+
+
+GAP_CODE = 15   # prints as '-'
+
+
+def _alignment_rows(q_letters, s_letters, ops, op_len):
+    """Expand an edit script into two aligned rows (GAP_CODE in a gap) and count gap runs."""
+    total = int(np.sum(op_len))
+    qrow = np.full(total, GAP_CODE, dtype=np.uint8)
+    srow = np.full(total, GAP_CODE, dtype=np.uint8)
+    col = qi = si = gap_runs = 0
+    for op, n in zip(ops, op_len):
+        n = int(n)
+        if op == OP_SUB:
+            qrow[col:col + n] = q_letters[qi:qi + n]
+            srow[col:col + n] = s_letters[si:si + n]
+            qi += n
+            si += n
+        elif op == OP_DEL:    # subject letters against a gap in the query
+            srow[col:col + n] = s_letters[si:si + n]
+            si += n
+            gap_runs += 1
+        elif op == OP_INS:    # query letters against a gap in the subject
+            qrow[col:col + n] = q_letters[qi:qi + n]
+            qi += n
+            gap_runs += 1
+        col += n
+    return qrow, srow, gap_runs
+
+
+def display_hsp(query_codes: np.ndarray, context: int, q_start: int, q_end: int,
+                s_start: int, s_end: int, subject_letters: np.ndarray,
+                ops: np.ndarray, op_len: np.ndarray) -> DisplayedHsp:
+    """The alignment as BLAST prints it. `query_codes` is the query's plus strand,
+    `subject_letters` the subject's plus-strand letters [s_start, s_end)."""
+    length = int(query_codes.size)
+    minus = context % 2 == 1
+    strand = reverse_complement(query_codes) if minus else query_codes
+    qrow, srow, gap_runs = _alignment_rows(strand[q_start:q_end], subject_letters, ops, op_len)
+    if minus:
+        # reverse-complement the whole alignment: the query reads on its plus strand
+        qrow, srow = COMPLEMENT_BLASTNA[qrow[::-1]], COMPLEMENT_BLASTNA[srow[::-1]]
+        return DisplayedHsp(length - q_end + 1, length - q_start, s_end, s_start + 1, True,
+                            qrow, srow, gap_runs)
+    return DisplayedHsp(q_start + 1, q_end, s_start + 1, s_end, False, qrow, srow, gap_runs)
+
+
+def btop(qrow: np.ndarray, srow: np.ndarray) -> str:
+    """Blast traceback operations: runs of identical letters as counts, other columns as
+    the query letter followed by the subject letter ('-' for a gap)."""
+    parts, run = [], 0
+    qtext, stext = _letters(qrow), _letters(srow)
+    for a, b in zip(qtext, stext):
+        if a == b:
+            run += 1
+            continue
+        if run:
+            parts.append(str(run))
+            run = 0
+        parts.append(a + b)
+    if run:
+        parts.append(str(run))
+    return "".join(parts)
+
+
+def _letters(row: np.ndarray) -> str:
+    return IUPAC_FROM_BLASTNA[row].tobytes().decode("ascii")
+
+
+# --------------------------------------------------------------------------------------------
+# Coverage across the HSPs of one subject
+
+def _plus_strand_query_range(length: int, context: int, q_start: int, q_end: int):
+    """Half-open query range on the plus strand."""
+    if context % 2 == 1:
+        return length - q_end, length - q_start
+    return q_start, q_end
+
+
+def _union_length(ranges) -> int:
+    covered, current_start, current_end = 0, None, None
+    for start, end in sorted(ranges):
+        if current_end is None or start > current_end:
+            if current_end is not None:
+                covered += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    if current_end is not None:
+        covered += current_end - current_start
+    return covered
+
+
+def query_coverage_per_subject(length: int, hsps) -> int:
+    """qcovs: the union of the query ranges of all the subject's HSPs."""
+    ranges = [_plus_strand_query_range(length, int(hsps.context[i]), int(hsps.q_start[i]),
+                                       int(hsps.q_end[i])) for i in range(len(hsps))]
+    return coverage_percent(_union_length(ranges), length)
+
+
+def _subtract(range_, taken):
+    """Parts of half-open `range_` not covered by the sorted, merged list `taken`."""
+    start, end = range_
+    pieces = []
+    for a, b in taken:
+        if b <= start or a >= end:
+            continue
+        if a > start:
+            pieces.append((start, a))
+        start = max(start, b)
+        if start >= end:
+            break
+    if start < end:
+        pieces.append((start, end))
+    return pieces
+
+
+def _merge(ranges):
+    merged = []
+    for a, b in sorted(ranges):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def _column_positions(hsps, i):
+    """Per alignment column of HSP i: query position (context strand) and subject position,
+    -1 where that row has a gap."""
+    first, last = int(hsps.op_start[i]), int(hsps.op_start[i + 1])
+    q_cols, s_cols = [], []
+    q, s = int(hsps.q_start[i]), int(hsps.s_start[i])
+    for op, n in zip(hsps.ops[first:last], hsps.op_len[first:last]):
+        n = int(n)
+        q_cols.append(np.arange(q, q + n) if op != OP_DEL else np.full(n, -1))
+        s_cols.append(np.arange(s, s + n) if op != OP_INS else np.full(n, -1))
+        q += n if op != OP_DEL else 0
+        s += n if op != OP_INS else 0
+    return np.concatenate(q_cols), np.concatenate(s_cols)
+
+
+def _query_range_under_subject(hsps, i, length, sub_start, sub_end):
+    """Plus-strand query range facing subject letters [sub_start, sub_end) of HSP i.
+    A subject end that faces a query gap takes the nearest query letter inside the stretch
+    [UNCONFIRMED: BLAST's CAlnMap lookup would give no position there]."""
+    q_cols, s_cols = _column_positions(hsps, i)
+    first_col = int(np.flatnonzero(s_cols == sub_start)[0])
+    last_col = int(np.flatnonzero(s_cols == sub_end - 1)[0])
+    letters = q_cols[first_col:last_col + 1]
+    letters = letters[letters >= 0]
+    if letters.size == 0:
+        return None
+    q_from, q_to = int(letters.min()), int(letters.max())
+    return _plus_strand_query_range(length, int(hsps.context[i]), q_from, q_to + 1)
+
+
+def query_coverage_per_unique_subject(length: int, hsps) -> int:
+    """qcovus: like qcovs, but a subject stretch already covered by an earlier HSP (in
+    output order) does not add its query range again (CAlignFormatUtil::GetUniqSeqCoverage)."""
+    if len(hsps) == 0:
+        return 0
+    query_ranges = [_plus_strand_query_range(length, int(hsps.context[0]),
+                                             int(hsps.q_start[0]), int(hsps.q_end[0]))]
+    subject_taken = [(int(hsps.s_start[0]), int(hsps.s_end[0]))]
+    for i in range(1, len(hsps)):
+        s_range = (int(hsps.s_start[i]), int(hsps.s_end[i]))
+        free = _subtract(s_range, subject_taken)
+        if not free:
+            continue
+        if free[0] == s_range:
+            query_ranges.append(_plus_strand_query_range(
+                length, int(hsps.context[i]), int(hsps.q_start[i]), int(hsps.q_end[i])))
+        else:
+            for a, b in free:
+                mapped = _query_range_under_subject(hsps, i, length, a, b)
+                if mapped is not None:
+                    query_ranges.append(mapped)
+        subject_taken = _merge(subject_taken + free)
+    return coverage_percent(_union_length(query_ranges), length)
+
+
+# --------------------------------------------------------------------------------------------
+# Subject identifiers from the database
+
+def _subject_gi(db, ordinal: int) -> str:
+    if getattr(db, "parse_seqids", False):
+        found = re.search(r"(?:^|\|)gi\|(\d+)", db.seq_id(ordinal))
+        if found:
+            return found.group(1)
+    return "0"
+
+
+def _subject_accession_base(db, ordinal: int) -> str:
+    """sacc: the accession without its version, for ids the database parsed."""
+    accession = db.accession(ordinal)
+    if getattr(db, "parse_seqids", False) and "|" in db.seq_id(ordinal):
+        found = re.fullmatch(r"(.+)\.\d+", accession)
+        if found:
+            return found.group(1)
+    return accession
+
+
+def _subject_title(db, ordinal: int) -> str:
+    title = db.title_of(ordinal)
+    return title if title else NOT_AVAILABLE
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+
+def _query_header_text(query) -> str:
+    """'# Query:' text: id, then the description, outer spaces trimmed."""
+    defline = getattr(query, "defline", "") or ""
+    token = query.id
+    rest = defline.split(None, 1)[1] if len(defline.split(None, 1)) > 1 else ""
+    return (token + " " + rest).strip()
+
+
+def write_header(out: TextIO, fmt: TabularFormat, query, db_name: str, num_hits: int) -> None:
+    """outfmt 7 comment lines before a query's hits (nothing for 6 and 10)."""
+    if not fmt.with_comments:
+        return
+    out.write(f"# {PROGRAM_VERSION}\n")
+    out.write(f"# Query: {_query_header_text(query)}\n")
+    out.write(f"# Database: {db_name}\n")
+    if num_hits:
+        out.write("# Fields: " + ", ".join(FIELD_TITLES[c] for c in fmt.columns) + "\n")
+    out.write(f"# {num_hits} hits found\n")
+
+
+def write_footer(out: TextIO, fmt: TabularFormat, num_queries: int) -> None:
+    """outfmt 7's last line (nothing for 6 and 10)."""
+    if fmt.with_comments:
+        out.write(f"# BLAST processed {num_queries} queries\n")
+
+
+_NEEDS_ALIGNMENT = {"qstart", "qend", "sstart", "send", "qseq", "sseq", "length", "pident",
+                    "nident", "mismatch", "positive", "gapopen", "gaps", "ppos", "btop",
+                    "sstrand", "frames", "sframe"}
+
+
+def _hsp_fields(fmt, query, db, ordinal, hsps, i, per_subject) -> list:
+    columns = fmt.columns
+    values = {}
+    if _NEEDS_ALIGNMENT.intersection(columns):
+        start, end = int(hsps.op_start[i]), int(hsps.op_start[i + 1])
+        shown = display_hsp(query.codes, int(hsps.context[i]), int(hsps.q_start[i]),
+                            int(hsps.q_end[i]), int(hsps.s_start[i]), int(hsps.s_end[i]),
+                            db.blastna(ordinal, int(hsps.s_start[i]), int(hsps.s_end[i])),
+                            hsps.ops[start:end], hsps.op_len[start:end])
+        length = int(shown.qseq.size)
+        gaps = int(np.count_nonzero(shown.qseq == GAP_CODE) +
+                   np.count_nonzero(shown.sseq == GAP_CODE))
+        nident = int(np.count_nonzero((shown.qseq == shown.sseq) & (shown.qseq != GAP_CODE)))
+        values.update(
+            qstart=shown.qstart, qend=shown.qend, sstart=shown.sstart, send=shown.send,
+            qseq=_letters(shown.qseq), sseq=_letters(shown.sseq), length=length,
+            nident=nident, positive=nident, gaps=gaps, gapopen=shown.gap_runs,
+            mismatch=length - nident - gaps,
+            pident=format_percent(nident, length, 3), ppos=format_percent(nident, length, 2),
+            sstrand="minus" if shown.minus else "plus",
+            sframe=-1 if shown.minus else 1, frames="1/-1" if shown.minus else "1/1")
+        if "btop" in columns:
+            values["btop"] = btop(shown.qseq, shown.sseq)
+    qlen = len(query)
+    for name in columns:
+        if name in values:
+            continue
+        if name in ("qseqid", "qacc", "qaccver"):
+            values[name] = query.id
+        elif name == "qgi":
+            values[name] = "0"
+        elif name == "qlen":
+            values[name] = qlen
+        elif name in ("sseqid", "sallseqid"):
+            values[name] = db.seq_id(ordinal)
+        elif name in ("sgi", "sallgi"):
+            values[name] = _subject_gi(db, ordinal)
+        elif name in ("sacc", "sallacc"):
+            values[name] = _subject_accession_base(db, ordinal)
+        elif name == "saccver":
+            values[name] = db.accession(ordinal)
+        elif name in ("stitle", "salltitles"):
+            values[name] = _subject_title(db, ordinal)
+        elif name == "slen":
+            values[name] = int(db.lengths[ordinal])
+        elif name == "evalue":
+            values[name] = format_evalue(float(hsps.evalue[i]))
+        elif name == "bitscore":
+            values[name] = format_bitscore(float(hsps.bitscore[i]))
+        elif name == "score":
+            values[name] = int(hsps.score[i])
+        elif name == "qframe":
+            values[name] = 1
+        elif name == "qcovhsp":
+            values[name] = coverage_percent(int(hsps.q_end[i]) - int(hsps.q_start[i]), qlen)
+        elif name == "qcovs":
+            values[name] = per_subject["qcovs"]
+        elif name == "qcovus":
+            values[name] = per_subject["qcovus"]
+    return [str(values[name]) for name in columns]
+
+
+def write_query(out: TextIO, fmt: TabularFormat, query, result, db, *, db_name: str) -> None:
+    """All output lines of one query: the outfmt 7 header (when asked for), then one line
+    per HSP, subjects and HSPs in the order `result` holds them."""
+    num_hits = sum(len(subject.hsps) for subject in result.subjects)
+    write_header(out, fmt, query, db_name, num_hits)
+    qlen = len(query)
+    for subject in result.subjects:
+        hsps = subject.hsps
+        per_subject = {}
+        if "qcovs" in fmt.columns:
+            per_subject["qcovs"] = query_coverage_per_subject(qlen, hsps)
+        if "qcovus" in fmt.columns:
+            per_subject["qcovus"] = query_coverage_per_unique_subject(qlen, hsps)
+        for i in range(len(hsps)):
+            fields = _hsp_fields(fmt, query, db, subject.ordinal, hsps, i, per_subject)
+            out.write(fmt.delimiter.join(fields) + "\n")

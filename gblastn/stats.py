@@ -1,0 +1,707 @@
+"""Karlin-Altschul statistics: lambda/K/H, length adjustment, cutoffs, E-values, bit scores.
+
+Everything here reproduces NCBI BLAST+ 2.12 (blast_stat.c, blast_parameters.c, blast_setup.c)
+to the last bit where an integer result (a cutoff, an X-drop, a length adjustment) or a
+printed value could change: the same formulas in the same floating-point order, the same
+iteration limits and the same special cases.
+
+Per query context (one strand of one query):
+
+* the **ungapped** block comes from the context's letter composition (N excluded) against a
+  uniform subject; it sets the ungapped X-drop and the gap trigger;
+* the **gapped** block is a row of BLAST's tables for (reward, penalty, gapopen, gapextend),
+  or, for gap costs in the "infinite" regime, a copy of the ungapped block;
+* the gapped block, alpha and beta give the length adjustment, the effective search space,
+  the gapped E-value cutoff, the E-values and the bit scores.
+
+The small numeric kernels are numba functions; the orchestration is plain Python because it
+runs once per query batch.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from .alphabet import score_matrix
+from .errors import OptionsError
+
+LN2 = 0.69314718055994530941723212145818   # NCBIMATH_LN2
+
+SCORE_MIN = -(2 ** 15)      # BLAST_SCORE_MIN (INT2_MIN): matrix entries at or below are ignored
+SCORE_MAX = 2 ** 15 - 1     # BLAST_SCORE_MAX (INT2_MAX)
+INT4_MAX = 2 ** 31 - 1
+
+LAMBDA_START = 0.5          # BLAST_KARLIN_LAMBDA0_DEFAULT
+LAMBDA_TOLERANCE = 1.0e-5   # BLAST_KARLIN_LAMBDA_ACCURACY_DEFAULT
+LAMBDA_MAX_STEPS = 20       # itmax passed to NlmKarlinLambdaNR
+LAMBDA_MAX_NEWTON = 20 + 17  # maxNewton: 20 + BLAST_KARLIN_LAMBDA_ITER_DEFAULT
+K_SUM_LIMIT = 0.0001        # BLAST_KARLIN_K_SUMLIMIT_DEFAULT
+K_MAX_TERMS = 100           # BLAST_KARLIN_K_ITER_MAX
+SMALLEST_EVALUE = 1.0e-297  # BlastKarlinEtoS_simple keeps log() finite with this floor
+
+NUCLEOTIDE_N = 14           # blastna N and gap: left out of the query composition
+NUCLEOTIDE_GAP = 15
+
+
+@dataclass
+class KarlinBlock:
+    """Karlin-Altschul parameters: lambda, K, ln K and the relative entropy H."""
+
+    lambda_: float
+    k: float
+    log_k: float
+    h: float
+
+
+# --------------------------------------------------------------------------------------------
+# Supported scoring systems (s_GetNuclValuesArray). Rows: (open, extend, lambda, K, H, alpha,
+# beta). A first row of (0, 0) is the linear (megablast, greedy) entry, kept apart from the
+# affine rows as BLAST does.
+
+@dataclass(frozen=True)
+class _ScoringTable:
+    rows: tuple
+    infinite_open: int    # gap costs at or above both of these use the ungapped block
+    infinite_extend: int
+    round_down: bool      # odd scores count as the even score below for E-values
+
+
+_TABLES = {
+    (1, -5): _ScoringTable(((0, 0, 1.39, 0.747, 1.38, 1.00, 0),
+                            (3, 3, 1.39, 0.747, 1.38, 1.00, 0)), 3, 3, False),
+    (1, -4): _ScoringTable(((0, 0, 1.383, 0.738, 1.36, 1.02, 0),
+                            (1, 2, 1.36, 0.67, 1.2, 1.1, 0),
+                            (0, 2, 1.26, 0.43, 0.90, 1.4, -1),
+                            (2, 1, 1.35, 0.61, 1.1, 1.2, -1),
+                            (1, 1, 1.22, 0.35, 0.72, 1.7, -3)), 2, 2, False),
+    (2, -7): _ScoringTable(((0, 0, 0.69, 0.73, 1.34, 0.515, 0),
+                            (2, 4, 0.68, 0.67, 1.2, 0.55, 0),
+                            (0, 4, 0.63, 0.43, 0.90, 0.7, -1),
+                            (4, 2, 0.675, 0.62, 1.1, 0.6, -1),
+                            (2, 2, 0.61, 0.35, 0.72, 1.7, -3)), 4, 4, True),
+    (1, -3): _ScoringTable(((0, 0, 1.374, 0.711, 1.31, 1.05, 0),
+                            (2, 2, 1.37, 0.70, 1.2, 1.1, 0),
+                            (1, 2, 1.35, 0.64, 1.1, 1.2, -1),
+                            (0, 2, 1.25, 0.42, 0.83, 1.5, -2),
+                            (2, 1, 1.34, 0.60, 1.1, 1.2, -1),
+                            (1, 1, 1.21, 0.34, 0.71, 1.7, -2)), 2, 2, False),
+    (2, -5): _ScoringTable(((0, 0, 0.675, 0.65, 1.1, 0.6, -1),
+                            (2, 4, 0.67, 0.59, 1.1, 0.6, -1),
+                            (0, 4, 0.62, 0.39, 0.78, 0.8, -2),
+                            (4, 2, 0.67, 0.61, 1.0, 0.65, -2),
+                            (2, 2, 0.56, 0.32, 0.59, 0.95, -4)), 4, 4, True),
+    (1, -2): _ScoringTable(((0, 0, 1.28, 0.46, 0.85, 1.5, -2),
+                            (2, 2, 1.33, 0.62, 1.1, 1.2, 0),
+                            (1, 2, 1.30, 0.52, 0.93, 1.4, -2),
+                            (0, 2, 1.19, 0.34, 0.66, 1.8, -3),
+                            (3, 1, 1.32, 0.57, 1.0, 1.3, -1),
+                            (2, 1, 1.29, 0.49, 0.92, 1.4, -1),
+                            (1, 1, 1.14, 0.26, 0.52, 2.2, -5)), 2, 2, False),
+    (2, -3): _ScoringTable(((0, 0, 0.55, 0.21, 0.46, 1.2, -5),
+                            (4, 4, 0.63, 0.42, 0.84, 0.75, -2),
+                            (2, 4, 0.615, 0.37, 0.72, 0.85, -3),
+                            (0, 4, 0.55, 0.21, 0.46, 1.2, -5),
+                            (3, 3, 0.615, 0.37, 0.68, 0.9, -3),
+                            (6, 2, 0.63, 0.42, 0.84, 0.75, -2),
+                            (5, 2, 0.625, 0.41, 0.78, 0.8, -2),
+                            (4, 2, 0.61, 0.35, 0.68, 0.9, -3),
+                            (2, 2, 0.515, 0.14, 0.33, 1.55, -9)), 6, 4, True),
+    (3, -4): _ScoringTable(((6, 3, 0.389, 0.25, 0.56, 0.7, -5),
+                            (5, 3, 0.375, 0.21, 0.47, 0.8, -6),
+                            (4, 3, 0.351, 0.14, 0.35, 1.0, -9),
+                            (6, 2, 0.362, 0.16, 0.45, 0.8, -4),
+                            (5, 2, 0.330, 0.092, 0.28, 1.2, -13),
+                            (4, 2, 0.281, 0.046, 0.16, 1.8, -23)), 6, 3, True),
+    (4, -5): _ScoringTable(((0, 0, 0.22, 0.061, 0.22, 1.0, -15),
+                            (6, 5, 0.28, 0.21, 0.47, 0.6, -7),
+                            (5, 5, 0.27, 0.17, 0.39, 0.7, -9),
+                            (4, 5, 0.25, 0.10, 0.31, 0.8, -10),
+                            (3, 5, 0.23, 0.065, 0.25, 0.9, -11)), 12, 8, False),
+    (1, -1): _ScoringTable(((3, 2, 1.09, 0.31, 0.55, 2.0, -2),
+                            (2, 2, 1.07, 0.27, 0.49, 2.2, -3),
+                            (1, 2, 1.02, 0.21, 0.36, 2.8, -6),
+                            (0, 2, 0.80, 0.064, 0.17, 4.8, -16),
+                            (4, 1, 1.08, 0.28, 0.54, 2.0, -2),
+                            (3, 1, 1.06, 0.25, 0.46, 2.3, -4),
+                            (2, 1, 0.99, 0.17, 0.30, 3.3, -10)), 4, 2, False),
+    (3, -2): _ScoringTable(((5, 5, 0.208, 0.030, 0.072, 2.9, -47),), 5, 5, False),
+    (5, -4): _ScoringTable(((10, 6, 0.163, 0.068, 0.16, 1.0, -19),
+                            (8, 6, 0.146, 0.039, 0.11, 1.3, -29)), 25, 10, False),
+}
+
+
+def _gcd(a: int, b: int) -> int:
+    """BLAST_Gcd: the first argument is used as given, the second by absolute value."""
+    b = abs(b)
+    if b > a:
+        a, b = b, a
+    while b != 0:
+        a, b = b, a % b
+    return a
+
+
+@dataclass
+class _ScoringSystem:
+    """The table rows that apply to one (reward, penalty), scaled back by their gcd."""
+
+    affine: list           # of (open, extend, lambda, K, H, alpha, beta)
+    linear: tuple | None   # the (0, 0) row, if the table has one
+    infinite_open: int
+    infinite_extend: int
+    round_down: bool
+
+
+def _scoring_system(reward: int, penalty: int) -> _ScoringSystem:
+    """s_GetNuclValuesArray + s_AdjustGapParametersByGcd. Raises OptionsError when the
+    substitution scores have no table."""
+    divisor = _gcd(reward, penalty)
+    table = _TABLES.get((reward // divisor, penalty // divisor))
+    if table is None:
+        raise OptionsError(f"Substitution scores {reward // divisor} and "
+                           f"{penalty // divisor} are not supported")
+    rows = list(table.rows)
+    linear = rows.pop(0) if rows[0][0] == 0 and rows[0][1] == 0 else None
+
+    def scaled(row):
+        if divisor == 1:
+            return row
+        # gap costs grow with the scores; lambda and alpha shrink; K, H and beta stay
+        return (row[0] * divisor, row[1] * divisor, row[2] / divisor, row[3], row[4],
+                row[5] / divisor, row[6])
+
+    return _ScoringSystem([scaled(r) for r in rows], scaled(linear) if linear else None,
+                          table.infinite_open * divisor, table.infinite_extend * divisor,
+                          table.round_down)
+
+
+def _find_row(system: _ScoringSystem, gapopen: int, gapextend: int):
+    """The table row for these gap costs, or None (Blast_KarlinBlkNuclGappedCalc's lookup)."""
+    if gapopen == 0 and gapextend == 0 and system.linear is not None:
+        return system.linear
+    for row in system.affine:
+        if row[0] == gapopen and row[1] == gapextend:
+            return row
+    return None
+
+
+def _is_infinite_regime(system: _ScoringSystem, gapopen: int, gapextend: int) -> bool:
+    return gapopen >= system.infinite_open and gapextend >= system.infinite_extend
+
+
+def check_supported_scoring(reward: int, penalty: int, gapopen: int, gapextend: int) -> None:
+    """Raise OptionsError, worded as BLAST's, when the scoring system cannot be used for a
+    gapped search: no table for the (gcd-reduced) substitution scores, or gap costs that are
+    neither tabulated nor in the infinite regime."""
+    system = _scoring_system(reward, penalty)
+    if _find_row(system, gapopen, gapextend) is not None:
+        return
+    if _is_infinite_regime(system, gapopen, gapextend):
+        return
+    lines = [f"Gap existence and extension values {gapopen} and {gapextend} are not "
+             f"supported for substitution scores {reward} and {penalty}"]
+    for row in system.affine:
+        lines.append(f"{row[0]} and {row[1]} are supported existence and extension values")
+    lines.append(f"{system.infinite_open} and {system.infinite_extend} are supported "
+                 "existence and extension values")
+    lines.append(f"Any values more stringent than {system.infinite_open} and "
+                 f"{system.infinite_extend} are supported")
+    raise OptionsError("\n".join(lines))
+
+
+# --------------------------------------------------------------------------------------------
+# Ungapped parameters from a score distribution (numba kernels; probabilities are indexed by
+# score - low, so index 0 is the lowest observed score).
+
+@numba.njit(cache=True, nogil=True)
+def _expm1(x):
+    """BLAST_Expm1: a 13-term series near zero, exp(x) - 1 elsewhere."""
+    absx = abs(x)
+    if absx > .33:
+        return math.exp(x) - 1.
+    if absx < 1.e-16:
+        return x
+    return x * (1. + x * (1. / 2. + x * (1. / 6. + x * (1. / 24. + x * (
+        1. / 120. + x * (1. / 720. + x * (1. / 5040. + x * (1. / 40320. + x * (
+            1. / 362880. + x * (1. / 3628800. + x * (1. / 39916800. + x * (
+                1. / 479001600. + x / 6227020800.))))))))))))
+
+
+@numba.njit(cache=True, nogil=True)
+def _powi(x, n):
+    """BLAST_Powi: x**n by repeated squaring (bit-exact with BLAST's order)."""
+    if n == 0:
+        return 1.
+    if x == 0.:
+        if n < 0:
+            return math.inf
+        return 0.
+    if n < 0:
+        x = 1. / x
+        n = -n
+    y = 1.
+    while n > 0:
+        if n & 1:
+            y *= x
+        n //= 2
+        x *= x
+    return y
+
+
+@numba.njit(cache=True, nogil=True)
+def _gcd_nb(a, b):
+    b = abs(b)
+    if b > a:
+        c = a
+        a = b
+        b = c
+    while b != 0:
+        c = a % b
+        a = b
+        b = c
+    return a
+
+
+@numba.njit(cache=True, nogil=True)
+def _score_lattice(probs, low, high):
+    """Greatest common divisor of the scores that occur (the lattice step), from -low."""
+    d = -low
+    i = 1
+    while i <= high - low and d > 1:
+        if probs[i] != 0.0:
+            d = _gcd_nb(d, i)
+        i += 1
+    return d
+
+
+@numba.njit(cache=True, nogil=True)
+def _lambda_newton(probs, d, low, high, lambda0, tolx, itmax, max_newton):
+    """NlmKarlinLambdaNR: safeguarded Newton on x = exp(-lambda) for
+    sum_s p(s) exp(lambda s) = 1, bisecting whenever Newton misbehaves."""
+    a = 0.
+    b = 1.
+    f = 4.
+    is_newton = False
+    x0 = math.exp(-lambda0)
+    x = x0 if (0. < x0 and x0 < 1.) else .5
+    for k in range(itmax):
+        fold = f
+        was_newton = is_newton
+        is_newton = False
+        # Horner's rule for the polynomial and its derivative
+        g = 0.
+        f = probs[0]
+        i = low + d
+        while i < 0:
+            g = x * g + f
+            f = f * x + probs[i - low]
+            i += d
+        g = x * g + f
+        f = f * x + probs[-low] - 1
+        i = d
+        while i <= high:
+            g = x * g + f
+            f = f * x + probs[i - low]
+            i += d
+        if f > 0:
+            a = x
+        elif f < 0:
+            b = x
+        else:
+            break
+        if b - a < 2 * a * (1 - b) * tolx:
+            x = (a + b) / 2
+            break
+        if k >= max_newton or (was_newton and abs(f) > .9 * abs(fold)) or g >= 0:
+            x = (a + b) / 2
+        else:
+            p = -f / g
+            y = x + p
+            if y <= a or y >= b:
+                x = (a + b) / 2
+            else:
+                is_newton = True
+                x = y
+                if abs(p) < tolx * x * (1 - x):
+                    break
+    return -math.log(x) / d
+
+
+@numba.njit(cache=True, nogil=True)
+def _entropy(probs, low, high, lam):
+    """BlastKarlinLtoH: H = lambda * sum_s s p(s) exp(lambda s), evaluated by Horner."""
+    etonlam = math.exp(-lam)
+    total = low * probs[0]
+    for score in range(low + 1, high + 1):
+        total = score * probs[score - low] + etonlam * total
+    scale = _powi(etonlam, high)
+    if scale > 0.0:
+        return lam * total / scale
+    return lam * math.exp(lam * high + math.log(total))
+
+
+@numba.njit(cache=True, nogil=True)
+def _karlin_k(probs, low, high, score_avg, lam, h):
+    """BlastKarlinLHtoK: closed forms when the extreme scores are +-1, otherwise the series
+    over P(score, length) truncated at K_SUM_LIMIT or K_MAX_TERMS terms."""
+    if lam <= 0. or h <= 0.:
+        return -1.
+    if score_avg >= 0.0:
+        return -1.
+    rng = high - low
+    divisor = -low
+    i = 1
+    while i <= rng and divisor > 1:
+        if probs[i] != 0.0:
+            divisor = _gcd_nb(divisor, i)
+        i += 1
+    high = high // divisor
+    low = -((-low) // divisor)
+    lam *= divisor
+    rng = high - low
+    first_term = h / lam
+    exp_minus_lambda = math.exp(-lam)
+    if low == -1 and high == 1:
+        p_low = probs[low * divisor - (low * divisor)]   # the lowest score's probability
+        p_high = probs[high * divisor - (low * divisor)]
+        return (p_low - p_high) * (p_low - p_high) / p_low
+    if low == -1 or high == 1:
+        if high != 1:
+            avg = score_avg / divisor
+            first_term = (avg * avg) / first_term
+        return first_term * (1.0 - exp_minus_lambda)
+
+    # P(i, j) for alignments of j letters, kept in place from the highest score down.
+    # As in BLAST, the score probabilities are read from the lowest observed score with the
+    # lattice-reduced range.
+    prob = np.zeros(K_MAX_TERMS * rng + 1)
+    outer_sum = 0.
+    low_score = 0
+    high_score = 0
+    prob[0] = 1.
+    inner_sum = 1.
+    terms = 0
+    while terms < K_MAX_TERMS and inner_sum > K_SUM_LIMIT:
+        first = rng
+        last = rng
+        low_score += low
+        high_score += high
+        pos = high_score - low_score
+        while pos >= 0:
+            p1 = pos - first
+            p1_end = pos - last
+            p2 = first
+            inner_sum = 0.
+            while p1 >= p1_end:
+                inner_sum += prob[p1] * probs[p2]
+                p1 -= 1
+                p2 += 1
+            if first:
+                first -= 1
+            if pos <= rng:
+                last -= 1
+            prob[pos] = inner_sum
+            pos -= 1
+        pos = 0
+        inner_sum = prob[pos]
+        i = low_score + 1
+        while i < 0:
+            pos += 1
+            inner_sum = prob[pos] + inner_sum * exp_minus_lambda
+            i += 1
+        inner_sum *= exp_minus_lambda
+        while i <= high_score:
+            pos += 1
+            inner_sum += prob[pos]
+            i += 1
+        terms += 1
+        inner_sum /= terms
+        outer_sum += inner_sum
+    return -math.exp(-2.0 * outer_sum) / (first_term * _expm1(-lam))
+
+
+@numba.njit(cache=True, nogil=True)
+def _score_distribution(matrix, query_prob, subject_prob, loscore, hiscore):
+    """BlastScoreFreqCalc: p(s) over [loscore, hiscore], normalised over observed scores.
+    Returns (probs indexed by s - loscore, obs_min, obs_max, score_avg)."""
+    sprob = np.zeros(hiscore - loscore + 1)
+    n = matrix.shape[0]
+    for i in range(n):
+        for j in range(n):
+            score = matrix[i, j]
+            if score >= loscore:
+                sprob[score - loscore] += query_prob[i] * subject_prob[j]
+    score_sum = 0.
+    obs_min = SCORE_MIN
+    obs_max = SCORE_MIN
+    for score in range(loscore, hiscore + 1):
+        if sprob[score - loscore] > 0.:
+            score_sum += sprob[score - loscore]
+            obs_max = score
+            if obs_min == SCORE_MIN:
+                obs_min = score
+    score_avg = 0.0
+    if score_sum > 0.0001 or score_sum < -0.0001:
+        for score in range(obs_min, obs_max + 1):
+            sprob[score - loscore] /= score_sum
+            score_avg += score * sprob[score - loscore]
+    return sprob, obs_min, obs_max, score_avg
+
+
+@numba.njit(cache=True, nogil=True)
+def _ungapped_from_distribution(sprob, loscore, obs_min, obs_max, score_avg):
+    """Blast_KarlinBlkUngappedCalc: (lambda, K, H), or lambda -1 when they do not exist."""
+    if score_avg >= 0. or obs_min >= 0 or obs_max <= 0:
+        return -1., -1., -1.
+    probs = sprob[obs_min - loscore:obs_max - loscore + 1]
+    d = _score_lattice(probs, obs_min, obs_max)
+    lam = _lambda_newton(probs, d, obs_min, obs_max, LAMBDA_START, LAMBDA_TOLERANCE,
+                         LAMBDA_MAX_STEPS, LAMBDA_MAX_NEWTON)
+    if lam < 0.:
+        return -1., -1., -1.
+    h = _entropy(probs, obs_min, obs_max, lam)
+    if h < 0.:
+        return -1., -1., -1.
+    k = _karlin_k(probs, obs_min, obs_max, score_avg, lam, h)
+    if k < 0.:
+        return -1., -1., -1.
+    return lam, k, h
+
+
+def _matrix_score_range(matrix: np.ndarray) -> tuple[int, int]:
+    """BlastScoreBlkMaxScoreSet: extreme matrix scores, sentinel entries excluded."""
+    usable = matrix[(matrix > SCORE_MIN) & (matrix < SCORE_MAX)]
+    return int(usable.min()), int(usable.max())
+
+
+_SUBJECT_PROB = np.zeros(16)
+_SUBJECT_PROB[:4] = 25.0 / 100.0   # nt_prob, normalised: 25 % each of A, C, G, T
+
+
+def _query_probabilities(codes: np.ndarray) -> np.ndarray:
+    """Blast_ResFreqString: letter frequencies of the context, N and gap not counted."""
+    counts = np.bincount(np.asarray(codes, dtype=np.uint8) & 0x0F, minlength=16)[:16]
+    counts = counts.astype(np.int64)
+    counts[NUCLEOTIDE_N] = 0
+    counts[NUCLEOTIDE_GAP] = 0
+    total = 0.
+    for c in counts:   # BLAST sums the integer counts into a double one by one
+        total += int(c)
+    if total == 0.:
+        return np.zeros(16)
+    return np.array([int(c) / total for c in counts])
+
+
+def ungapped_karlin(codes: np.ndarray, reward: int, penalty: int) -> KarlinBlock | None:
+    """Ungapped lambda, K, H for one context's blastna letters against a uniform subject;
+    None when they do not exist (no valid letter: BLAST marks the context invalid)."""
+    matrix = score_matrix(reward, penalty)
+    loscore, hiscore = _matrix_score_range(matrix)
+    query_prob = _query_probabilities(codes)
+    sprob, obs_min, obs_max, score_avg = _score_distribution(
+        matrix.astype(np.int64), query_prob, _SUBJECT_PROB, loscore, hiscore)
+    lam, k, h = _ungapped_from_distribution(sprob, loscore, obs_min, obs_max, score_avg)
+    if lam < 0.:
+        return None
+    return KarlinBlock(lam, k, math.log(k), h)
+
+
+def _ungapped_beta(reward: int, penalty: int) -> float:
+    """s_GetUngappedBeta, on the scores as given (not gcd-reduced)."""
+    return -2.0 if (reward, penalty) in ((1, -1), (2, -3)) else 0.0
+
+
+def gapped_params(reward: int, penalty: int, gapopen: int, gapextend: int,
+                  ungapped: KarlinBlock) -> tuple[KarlinBlock, float, float, bool]:
+    """(gapped Karlin block, alpha, beta, round_down) for a gapped search
+    (Blast_KarlinBlkNuclGappedCalc and Blast_GetNuclAlphaBeta)."""
+    system = _scoring_system(reward, penalty)
+    row = _find_row(system, gapopen, gapextend)
+    if row is not None:
+        block = KarlinBlock(row[2], row[3], math.log(row[3]), row[4])
+        return block, row[5], row[6], system.round_down
+    if not _is_infinite_regime(system, gapopen, gapextend):
+        check_supported_scoring(reward, penalty, gapopen, gapextend)  # raises
+    block = KarlinBlock(ungapped.lambda_, ungapped.k, ungapped.log_k, ungapped.h)
+    alpha = ungapped.lambda_ / ungapped.h
+    return block, alpha, _ungapped_beta(reward, penalty), system.round_down
+
+
+def length_adjustment(kbp: KarlinBlock, alpha_over_lambda: float, beta: float,
+                      query_length: int, db_length: int, db_num_seqs: int) -> int:
+    """BLAST_ComputeLengthAdjustment: the largest integer ell (found by a bounded
+    iteration) below the fixed point of beta + (alpha/lambda)(ln K + ln((m-ell)(n-N ell))),
+    kept small enough that K (m-ell)(n-N ell) > max(m, n)."""
+    m = float(query_length)
+    n = float(db_length)
+    big_n = float(db_num_seqs)
+    log_k = kbp.log_k
+    a = big_n
+    mb = m * big_n + n
+    c = n * m - max(m, n) / kbp.k
+    if c < 0:
+        return 0
+    ell_max = 2 * c / (mb + math.sqrt(mb * mb - 4 * a * c))
+    ell_min = 0.
+    ell_next = 0.
+    converged = False
+    for i in range(1, 21):
+        ell = ell_next
+        ss = (m - ell) * (n - big_n * ell)
+        ell_bar = alpha_over_lambda * (log_k + math.log(ss)) + beta
+        if ell_bar >= ell:
+            ell_min = ell
+            if ell_bar - ell_min <= 1.0:
+                converged = True
+                break
+            if ell_min == ell_max:
+                break
+        else:
+            ell_max = ell
+        if ell_min <= ell_bar <= ell_max:
+            ell_next = ell_bar
+        else:
+            ell_next = ell_max if i == 1 else (ell_min + ell_max) / 2
+    result = int(ell_min)
+    if converged:
+        ell = math.ceil(ell_min)
+        if ell <= ell_max:
+            ss = (m - ell) * (n - big_n * ell)
+            if alpha_over_lambda * (log_k + math.log(ss)) + beta >= ell:
+                result = int(ell)
+    return result
+
+
+def evalue_cutoff_score(kbp: KarlinBlock, searchsp: int, evalue: float) -> int:
+    """BLAST_Cutoffs without sum statistics: the lowest raw score whose E-value is at most
+    `evalue`, never below 1 (BlastKarlinEtoS_simple)."""
+    if kbp.lambda_ < 0. or kbp.k < 0. or kbp.h < 0.:
+        return 1
+    e = max(evalue, SMALLEST_EVALUE)
+    score = int(math.ceil(math.log(kbp.k * float(searchsp) / e) / kbp.lambda_))
+    return max(score, 1)
+
+
+# --------------------------------------------------------------------------------------------
+# Everything the search needs per context, computed once per query batch and database.
+
+@dataclass
+class SearchStatistics:
+    """Per-context statistics (arrays of length num_contexts) and the batch-wide X-drops.
+
+    Invalid contexts (strand not searched, no valid letter) have valid False, None blocks,
+    length adjustment 0, search space 0 and cutoffs INT4_MAX, so nothing passes them.
+    """
+
+    valid: np.ndarray               # bool
+    query_length: np.ndarray        # int64, length of the context
+    kbp_ungapped: list              # KarlinBlock | None: from the query composition
+    kbp_gapped: list                # KarlinBlock | None: used for E-values and bit scores
+    alpha: np.ndarray               # float64, for the length adjustment
+    beta: np.ndarray                # float64
+    length_adjustment: np.ndarray   # int64
+    eff_searchsp: np.ndarray        # int64, BLAST's effective search space
+    ungapped_xdrop: np.ndarray      # int32, raw X-drop of the ungapped extension
+    ungapped_cutoff: np.ndarray     # int32, min(gap trigger, gapped E-value cutoff)
+    reduced_cutoff: np.ndarray      # int32, (int)(0.8 * ungapped_cutoff): exact re-extension
+    gapped_cutoff: np.ndarray       # int32, gapped E-value cutoff (hit saving)
+    gap_xdrop: int                  # raw X-drop of the preliminary gapped extension
+    gap_xdrop_final: int            # raw X-drop of the traceback
+    round_down: bool                # odd scores use the even score below for E-values
+    lambdas: np.ndarray             # float64, gapped lambda per context (0 if invalid)
+    log_ks: np.ndarray              # float64, gapped ln K per context (0 if invalid)
+
+
+def _context_letters(batch, context: int, options) -> np.ndarray:
+    """The letters BLAST takes the composition from: the query as searched, i.e. with
+    hard-masked letters already N when masking is not only for the lookup table."""
+    offset = int(batch.context_offset[context])
+    length = int(batch.context_length[context])
+    source = batch.unmasked_sequence if options.soft_masking else batch.sequence
+    return source[offset:offset + length]
+
+
+def prepare_statistics(batch, db_letters: int, db_num_seqs: int, options) -> SearchStatistics:
+    """Karlin blocks, length adjustments, search spaces, cutoffs and X-drops for a batch
+    against a database of `db_letters` letters in `db_num_seqs` sequences."""
+    n_ctx = batch.num_contexts
+    valid = np.zeros(n_ctx, dtype=bool)
+    query_length = np.asarray(batch.context_length, dtype=np.int64).copy()
+    kbp_ungapped, kbp_gapped = [None] * n_ctx, [None] * n_ctx
+    alpha, beta = np.zeros(n_ctx), np.zeros(n_ctx)
+    ell = np.zeros(n_ctx, dtype=np.int64)
+    searchsp = np.zeros(n_ctx, dtype=np.int64)
+    ungapped_xdrop = np.zeros(n_ctx, dtype=np.int32)
+    ungapped_cutoff = np.full(n_ctx, INT4_MAX, dtype=np.int32)
+    reduced_cutoff = np.full(n_ctx, INT4_MAX, dtype=np.int32)
+    gapped_cutoff = np.full(n_ctx, INT4_MAX, dtype=np.int32)
+    lambdas, log_ks = np.zeros(n_ctx), np.zeros(n_ctx)
+    round_down = _scoring_system(options.reward, options.penalty).round_down
+
+    for c in range(n_ctx):
+        if query_length[c] <= 0:
+            continue
+        ungapped = ungapped_karlin(_context_letters(batch, c, options),
+                                   options.reward, options.penalty)
+        if ungapped is None:
+            continue
+        valid[c] = True
+        kbp_ungapped[c] = ungapped
+        gapped, alpha[c], beta[c], round_down = gapped_params(
+            options.reward, options.penalty, options.gapopen, options.gapextend, ungapped)
+        kbp_gapped[c] = gapped
+        lambdas[c], log_ks[c] = gapped.lambda_, gapped.log_k
+        ell[c] = length_adjustment(gapped, alpha[c] / gapped.lambda_, beta[c],
+                                   int(query_length[c]), db_letters, db_num_seqs)
+        eff_db = db_letters - db_num_seqs * int(ell[c])
+        if eff_db <= 0:
+            eff_db = 1
+        searchsp[c] = eff_db * (int(query_length[c]) - int(ell[c]))
+        gapped_cutoff[c] = evalue_cutoff_score(gapped, int(searchsp[c]), options.evalue)
+        ungapped_xdrop[c] = int(1.0 * math.ceil(options.xdrop_ungap * LN2 / ungapped.lambda_))
+        trigger = int((options.gap_trigger * LN2 + ungapped.log_k) / ungapped.lambda_)
+        ungapped_cutoff[c] = min(trigger, int(gapped_cutoff[c]))
+        if ungapped_xdrop[c] == 0:
+            ungapped_xdrop[c] = ungapped_cutoff[c]
+        reduced_cutoff[c] = int(0.8 * int(ungapped_cutoff[c]))
+
+    gap_xdrop, gap_xdrop_final = 0, 0
+    if valid.any():
+        # BLAST keeps one gapped X-drop per search, from the smallest gapped lambda
+        min_lambda = min(kbp_gapped[c].lambda_ for c in range(n_ctx) if valid[c])
+        gap_xdrop = int(options.xdrop_gap * LN2 / min_lambda)
+        gap_xdrop_final = int(max(options.xdrop_gap_final * LN2 / min_lambda, gap_xdrop))
+
+    return SearchStatistics(valid, query_length, kbp_ungapped, kbp_gapped, alpha, beta, ell,
+                            searchsp, ungapped_xdrop, ungapped_cutoff, reduced_cutoff,
+                            gapped_cutoff, gap_xdrop, gap_xdrop_final, bool(round_down),
+                            lambdas, log_ks)
+
+
+def evalues(scores: np.ndarray, contexts: np.ndarray, stats: SearchStatistics) -> np.ndarray:
+    """E = searchsp * exp(-lambda S' + ln K) per HSP (BLAST_KarlinStoE_simple), S' the raw
+    score rounded down to even when the scoring system asks for it. Uses the C library's
+    exp, as BLAST does, so printed values agree to the last digit."""
+    scores = np.asarray(scores)
+    contexts = np.asarray(contexts)
+    out = np.empty(scores.size, dtype=np.float64)
+    for i in range(scores.size):
+        c = int(contexts[i])
+        s = int(scores[i])
+        if stats.round_down:
+            s &= ~1
+        lam = float(stats.lambdas[c])
+        out[i] = float(stats.eff_searchsp[c]) * math.exp(-lam * s + float(stats.log_ks[c]))
+    return out
+
+
+def bit_scores(scores: np.ndarray, contexts: np.ndarray, stats: SearchStatistics) -> np.ndarray:
+    """Bit score (S lambda - ln K) / ln 2 on the raw score, gapped parameters."""
+    scores = np.asarray(scores)
+    contexts = np.asarray(contexts)
+    out = np.empty(scores.size, dtype=np.float64)
+    for i in range(scores.size):
+        c = int(contexts[i])
+        out[i] = (int(scores[i]) * float(stats.lambdas[c]) - float(stats.log_ks[c])) / LN2
+    return out
