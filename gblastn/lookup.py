@@ -1,0 +1,304 @@
+"""Query lookup tables: which one BLAST would choose, and the tables themselves.
+
+Coordinates. Every query offset stored here is a *concatenated* offset into
+``QueryBatch.sequence`` (ours). Our concatenated layout starts with a sentinel at 0, so our
+offset is BLAST's offset (relative to ``query->sequence``) plus one. Where BLAST compares an
+offset with a bound it derives from ``query->length``, the scan code translates (see
+``blast_length`` below).
+
+A *word* is ``width`` (w) bases packed two bits per base, first base most significant
+(A=0 C=1 G=2 T=3); it is the index of every table below.
+
+Layouts (the GPU kernels read the same arrays):
+
+* **small** (``kind == SMALL``): ``backbone`` int16[4^w]: -1 empty; >= 0 the one query offset
+  of that word; < -1 the negated start of a run in ``overflow`` int16[]. A run lists the
+  offsets in increasing order and ends with -1. Runs start at index 2, so pointers are <= -2.
+* **megablast** (``kind == MEGABLAST``): ``hashtable`` int32[4^w] holds the offset of the
+  *last* inserted position of the word (0 = empty; BLAST stores q_off + 1, which is our offset);
+  ``next_pos`` int32[len(sequence)] chains to the previous position of the same word (0 ends).
+  Walking ``q = hashtable[i]; while q: use(q); q = next_pos[q]`` gives decreasing offsets.
+  ``pv`` uint32[] is BLAST's presence vector: the word ``i`` may have hits only if
+  ``pv[i >> pv_bts] & (1 << (i & 31))``; one bit may stand for several words (§3.6).
+* **standard** (``kind == STANDARD``): CSR. The offsets of word ``i`` are
+  ``offsets[cell_start[i]:cell_start[i + 1]]`` in increasing order; ``pv`` with ``pv_bts`` = 5
+  (one bit per word).
+
+All kinds also carry what the mini-extension and BLAST's s_TypeOfWord check need:
+``word_size`` (W), ``width`` (w), ``scan_step``, ``check_masks`` (BLAST's
+``masked_locations != NULL``: the W-seed must be covered by table words at their exact query
+positions), the query, its contexts, and ``blast_length``.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from .options import SearchOptions
+from .query import QueryBatch
+
+SMALL, STANDARD, MEGABLAST = 0, 1, 2
+KIND_NAMES = {SMALL: "small", STANDARD: "standard", MEGABLAST: "megablast"}
+
+SMALL_OFFSET_LIMIT = 32768     # small-table offsets and overflow indices are Int2
+PV_TARGET_BYTES = 131072       # kTargetPVSize
+PV_SMALL_QUERY = 15000         # kSmallQueryCutoff
+PV_LARGE_QUERY = 800000        # kLargeQueryCutoff
+
+
+@dataclass
+class LookupTable:
+    kind: int
+    word_size: int            # W
+    width: int                # w, letters per table word
+    scan_step: int            # W - w + 1
+    check_masks: bool         # s_TypeOfWord verifies the seed against the table
+    num_entries: int          # BLAST's EstimateNumTableEntries
+    max_q_off: int            # its max_off (BLAST coordinates, inclusive)
+    longest_chain: int
+    # small table
+    backbone: np.ndarray      # int16 [4^w] (empty array for other kinds)
+    overflow: np.ndarray      # int16 []
+    # megablast table
+    hashtable: np.ndarray     # int32 [4^w]
+    next_pos: np.ndarray      # int32 [len(sequence)]
+    # standard table
+    cell_start: np.ndarray    # int32 [4^w + 1]
+    offsets: np.ndarray       # int32 []
+    # presence vector (megablast, standard)
+    pv: np.ndarray            # uint32 []
+    pv_bts: int
+    # the query as the extension sees it
+    sequence: np.ndarray        # uint8 blastna, QueryBatch.sequence
+    context_offset: np.ndarray  # int32
+    context_length: np.ndarray  # int32
+
+    @property
+    def blast_length(self) -> int:
+        """BLAST's query->length: concatenated length without the two outer sentinels."""
+        return int(self.sequence.size) - 2
+
+    @property
+    def kind_name(self) -> str:
+        return KIND_NAMES[self.kind]
+
+
+def estimate_entries(segments: np.ndarray) -> tuple:
+    """BLAST's EstimateNumTableEntries: sum of (right - left) over the segments with
+    inclusive right ends (one less than the length), and the largest right end, both in
+    BLAST coordinates (our offset - 1)."""
+    if len(segments) == 0:
+        return 0, 0
+    seg = np.asarray(segments, dtype=np.int64)
+    entries = int(np.sum(seg[:, 1] - seg[:, 0] - 1))
+    max_off = int(max(0, np.max(seg[:, 1] - 2)))
+    return entries, max_off
+
+
+def choose_table(word_size: int, entries: int, max_q_off: int) -> tuple:
+    """BlastChooseNaLookupTable (contiguous words): (kind, width)."""
+    e, w = entries, word_size
+    if w <= 6:
+        kind, width = SMALL, w
+    elif w == 7:
+        kind, width = SMALL, (6 if e < 250 else 7)
+    elif w == 8:
+        kind, width = SMALL, (7 if e < 8500 else 8)
+    elif w == 9:
+        kind, width = (SMALL, 7) if e < 1250 else (SMALL, 8) if e < 21000 else (MEGABLAST, 9)
+    elif w == 10:
+        kind, width = ((SMALL, 7) if e < 1250 else (SMALL, 8) if e < 8500
+                       else (MEGABLAST, 9) if e < 18000 else (MEGABLAST, 10))
+    elif w == 11:
+        kind, width = (SMALL, 8) if e < 12000 else (MEGABLAST, 10) if e < 180000 else (MEGABLAST, 11)
+    elif w == 12:
+        kind, width = ((SMALL, 8) if e < 8500 else (MEGABLAST, 9) if e < 18000
+                       else (MEGABLAST, 10) if e < 60000 else (MEGABLAST, 11) if e < 900000
+                       else (MEGABLAST, 12))
+    else:
+        kind, width = (SMALL, 8) if e < 8500 else (MEGABLAST, 11) if e < 300000 else (MEGABLAST, 12)
+    # the small table keeps offsets in 15 bits
+    if kind == SMALL and (e >= 32767 or max_q_off >= SMALL_OFFSET_LIMIT):
+        kind = STANDARD
+    return kind, width
+
+
+@njit(cache=True, nogil=True)
+def _list_words(sequence, segments, word_size, width):
+    """Every indexable word as (index, offset), in BLAST's insertion order: segments in
+    order, offsets increasing; segments shorter than W skipped; words with an ambiguous
+    letter (blastna >= 4) skipped."""
+    total = 0
+    for k in range(segments.shape[0]):
+        n = segments[k, 1] - segments[k, 0]
+        if n >= word_size and n >= width:
+            total += n - width + 1
+    index = np.empty(total, dtype=np.int64)
+    offset = np.empty(total, dtype=np.int32)
+    mask = (1 << (2 * width)) - 1
+    count = 0
+    for k in range(segments.shape[0]):
+        start, end = segments[k, 0], segments[k, 1]
+        if end - start < word_size:
+            continue
+        word = 0
+        valid = 0  # letters since the last ambiguity
+        for p in range(start, end):
+            c = sequence[p]
+            if c >= 4:
+                valid = 0
+                word = 0
+                continue
+            word = ((word << 2) | c) & mask
+            valid += 1
+            if valid >= width:
+                index[count] = word
+                offset[count] = p - width + 1
+                count += 1
+    return index[:count], offset[:count]
+
+
+@njit(cache=True, nogil=True)
+def _build_small(index, offset, size):
+    """Backbone/overflow of BLAST's small table; returns (backbone, overflow, needed,
+    longest). ``needed`` is the overflow size BLAST computes (fallback when >= 32768)."""
+    counts = np.zeros(size, dtype=np.int64)
+    for i in range(index.size):
+        counts[index[i]] += 1
+    needed = 2
+    longest = 0
+    for i in range(size):
+        if counts[i] > 1:
+            needed += counts[i] + 1
+        if counts[i] > longest:
+            longest = counts[i]
+    backbone = np.full(size, -1, dtype=np.int16)
+    if needed >= 32768:
+        return backbone, np.zeros(0, dtype=np.int16), needed, longest
+    # runs are laid out in word order; offsets inside a run in insertion order
+    start = np.zeros(size, dtype=np.int64)
+    cursor = 2
+    for i in range(size):
+        if counts[i] > 1:
+            start[i] = cursor
+            backbone[i] = -cursor
+            cursor += counts[i] + 1
+    overflow = np.full(cursor, -1, dtype=np.int16)
+    fill = start.copy()
+    for i in range(index.size):
+        cell = index[i]
+        if counts[cell] == 1:
+            backbone[cell] = offset[i]
+        else:
+            overflow[fill[cell]] = offset[i]
+            fill[cell] += 1
+    return backbone, overflow, needed, longest
+
+
+@njit(cache=True, nogil=True)
+def _build_megablast(index, offset, size, seq_len, pv_words, pv_bts):
+    hashtable = np.zeros(size, dtype=np.int32)
+    next_pos = np.zeros(seq_len, dtype=np.int32)
+    pv = np.zeros(pv_words, dtype=np.uint32)
+    for i in range(index.size):
+        cell = index[i]
+        # our offset is BLAST's q_off + 1, so it is stored as is
+        next_pos[offset[i]] = hashtable[cell]
+        hashtable[cell] = offset[i]
+        pv[cell >> pv_bts] |= np.uint32(1) << np.uint32(cell & 31)
+    return hashtable, next_pos, pv
+
+
+@njit(cache=True, nogil=True)
+def _build_standard(index, offset, size):
+    cell_start = np.zeros(size + 1, dtype=np.int32)
+    for i in range(index.size):
+        cell_start[index[i] + 1] += 1
+    longest = 0
+    for i in range(size):
+        if cell_start[i + 1] > longest:
+            longest = cell_start[i + 1]
+        cell_start[i + 1] += cell_start[i]
+    offsets = np.empty(index.size, dtype=np.int32)
+    fill = cell_start[:size].copy()
+    pv = np.zeros((size >> 5) + 1, dtype=np.uint32)
+    for i in range(index.size):
+        cell = index[i]
+        offsets[fill[cell]] = offset[i]
+        fill[cell] += 1
+        pv[cell >> 5] |= np.uint32(1) << np.uint32(cell & 31)
+    return cell_start, offsets, pv, longest
+
+
+def megablast_pv_shape(width: int, entries: int) -> tuple:
+    """(pv words, pv_bts) of BLAST's megablast table (§3.6)."""
+    hashsize = 1 << (2 * width)
+    if hashsize <= 8 * PV_TARGET_BYTES:
+        pv_size = hashsize >> 5
+    else:
+        pv_size = PV_TARGET_BYTES // 4
+    if entries <= PV_SMALL_QUERY or entries >= PV_LARGE_QUERY:
+        pv_size //= 2
+    return pv_size, int(hashsize // pv_size).bit_length() - 1
+
+
+def build_lookup(batch: QueryBatch, options: SearchOptions) -> LookupTable:
+    """The lookup table BLAST would build for this batch (spec §3)."""
+    word_size = int(options.word_size)
+    segments = np.ascontiguousarray(batch.lookup_segments, dtype=np.int32).reshape(-1, 2)
+    sequence = np.ascontiguousarray(batch.sequence, dtype=np.uint8)
+    entries, max_q_off = estimate_entries(segments)
+    kind, width = choose_table(word_size, entries, max_q_off)
+    size = 1 << (2 * width)
+    index, offset = _list_words(sequence, segments, word_size, width)
+    empty16 = np.zeros(0, dtype=np.int16)
+    empty32 = np.zeros(0, dtype=np.int32)
+    backbone, overflow, hashtable, next_pos = empty16, empty16, empty32, empty32
+    cell_start, offsets, pv, pv_bts = empty32, empty32, np.zeros(0, dtype=np.uint32), 5
+    longest = 0
+    if kind == SMALL:
+        backbone, overflow, needed, longest = _build_small(index, offset, size)
+        if needed >= 32768:
+            kind, backbone, overflow = STANDARD, empty16, empty16
+    if kind == MEGABLAST:
+        pv_words, pv_bts = megablast_pv_shape(width, entries)
+        hashtable, next_pos, pv = _build_megablast(index, offset, size, sequence.size,
+                                                   pv_words, pv_bts)
+        longest = 0
+    elif kind == STANDARD:
+        cell_start, offsets, pv, longest = _build_standard(index, offset, size)
+    # BLAST's masked_locations: always for the small table when W > w, for the others only
+    # with mask-at-hash (soft masking); it exists whenever there is any lookup segment
+    has_segments = len(segments) > 0
+    if kind == SMALL:
+        check = word_size > width and has_segments
+    else:
+        check = word_size > width and has_segments and bool(options.soft_masking)
+    return LookupTable(kind, word_size, width, word_size - width + 1, bool(check), entries,
+                       max_q_off, int(longest), backbone, overflow, hashtable, next_pos,
+                       cell_start, offsets, pv, int(pv_bts), sequence,
+                       np.ascontiguousarray(batch.context_offset, dtype=np.int32),
+                       np.ascontiguousarray(batch.context_length, dtype=np.int32))
+
+
+def words_of(table: LookupTable, word: int) -> np.ndarray:
+    """Query offsets of one table word, in the order BLAST's scanner emits them."""
+    if table.kind == SMALL:
+        v = int(table.backbone[word])
+        if v == -1:
+            return np.zeros(0, dtype=np.int32)
+        if v >= 0:
+            return np.array([v], dtype=np.int32)
+        out, k = [], -v
+        while table.overflow[k] >= 0:
+            out.append(int(table.overflow[k]))
+            k += 1
+        return np.array(out, dtype=np.int32)
+    if table.kind == MEGABLAST:
+        out, q = [], int(table.hashtable[word])
+        while q:
+            out.append(q)
+            q = int(table.next_pos[q])
+        return np.array(out, dtype=np.int32)
+    return table.offsets[table.cell_start[word]:table.cell_start[word + 1]].copy()

@@ -1,0 +1,393 @@
+"""CPU scan backend (numba): scan, expand, mini-extend, s_TypeOfWord. The reference for
+the backend contract described in ``gblastn.scan``.
+
+Per chunk, as BLAST's BlastNaWordFinder does for one subject (or one piece of a long one):
+the w-mer at every subject offset 0, scan_step, 2*scan_step, ... <= length - w is looked up;
+each query offset it lists is extended to a W-mer by the routine BLAST would choose
+(BlastChooseNaExtend), with the subject's right limit ``s_range`` = the chunk length (our
+database has no subject masks, so BLAST's scan range is the whole chunk, also for pieces of
+long sequences); then the seed is checked with s_TypeOfWord.
+
+Subject: a packed 2-bit buffer, base i of a chunk at byte ``chunk_byte_offset + i // 4``,
+first base in the two most significant bits. Bytes past the buffer read as 0; BLAST's
+limits make such bases irrelevant.
+"""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from numba import njit
+
+from ..lookup import MEGABLAST, SMALL, LookupTable
+from . import Seeds
+
+# mini-extension routines (BlastChooseNaExtend)
+EXTEND_DIRECT = 0        # w == W: s_BlastNaExtendDirect
+EXTEND_BASEWISE = 1      # s_BlastNaExtend / s_BlastNaExtendAligned (same result)
+EXTEND_SMALL_ONE_BYTE = 2  # s_BlastSmallNaExtendAlignedOneByte
+EXTEND_SMALL = 3         # s_BlastSmallNaExtend
+
+
+def choose_extend(table: LookupTable) -> int:
+    w, W, step = table.width, table.word_size, table.scan_step
+    if w == W:
+        return EXTEND_DIRECT
+    if table.kind == SMALL:
+        if w % 4 == 0 and step % 4 == 0 and W - w <= 4:
+            return EXTEND_SMALL_ONE_BYTE
+        return EXTEND_SMALL
+    return EXTEND_BASEWISE
+
+
+def _match_tables():
+    """Matching 2-bit groups of an XOR byte: from the low end (left extension) and from
+    the high end (right extension), up to 4."""
+    left = np.zeros(256, dtype=np.int32)
+    right = np.zeros(256, dtype=np.int32)
+    for x in range(256):
+        n = 0
+        while n < 4 and (x >> (2 * n)) & 3 == 0:
+            n += 1
+        left[x] = n
+        n = 0
+        while n < 4 and (x >> (6 - 2 * n)) & 3 == 0:
+            n += 1
+        right[x] = n
+    return left, right
+
+
+MATCH_LEFT, MATCH_RIGHT = _match_tables()
+
+
+@njit(cache=True, nogil=True, inline="always")
+def subject_byte(packed, byte_off, k):
+    i = byte_off + k
+    if i < 0 or i >= packed.size:
+        return 0
+    return np.int64(packed[i])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def subject_base(packed, byte_off, s):
+    return (subject_byte(packed, byte_off, s >> 2) >> (2 * (3 - (s & 3)))) & 3
+
+
+@njit(cache=True, nogil=True)
+def subject_word(packed, byte_off, s, width):
+    """The ``width`` bases at chunk offset s packed as a table index."""
+    k = s >> 2
+    v = ((subject_byte(packed, byte_off, k) << 24) | (subject_byte(packed, byte_off, k + 1) << 16)
+         | (subject_byte(packed, byte_off, k + 2) << 8) | subject_byte(packed, byte_off, k + 3))
+    shift = 2 * (16 - (s & 3) - width)
+    return (v >> shift) & ((1 << (2 * width)) - 1)
+
+
+@njit(cache=True, nogil=True)
+def query_quad(sequence, i):
+    """BLAST's compressed query byte at (our) offset i: letters i..i+3, each ``code & 3``;
+    letters outside the concatenation (the two outer sentinels and beyond) count as 0."""
+    n = sequence.size
+    v = 0
+    for k in range(4):
+        p = i + k
+        c = 0
+        if 1 <= p <= n - 2:
+            c = sequence[p] & 3
+        v = (v << 2) | c
+    return v
+
+
+@njit(cache=True, nogil=True)
+def context_of(context_offset, q):
+    """BSearchContextInfo: the last context starting at or before q."""
+    lo, hi = 0, context_offset.size
+    while lo < hi - 1:
+        mid = (lo + hi) // 2
+        if context_offset[mid] > q:
+            hi = mid
+        else:
+            lo = mid
+    return lo
+
+
+@njit(cache=True, nogil=True)
+def word_has_offset(kind, backbone, overflow, hashtable, next_pos, cell_start, offsets,
+                    pv, pv_bts, word, q):
+    """Whether the table lists query offset q for this word (s_SmallNaLookup, s_MBLookup,
+    s_NaLookup)."""
+    if kind == SMALL:
+        v = np.int64(backbone[word])
+        if v == q:
+            return True
+        if v >= -1:
+            return False
+        k = -v
+        while overflow[k] >= 0:
+            if overflow[k] == q:
+                return True
+            k += 1
+        return False
+    if (pv[word >> pv_bts] >> (word & 31)) & 1 == 0:
+        return False
+    if kind == MEGABLAST:
+        p = hashtable[word]
+        while p != 0:
+            if p == q:
+                return True
+            p = next_pos[p]
+        return False
+    for j in range(cell_start[word], cell_start[word + 1]):
+        if offsets[j] == q:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def mini_extend(extend_kind, sequence, context_offset, context_length, packed, byte_off,
+                s_range, q_hit, s_hit, word_size, width):
+    """Extend a w-mer hit to a W-mer as BLAST's chosen routine does.
+    Returns (accepted, q_seed, s_seed)."""
+    if extend_kind == EXTEND_DIRECT:
+        return True, q_hit, s_hit
+    ext_to = word_size - width
+    if extend_kind == EXTEND_BASEWISE:
+        left = 0
+        limit = min(ext_to, s_hit)
+        while left < limit:
+            if subject_base(packed, byte_off, s_hit - left - 1) != sequence[q_hit - left - 1]:
+                break
+            left += 1
+        if left < ext_to:
+            s_next = s_hit + width
+            if s_next + ext_to - left > s_range:
+                return False, 0, 0
+            right = 0
+            while right < ext_to - left:
+                if subject_base(packed, byte_off, s_next + right) != sequence[q_hit + width + right]:
+                    break
+                right += 1
+            if left + right < ext_to:
+                return False, 0, 0
+        return True, q_hit - left, s_hit - left
+    ctx = context_of(context_offset, q_hit)
+    q_start = context_offset[ctx]
+    q_range = q_start + context_length[ctx]
+    if extend_kind == EXTEND_SMALL_ONE_BYTE:
+        left = 0
+        # BLAST: s_offset > 0 && q_offset > 0 (its q_offset is ours - 1)
+        if s_hit > 0 and q_hit > 1:
+            x = query_quad(sequence, q_hit - 4) ^ subject_byte(packed, byte_off, (s_hit >> 2) - 1)
+            left = min(min(MATCH_LEFT[x], ext_to), q_hit - q_start)
+        # BLAST: q_offset + w < query->length, i.e. ours q + w < len(sequence) - 1
+        if left < ext_to and q_hit + width < sequence.size - 1:
+            x = query_quad(sequence, q_hit + width) ^ subject_byte(packed, byte_off, (s_hit + width) >> 2)
+            right = min(min(MATCH_RIGHT[x], s_range - (s_hit + width)), q_range - (q_hit + width))
+            if left + right < ext_to:
+                return False, 0, 0
+        return True, q_hit - left, s_hit - left
+    # EXTEND_SMALL: whole bytes, starting at the first byte boundary right of the hit start
+    ext_max = min(min(ext_to, s_hit), q_hit - q_start)
+    rsdl = 4 - (s_hit & 3)
+    s0 = s_hit + rsdl
+    q0 = q_hit + rsdl
+    ext_max += rsdl
+    left = 0
+    s_pos, q_pos = s0, q0
+    while left < ext_max:
+        x = query_quad(sequence, q_pos - 4) ^ subject_byte(packed, byte_off, (s_pos >> 2) - 1)
+        bases = MATCH_LEFT[x]
+        left += bases
+        if bases < 4:
+            break
+        q_pos -= 4
+        s_pos -= 4
+    left = min(left, ext_max)
+    ext_max = min(min(word_size - left, s_range - s0), q_range - q0)
+    right = 0
+    s_pos, q_pos = s0, q0
+    while right < ext_max:
+        x = query_quad(sequence, q_pos) ^ subject_byte(packed, byte_off, s_pos >> 2)
+        bases = MATCH_RIGHT[x]
+        right += bases
+        if bases < 4:
+            break
+        q_pos += 4
+        s_pos += 4
+    right = min(right, ext_max)
+    if left + right < word_size:
+        return False, 0, 0
+    return True, q0 - left, s0 - left
+
+
+@njit(cache=True, nogil=True)
+def type_of_word(check_masks, kind, backbone, overflow, hashtable, next_pos, cell_start,
+                 offsets, pv, pv_bts, context_offset, context_length, packed, byte_off,
+                 s_range, q_off, s_off, word_size, width):
+    """BLAST's s_TypeOfWord for one-hit search. Returns (accepted, q_off, s_off): the left
+    end slides right to the first w-mer the table lists at that exact query offset."""
+    if word_size == width:
+        return True, q_off, s_off
+    q_end = q_off + word_size
+    s_end = s_off + word_size
+    ctx = context_of(context_offset, q_end)
+    q_range = context_offset[ctx] + context_length[ctx]
+    if check_masks:
+        word = subject_word(packed, byte_off, s_end - width, width)
+        if not word_has_offset(kind, backbone, overflow, hashtable, next_pos, cell_start,
+                               offsets, pv, pv_bts, word, q_end - width):
+            return False, 0, 0
+        while True:
+            word = subject_word(packed, byte_off, s_off, width)
+            if word_has_offset(kind, backbone, overflow, hashtable, next_pos, cell_start,
+                               offsets, pv, pv_bts, word, q_off):
+                break
+            s_off += 1
+            q_off += 1
+    ext_to = word_size - (q_end - q_off)
+    ext_max = min(q_range - q_end, s_range - s_end)
+    if ext_to > 0 or check_masks:
+        if ext_to > ext_max:
+            return False, 0, 0
+        q_end += ext_to
+        s_end += ext_to
+        s_pos = s_end - width
+        q_pos = q_end - width
+        while s_pos > s_off:
+            word = subject_word(packed, byte_off, s_pos, width)
+            if not word_has_offset(kind, backbone, overflow, hashtable, next_pos, cell_start,
+                                   offsets, pv, pv_bts, word, q_pos):
+                return False, 0, 0
+            s_pos -= width
+            q_pos -= width
+    return True, q_off, s_off
+
+
+@njit(cache=True, nogil=True)
+def _grow(a, n):
+    b = np.empty(max(2 * a.size, n, 16), dtype=a.dtype)
+    b[:a.size] = a
+    return b
+
+
+@njit(cache=True, nogil=True)
+def scan_chunks(kind, extend_kind, check_masks, word_size, width, scan_step,
+                backbone, overflow, hashtable, next_pos, cell_start, offsets, pv, pv_bts,
+                sequence, context_offset, context_length,
+                packed, chunk_byte_offset, chunk_length, first_chunk, last_chunk):
+    """Seeds of chunks [first_chunk, last_chunk), in BLAST's order."""
+    cap = 1024
+    out_chunk = np.empty(cap, dtype=np.int32)
+    out_q = np.empty(cap, dtype=np.int32)
+    out_s = np.empty(cap, dtype=np.int32)
+    out_first = np.empty(cap, dtype=np.int32)
+    out_hit = np.empty(cap, dtype=np.int32)
+    n = 0
+    hits = np.empty(64, dtype=np.int64)
+    for c in range(first_chunk, last_chunk):
+        byte_off = chunk_byte_offset[c]
+        length = np.int64(chunk_length[c])
+        s_range = length
+        s_hit = 0
+        while s_hit <= length - width:
+            word = subject_word(packed, byte_off, s_hit, width)
+            # the query offsets of this word, in table order
+            nh = 0
+            if kind == SMALL:
+                v = np.int64(backbone[word])
+                if v >= 0:
+                    hits[0] = v
+                    nh = 1
+                elif v < -1:
+                    k = -v
+                    while overflow[k] >= 0:
+                        if nh == hits.size:
+                            hits = _grow(hits, nh + 1)
+                        hits[nh] = overflow[k]
+                        nh += 1
+                        k += 1
+            elif (pv[word >> pv_bts] >> (word & 31)) & 1:
+                if kind == MEGABLAST:
+                    p = hashtable[word]
+                    while p != 0:
+                        if nh == hits.size:
+                            hits = _grow(hits, nh + 1)
+                        hits[nh] = p
+                        nh += 1
+                        p = next_pos[p]
+                else:
+                    for j in range(cell_start[word], cell_start[word + 1]):
+                        if nh == hits.size:
+                            hits = _grow(hits, nh + 1)
+                        hits[nh] = offsets[j]
+                        nh += 1
+            for h in range(nh):
+                q_hit = hits[h]
+                ok, q_seed, s_seed = mini_extend(extend_kind, sequence, context_offset,
+                                                 context_length, packed, byte_off, s_range,
+                                                 q_hit, s_hit, word_size, width)
+                if not ok:
+                    continue
+                ok, q_fin, s_fin = type_of_word(check_masks, kind, backbone, overflow,
+                                                hashtable, next_pos, cell_start, offsets, pv,
+                                                pv_bts, context_offset, context_length,
+                                                packed, byte_off, s_range, q_seed, s_seed,
+                                                word_size, width)
+                if not ok:
+                    continue
+                if n == out_chunk.size:
+                    out_chunk = _grow(out_chunk, n + 1)
+                    out_q = _grow(out_q, n + 1)
+                    out_s = _grow(out_s, n + 1)
+                    out_first = _grow(out_first, n + 1)
+                    out_hit = _grow(out_hit, n + 1)
+                out_chunk[n] = c
+                out_q[n] = q_fin
+                out_s[n] = s_fin
+                out_first[n] = s_seed
+                out_hit[n] = s_hit
+                n += 1
+            s_hit += scan_step
+    return out_chunk[:n], out_q[:n], out_s[:n], out_first[:n], out_hit[:n]
+
+
+def _table_args(table: LookupTable) -> tuple:
+    return (table.kind, choose_extend(table), table.check_masks, table.word_size, table.width,
+            table.scan_step, table.backbone, table.overflow, table.hashtable, table.next_pos,
+            table.cell_start, table.offsets, table.pv, table.pv_bts, table.sequence,
+            table.context_offset, table.context_length)
+
+
+def _split_chunks(chunk_length: np.ndarray, parts: int) -> list:
+    """Contiguous chunk ranges of about equal total length."""
+    k = int(chunk_length.size)
+    if parts <= 1 or k <= 1:
+        return [(0, k)]
+    cum = np.cumsum(chunk_length, dtype=np.int64)
+    targets = cum[-1] * np.arange(1, parts) / parts
+    cuts = np.searchsorted(cum, targets, side="left") + 1
+    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, k), [k]]))
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def find_seeds(table: LookupTable, packed: np.ndarray, chunk_byte_offset: np.ndarray,
+               chunk_length: np.ndarray, num_threads: int = 1) -> Seeds:
+    """All seeds BLAST would hand to its diagonal stage, for every chunk (see
+    ``gblastn.scan`` for the contract). Parallel over contiguous groups of chunks."""
+    packed = np.ascontiguousarray(packed, dtype=np.uint8)
+    chunk_byte_offset = np.ascontiguousarray(chunk_byte_offset, dtype=np.int64)
+    chunk_length = np.ascontiguousarray(chunk_length, dtype=np.int32)
+    args = _table_args(table)
+    ranges = _split_chunks(chunk_length, max(1, int(num_threads)) * 4 if num_threads > 1 else 1)
+
+    def run(bounds):
+        return scan_chunks(*args, packed, chunk_byte_offset, chunk_length, bounds[0], bounds[1])
+
+    if len(ranges) == 1:
+        parts = [run(ranges[0])]
+    else:
+        with ThreadPoolExecutor(max_workers=int(num_threads)) as pool:
+            parts = list(pool.map(run, ranges))
+    if not parts:
+        return Seeds.empty()
+    fields = [np.concatenate([p[i] for p in parts]) for i in range(5)]
+    return Seeds(*fields)

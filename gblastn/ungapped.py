@@ -1,0 +1,335 @@
+"""Diagonal bookkeeping and ungapped X-drop extension of seeds (spec §4.3, §5.1).
+
+Per chunk, seeds in scan order, as BLAST's s_BlastnDiagTableExtendInitialHit (concatenated
+query <= 8000 letters) or s_BlastnDiagHashExtendInitialHit (longer) do in one-hit mode:
+
+1. a seed whose (unslid) start ``s_first`` lies before the diagonal's ``last_hit`` is dropped;
+2. the seed is extended (exact extension for W < 11; otherwise 4-at-a-time approximate, redone
+   exactly when the approximate score reaches the context's reduced cutoff);
+3. score >= the context's cutoff: an initial hit is saved and last_hit = its end; otherwise
+   last_hit = the end of the W-seed.
+
+The hash is not just a faster array: a cell of another diagonal is overwritten when it looks
+stale, ``s_first - level > 1 - W`` (window 0, scan range 0), which can forget a diagonal's
+last_hit that the array would keep. We reproduce the hash exactly, but starting empty for
+every chunk; BLAST keeps one hash across all subjects of a thread, so which stale cell gets
+reused can, rarely, differ from BLAST after the first subject. The diagonal array has no such
+effect (its aliasing of diagonals never rejects a seed in one-hit mode), and starting it fresh
+per chunk is what BLAST's offset trick amounts to.
+
+Coordinates: query offsets are ours (concatenated, = BLAST's + 1); subject offsets are
+chunk-relative.
+"""
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from .alphabet import score_matrix
+from .lookup import LookupTable
+from .scan import Seeds
+from .scan.cpu import _split_chunks, context_of, subject_base, subject_byte
+
+DIAG_HASH_QUERY_LENGTH = 8000   # kQueryLenForHashTable
+DIAG_HASH_BUCKETS = 512
+EXACT_WORD_SIZE = 11            # W below this: exact extension only
+
+
+@dataclass
+class InitialHits:
+    chunk: np.ndarray     # int32
+    q_start: np.ndarray   # int32, concatenated query offset of the ungapped alignment start
+    s_start: np.ndarray   # int32, chunk-relative subject start
+    length: np.ndarray    # int32
+    score: np.ndarray     # int32, raw ungapped score
+    seed_q: np.ndarray    # int32, the seed BLAST saves with the hit (q_off after s_TypeOfWord)
+    seed_s: np.ndarray    # int32
+
+    def __len__(self) -> int:
+        return int(self.chunk.size)
+
+
+def nucl_score_table(reward: int, penalty: int) -> np.ndarray:
+    """Score of 4 aligned bases from the XOR of query and subject bytes: each 2-bit group
+    is a match (0) or a mismatch."""
+    x = np.arange(256)
+    groups = np.stack([(x >> (2 * k)) & 3 for k in range(4)])
+    return np.where(groups == 0, reward, penalty).sum(axis=0).astype(np.int32)
+
+
+def uses_diag_hash(table: LookupTable) -> bool:
+    """BLAST's container choice: last context's end, in BLAST coordinates, above 8000."""
+    end = int(table.context_offset[-1]) - 1 + int(table.context_length[-1])
+    return end > DIAG_HASH_QUERY_LENGTH
+
+
+@njit(cache=True, nogil=True)
+def extend_exact(sequence, matrix, packed, byte_off, s_len, q_off, s_off, x_drop):
+    """s_NuclUngappedExtendExact. x_drop > 0. Returns (q_start, s_start, length, score)."""
+    neg_x = -x_drop
+    # left: at most min(BLAST q_off, s_off) letters; BLAST q_off = ours - 1
+    steps = min(q_off - 1, s_off)
+    total = 0
+    run = 0
+    q_beg = q_off
+    for k in range(1, steps + 1):
+        run += matrix[sequence[q_off - k], subject_base(packed, byte_off, s_off - k)]
+        if run > 0:
+            q_beg = q_off - k
+            total += run
+            run = 0
+        elif run < neg_x:
+            break
+    s_beg = s_off - (q_off - q_beg)
+    # right, from the seed start; never below a total of 0
+    q_avail = sequence.size - 1 - q_off
+    s_avail = s_len - s_off
+    steps = min(q_avail, s_avail)
+    run = 0
+    q_end = q_off
+    x_now = neg_x
+    for k in range(steps):
+        run += matrix[sequence[q_off + k], subject_base(packed, byte_off, s_off + k)]
+        if run > 0:
+            q_end = q_off + k + 1
+            total += run
+            x_now = max(-total, neg_x)
+            run = 0
+        elif run < x_now:
+            break
+    return q_beg, s_beg, q_end - q_beg, total
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _query_byte(sequence, i):
+    """BLAST packs four blastna letters with shifts, keeping the low 8 bits: ambiguity codes
+    and sentinels spill into their neighbours' bits."""
+    return ((np.int64(sequence[i]) << 6) | (np.int64(sequence[i + 1]) << 4)
+            | (np.int64(sequence[i + 2]) << 2) | np.int64(sequence[i + 3])) & 0xFF
+
+
+@njit(cache=True, nogil=True)
+def extend_approx(sequence, matrix, score_table, packed, byte_off, s_len, q_off, s_off,
+                  s_match_end, x_drop, reduced_cutoff):
+    """s_NuclUngappedExtend: 4 letters at a time from the first byte boundary after s_off,
+    redone exactly when the approximate score reaches reduced_cutoff."""
+    neg_x = -x_drop
+    pad = (4 - (s_off & 3)) & 3
+    q_ext = q_off + pad
+    s_ext = s_off + pad
+    n = min(q_ext - 1, s_ext) // 4
+    total = 0
+    run = 0
+    new_q = q_ext
+    qi, si = q_ext, s_ext
+    for _ in range(n):
+        run += score_table[_query_byte(sequence, qi - 4) ^ subject_byte(packed, byte_off, (si >> 2) - 1)]
+        if run > 0:
+            new_q = qi - 4
+            total += run
+            run = 0
+        if run < neg_x:
+            break
+        qi -= 4
+        si -= 4
+    q_start = new_q
+    s_start = s_ext - (q_ext - q_start)
+    n = min(sequence.size - 1 - q_ext, s_len - s_ext) // 4
+    run = 0
+    new_q = q_ext
+    qi, si = q_ext, s_ext
+    for _ in range(n):
+        run += score_table[_query_byte(sequence, qi) ^ subject_byte(packed, byte_off, si >> 2)]
+        if run > 0:
+            new_q = qi + 3
+            total += run
+            run = 0
+        if run < neg_x:
+            break
+        qi += 4
+        si += 4
+    if total >= reduced_cutoff:
+        return extend_exact(sequence, matrix, packed, byte_off, s_len, q_off, s_off, x_drop)
+    length = max(s_match_end - s_start, new_q - q_start + 1)
+    return q_start, s_start, length, total
+
+
+@njit(cache=True, nogil=True)
+def extend_chunks(seed_chunk, seed_q, seed_s, seed_first, chunk_bounds, first_chunk, last_chunk,
+                  sequence, context_offset, packed, chunk_byte_offset, chunk_length,
+                  matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size, use_hash):
+    """Diagonal bookkeeping and extension for chunks [first_chunk, last_chunk); seeds of
+    chunk c are seed_*[chunk_bounds[c]:chunk_bounds[c + 1]]. Returns the saved hits in
+    processing order."""
+    total_seeds = chunk_bounds[last_chunk] - chunk_bounds[first_chunk]
+    cap = max(16, total_seeds // 8)
+    o_chunk = np.empty(cap, dtype=np.int32)
+    o_q = np.empty(cap, dtype=np.int32)
+    o_s = np.empty(cap, dtype=np.int32)
+    o_len = np.empty(cap, dtype=np.int32)
+    o_score = np.empty(cap, dtype=np.int32)
+    o_seed_q = np.empty(cap, dtype=np.int32)
+    o_seed_s = np.empty(cap, dtype=np.int32)
+    n_out = 0
+    blast_len = sequence.size - 2
+    exact_only = word_size < 11
+    # diagonal array (BLAST's length: a power of two >= query length)
+    diag_len = 1
+    while diag_len < blast_len:
+        diag_len <<= 1
+    last_hit = np.zeros(diag_len if not use_hash else 1, dtype=np.int64)
+    offset = np.int64(0)
+    # diagonal hash: 512 buckets of chained cells; index 0 means none
+    backbone = np.zeros(512, dtype=np.int64)
+    cell_diag = np.zeros(256, dtype=np.int64)
+    cell_level = np.zeros(256, dtype=np.int64)
+    cell_next = np.zeros(256, dtype=np.int64)
+    occupancy = 1
+    stale_window = 1 - word_size  # window 0 + Delta (min(scan_range 0, 0 - W)) + 1
+    for c in range(first_chunk, last_chunk):
+        byte_off = chunk_byte_offset[c]
+        s_len = np.int64(chunk_length[c])
+        if use_hash:
+            backbone[:] = 0
+            occupancy = 1
+        for i in range(chunk_bounds[c], chunk_bounds[c + 1]):
+            q_off = np.int64(seed_q[i])
+            s_off = np.int64(seed_s[i])
+            s_first_pos = np.int64(seed_first[i]) + offset
+            diag = s_off - q_off
+            if use_hash:
+                level = np.int64(0)
+                k = backbone[diag & 511]
+                while k != 0:
+                    if cell_diag[k] == diag:
+                        level = cell_level[k]
+                        break
+                    k = cell_next[k]
+            else:
+                cell = (s_off + diag_len - q_off) & (diag_len - 1)
+                level = last_hit[cell]
+            if s_first_pos < level:
+                continue
+            s_end_pos = s_off + word_size + offset
+            ctx = context_of(context_offset, q_off)
+            if exact_only:
+                qs, ss, ln, sc = extend_exact(sequence, matrix, packed, byte_off, s_len,
+                                              q_off, s_off, xdrop[ctx])
+            else:
+                qs, ss, ln, sc = extend_approx(sequence, matrix, score_table, packed, byte_off,
+                                               s_len, q_off, s_off, s_off + word_size,
+                                               xdrop[ctx], reduced_cutoff[ctx])
+            if sc >= cutoff[ctx]:
+                if n_out == o_chunk.size:
+                    grow = 2 * o_chunk.size
+                    o_chunk = _resize(o_chunk, grow)
+                    o_q = _resize(o_q, grow)
+                    o_s = _resize(o_s, grow)
+                    o_len = _resize(o_len, grow)
+                    o_score = _resize(o_score, grow)
+                    o_seed_q = _resize(o_seed_q, grow)
+                    o_seed_s = _resize(o_seed_s, grow)
+                o_chunk[n_out] = c
+                o_q[n_out] = qs
+                o_s[n_out] = ss
+                o_len[n_out] = ln
+                o_score[n_out] = sc
+                o_seed_q[n_out] = q_off
+                o_seed_s[n_out] = s_off
+                n_out += 1
+                s_end_pos = ln + ss + offset
+            if use_hash:
+                # s_BlastDiagHashInsert: own cell, else the first stale cell, else a new one
+                bucket = diag & 511
+                k = backbone[bucket]
+                done = False
+                while k != 0:
+                    if cell_diag[k] == diag or s_first_pos - cell_level[k] > stale_window:
+                        cell_diag[k] = diag
+                        cell_level[k] = s_end_pos
+                        done = True
+                        break
+                    k = cell_next[k]
+                if not done:
+                    if occupancy == cell_diag.size:
+                        cell_diag = _resize64(cell_diag, 2 * occupancy)
+                        cell_level = _resize64(cell_level, 2 * occupancy)
+                        cell_next = _resize64(cell_next, 2 * occupancy)
+                    cell_diag[occupancy] = diag
+                    cell_level[occupancy] = s_end_pos
+                    cell_next[occupancy] = backbone[bucket]
+                    backbone[bucket] = occupancy
+                    occupancy += 1
+            else:
+                last_hit[cell] = s_end_pos
+        # BLAST's Blast_ExtendWordExit: every old entry becomes stale
+        if not use_hash:
+            if offset >= 2147483647 // 4:
+                offset = 0
+                last_hit[:] = 0
+            else:
+                offset += s_len
+    return (o_chunk[:n_out], o_q[:n_out], o_s[:n_out], o_len[:n_out], o_score[:n_out],
+            o_seed_q[:n_out], o_seed_s[:n_out])
+
+
+@njit(cache=True, nogil=True)
+def _resize(a, n):
+    b = np.empty(n, dtype=np.int32)
+    b[:a.size] = a
+    return b
+
+
+@njit(cache=True, nogil=True)
+def _resize64(a, n):
+    b = np.zeros(n, dtype=np.int64)
+    b[:a.size] = a
+    return b
+
+
+def sort_initial_hits(hits: InitialHits) -> InitialHits:
+    """Per chunk, Blast_InitHitListSortByScore: score desc, s_start asc, length desc,
+    q_start asc (ties left in processing order)."""
+    order = np.lexsort((hits.q_start, -hits.length.astype(np.int64), hits.s_start,
+                        -hits.score.astype(np.int64), hits.chunk))
+    return InitialHits(*(getattr(hits, f)[order] for f in
+                         ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s")))
+
+
+def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
+                 chunk_byte_offset: np.ndarray, chunk_length: np.ndarray,
+                 ungapped_xdrop: np.ndarray, ungapped_cutoff: np.ndarray,
+                 reduced_cutoff: np.ndarray, reward: int, penalty: int,
+                 num_threads: int = 1) -> InitialHits:
+    """Ungapped extension of all seeds (as ``find_seeds`` returns them), chunks independent.
+
+    ``ungapped_xdrop``, ``ungapped_cutoff``, ``reduced_cutoff``: int32 per context (raw X > 0,
+    raw cutoff, (int)(0.8 * cutoff)). The word size and the query come from ``table``.
+    """
+    packed = np.ascontiguousarray(packed, dtype=np.uint8)
+    chunk_byte_offset = np.ascontiguousarray(chunk_byte_offset, dtype=np.int64)
+    chunk_length = np.ascontiguousarray(chunk_length, dtype=np.int32)
+    k = int(chunk_length.size)
+    bounds = np.searchsorted(seeds.chunk, np.arange(k + 1), side="left").astype(np.int64)
+    matrix = score_matrix(reward, penalty).astype(np.int64)
+    score_table = nucl_score_table(reward, penalty).astype(np.int64)
+    per_ctx = [np.ascontiguousarray(a, dtype=np.int64) for a in
+               (ungapped_xdrop, ungapped_cutoff, reduced_cutoff)]
+    use_hash = uses_diag_hash(table)
+
+    def run(rng):
+        return extend_chunks(seeds.chunk, seeds.q_off, seeds.s_off, seeds.s_first, bounds,
+                             rng[0], rng[1], table.sequence, table.context_offset, packed,
+                             chunk_byte_offset, chunk_length, matrix, score_table, *per_ctx,
+                             table.word_size, use_hash)
+
+    ranges = _split_chunks(chunk_length, 4 * num_threads) if num_threads > 1 else [(0, k)]
+    if len(ranges) <= 1:
+        parts = [run((0, k))]
+    else:
+        with ThreadPoolExecutor(max_workers=int(num_threads)) as pool:
+            parts = list(pool.map(run, ranges))
+    fields = [np.concatenate([p[i] for p in parts]).astype(np.int32) for i in range(7)]
+    return sort_initial_hits(InitialHits(*fields))
