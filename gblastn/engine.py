@@ -107,7 +107,9 @@ def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHit
     buffer, byte_offset = volume.concat_packed()
     chunks = subject_chunks(volume.lengths, byte_offset)
     seeds = backend.find_seeds(table, buffer, chunks.byte_offset, chunks.length)
-    hits = extend_seeds(seeds, batch, table, buffer, chunks.byte_offset, chunks.length, stats, options)
+    hits = extend_seeds(seeds, table, buffer, chunks.byte_offset, chunks.length,
+                        stats.ungapped_xdrop, stats.ungapped_cutoff, stats.reduced_cutoff,
+                        options.reward, options.penalty, options.num_threads)
     bounds = np.searchsorted(hits.chunk, np.arange(len(chunks.length) + 1))
     per_subject: dict = {}
     for c in np.flatnonzero(np.diff(bounds)):
@@ -195,10 +197,11 @@ def score_order(hsps: Hsps) -> np.ndarray:
 def file_subject(ordinal: int, hsps: Hsps, batch, stats, options, prelim: PrelimHits) -> None:
     """E-values for a subject's preliminary HSPs, drop those above the threshold, and file the
     rest under their queries (Blast_HSPResultsInsertHSPList splits by query)."""
-    from .stats import evalues
+    from .stats import bit_scores, evalues
 
     hsps = hsps.take(score_order(hsps))
     hsps.evalue = evalues(hsps.score, hsps.context, stats)
+    hsps.bitscore = bit_scores(hsps.score, hsps.context, stats)
     hsps = hsps.take(hsps.evalue <= options.evalue)
     query_of = hsps.context // 2
     for q in np.unique(query_of):
