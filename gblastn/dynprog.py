@@ -1,0 +1,783 @@
+"""X-drop dynamic-programming gapped extension for the blastn tasks (blastn, blastn-short).
+
+What BLAST+ 2.12 does (spec §6.2 point 3, §6.3), reproduced cell for cell:
+
+* **Preliminary, score only** (`prelim_dp_extend`): the extension starts from the ungapped
+  seed, moved 3 letters right when the ungapped alignment reaches 8 or more letters past it,
+  then rounded up to the next 4-base boundary of the packed subject. It extends left (the
+  start letter included) and right with affine-gap X-drop DP, X = min(gap X-drop, ungapped
+  score). The subject is read straight from its packed 2-bit bytes.
+* **Traceback** (`traceback_dp`): the same DP, with an edit script, on the true (IUPAC)
+  subject with the final X-drop: left from the start point (included), then right. Ties are
+  broken as BLAST breaks them: a cell prefers the diagonal, then a gap in the subject (query
+  letter against '-'), then a gap in the query; a running gap is extended rather than
+  reopened when both score the same.
+* `gapped_start_nucl`, `gapped_offsets`: how the traceback picks its start point.
+* `cut_off_gap_edit_script`, `reevaluate_with_ambiguities_gapped`: trimming an HSP that
+  shares an end with a better one, and rescoring the trimmed part.
+
+Conventions of the DP kernels: a one-direction extension aligns ``M`` letters of a "row"
+sequence with ``N`` letters of a "column" sequence; letter k (1-based) of either is
+``seq[origin + step * k]`` (step +1 to the right, -1 to the left), so the same kernel runs
+both ways without copying or reversing anything. Cell (a, b) is the best alignment ending
+after a row letters and b column letters. Memory grows with the X-drop band, not with the
+sequence lengths (as BLAST's, whose per-column arrays are indexed by column and grow on
+demand).
+
+All scores are raw; the matrix is BLAST's 16x16 blastna matrix (`alphabet.score_matrix`).
+Coordinates are 0-based and ends exclusive (as in `gblastn.hsp`).
+"""
+
+import numpy as np
+from numba import njit
+
+from .hsp import OP_DEL, OP_INS, OP_SUB
+
+# Scores below any reachable one; halved so that adding a matrix entry cannot overflow.
+MININT = -(2**31) // 2
+# Subjects at least this long are cut to a window around the traceback start point.
+MAX_SUBJECT_OFFSET = 90000
+# How many gap letters that window allows on top of the query length.
+MAX_TOTAL_GAPS = 3000
+# Window (letters) BlastGetOffsetsForGappedAlignment slides along an HSP.
+HSP_MAX_WINDOW = 11
+# Letters per byte of the packed subject.
+PACK_RATIO = 4
+
+# Traceback cell flags (low bits: the OP_* the cell's best path ends with).
+_OP_MASK = 0x0F
+_EXTEND_GAP_IN_QUERY = 0x10  # the query-gap (OP_DEL) ending here continues one from the left
+_EXTEND_GAP_IN_SUBJECT = 0x40  # the subject-gap (OP_INS) ending here continues one from above
+
+
+@njit(cache=True, nogil=True)
+def _packed_base(packed, i):
+    """Base i (0..3) of a packed 2-bit buffer, first base in the high bits."""
+    return (packed[i >> 2] >> (2 * (3 - (i & 3)))) & 3
+
+
+@njit(cache=True, nogil=True)
+def _grown(array, need):
+    """`array` copied into one of length max(need, 2 * len): BLAST's realloc of its columns."""
+    out = np.empty(max(need, 2 * array.size), dtype=array.dtype)
+    out[:array.size] = array
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _band_cells(x_dropoff, gap_extend, n):
+    """How many cells past the band a row can add before a gap fails the X-drop test."""
+    if gap_extend > 0:
+        return x_dropoff // gap_extend + 3
+    return n + 3
+
+
+@njit(cache=True, nogil=True)
+def xdrop_score(rows, row_origin, row_step, m, rows_packed,
+                cols, col_origin, col_step, n,
+                matrix, gap_open, gap_extend, x_dropoff):
+    """Score-only X-drop DP in one direction (s_BlastAlignPackedNucl / Blast_SemiGappedAlign).
+
+    rows: the row sequence, blastna codes, or packed 2-bit bytes when `rows_packed`;
+    its letter k (1..m) is rows[row_origin + row_step * k] (base index when packed).
+    cols: blastna codes, letter k (1..n) at cols[col_origin + col_step * k].
+    x_dropoff is raised to gap_open + gap_extend, as BLAST does.
+    Returns (best score, rows used, columns used) of the best cell, (0, 0, 0) when none
+    beats the empty extension.
+    """
+    gap_open_extend = gap_open + gap_extend
+    if x_dropoff < gap_open_extend:
+        x_dropoff = gap_open_extend
+    if n <= 0 or m <= 0:
+        return 0, 0, 0
+    extra = _band_cells(x_dropoff, gap_extend, n)
+    best = np.empty(extra + 100, dtype=np.int64)      # H of the previous row, per column
+    best_gap = np.empty(extra + 100, dtype=np.int64)  # E: best path ending in a row gap
+
+    # row 0: only gaps; stop where they fail the X-drop test
+    score = -gap_open_extend
+    best[0] = 0
+    best_gap[0] = -gap_open_extend
+    i = 1
+    while i <= n:
+        if score < -x_dropoff:
+            break
+        best[i] = score
+        best_gap[i] = score - gap_open_extend
+        score -= gap_extend
+        i += 1
+
+    b_size = i          # columns [first_b, b_size) are examined in the next row
+    best_score = 0
+    best_a = 0
+    best_b = 0
+    first_b = 0
+    for a in range(1, m + 1):
+        if rows_packed:
+            row_letter = _packed_base(rows, row_origin + row_step * a)
+        else:
+            row_letter = rows[row_origin + row_step * a]
+        matrix_row = matrix[row_letter]
+        score = MININT
+        score_gap_row = MININT
+        last_b = first_b
+        for b in range(first_b, b_size):
+            score_gap_col = best_gap[b]
+            # diagonal score of the next cell, (a, b + 1)
+            if b < n:
+                next_score = best[b] + matrix_row[cols[col_origin + col_step * (b + 1)]]
+            else:
+                next_score = MININT
+            if score < score_gap_col:
+                score = score_gap_col
+            if score < score_gap_row:
+                score = score_gap_row
+            if best_score - score > x_dropoff:
+                # dead cell; a dead first cell moves the band's left edge
+                if b == first_b:
+                    first_b += 1
+                else:
+                    best[b] = MININT
+            else:
+                last_b = b
+                if score > best_score:
+                    best_score = score
+                    best_a = a
+                    best_b = b
+                score_gap_row -= gap_extend
+                score_gap_col -= gap_extend
+                best_gap[b] = max(score - gap_open_extend, score_gap_col)
+                score_gap_row = max(score - gap_open_extend, score_gap_row)
+                best[b] = score
+            score = next_score
+
+        if first_b == b_size:
+            break
+        if last_b + extra + 3 >= best.size:
+            best = _grown(best, last_b + extra + 100)
+            best_gap = _grown(best_gap, last_b + extra + 100)
+        if last_b < b_size - 1:
+            b_size = last_b + 1
+        else:
+            # the row ended alive: open the band to the right while the row gap survives
+            while score_gap_row >= best_score - x_dropoff and b_size <= n:
+                best[b_size] = score_gap_row
+                best_gap[b_size] = score_gap_row - gap_open_extend
+                score_gap_row -= gap_extend
+                b_size += 1
+        if b_size <= n:
+            best[b_size] = MININT
+            best_gap[b_size] = MININT
+            b_size += 1
+    return best_score, best_a, best_b
+
+
+@njit(cache=True, nogil=True)
+def prelim_dp_extend(query, packed_subject, subject_length, seed_q, seed_s,
+                     ungapped_s_start, ungapped_length, ungapped_score,
+                     matrix, gap_open, gap_extend, gap_x_dropoff):
+    """Preliminary score-only gapped extension of one ungapped HSP (s_BlastDynProgNtGappedAlignment).
+
+    query: blastna codes of the HSP's context only (slice the concatenated buffer; the
+        extension never leaves it).
+    packed_subject: the subject's packed 2-bit bytes; subject_length its length in bases.
+    seed_q, seed_s: the initial hit's offsets (BLAST's init_hsp q_off/s_off), seed_q
+        context-relative.
+    ungapped_s_start, ungapped_length, ungapped_score: the ungapped alignment of that hit.
+    gap_x_dropoff: the raw preliminary gapped X-drop (blastn 33, blastn-short 15).
+    The ungapped alignment must lie inside both sequences and hold the seed (as the
+    ungapped stage guarantees); the start point then stays inside both.
+
+    Returns (score, q_start, q_end, s_start, s_end, q_gapped_start, s_gapped_start): the
+    gapped alignment's box (ends exclusive) and the start point to store in the HSP (the
+    seed, moved +3 when it was; not the 4-base rounding, which BLAST keeps local).
+    """
+    query_length = query.size
+    x_dropoff = gap_x_dropoff
+    if ungapped_score < x_dropoff:
+        x_dropoff = ungapped_score
+    # start inside the first full byte of a presumably exact 8-letter stretch
+    if ungapped_s_start + ungapped_length >= seed_s + 8:
+        seed_s += 3
+        seed_q += 3
+    # the packed kernel starts on a byte boundary: shift the start 1..4 letters right
+    shift = PACK_RATIO - seed_s % PACK_RATIO
+    q_length = seed_q + shift   # letters [0, q_length) lie left of the split
+    s_length = seed_s + shift
+    if q_length > query_length or s_length > subject_length:
+        q_length -= PACK_RATIO
+        s_length -= PACK_RATIO
+
+    # left: rows = subject letters s_length-1, s_length-2, ..; cols = query letters likewise
+    score_left, s_used, q_used = xdrop_score(
+        packed_subject, s_length, -1, s_length, True,
+        query, q_length, -1, q_length,
+        matrix, gap_open, gap_extend, x_dropoff)
+    q_start = q_length - q_used
+    s_start = s_length - s_used
+
+    score_right = 0
+    if q_length < query_length and s_length < subject_length:
+        score_right, s_used, q_used = xdrop_score(
+            packed_subject, s_length - 1, 1, subject_length - s_length, True,
+            query, q_length - 1, 1, query_length - q_length,
+            matrix, gap_open, gap_extend, x_dropoff)
+        q_end = q_length + q_used
+        s_end = s_length + s_used
+    else:
+        q_end = q_length
+        s_end = s_length
+    return score_left + score_right, q_start, q_end, s_start, s_end, seed_q, seed_s
+
+
+@njit(cache=True, nogil=True)
+def _append_op(ops, lens, count, op, length):
+    """Add `length` of `op` to an edit script being built, merging with the last run."""
+    if count > 0 and ops[count - 1] == op:
+        lens[count - 1] += length
+        return count
+    ops[count] = op
+    lens[count] = length
+    return count + 1
+
+
+@njit(cache=True, nogil=True)
+def align_ex(rows, row_origin, row_step, m, cols, col_origin, col_step, n,
+             matrix, gap_open, gap_extend, x_dropoff):
+    """X-drop DP with traceback in one direction (ALIGN_EX), rows = query, cols = subject.
+
+    Letter k (1-based) of rows/cols is seq[origin + step * k]; both blastna codes.
+    Returns (best score, rows used, columns used, ops, lens): the edit script as BLAST's
+    traceback emits it, from the best cell back to the origin (runs of OP_SUB/OP_DEL/OP_INS).
+    """
+    gap_open_extend = gap_open + gap_extend
+    if x_dropoff < gap_open_extend:
+        x_dropoff = gap_open_extend
+    if n <= 0 or m <= 0:
+        return 0, 0, 0, np.empty(0, np.uint8), np.empty(0, np.int32)
+    extra = _band_cells(x_dropoff, gap_extend, n)
+    best = np.empty(extra + 100, dtype=np.int64)
+    best_gap = np.empty(extra + 100, dtype=np.int64)
+    # traceback cells, row after row; row a holds columns from row_first[a] on
+    cells = np.empty(max(8 * extra, 4096), dtype=np.uint8)
+    row_start = np.empty(128, dtype=np.int64)
+    row_first = np.empty(128, dtype=np.int64)
+
+    score = -gap_open_extend
+    best[0] = 0
+    best_gap[0] = -gap_open_extend
+    i = 1
+    while i <= n:
+        if score < -x_dropoff:
+            break
+        best[i] = score
+        best_gap[i] = score - gap_open_extend
+        score -= gap_extend
+        cells[i] = OP_DEL
+        i += 1
+    row_start[0] = 0
+    row_first[0] = 0
+    used = i + 1
+
+    b_size = i
+    best_score = 0
+    best_a = 0
+    best_b = 0
+    first_b = 0
+    for a in range(1, m + 1):
+        # room for this row: the band so far plus what a row gap can add to it
+        need = used + (b_size - first_b) + extra + 2
+        if need > cells.size:
+            cells = _grown(cells, need)
+        if a >= row_start.size:
+            row_start = _grown(row_start, a + 1)
+            row_first = _grown(row_first, a + 1)
+        row_start[a] = used
+        row_first[a] = first_b
+        base = used - first_b
+        orig_first = first_b
+
+        matrix_row = matrix[rows[row_origin + row_step * a]]
+        score = MININT
+        score_gap_row = MININT
+        last_b = first_b
+        b = first_b
+        while b < b_size:
+            score_gap_col = best_gap[b]
+            if b < n:
+                next_score = best[b] + matrix_row[cols[col_origin + col_step * (b + 1)]]
+            else:
+                next_score = MININT
+            script = OP_SUB
+            if score < score_gap_col:
+                script = OP_INS
+                score = score_gap_col
+            if score < score_gap_row:
+                script = OP_DEL
+                score = score_gap_row
+            if best_score - score > x_dropoff:
+                if first_b == b:
+                    first_b += 1
+                else:
+                    best[b] = MININT
+            else:
+                last_b = b
+                if score > best_score:
+                    best_score = score
+                    best_a = a
+                    best_b = b
+                score_gap_row -= gap_extend
+                score_gap_col -= gap_extend
+                if score_gap_col < score - gap_open_extend:
+                    best_gap[b] = score - gap_open_extend
+                else:
+                    best_gap[b] = score_gap_col
+                    script += _EXTEND_GAP_IN_SUBJECT
+                if score_gap_row < score - gap_open_extend:
+                    score_gap_row = score - gap_open_extend
+                else:
+                    script += _EXTEND_GAP_IN_QUERY
+                best[b] = score
+            score = next_score
+            cells[base + b] = script
+            b += 1
+
+        if first_b == b_size:
+            break
+        if last_b + extra + 3 >= best.size:
+            best = _grown(best, last_b + extra + 100)
+            best_gap = _grown(best_gap, last_b + extra + 100)
+        if last_b < b_size - 1:
+            b_size = last_b + 1
+        else:
+            while score_gap_row >= best_score - x_dropoff and b_size <= n:
+                best[b_size] = score_gap_row
+                best_gap[b_size] = score_gap_row - gap_open_extend
+                score_gap_row -= gap_extend
+                cells[base + b_size] = OP_DEL
+                b_size += 1
+        used += max(b, b_size) - orig_first + 1
+        if b_size <= n:
+            best[b_size] = MININT
+            best_gap[b_size] = MININT
+            b_size += 1
+
+    # walk back from the best cell, following gap-extension flags while in a gap
+    ops = np.empty(best_a + best_b + 1, dtype=np.uint8)
+    lens = np.empty(best_a + best_b + 1, dtype=np.int32)
+    count = 0
+    a = best_a
+    b = best_b
+    script = OP_SUB
+    while a > 0 or b > 0:
+        cell = cells[row_start[a] + b - row_first[a]]
+        if script == OP_DEL:
+            script = cell & _OP_MASK
+            if cell & _EXTEND_GAP_IN_QUERY:
+                script = OP_DEL
+        elif script == OP_INS:
+            script = cell & _OP_MASK
+            if cell & _EXTEND_GAP_IN_SUBJECT:
+                script = OP_INS
+        else:
+            script = cell & _OP_MASK
+        if script == OP_DEL:
+            b -= 1
+        elif script == OP_INS:
+            a -= 1
+        else:
+            a -= 1
+            b -= 1
+        count = _append_op(ops, lens, count, script, 1)
+    return best_score, best_a, best_b, ops[:count].copy(), lens[:count].copy()
+
+
+@njit(cache=True, nogil=True)
+def adjust_subject_range(s_start, subject_length, q_start, query_length):
+    """The subject window the traceback works in (AdjustSubjectRange).
+
+    Returns (shift, s_start within the window, window length); the window is
+    subject[shift:shift + length]. Subjects shorter than MAX_SUBJECT_OFFSET are not cut.
+    """
+    if subject_length < MAX_SUBJECT_OFFSET:
+        return 0, s_start, subject_length
+    max_left = q_start + MAX_TOTAL_GAPS
+    max_right = query_length - q_start + MAX_TOTAL_GAPS
+    shift = 0
+    new_s_start = s_start
+    if s_start > max_left:
+        shift = s_start - max_left
+        new_s_start = max_left
+    return shift, new_s_start, min(subject_length, s_start + max_right) - shift
+
+
+@njit(cache=True, nogil=True)
+def traceback_dp(query, q_start, subject, s_start, matrix, gap_open, gap_extend,
+                 x_dropoff_final):
+    """Gapped alignment with traceback from one start point (BLAST_GappedAlignmentWithTraceback).
+
+    query: blastna codes of the HSP's context only; subject: the whole subject in blastna
+    with its true ambiguity codes. (q_start, s_start): the start point, usually from
+    `gapped_start_nucl`; it belongs to the left extension. x_dropoff_final: raw final X-drop
+    (blastn 110, blastn-short 50). Long subjects are cut to `adjust_subject_range`'s
+    window; returned coordinates are on the whole subject.
+
+    Returns (score, q_start, q_end, s_start, s_end, ops, op_len): ends exclusive; the edit
+    script (uint8 OP_* runs, int32 lengths) reads from the alignment's start. Leading or
+    trailing gaps (possible only in odd cases) are removed and their cost given back, as
+    BLAST does. An empty script means nothing aligned.
+    """
+    query_length = query.size
+    shift, s_off, s_length = adjust_subject_range(s_start, subject.size, q_start, query_length)
+    sub = subject[shift:shift + s_length]
+
+    # left, the start letters included: rows run down from q_start, columns from s_off
+    score_left, q_used, s_used, left_ops, left_lens = align_ex(
+        query, q_start + 1, -1, q_start + 1, sub, s_off + 1, -1, s_off + 1,
+        matrix, gap_open, gap_extend, x_dropoff_final)
+    aln_q_start = q_start - q_used + 1
+    aln_s_start = s_off - s_used + 1
+
+    score_right = 0
+    right_ops = np.empty(0, np.uint8)
+    right_lens = np.empty(0, np.int32)
+    if q_start < query_length and s_off < s_length:
+        score_right, q_used, s_used, right_ops, right_lens = align_ex(
+            query, q_start, 1, query_length - q_start - 1,
+            sub, s_off, 1, s_length - s_off - 1,
+            matrix, gap_open, gap_extend, x_dropoff_final)
+        aln_q_end = q_start + q_used + 1
+        aln_s_end = s_off + s_used + 1
+    else:
+        aln_q_end = q_start - 1
+        aln_s_end = s_off - 1
+
+    # left script already reads forward; the right one reads backward. Join them, merging
+    # the two runs that meet at the start point when they are of one kind.
+    n_left = left_ops.size
+    n_right = right_ops.size
+    ops = np.empty(n_left + n_right, dtype=np.uint8)
+    lens = np.empty(n_left + n_right, dtype=np.int32)
+    count = 0
+    for k in range(n_left):
+        ops[count] = left_ops[k]
+        lens[count] = left_lens[k]
+        count += 1
+    k = n_right - 1
+    if n_right > 0 and n_left > 0 and right_ops[n_right - 1] == left_ops[n_left - 1]:
+        lens[count - 1] += right_lens[n_right - 1]
+        k -= 1
+    while k >= 0:
+        ops[count] = right_ops[k]
+        lens[count] = right_lens[k]
+        count += 1
+        k -= 1
+
+    # drop leading and trailing gaps, refunding their cost
+    head = 0
+    while head < count and ops[head] != OP_SUB:
+        score_left += gap_open + lens[head] * gap_extend
+        if ops[head] == OP_DEL:
+            aln_s_start += lens[head]
+        else:
+            aln_q_start += lens[head]
+        head += 1
+    tail = count
+    while tail > head and ops[tail - 1] != OP_SUB:
+        score_right += gap_open + lens[tail - 1] * gap_extend
+        if ops[tail - 1] == OP_DEL:
+            aln_s_end -= lens[tail - 1]
+        else:
+            aln_q_end -= lens[tail - 1]
+        tail -= 1
+    return (score_left + score_right, aln_q_start, aln_q_end,
+            aln_s_start + shift, aln_s_end + shift,
+            ops[head:tail].copy(), lens[head:tail].copy())
+
+
+@njit(cache=True, nogil=True)
+def gapped_start_nucl(query, subject, q_start, q_end, s_start, s_end, q_gapped, s_gapped):
+    """The traceback start point for blastn (BlastGetStartForGappedAlignmentNucl).
+
+    query: the context's blastna codes; subject: blastna. The HSP box is [q_start, q_end) x
+    [s_start, s_end); (q_gapped, s_gapped) the stored start point. Keeps it when it lies in
+    an exact run of more than 10 letters (counted from it to the HSP's query end and down
+    to the query start); otherwise takes, on the start point's diagonal inside the box, the
+    middle of the first run longer than 15, or of the longest run. Letters compare by code
+    (N equals N). Returns the new (q_gapped, s_gapped).
+    """
+    max_run = 10
+    # run through the stored point: forward to the HSP end, then backward (the point itself
+    # counted twice, hence the -1)
+    score = -1
+    q = q_gapped
+    s = s_gapped
+    while q < q_end:
+        same = s < subject.size and query[q] == subject[s]
+        q += 1
+        s += 1
+        if not same:
+            break
+        score += 1
+        if score > max_run:
+            return q_gapped, s_gapped
+    q = q_gapped
+    s = s_gapped
+    while q >= 0:
+        same = s >= 0 and s < subject.size and query[q] == subject[s]
+        q -= 1
+        s -= 1
+        if not same:
+            break
+        score += 1
+        if score > max_run:
+            return q_gapped, s_gapped
+
+    max_run = 15  # moving the point demands a longer run
+    back = min(s_gapped - s_start, q_gapped - q_start)
+    diag_q = q_gapped - back
+    diag_s = s_gapped - back
+    length = min(s_end - diag_s, q_end - diag_q)
+    max_score = 0
+    max_offset = diag_q
+    score = 0
+    match = False
+    prev_match = False
+    index = diag_q
+    while index < diag_q + length:
+        match = query[index] == subject[index + diag_s - diag_q]
+        if match != prev_match:
+            prev_match = match
+            if match:
+                score = 1
+            elif score > max_score:
+                max_score = score
+                max_offset = index - score // 2
+        elif match:
+            score += 1
+            if score > max_run:
+                max_offset = index - max_run // 2
+                return max_offset, max_offset + diag_s - diag_q
+        index += 1
+    if match and score > max_score:
+        max_score = score
+        max_offset = index - score // 2
+    if max_score > 0:
+        return max_offset, max_offset + diag_s - diag_q
+    return q_gapped, s_gapped
+
+
+@njit(cache=True, nogil=True)
+def gapped_offsets(query, subject, matrix, q_start, q_end, s_start, s_end):
+    """Start point for an HSP that has none stored (BlastGetOffsetsForGappedAlignment).
+
+    Short HSPs (query span <= 11) start in the middle; otherwise at the last letter of the
+    best-scoring 11-letter window along the HSP's first diagonal, or, failing a positive
+    window, 5 letters before the HSP's end when the last window scores positive.
+    Returns (found, q, s); found False means BLAST drops the HSP.
+    """
+    q_length = q_end - q_start
+    s_length = s_end - s_start
+    if q_length <= HSP_MAX_WINDOW:
+        return True, q_start + q_length // 2, s_start + q_length // 2
+    score = 0
+    for k in range(HSP_MAX_WINDOW):
+        score += matrix[query[q_start + k], subject[s_start + k]]
+    max_score = score
+    max_offset = q_start + HSP_MAX_WINDOW - 1
+    for index in range(q_start + HSP_MAX_WINDOW, q_start + min(q_length, s_length)):
+        k = index - q_start
+        score -= matrix[query[index - HSP_MAX_WINDOW], subject[s_start + k - HSP_MAX_WINDOW]]
+        score += matrix[query[index], subject[s_start + k]]
+        if score > max_score:
+            max_score = score
+            max_offset = index
+    if max_score > 0:
+        return True, max_offset, max_offset - q_start + s_start
+    score = 0
+    for k in range(HSP_MAX_WINDOW):
+        score += matrix[query[q_end - HSP_MAX_WINDOW + k], subject[s_end - HSP_MAX_WINDOW + k]]
+    if score > 0:
+        return True, q_end - HSP_MAX_WINDOW // 2, s_end - HSP_MAX_WINDOW // 2
+    return False, q_start, s_start
+
+
+@njit(cache=True, nogil=True)
+def cut_off_gap_edit_script(ops, lens, q_start, q_end, s_start, s_end, q_cut, s_cut, cut_begin):
+    """Trim an HSP at the first point of its script at or past (q_cut, s_cut) (s_CutOffGapEditScript).
+
+    Used for blastn when an HSP shares its start (cut_begin True: drop what lies before the
+    better HSP's end) or its end (cut_begin False: drop what lies after the better HSP's
+    start) with a better one. Gap runs are passed whole, so a cut can keep a trailing gap;
+    BLAST rescoring (`reevaluate_with_ambiguities_gapped`) follows.
+    Returns (q_start, q_end, s_start, s_end, ops, lens), unchanged when no such point exists.
+    """
+    q_cut -= q_start
+    s_cut -= s_start
+    q_id = 0
+    s_id = 0
+    done = 0
+    found = False
+    index = 0
+    while index < ops.size:
+        done = 0
+        while done < lens[index]:
+            if ops[index] == OP_SUB:
+                q_id += 1
+                s_id += 1
+                done += 1
+            elif ops[index] == OP_DEL:
+                s_id += lens[index]
+                done += lens[index]
+            else:
+                q_id += lens[index]
+                done += lens[index]
+            if q_id >= q_cut and s_id >= s_cut:
+                found = True
+                break
+        if found:
+            break
+        index += 1
+    if not found:
+        return q_start, q_end, s_start, s_end, ops.copy(), lens.copy()
+    if cut_begin:
+        out_ops = np.empty(ops.size - index, dtype=np.uint8)
+        out_lens = np.empty(ops.size - index, dtype=np.int32)
+        count = 0
+        if done < lens[index]:
+            out_ops[0] = ops[index]
+            out_lens[0] = lens[index] - done
+            count = 1
+        for k in range(index + 1, ops.size):
+            out_ops[count] = ops[k]
+            out_lens[count] = lens[k]
+            count += 1
+        return (q_start + q_id, q_end, s_start + s_id, s_end,
+                out_ops[:count].copy(), out_lens[:count].copy())
+    out_ops = ops[:index + 1].copy()
+    out_lens = lens[:index + 1].copy()
+    if done < lens[index]:
+        out_lens[index] = done
+    return q_start, q_start + q_id, s_start, s_start + s_id, out_ops, out_lens
+
+
+@njit(cache=True, nogil=True)
+def reevaluate_with_ambiguities_gapped(ops, lens, query, subject, q_start, q_end, s_start, s_end,
+                                       matrix, reward, gap_open, gap_extend, factor, cutoff):
+    """Rescore a gapped HSP along its edit script (Blast_HSPReevaluateWithAmbiguitiesGapped).
+
+    The same routine serves the greedy and the DP traceback; only the costs differ: for DP
+    pass the affine gap_open/gap_extend and factor 1; for non-affine greedy (0/0) pass
+    gap_open 0, gap_extend (reward - 2*penalty)*factor/2, factor 2 when reward is odd else 1.
+    query: the context's blastna codes; subject: the whole subject, blastna. The best-scoring
+    part is kept (a prefix scoring below zero is dropped while the cutoff has not been
+    reached), then exact non-ambiguous matches extend it on both sides (+reward each).
+
+    Returns (keep, score, q_start, q_end, s_start, s_end, ops, lens); keep False (score below
+    `cutoff` or no script) means BLAST deletes the HSP; the coordinates and script are the
+    HSP's new ones when keep is True.
+    """
+    n_ops = ops.size
+    work = lens.copy()   # BLAST shortens runs in place while it scans
+    if n_ops == 0:
+        return False, 0, q_start, q_end, s_start, s_end, ops.copy(), work
+    q = q_start
+    s = s_start
+    score = 0
+    total = 0
+    best_q_start = q
+    best_q_end = q
+    best_s_start = s
+    best_s_end = s
+    cur_q_start = q
+    cur_s_start = s
+    best_first = 0
+    best_last = 0
+    cur_first = 0
+    best_last_len = -1
+    for index in range(n_ops):
+        done = 0
+        while done < work[index]:
+            op = ops[index]
+            if op == OP_SUB:
+                total += factor * matrix[query[q] & 0x0F, subject[s]]
+                q += 1
+                s += 1
+                done += 1
+            elif op == OP_DEL:
+                total -= gap_open + gap_extend * work[index]
+                s += work[index]
+                done += work[index]
+            else:
+                total -= gap_open + gap_extend * work[index]
+                q += work[index]
+                done += work[index]
+            if total < 0:
+                if done < work[index]:
+                    work[index] -= done
+                    cur_first = index
+                    done = 0
+                else:
+                    cur_first = index + 1
+                total = 0
+                cur_q_start = q
+                cur_s_start = s
+                if score < cutoff:
+                    best_q_start = q
+                    best_s_start = s
+                    score = 0
+                    best_first = cur_first
+                    best_last = cur_first
+            elif total > score:
+                score = total
+                best_q_start = cur_q_start
+                best_s_start = cur_s_start
+                best_q_end = q
+                best_s_end = s
+                best_first = cur_first
+                best_last = index
+                best_last_len = done
+    score //= factor
+
+    if best_first < n_ops and best_last < n_ops:
+        # extend the kept part by exact, unambiguous matches on both sides
+        qp = best_q_start
+        sp = best_s_start
+        ext = 0
+        while qp > 0 and sp > 0:
+            qp -= 1
+            sp -= 1
+            if query[qp] != subject[sp] or query[qp] >= 4:
+                break
+            ext += 1
+        best_q_start -= ext
+        best_s_start -= ext
+        work[best_first] += ext
+        if best_last == best_first:
+            best_last_len += ext
+        score += ext * reward
+        qp = best_q_end
+        sp = best_s_end
+        ext = 0
+        while qp < query.size and sp < subject.size and query[qp] < 4:
+            same = query[qp] == subject[sp]
+            qp += 1
+            sp += 1
+            if not same:
+                break
+            ext += 1
+        best_q_end += ext
+        best_s_end += ext
+        work[best_last] += ext
+        best_last_len += ext
+        score += ext * reward
+
+    if score < cutoff:
+        return False, score, q_start, q_end, s_start, s_end, ops.copy(), work
+    out_ops = ops.copy()
+    out_lens = work
+    if best_last != n_ops - 1 or best_first > 0:
+        out_ops = ops[best_first:best_last + 1].copy()
+        out_lens = work[best_first:best_last + 1].copy()
+    out_lens[out_lens.size - 1] = best_last_len
+    return True, score, best_q_start, best_q_end, best_s_start, best_s_end, out_ops, out_lens
