@@ -84,3 +84,408 @@ class QueryResult:
     query_defline: str
     query_length: int
     subjects: list = field(default_factory=list)  # of SubjectHits, in output order
+
+
+# ==============================================================================================
+# HSP management: ordering, containment, common endpoints, rescoring with ambiguities.
+# These follow BLAST+ 2.12 (blast_hits.c, blast_itree.c) rule for rule, tie breaks included.
+
+import numba as _nb  # noqa: E402
+
+from .alphabet import AMBIGUOUS_MIN  # noqa: E402
+
+_HSP_FIELDS = ("context", "q_start", "q_end", "s_start", "s_end", "score",
+               "q_gapped_start", "s_gapped_start")
+
+
+def score_order(hsps: Hsps) -> np.ndarray:
+    """Blast_HSPListSortByScore (ScoreCompareHSPs): score desc, s_start asc, s_end desc,
+    q_start asc, q_end desc; equal keys keep their order."""
+    return np.lexsort((-hsps.q_end.astype(np.int64), hsps.q_start, -hsps.s_end.astype(np.int64),
+                       hsps.s_start, -hsps.score.astype(np.int64)))
+
+
+def hsps_from_rows(rows, scripts=None) -> Hsps:
+    """Hsps from an int array [n, 8] in _HSP_FIELDS order and, optionally, one
+    (ops, lengths) pair of arrays per HSP."""
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1, 8)
+    out = Hsps(*(rows[:, i].astype(np.int32) for i in range(8)))
+    if scripts is not None:
+        sizes = np.array([len(o) for o, _ in scripts], dtype=np.int64)
+        out.op_start = np.zeros(len(scripts) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=out.op_start[1:])
+        out.ops = np.concatenate([np.asarray(o, dtype=np.uint8) for o, _ in scripts]) \
+            if scripts else np.zeros(0, dtype=np.uint8)
+        out.op_len = np.concatenate([np.asarray(n, dtype=np.int32) for _, n in scripts]) \
+            if scripts else np.zeros(0, dtype=np.int32)
+    return out
+
+
+def hsp_rows(hsps: Hsps) -> np.ndarray:
+    """The HSPs as an int64 array [n, 8] in _HSP_FIELDS order."""
+    return np.column_stack([getattr(hsps, f).astype(np.int64) for f in _HSP_FIELDS]) \
+        .reshape(-1, 8)
+
+
+def hsp_scripts(hsps: Hsps) -> list:
+    """Per-HSP (ops, lengths) copies of the edit scripts."""
+    return [(hsps.ops[a:b].copy(), hsps.op_len[a:b].copy())
+            for a, b in zip(hsps.op_start[:-1], hsps.op_start[1:])]
+
+
+# ----------------------------------------------------------------------------------------------
+# containment "tree" (BlastIntervalTree used with eQueryAndSubject).  The interval tree only
+# speeds up exhaustive searches, so a list of the HSPs it holds gives the same answers.  What
+# matters is which HSPs it holds: adding an HSP first evicts those sharing its start or end
+# that it beats, and is refused when one already held beats it.
+
+T_CTX, T_QS, T_QE, T_SS, T_SE, T_SCORE, T_ALIVE = range(7)
+
+
+def new_tree(capacity: int) -> np.ndarray:
+    """Storage for a containment tree of at most `capacity` HSPs (int64 [capacity, 7])."""
+    return np.zeros((max(capacity, 1), 7), dtype=np.int64)
+
+
+@_nb.njit(cache=True, nogil=True)
+def tree_contains(tree, n, ctx, qs, qe, ss, se, score, min_diag_separation):
+    """BlastIntervalTreeContainsHSP: is the HSP enveloped by a held one with at least its
+    score, in the same context, and (when min_diag_separation is set) close to its start or
+    end diagonal?  Range ends count as inside."""
+    for j in range(n):
+        t = tree[j]
+        if t[T_ALIVE] == 0 or t[T_CTX] != ctx or score > t[T_SCORE]:
+            continue
+        if not (t[T_QS] <= qs <= t[T_QE] and t[T_SS] <= ss <= t[T_SE]):
+            continue
+        if not (t[T_QS] <= qe <= t[T_QE] and t[T_SS] <= se <= t[T_SE]):
+            continue
+        if min_diag_separation == 0:
+            return True
+        if abs((t[T_QS] - t[T_SS]) - (qs - ss)) < min_diag_separation or \
+                abs((t[T_QE] - t[T_SE]) - (qe - se)) < min_diag_separation:
+            return True
+    return False
+
+
+@_nb.njit(cache=True, nogil=True)
+def _new_one_wins(t, qs, qe, ss, se, score):
+    """s_HSPsHaveCommonEndpoint's choice: higher score, then the shorter query range, then
+    the shorter subject range; a tie keeps the held HSP."""
+    if score != t[T_SCORE]:
+        return score > t[T_SCORE]
+    if qe - qs != t[T_QE] - t[T_QS]:
+        return qe - qs < t[T_QE] - t[T_QS]
+    if se - ss != t[T_SE] - t[T_SS]:
+        return se - ss < t[T_SE] - t[T_SS]
+    return False
+
+
+@_nb.njit(cache=True, nogil=True)
+def tree_add(tree, n, ctx, qs, qe, ss, se, score):
+    """BlastIntervalTreeAddHSP; returns the new number of slots used."""
+    for end in range(2):
+        for j in range(n):
+            t = tree[j]
+            if t[T_ALIVE] == 0 or t[T_CTX] != ctx:
+                continue
+            if end == 0:
+                shared = t[T_QS] == qs and t[T_SS] == ss
+            else:
+                shared = t[T_QE] == qe and t[T_SE] == se
+            if not shared:
+                continue
+            if _new_one_wins(t, qs, qe, ss, se, score):
+                t[T_ALIVE] = 0
+            else:
+                return n
+    t = tree[n]
+    t[T_CTX] = ctx
+    t[T_QS] = qs
+    t[T_QE] = qe
+    t[T_SS] = ss
+    t[T_SE] = se
+    t[T_SCORE] = score
+    t[T_ALIVE] = 1
+    return n + 1
+
+
+def containment_filter(hsps: Hsps, min_diag_separation: int) -> Hsps:
+    """Drop, in list order, every HSP contained in one kept before it (the final pass of
+    Blast_TracebackFromHSPList, on a list sorted by score)."""
+    rows = hsp_rows(hsps)
+    keep = _containment_keep(rows, int(min_diag_separation))
+    return hsps.take(keep)
+
+
+@_nb.njit(cache=True, nogil=True)
+def _containment_keep(rows, min_diag_separation):
+    n = rows.shape[0]
+    keep = np.zeros(n, dtype=np.bool_)
+    tree = np.zeros((max(n, 1), 7), dtype=np.int64)
+    used = 0
+    for i in range(n):
+        r = rows[i]
+        if tree_contains(tree, used, r[0], r[1], r[2], r[3], r[4], r[5], min_diag_separation):
+            continue
+        keep[i] = True
+        used = tree_add(tree, used, r[0], r[1], r[2], r[3], r[4], r[5])
+    return keep
+
+
+# ----------------------------------------------------------------------------------------------
+# common endpoints: Blast_HSPListPurgeHSPsWithCommonEndpoints
+
+
+def _start_key(r):
+    return (r[0], r[1], r[3], -r[5], -r[2], -r[4])
+
+
+def _end_key(r):
+    return (r[0], r[2], r[4], -r[5], -r[1], -r[3])
+
+
+def purge_common_endpoints(hsps: Hsps, purge: bool = True) -> Hsps:
+    """Of HSPs sharing (context, query start, subject start), keep the first in start order
+    (best score, then longest); likewise for shared ends.  With purge=False (BLAST's first
+    traceback pass for blastn) a loser reaching further is trimmed to begin where the winner
+    ends (or end where it begins) instead of being dropped; trimmed HSPs go to the end of the
+    list as BLAST leaves them.  Edit scripts, when present, follow their HSPs."""
+    n = len(hsps)
+    if n == 0:
+        return hsps
+    rows = [list(r) for r in hsp_rows(hsps)]
+    scripts = [list(p) for p in hsp_scripts(hsps)] if hsps.ops is not None else None
+    arr = sorted(range(n), key=lambda i: _start_key(rows[i]))
+    count = n
+    for which in ("start", "end"):
+        if which == "end":
+            arr[:count] = sorted(arr[:count], key=lambda i: _end_key(rows[i]))
+        i = 0
+        while i < count:
+            while i + 1 < count and arr[i] is not None and arr[i + 1] is not None and \
+                    _same_end(rows[arr[i]], rows[arr[i + 1]], which):
+                count -= 1
+                loser, winner = arr[i + 1], arr[i]
+                if not purge and which == "start" and rows[loser][2] > rows[winner][2]:
+                    _cut_edit_script(rows[loser], scripts[loser], rows[winner][2],
+                                     rows[winner][4], True)
+                elif not purge and which == "end" and rows[loser][1] < rows[winner][1]:
+                    _cut_edit_script(rows[loser], scripts[loser], rows[winner][1],
+                                     rows[winner][3], False)
+                else:
+                    loser = None
+                arr[i + 1:count + 1] = arr[i + 2:count + 1] + [loser]
+            i += 1
+    order = [i for i in arr if i is not None]
+    out = hsps_from_rows(np.array([rows[i] for i in order], dtype=np.int64),
+                         [scripts[i] for i in order] if scripts is not None else None)
+    return out
+
+
+def _same_end(a, b, which):
+    if a[0] != b[0]:
+        return False
+    if which == "start":
+        return a[1] == b[1] and a[3] == b[3]
+    return a[2] == b[2] and a[4] == b[4]
+
+
+def _cut_edit_script(row, script, q_cut, s_cut, cut_begin):
+    """s_CutOffGapEditScript: walk the script to the first point at or past (q_cut, s_cut)
+    and drop what lies before it (cut_begin) or after it.  Leaves the HSP alone when the
+    script never reaches that point.  `row` and `script` ([ops, lengths]) are updated."""
+    ops, nums = script
+    q_cut -= row[1]
+    s_cut -= row[3]
+    qid = sid = opid = 0
+    found = False
+    index = 0
+    for index in range(len(ops)):
+        opid = 0
+        while opid < nums[index]:
+            if ops[index] == OP_SUB:
+                qid += 1
+                sid += 1
+                opid += 1
+            elif ops[index] == OP_DEL:
+                sid += nums[index]
+                opid += nums[index]
+            else:
+                qid += nums[index]
+                opid += nums[index]
+            if qid >= q_cut and sid >= s_cut:
+                found = True
+                break
+        if found:
+            break
+    if not found:
+        return
+    if cut_begin:
+        new_ops, new_nums = [], []
+        if opid < nums[index]:
+            new_ops.append(ops[index])
+            new_nums.append(nums[index] - opid)
+        new_ops += list(ops[index + 1:])
+        new_nums += list(nums[index + 1:])
+        row[1] += qid
+        row[3] += sid
+    else:
+        new_ops, new_nums = list(ops[:index + 1]), list(nums[:index + 1])
+        if opid < nums[index]:
+            new_nums[index] = opid
+        row[2] = row[1] + qid
+        row[4] = row[3] + sid
+    script[0] = np.array(new_ops, dtype=np.uint8)
+    script[1] = np.array(new_nums, dtype=np.int32)
+
+
+# ----------------------------------------------------------------------------------------------
+# rescoring with the true letters: Blast_HSPReevaluateWithAmbiguitiesGapped
+
+
+@_nb.njit(cache=True, nogil=True)
+def reevaluate_with_ambiguities(query, q_base, q_length, subject, q_start, s_start, ops, nums,
+                                matrix, reward, penalty, gap_open, gap_extend, cutoff):
+    """Rescore an HSP's edit script with the real matrix (ambiguity codes included), keep its
+    best-scoring part, extend that by exact unambiguous matches at both ends, and report
+    whether it still reaches `cutoff`.
+
+    Linear (0/0) gap costs use (reward - 2*penalty)/2 per gap column, in half units when
+    the reward is odd.  `ops`/`nums` are modified.  Returns (keep, score, q_start, q_end,
+    s_start, s_end, first_run, last_run, last_run_length): the new script is
+    runs first_run..last_run with the last one's length replaced."""
+    factor = 1
+    if gap_open == 0 and gap_extend == 0:
+        if reward % 2 == 1:
+            factor = 2
+        g_open = 0
+        g_extend = (reward - 2 * penalty) * factor // 2
+    else:
+        g_open = gap_open
+        g_extend = gap_extend
+    size = ops.size
+    qp = q_start
+    sp = s_start
+    score = 0
+    total = 0
+    best_qs = qp
+    best_qe = qp
+    cur_qs = qp
+    best_ss = sp
+    best_se = sp
+    cur_ss = sp
+    best_first = 0
+    best_last = 0
+    cur_first = 0
+    best_last_num = -1
+    for index in range(size):
+        op_index = 0
+        while op_index < nums[index]:
+            if ops[index] == 0:
+                total += factor * matrix[query[q_base + qp] & 15, subject[sp]]
+                qp += 1
+                sp += 1
+                op_index += 1
+            elif ops[index] == 1:
+                total -= g_open + g_extend * nums[index]
+                sp += nums[index]
+                op_index += nums[index]
+            else:
+                total -= g_open + g_extend * nums[index]
+                qp += nums[index]
+                op_index += nums[index]
+            if total < 0:
+                # restart after this point; forget the best so far unless it passed the cutoff
+                if op_index < nums[index]:
+                    nums[index] -= op_index
+                    cur_first = index
+                    op_index = 0
+                else:
+                    cur_first = index + 1
+                total = 0
+                cur_qs = qp
+                cur_ss = sp
+                if score < cutoff:
+                    best_qs = qp
+                    best_ss = sp
+                    score = 0
+                    best_first = cur_first
+                    best_last = cur_first
+            elif total > score:
+                score = total
+                best_qs = cur_qs
+                best_ss = cur_ss
+                best_qe = qp
+                best_se = sp
+                best_first = cur_first
+                best_last = index
+                best_last_num = op_index
+    score //= factor
+
+    if best_first < size and best_last < size:
+        # exact unambiguous matches just outside the best part join it
+        qi = best_qs
+        si = best_ss
+        ext = 0
+        while qi > 0 and si > 0:
+            qi -= 1
+            si -= 1
+            a = query[q_base + qi]
+            if a != subject[si] or a >= AMBIGUOUS_MIN:
+                break
+            ext += 1
+        best_qs -= ext
+        best_ss -= ext
+        nums[best_first] += ext
+        if best_last == best_first:
+            best_last_num += ext
+        score += ext * reward
+        qi = best_qe
+        si = best_se
+        ext = 0
+        while qi < q_length and si < subject.size and query[q_base + qi] < AMBIGUOUS_MIN:
+            a = query[q_base + qi]
+            b = subject[si]
+            qi += 1
+            si += 1
+            if a != b:
+                break
+            ext += 1
+        best_qe += ext
+        best_se += ext
+        nums[best_last] += ext
+        best_last_num += ext
+        score += ext * reward
+
+    keep = score >= cutoff
+    return keep, score, best_qs, best_qe, best_ss, best_se, best_first, best_last, best_last_num
+
+
+@_nb.njit(cache=True, nogil=True)
+def count_identities(query, q_base, subject, q_start, s_start, ops, nums):
+    """Identical letter pairs (equal codes, so N/N counts) and alignment length (columns,
+    gaps included) of an edit script (Blast_HSPGetNumIdentities)."""
+    ident = 0
+    length = 0
+    qp = q_base + q_start
+    sp = s_start
+    for i in range(ops.size):
+        length += nums[i]
+        if ops[i] == 0:
+            for _ in range(nums[i]):
+                if query[qp] == subject[sp]:
+                    ident += 1
+                qp += 1
+                sp += 1
+        elif ops[i] == 1:
+            sp += nums[i]
+        else:
+            qp += nums[i]
+    return ident, length
+
+
+def fails_identity_or_length(ident: int, length: int, perc_identity: float,
+                             min_hit_length: int = 0) -> bool:
+    """s_HSPTest: below the percent identity or shorter than the minimum hit length."""
+    return ident * 100.0 < length * perc_identity or length < min_hit_length

@@ -1,0 +1,879 @@
+"""Greedy gapped alignment (Zhang, Schwartz, Wagner & Miller 2000), as megablast runs it.
+
+Instead of scores, the aligner tracks the *distance* of an alignment (mismatches plus gap
+columns, or scaled affine costs) and, for every distance d and diagonal k, the furthest
+subject offset reachable.  X-drop is applied by comparing with the best score seen
+``xdrop_offset`` distances earlier.  Everything here mirrors BLAST+ 2.12 (greedy_align.c and
+BLAST_GreedyGappedAlignment / s_ReduceGaps in blast_gapalign.c) closely enough to reproduce
+its tie choices:
+
+* seq1 is the query (blastna; a letter >= 4 never matches), seq2 the subject, either packed
+  2-bit (preliminary stage, ``packed=True``) or blastna (traceback, ``packed=False``);
+* diagonal k holds cells with ``seq1 = seq2 + k - origin``;
+* the extension to the left runs the same code on reversed indices;
+* when the search memory (``max_dist`` distances) runs out before the search converges, the
+  alignment is retried with twice the memory; the result does not depend on the memory.
+
+Coordinates passed in are absolute indices into the arrays given: the query is the batch's
+concatenated blastna sequence and the subject a chunk (packed) or the whole subject (blastna).
+
+Edit scripts are runs of (op, length) with the ``gblastn.hsp`` OP_* codes:
+OP_SUB aligned pair, OP_DEL gap in the query, OP_INS gap in the subject.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+OP_SUB = 0
+OP_DEL = 1
+OP_INS = 2
+_NO_OP = 255
+
+INVALID_OFFSET = -2          # "this diagonal cannot reach this distance"
+INVALID_DIAG = 100000000     # bounds of an empty range of diagonals
+GREEDY_MAX_COST = 1000       # first search memory, in distances (BLAST's GREEDY_MAX_COST)
+OUTSIDE = 15                 # what the subject holds outside its ends (BLAST's sentinel byte)
+
+
+# ----------------------------------------------------------------------------------------------
+# letters and exact runs
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _subject_letter(subject, packed, pos):
+    if packed:
+        return (subject[pos >> 2] >> (2 * (3 - (pos & 3)))) & 3
+    return subject[pos]
+
+
+@njit(cache=True, nogil=True)
+def exact_run(query, q_origin, len1, subject, s_origin, len2, packed, reverse, i1, i2):
+    """Number of matches from (seq1 index i1, seq2 index i2) on; BLAST's s_FindFirstMismatch.
+
+    Forward, seq1 index i is query[q_origin + i]; reverse, it is query[q_origin - 1 - i]
+    (and likewise for the subject), so the left extension reads the sequences backwards."""
+    start = i1
+    if reverse:
+        while i1 < len1 and i2 < len2:
+            a = query[q_origin - 1 - i1]
+            if a >= 4 or a != _subject_letter(subject, packed, s_origin - 1 - i2):
+                break
+            i1 += 1
+            i2 += 1
+    else:
+        while i1 < len1 and i2 < len2:
+            a = query[q_origin + i1]
+            if a >= 4 or a != _subject_letter(subject, packed, s_origin + i2):
+                break
+            i1 += 1
+            i2 += 1
+    return i1 - start
+
+
+# ----------------------------------------------------------------------------------------------
+# edit blocks: runs appended in traceback order, merging with the last run of the same op
+
+
+@njit(cache=True, nogil=True)
+def _edit_add(ops, nums, n, op, count):
+    """GapPrelimEditBlockAdd; returns the new number of runs (arrays are grown by the caller)."""
+    if count == 0:
+        return n
+    if n > 0 and ops[n - 1] == op:
+        nums[n - 1] += count
+        return n
+    ops[n] = op
+    nums[n] = count
+    return n + 1
+
+
+@njit(cache=True, nogil=True)
+def _grow_int(buf, need):
+    if need <= buf.size:
+        return buf
+    out = np.empty(max(need, 2 * buf.size), dtype=buf.dtype)
+    out[:buf.size] = buf
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# non-affine (linear gap cost) greedy alignment: BLAST_GreedyAlign
+
+
+@njit(cache=True, nogil=True)
+def greedy_linear(query, q_origin, len1, subject, s_origin, len2, packed, reverse,
+                  xdrop, match_cost, mismatch_cost, max_dist, traceback):
+    """One direction of the non-affine greedy extension.
+
+    match_cost/mismatch_cost/xdrop are already doubled for an odd reward.  Returns
+    (status, best_dist, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, n_ops):
+    status -1 when max_dist was too small (retry with more), best_dist the distance of the
+    best alignment, seq*_len its extent, seed the longest exact run met, and, with traceback,
+    the edit runs from the far end back to the start point."""
+    half = match_cost // 2
+    op_cost = match_cost + mismatch_cost
+    xdrop_offset = (xdrop + half) // op_cost + 1
+    ops = np.empty(8, dtype=np.uint8)
+    nums = np.empty(8, dtype=np.int32)
+    n_ops = 0
+
+    index = exact_run(query, q_origin, len1, subject, s_origin, len2, packed, reverse, 0, 0)
+    seq1_len = index
+    seq2_len = index
+    seed_q = 0
+    seed_s = 0
+    seed_len = index
+    longest = index
+    if index == len1 or index == len2:
+        if traceback:
+            n_ops = _edit_add(ops, nums, n_ops, OP_SUB, index)
+        return 0, 0, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, n_ops
+
+    origin = max_dist + 2
+    # best score per distance; entries before distance 0 are 0
+    best_by_dist = np.zeros(max_dist + 1 + xdrop_offset, dtype=np.int64)
+    # rows of furthest seq2 offsets, one per distance, each covering [row_lo, row_lo + width)
+    row_at = np.empty(max_dist + 3, dtype=np.int64)
+    row_lo = np.empty(max_dist + 3, dtype=np.int64)
+    cells = np.empty(64, dtype=np.int64)
+    used = 0
+
+    row_at[0] = 0
+    row_lo[0] = origin - 2
+    cells[0:5] = INVALID_OFFSET
+    cells[2] = index
+    used = 5
+    best_by_dist[xdrop_offset] = index * match_cost
+    lower = origin - 1
+    upper = origin + 1
+    width = upper - lower + 5
+    cells = _grow_int(cells, used + width)
+    row_at[1] = used
+    row_lo[1] = lower - 2
+    cells[used:used + width] = INVALID_OFFSET
+    used += width
+
+    end1_reached = False
+    end2_reached = False
+    converged = False
+    best_dist = 0
+    best_diag = 0
+    for d in range(1, max_dist + 1):
+        prev = row_at[d - 1] - row_lo[d - 1]
+        here = row_at[d] - row_lo[d]
+        # diagonals just outside the range get impossible offsets: the loop reads them
+        cells[prev + lower - 1] = INVALID_OFFSET
+        cells[prev + lower] = INVALID_OFFSET
+        cells[prev + upper] = INVALID_OFFSET
+        cells[prev + upper + 1] = INVALID_OFFSET
+
+        xdrop_score = best_by_dist[d] + op_cost * d - xdrop
+        xdrop_score = int(math.ceil(xdrop_score / half))
+
+        cur_extent = 0
+        cur_seq2 = 0
+        cur_diag = 0
+        first = lower
+        last = upper
+        for k in range(first, last + 1):
+            seq2 = max(cells[prev + k + 1], cells[prev + k]) + 1
+            seq2 = max(seq2, cells[prev + k - 1])
+            seq1 = seq2 + k - origin
+            if seq2 < 0 or seq1 + seq2 < xdrop_score:
+                if k == lower:
+                    lower += 1
+                else:
+                    cells[here + k] = INVALID_OFFSET
+                continue
+            upper = k
+            run = exact_run(query, q_origin, len1, subject, s_origin, len2, packed, reverse,
+                            seq1, seq2)
+            if run > longest:
+                seed_q = seq1
+                seed_s = seq2
+                seed_len = run
+                longest = run
+            seq1 += run
+            seq2 += run
+            cells[here + k] = seq2
+            if seq1 + seq2 > cur_extent:
+                cur_extent = seq1 + seq2
+                cur_seq2 = seq2
+                cur_diag = k
+            if seq2 == len2:
+                lower = k + 1
+                end2_reached = True
+            if seq1 == len1:
+                upper = k - 1
+                end1_reached = True
+
+        cur_score = cur_extent * half - d * op_cost
+        if cur_score >= best_by_dist[d - 1 + xdrop_offset]:
+            best_by_dist[d + xdrop_offset] = cur_score
+            best_dist = d
+            best_diag = cur_diag
+            seq2_len = cur_seq2
+            seq1_len = cur_seq2 + best_diag - origin
+        else:
+            best_by_dist[d + xdrop_offset] = best_by_dist[d - 1 + xdrop_offset]
+
+        if lower > upper:
+            converged = True
+            break
+        if not end2_reached:
+            lower -= 1
+        if not end1_reached:
+            upper += 1
+        width = upper - lower + 5
+        cells = _grow_int(cells, used + width)
+        row_at[d + 1] = used
+        row_lo[d + 1] = lower - 2
+        cells[used:used + width] = INVALID_OFFSET
+        used += width
+
+    if not converged:
+        return -1, 0, 0, 0, 0, 0, 0, ops, nums, 0
+    if not traceback:
+        return 0, best_dist, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, 0
+
+    # walk back from the best cell, choosing the predecessor with the largest seq2 offset
+    ops = np.empty(2 * best_dist + 4, dtype=np.uint8)
+    nums = np.empty(2 * best_dist + 4, dtype=np.int32)
+    d = best_dist
+    diag = best_diag
+    seq2 = seq2_len
+    while d > 0:
+        prev = row_at[d - 1] - row_lo[d - 1]
+        left = cells[prev + diag - 1]
+        mid = cells[prev + diag]
+        right = cells[prev + diag + 1]
+        if left > max(mid, right):
+            new_diag = diag - 1
+            new_seq2 = left
+        elif mid > right:
+            new_diag = diag
+            new_seq2 = mid
+        else:
+            new_diag = diag + 1
+            new_seq2 = right
+        if new_diag == diag:
+            if seq2 - new_seq2 > 0:
+                n_ops = _edit_add(ops, nums, n_ops, OP_SUB, seq2 - new_seq2)
+        elif new_diag < diag:
+            if seq2 - new_seq2 > 0:
+                n_ops = _edit_add(ops, nums, n_ops, OP_SUB, seq2 - new_seq2)
+            n_ops = _edit_add(ops, nums, n_ops, OP_INS, 1)
+        else:
+            if seq2 - new_seq2 - 1 > 0:
+                n_ops = _edit_add(ops, nums, n_ops, OP_SUB, seq2 - new_seq2 - 1)
+            n_ops = _edit_add(ops, nums, n_ops, OP_DEL, 1)
+        d -= 1
+        diag = new_diag
+        seq2 = new_seq2
+    n_ops = _edit_add(ops, nums, n_ops, OP_SUB, cells[row_at[0] - row_lo[0] + origin])
+    return 0, best_dist, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, n_ops
+
+
+# ----------------------------------------------------------------------------------------------
+# affine greedy alignment: BLAST_AffineGreedyAlign
+
+
+@njit(cache=True, nogil=True)
+def _gcd(a, b):
+    if a < b:
+        a, b = b, a
+    while True:
+        c = a % b
+        if c == 0:
+            return b
+        a = b
+        b = c
+
+
+@njit(cache=True, nogil=True)
+def _in_range(lower_of, upper_of, at, k):
+    return lower_of[at] <= k <= upper_of[at]
+
+
+@njit(cache=True, nogil=True)
+def greedy_affine(query, q_origin, len1, subject, s_origin, len2, packed, reverse,
+                  xdrop, match_score, mismatch_score, gap_open_in, gap_extend_in, max_dist,
+                  traceback):
+    """One direction of the affine greedy extension (scores already doubled for an odd
+    reward).  Returns (status, score, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops,
+    nums, n_ops) with the score in the (doubled) units given."""
+    half = match_score // 2
+    op_cost = match_score + mismatch_score
+    gap_open = gap_open_in
+    gap_extend = gap_extend_in + half
+    if gap_open == 0:
+        common = _gcd(op_cost, gap_extend)
+    else:
+        common = _gcd(op_cost, _gcd(gap_open, gap_extend))
+    if common > 1:
+        op_cost //= common
+        gap_open //= common
+        gap_extend //= common
+    open_extend = gap_open + gap_extend
+    max_penalty = max(op_cost, open_extend)
+    scaled_max_dist = max_dist * gap_extend
+    origin = max_dist + 2
+    xdrop_offset = (xdrop + half) // common + 1
+
+    ops = np.empty(8, dtype=np.uint8)
+    nums = np.empty(8, dtype=np.int32)
+    n_ops = 0
+    index = exact_run(query, q_origin, len1, subject, s_origin, len2, packed, reverse, 0, 0)
+    seq1_len = index
+    seq2_len = index
+    seed_q = 0
+    seed_s = 0
+    seed_len = index
+    longest = index
+    if index == len1 or index == len2:
+        if traceback:
+            n_ops = _edit_add(ops, nums, n_ops, OP_SUB, index)
+        return 0, index * match_score, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, n_ops
+
+    best_by_dist = np.zeros(scaled_max_dist + 1 + xdrop_offset, dtype=np.int64)
+    # diagonal bounds per distance, max_penalty empty ranges before distance 0
+    lower_of = np.empty(scaled_max_dist + 1 + max_penalty, dtype=np.int64)
+    upper_of = np.empty(scaled_max_dist + 1 + max_penalty, dtype=np.int64)
+    lower_of[:max_penalty] = INVALID_DIAG
+    upper_of[:max_penalty] = -INVALID_DIAG
+    # per distance, per diagonal: furthest seq2 offset ending in a match / insertion / deletion
+    row_at = np.empty(scaled_max_dist + 2, dtype=np.int64)
+    row_lo = np.empty(scaled_max_dist + 2, dtype=np.int64)
+    match_off = np.empty(64, dtype=np.int64)
+    ins_off = np.empty(64, dtype=np.int64)
+    del_off = np.empty(64, dtype=np.int64)
+
+    row_at[0] = 0
+    row_lo[0] = origin
+    match_off[0] = index
+    ins_off[0] = INVALID_OFFSET
+    del_off[0] = INVALID_OFFSET
+    used = 1
+    best_by_dist[xdrop_offset] = index * match_score
+    lower_of[max_penalty] = origin
+    upper_of[max_penalty] = origin
+
+    cur_lower = origin - 1
+    cur_upper = origin + 1
+    end1_diag = 0
+    end2_diag = 0
+    nonempty = 1
+    d = 1
+    best_dist = 0
+    best_diag = 0
+    converged = False
+    mp = max_penalty
+    while d <= scaled_max_dist:
+        xdrop_score = best_by_dist[d] + common * d - xdrop
+        xdrop_score = int(math.ceil(xdrop_score / half))
+        if xdrop_score < 0:
+            xdrop_score = 0
+
+        width = max(cur_upper - cur_lower + 1, 0)
+        match_off = _grow_int(match_off, used + width)
+        ins_off = _grow_int(ins_off, used + width)
+        del_off = _grow_int(del_off, used + width)
+        row_at[d] = used
+        row_lo[d] = cur_lower
+        used += width
+        here = row_at[d] - row_lo[d]
+        at_oe = d - open_extend
+        at_e = d - gap_extend
+        at_op = d - op_cost
+        base_oe = row_at[at_oe] - row_lo[at_oe] if at_oe >= 0 else 0
+        base_e = row_at[at_e] - row_lo[at_e] if at_e >= 0 else 0
+        base_op = row_at[at_op] - row_lo[at_op] if at_op >= 0 else 0
+
+        cur_extent = 0
+        cur_seq2 = 0
+        cur_diag = 0
+        first = cur_lower
+        last = cur_upper
+        for k in range(first, last + 1):
+            # a gap in seq1 (deletion) opened from a match or extended, from diagonal k+1
+            seq2 = INVALID_OFFSET
+            if _in_range(lower_of, upper_of, at_oe + mp, k + 1):
+                seq2 = match_off[base_oe + k + 1]
+            if _in_range(lower_of, upper_of, at_e + mp, k + 1) and seq2 < del_off[base_e + k + 1]:
+                seq2 = del_off[base_e + k + 1]
+            if seq2 == INVALID_OFFSET:
+                del_off[here + k] = INVALID_OFFSET
+            else:
+                del_off[here + k] = seq2 + 1
+            # a gap in seq2 (insertion), from diagonal k-1
+            seq2 = INVALID_OFFSET
+            if _in_range(lower_of, upper_of, at_oe + mp, k - 1):
+                seq2 = match_off[base_oe + k - 1]
+            if _in_range(lower_of, upper_of, at_e + mp, k - 1) and seq2 < ins_off[base_e + k - 1]:
+                seq2 = ins_off[base_e + k - 1]
+            ins_off[here + k] = seq2
+            # or a mismatch on diagonal k
+            seq2 = max(ins_off[here + k], del_off[here + k])
+            if _in_range(lower_of, upper_of, at_op + mp, k):
+                seq2 = max(seq2, match_off[base_op + k] + 1)
+            seq1 = seq2 + k - origin
+            if seq2 < 0 or seq1 + seq2 < xdrop_score:
+                if k == cur_lower:
+                    cur_lower += 1
+                else:
+                    match_off[here + k] = INVALID_OFFSET
+                continue
+            cur_upper = k
+            run = exact_run(query, q_origin, len1, subject, s_origin, len2, packed, reverse,
+                            seq1, seq2)
+            if run > longest:
+                seed_q = seq1
+                seed_s = seq2
+                seed_len = run
+                longest = run
+            seq1 += run
+            seq2 += run
+            match_off[here + k] = seq2
+            if seq1 + seq2 > cur_extent:
+                cur_extent = seq1 + seq2
+                cur_seq2 = seq2
+                cur_diag = k
+            if seq1 == len1:
+                cur_upper = k
+                end1_diag = k - 1
+            if seq2 == len2:
+                cur_lower = k
+                end2_diag = k + 1
+
+        cur_score = cur_extent * half - d * common
+        if cur_score > best_by_dist[d - 1 + xdrop_offset]:
+            best_by_dist[d + xdrop_offset] = cur_score
+            best_dist = d
+            best_diag = cur_diag
+            seq2_len = cur_seq2
+            seq1_len = cur_seq2 + best_diag - origin
+        else:
+            best_by_dist[d + xdrop_offset] = best_by_dist[d - 1 + xdrop_offset]
+
+        # distances below d may still continue the alignment: stop only after max_penalty
+        # consecutive empty ranges
+        if cur_lower <= cur_upper:
+            nonempty += 1
+            lower_of[d + mp] = cur_lower
+            upper_of[d + mp] = cur_upper
+        else:
+            lower_of[d + mp] = INVALID_DIAG
+            upper_of[d + mp] = -INVALID_DIAG
+        if lower_of[d] <= upper_of[d]:
+            nonempty -= 1
+        if nonempty == 0:
+            converged = True
+            break
+
+        d += 1
+        cur_lower = min(lower_of[d - open_extend + mp], lower_of[d - gap_extend + mp]) - 1
+        cur_lower = min(cur_lower, lower_of[d - op_cost + mp])
+        if end2_diag > 0:
+            cur_lower = max(cur_lower, end2_diag)
+        cur_upper = max(upper_of[d - open_extend + mp], upper_of[d - gap_extend + mp]) + 1
+        cur_upper = max(cur_upper, upper_of[d - op_cost + mp])
+        if end1_diag > 0:
+            cur_upper = min(cur_upper, end1_diag)
+
+    if not converged:
+        return -1, 0, 0, 0, 0, 0, 0, ops, nums, 0
+    score = best_by_dist[best_dist + xdrop_offset]
+    if not traceback:
+        return 0, score, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, 0
+
+    ops = np.empty(2 * best_dist + 4, dtype=np.uint8)
+    nums = np.empty(2 * best_dist + 4, dtype=np.int32)
+    d = best_dist
+    diag = best_diag
+    seq2 = seq2_len
+    state = OP_SUB
+    while d > 0:
+        here = row_at[d] - row_lo[d]
+        if state == OP_SUB:
+            # which operation led to this match run: the one with the largest seq2 offset
+            new_state = -1
+            new_seq2 = 0
+            at = d - op_cost
+            if _in_range(lower_of, upper_of, at + mp, diag):
+                candidate = match_off[row_at[at] - row_lo[at] + diag]
+                if candidate >= max(ins_off[here + diag], del_off[here + diag]):
+                    d -= op_cost
+                    new_seq2 = candidate
+                    new_state = OP_SUB
+            if new_state < 0:
+                if ins_off[here + diag] > del_off[here + diag]:
+                    new_seq2 = ins_off[here + diag]
+                    new_state = OP_INS
+                else:
+                    new_seq2 = del_off[here + diag]
+                    new_state = OP_DEL
+            n_ops = _edit_add(ops, nums, n_ops, OP_SUB, seq2 - new_seq2)
+            seq2 = new_seq2
+            state = new_state
+        else:
+            n_ops = _edit_add(ops, nums, n_ops, state, 1)
+            new_diag = diag - 1 if state == OP_INS else diag + 1
+            at = d - gap_extend
+            gap_seq2 = INVALID_OFFSET
+            if _in_range(lower_of, upper_of, at + mp, new_diag):
+                if state == OP_INS:
+                    gap_seq2 = ins_off[row_at[at] - row_lo[at] + new_diag]
+                else:
+                    gap_seq2 = del_off[row_at[at] - row_lo[at] + new_diag]
+            at = d - open_extend
+            if _in_range(lower_of, upper_of, at + mp, new_diag) and \
+                    gap_seq2 < match_off[row_at[at] - row_lo[at] + new_diag]:
+                d -= open_extend
+                next_state = OP_SUB
+            else:
+                d -= gap_extend
+                next_state = state
+            if state == OP_INS:
+                diag -= 1
+            else:
+                diag += 1
+                seq2 -= 1
+            state = next_state
+    n_ops = _edit_add(ops, nums, n_ops, OP_SUB, match_off[0])
+    return 0, score, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, n_ops
+
+
+# ----------------------------------------------------------------------------------------------
+# one direction with the memory retry: BLAST_AffineGreedyAlign's dispatch + the doubling loop
+
+
+@njit(cache=True, nogil=True)
+def greedy_one_way(query, q_origin, len1, subject, s_origin, len2, packed, reverse,
+                   xdrop, reward, penalty, gap_open, gap_extend, traceback):
+    """Extend in one direction with BLAST's cost conventions (penalty negative, the X-drop
+    and costs doubled inside for an odd reward).  The first value returned is the distance
+    (linear costs) or the score in the doubled units (affine costs)."""
+    match = reward
+    mismatch = -penalty
+    if match % 2 == 1:
+        match *= 2
+        mismatch *= 2
+        xdrop *= 2
+        gap_open *= 2
+        gap_extend *= 2
+    max_dist = GREEDY_MAX_COST
+    while True:
+        if gap_open == 0 and gap_extend == 0:
+            out = greedy_linear(query, q_origin, len1, subject, s_origin, len2, packed, reverse,
+                                xdrop, match, mismatch, max_dist, traceback)
+        else:
+            out = greedy_affine(query, q_origin, len1, subject, s_origin, len2, packed, reverse,
+                                xdrop, match, mismatch, gap_open, gap_extend, max_dist, traceback)
+        if out[0] == 0:
+            return out[1:]
+        max_dist *= 2
+
+
+@njit(cache=True, nogil=True)
+def greedy_gapped_alignment(query, q_base, q_length, subject, s_base, s_length, packed,
+                            q_off, s_off, xdrop, reward, penalty, gap_open, gap_extend,
+                            traceback):
+    """BLAST_GreedyGappedAlignment: extend right from (q_off, s_off), then left.
+
+    The query context is query[q_base : q_base + q_length] and the subject (range) is
+    subject[s_base : s_base + s_length] (letters, or packed positions); q_off/s_off and the
+    results are relative to those bases.  Returns (score, q_start, q_end, s_start, s_end,
+    q_seed, s_seed, ops, nums, n_ops): the raw score, the half-open box of the alignment, the
+    new start point estimate (score-only mode; the input point with traceback) and, with
+    traceback, the edit script (runs, left to right) after gap reduction."""
+    r = greedy_one_way(query, q_base + q_off, q_length - q_off, subject, s_base + s_off,
+                       s_length - s_off, packed, False, xdrop, reward, penalty,
+                       gap_open, gap_extend, traceback)
+    score_r, q_ext_r, s_ext_r, fwd_q, fwd_s, fwd_len, fwd_ops, fwd_nums, fwd_n = r
+    l = greedy_one_way(query, q_base + q_off, q_off, subject, s_base + s_off, s_off, packed,
+                       True, xdrop, reward, penalty, gap_open, gap_extend, traceback)
+    score_l, q_ext_l, s_ext_l, rev_q, rev_s, rev_len, rev_ops, rev_nums, rev_n = l
+
+    if gap_open == 0 and gap_extend == 0:
+        score = (q_ext_r + s_ext_r + q_ext_l + s_ext_l) * reward // 2 - \
+            (score_r + score_l) * (reward - penalty)
+    else:
+        score = score_r + score_l
+        if reward % 2 == 1:
+            score = score // 2
+
+    q_seed = q_off
+    s_seed = s_off
+    n_ops = 0
+    ops = np.empty(rev_n + fwd_n + 1, dtype=np.uint8)
+    nums = np.empty(rev_n + fwd_n + 1, dtype=np.int32)
+    if traceback:
+        n_ops = _join_edit_blocks(rev_ops, rev_nums, rev_n, fwd_ops, fwd_nums, fwd_n, ops, nums)
+        n_ops = reduce_gaps(ops, nums, n_ops, query, q_base + q_off - q_ext_l,
+                            q_base + q_off + q_ext_r, subject, s_base + s_off - s_ext_l,
+                            s_base + s_off + s_ext_r)
+    else:
+        q_seed, s_seed = _best_start_point(q_off, s_off, q_ext_l, s_ext_l, q_ext_r, s_ext_r,
+                                           fwd_q, fwd_s, fwd_len, rev_q, rev_s, rev_len)
+    return (score, q_off - q_ext_l, q_off + q_ext_r, s_off - s_ext_l, s_off + s_ext_r,
+            q_seed, s_seed, ops, nums, n_ops)
+
+
+@njit(cache=True, nogil=True)
+def _best_start_point(q_off, s_off, q_ext_l, s_ext_l, q_ext_r, s_ext_r,
+                      fwd_q, fwd_s, fwd_len, rev_q, rev_s, rev_len):
+    """Middle of the longest exact run the aligner met, kept inside the alignment's box."""
+    q_box_l = q_off - q_ext_l
+    s_box_l = s_off - s_ext_l
+    q_box_r = q_off + q_ext_r
+    s_box_r = s_off + s_ext_r
+    q_l = q_off - rev_q
+    s_l = s_off - rev_s
+    q_r = q_off + fwd_q
+    s_r = s_off + fwd_s
+    valid_l = 0
+    valid_r = 0
+    if q_r < q_box_r and s_r < s_box_r:
+        valid_r = min(min(q_box_r - q_r, s_box_r - s_r), fwd_len) // 2
+    else:
+        q_r = q_off
+        s_r = s_off
+    if q_l > q_box_l and s_l > s_box_l:
+        valid_l = min(min(q_l - q_box_l, s_l - s_box_l), rev_len) // 2
+    else:
+        q_l = q_off
+        s_l = s_off
+    if valid_r > valid_l:
+        return q_r + valid_r, s_r + valid_r
+    return q_l - valid_l, s_l - valid_l
+
+
+@njit(cache=True, nogil=True)
+def _join_edit_blocks(rev_ops, rev_nums, rev_n, fwd_ops, fwd_nums, fwd_n, ops, nums):
+    """Blast_PrelimEditBlockToGapEditScript: the left part is already in order, the right
+    part was recorded from its far end; runs meeting at the start point are merged."""
+    merge = fwd_n > 0 and rev_n > 0 and fwd_ops[fwd_n - 1] == rev_ops[rev_n - 1]
+    n = 0
+    for i in range(rev_n):
+        ops[n] = rev_ops[i]
+        nums[n] = rev_nums[i]
+        n += 1
+    if fwd_n == 0:
+        return n
+    i = fwd_n - 1
+    if merge:
+        nums[n - 1] += fwd_nums[fwd_n - 1]
+        i = fwd_n - 2
+    while i >= 0:
+        ops[n] = fwd_ops[i]
+        nums[n] = fwd_nums[i]
+        n += 1
+        i -= 1
+    return n
+
+
+# ----------------------------------------------------------------------------------------------
+# edit-script tidy-up after greedy traceback: s_ReduceGaps, s_UpdateEditScript,
+# s_RebuildEditScript.  The letter comparisons are on blastna codes (N equals N).
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _s_at(subject, pos):
+    if pos < 0 or pos >= subject.size:
+        return OUTSIDE
+    return subject[pos]
+
+
+@njit(cache=True, nogil=True)
+def _update_edit_script(ops, nums, size, pos, before, after):
+    """Grow the substitution run at `pos` by `before` letters on its left and `after` on its
+    right, taking them from the neighbouring runs (s_UpdateEditScript)."""
+    if before > 0:
+        op = pos
+        qd = before
+        sd = before
+        while True:
+            op -= 1
+            if op < 0:
+                return
+            if ops[op] == OP_SUB:
+                qd -= nums[op]
+                sd -= nums[op]
+            elif ops[op] == OP_INS:
+                qd -= nums[op]
+            elif ops[op] == OP_DEL:
+                sd -= nums[op]
+            if not (qd > 0 or sd > 0):
+                break
+        nums[op] = -max(qd, sd)
+        ops[op] = OP_SUB
+        op += 1
+        while op < pos - 1:
+            nums[op] = 0
+            op += 1
+        nums[pos] += before
+        qd -= sd
+        ops[pos - 1] = OP_DEL if qd > 0 else OP_INS
+        nums[pos - 1] = qd if qd > 0 else -qd
+    if after > 0:
+        op = pos
+        qd = after
+        sd = after
+        while True:
+            op += 1
+            if op >= size:
+                return
+            if ops[op] == OP_SUB:
+                qd -= nums[op]
+                sd -= nums[op]
+            elif ops[op] == OP_INS:
+                qd -= nums[op]
+            elif ops[op] == OP_DEL:
+                sd -= nums[op]
+            if not (qd > 0 or sd > 0):
+                break
+        nums[op] = -max(qd, sd)
+        ops[op] = OP_SUB
+        op -= 1
+        while op > pos + 1:
+            nums[op] = 0
+            op -= 1
+        nums[pos] += after
+        qd -= sd
+        ops[pos + 1] = OP_DEL if qd > 0 else OP_INS
+        nums[pos + 1] = qd if qd > 0 else -qd
+
+
+@njit(cache=True, nogil=True)
+def _rebuild_edit_script(ops, nums, size):
+    """Drop empty runs, merge equal neighbours, and turn an insertion next to a deletion into
+    substitutions plus the leftover gap (s_RebuildEditScript).  Returns the new size."""
+    j = -1
+    for i in range(size):
+        if nums[i] == 0:
+            continue
+        if j >= 0 and ops[i] == ops[j]:
+            nums[j] += nums[i]
+        elif j == -1 or ops[i] == OP_SUB or ops[j] == OP_SUB:
+            j += 1
+            ops[j] = ops[i]
+            nums[j] = nums[i]
+        else:
+            d = nums[j] - nums[i]
+            # BLAST assumes a substitution run precedes two adjacent gaps
+            if d > 0:
+                if j > 0:
+                    nums[j - 1] += nums[i]
+                nums[j] = d
+            elif d < 0:
+                if j > 0:
+                    nums[j - 1] += nums[j]
+                nums[j] = -d
+                ops[j] = ops[i]
+            else:
+                if j > 0:
+                    nums[j - 1] += nums[j]
+                j -= 1
+    return j + 1
+
+
+@njit(cache=True, nogil=True)
+def reduce_gaps(ops, nums, size, query, q_start, q_end, subject, s_start, s_end):
+    """s_ReduceGaps on the edit script of an alignment spanning query[q_start:q_end] and
+    subject[s_start:s_end] (absolute indices).  Returns the new number of runs."""
+    # 1. long substitution runs absorb exact matches lying just beyond them
+    q1 = q_start
+    s1 = s_start
+    for i in range(size):
+        if nums[i] == 0:
+            continue
+        if ops[i] == OP_SUB:
+            if nums[i] >= 12:
+                nm1 = 1
+                if i > 0:
+                    while q1 - nm1 >= q_start and query[q1 - nm1] == _s_at(subject, s1 - nm1):
+                        nm1 += 1
+                q1 += nums[i]
+                s1 += nums[i]
+                nm2 = 0
+                if i < size - 1:
+                    while q1 + 1 < q_end and s1 + 1 < s_end:
+                        a = query[q1]
+                        b = _s_at(subject, s1)
+                        q1 += 1
+                        s1 += 1
+                        if a != b:
+                            break
+                        nm2 += 1
+                if nm1 > 1 or nm2 > 0:
+                    _update_edit_script(ops, nums, size, i, nm1 - 1, nm2)
+                q1 -= 1
+                s1 -= 1
+            else:
+                q1 += nums[i]
+                s1 += nums[i]
+        elif ops[i] == OP_INS:
+            q1 += nums[i]
+        else:
+            s1 += nums[i]
+    size = _rebuild_edit_script(ops, nums, size)
+
+    # 2. gap, short substitution run, opposite gap: shift the shorter gap across when the
+    #    substitutions score no worse that way
+    q = q_start
+    s = s_start
+    for i in range(size):
+        if ops[i] == OP_SUB:
+            q += nums[i]
+            s += nums[i]
+            continue
+        if i > 1 and ops[i] != ops[i - 2] and nums[i - 2] > 0:
+            d = nums[i] + nums[i - 1] + nums[i - 2]
+            if d == 3:
+                nums[i - 2] = 0
+                nums[i - 1] = 2
+                nums[i] = 0
+                if ops[i] == OP_INS:
+                    q += 1
+                else:
+                    s += 1
+            elif d < 12:
+                nm1 = 0
+                nm2 = 0
+                d = min(nums[i], nums[i - 2])
+                q -= nums[i - 1]
+                s -= nums[i - 1]
+                qa = q
+                sa = s
+                if ops[i] == OP_INS:
+                    s -= d
+                else:
+                    q -= d
+                for _ in range(nums[i - 1]):
+                    if query[qa] == _s_at(subject, sa):
+                        nm1 += 1
+                    if query[q] == _s_at(subject, s):
+                        nm2 += 1
+                    qa += 1
+                    sa += 1
+                    q += 1
+                    s += 1
+                for _ in range(d):
+                    if query[q] == _s_at(subject, s):
+                        nm2 += 1
+                    q += 1
+                    s += 1
+                if nm2 >= nm1 - d:
+                    nums[i - 2] -= d
+                    nums[i - 1] += d
+                    nums[i] -= d
+                else:
+                    q = qa
+                    s = sa
+        if ops[i] == OP_INS:
+            q += nums[i]
+        else:
+            s += nums[i]
+    return _rebuild_edit_script(ops, nums, size)

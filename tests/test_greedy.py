@@ -1,0 +1,93 @@
+"""Greedy aligner: hand-made pairs against a slow reference."""
+
+import numpy as np
+
+from gblastn.alphabet import encode_blastna, pack_2bit
+from gblastn.greedy import OP_DEL, OP_INS, OP_SUB, greedy_gapped_alignment
+
+
+def _align(q, s, q_off, s_off, xdrop=54, reward=1, penalty=-2, go=0, ge=0, traceback=True,
+           packed=False):
+    query = np.concatenate([[15], encode_blastna(q), [15]]).astype(np.uint8)
+    subj = encode_blastna(s)
+    subject = pack_2bit(np.where(subj > 3, 0, subj)) if packed else subj
+    return greedy_gapped_alignment(query, 1, len(q), subject, 0, len(s), packed, q_off, s_off,
+                                   xdrop, reward, penalty, go, ge, traceback)
+
+
+def _script_score(q, s, res, reward, penalty, gap_column):
+    """Score of the edit script with linear gap columns (half units when needed)."""
+    qa, sa = encode_blastna(q), encode_blastna(s)
+    qp, sp, total = res[1], res[3], 0.0
+    for op, n in zip(res[7][:res[9]], res[8][:res[9]]):
+        if op == OP_SUB:
+            for _ in range(n):
+                total += reward if qa[qp] == sa[sp] and qa[qp] < 4 else penalty
+                qp += 1
+                sp += 1
+        elif op == OP_DEL:
+            total -= gap_column * n
+            sp += n
+        else:
+            total -= gap_column * n
+            qp += n
+    assert qp == res[2] and sp == res[4]
+    return total
+
+
+def test_identical():
+    q = "ACGTTGCAAGGCTTACCGATAGGACTTACG" * 3
+    res = _align(q, q, 40, 40)
+    assert res[:5] == (len(q), 0, len(q), 0, len(q))
+    assert list(res[7][:res[9]]) == [OP_SUB] and res[8][0] == len(q)
+
+
+def test_one_mismatch_and_packed_agrees():
+    q = "ACGTTGCAAGGCTTACCGATAGGACTTACGGATCCA" * 2
+    s = q[:30] + ("A" if q[30] != "A" else "C") + q[31:]
+    full = _align(q, s, 10, 10)
+    assert full[0] == len(q) - 1 - 2
+    packed = _align(q, s, 10, 10, traceback=False, packed=True)
+    assert packed[:5] == full[:5]
+
+
+def test_one_indel_linear_cost():
+    q = "ACGTTGCAAGGCTTACCGATAGGACTTACGGATCCATTGACCA" * 2
+    s = q[:40] + q[41:]
+    res = _align(q, s, 5, 5)
+    # 85 matches, one gap column of 2.5: floor((2*85)*1/2 - 1*3) = 82
+    assert res[0] == 82
+    assert _script_score(q, s, res, 1, -2, 2.5) == 82.5
+    assert OP_INS in list(res[7][:res[9]])
+
+
+def test_many_indels_script_consistent():
+    rng = np.random.default_rng(3)
+    q = "".join(rng.choice(list("ACGT"), 400))
+    s = list(q)
+    for pos in (50, 120, 121, 200, 300):
+        s.insert(pos, "G")
+    del s[250]
+    s = "".join(s)
+    res = _align(q, s, 10, 10)
+    assert res[1] == 0 and res[3] == 0
+    total = _script_score(q, s, res, 1, -2, 2.5)
+    assert abs(total - res[0]) < 1.0
+
+
+def test_xdrop_stops_in_junk():
+    rng = np.random.default_rng(5)
+    core = "".join(rng.choice(list("ACGT"), 120))
+    q = core + "".join(rng.choice(list("ACGT"), 200))
+    s = core + "".join(rng.choice(list("ACGT"), 200))
+    res = _align(q, s, 10, 10, xdrop=13)
+    assert 120 <= res[2] < 160 and res[0] >= 110
+
+
+def test_affine_costs():
+    q = "ACGTTGCAAGGCTTACCGATAGGACTTACGGATCCATTGACCA" * 2
+    s = q[:40] + q[43:]
+    res = _align(q, s, 5, 5, reward=2, penalty=-3, go=5, ge=2, xdrop=110)
+    # 83 matches * 2 - (5 + 3*2) = 155
+    assert res[0] == 155
+    assert OP_INS in list(res[7][:res[9]])
