@@ -97,3 +97,112 @@ def _parse_bool(flag: str, value: str | None) -> bool | None:
         return False
     from .errors import OptionsError
     raise OptionsError(f"{flag} takes true or false, not {value!r}")
+
+
+# -- database commands: makedb, dbinfo, dbcmd ------------------------------------------------
+
+FASTA_LINE_WIDTH = 80  # blastdbcmd's default -line_length
+
+
+@app.command("makedb")
+def makedb_command(
+    inputs: list[str] = typer.Option(..., "-in", help="FASTA file(s), plain or gzip; '-' reads stdin. "
+                                     "Repeat the flag or give several names in one quoted value."),
+    dbtype: str = typer.Option("nucl", "-dbtype", help="Molecule type; only 'nucl' is supported."),
+    out: str = typer.Option(None, "-out", help="Database name (default: the first input's name)."),
+    title: str = typer.Option(None, "-title", help="Database title (default: the input names)."),
+    parse_seqids: bool = typer.Option(False, "-parse_seqids", help="Parse FASTA-style Seq-ids "
+                                      "(gi|..., ref|...|); duplicate ids are an error."),
+    max_file_sz: str = typer.Option("1GB", "-max_file_sz", help="Volume size cap, e.g. 1GB, 500MB."),
+    quiet: bool = typer.Option(False, "-quiet", help="No progress bar and no summary."),
+) -> None:
+    """Build a gblastn database from FASTA (as makeblastdb -dbtype nucl)."""
+    import time
+
+    from .db.writer import make_db
+    from .errors import OptionsError
+
+    if dbtype != "nucl":
+        raise OptionsError(f"-dbtype {dbtype}: only nucleotide databases (-dbtype nucl) are supported")
+    if out is None:
+        if inputs[0] == "-":
+            raise OptionsError("-out is required when reading stdin")
+        out = inputs[0]
+    started = time.perf_counter()
+    warn = (lambda message: None) if quiet else None
+    kwargs = {"warn": warn} if warn else {}
+    path = make_db(inputs, out, title=title, parse_seqids=parse_seqids, max_file_sz=max_file_sz,
+                   progress=False if quiet else None, **kwargs)
+    if not quiet:
+        from .db.reader import open_db
+        with open_db(path) as db:
+            print(f"Added {db.num_seqs:,} sequences ({db.total_letters:,} letters, "
+                  f"{len(db.volumes)} volume{'s' if len(db.volumes) != 1 else ''}) to {path} "
+                  f"in {time.perf_counter() - started:.2f} s")
+
+
+@app.command("dbinfo")
+def dbinfo_command(db: str = typer.Option(..., "-db", help="Database name.")) -> None:
+    """Describe a database (as blastdbcmd -info)."""
+    from .db.reader import open_db
+
+    with open_db(db) as database:
+        lines = [f"Database: {database.title}",
+                 f"\t{database.num_seqs:,} sequences; {database.total_letters:,} total bases",
+                 "",
+                 f"Date: {database.created}\tLongest sequence: {database.max_length:,} bases",
+                 "",
+                 f"gblastn database format version: {database.format_version}",
+                 "",
+                 "Volumes:"]
+        lines += [f"\t{database.directory}/v{v.index:03d}.mdb ({v.num_seqs:,} sequences, "
+                  f"ordinals {v.first_ordinal:,}-{v.first_ordinal + v.num_seqs - 1:,})"
+                  for v in database.volumes]
+    print("\n".join(lines))
+
+
+@app.command("dbcmd")
+def dbcmd_command(
+    db: str = typer.Option(..., "-db", help="Database name."),
+    entry: str = typer.Option(..., "-entry", help="Comma-separated ids, or 'all'."),
+    line_length: int = typer.Option(FASTA_LINE_WIDTH, "-line_length", help="Letters per FASTA line."),
+) -> None:
+    """Print sequences as FASTA with their true letters (as blastdbcmd -entry)."""
+    from .alphabet import IUPAC_FROM_BLASTNA
+    from .db.reader import open_db
+    from .errors import OptionsError
+
+    if line_length < 1:
+        raise OptionsError("-line_length must be at least 1")
+    out = sys.stdout.buffer
+    with open_db(db) as database:
+        if entry.strip().lower() == "all":
+            ordinals = range(database.num_seqs)
+        else:
+            ordinals = [database.find(item) for item in entry.split(",") if item.strip()]
+        for ordinal in ordinals:
+            if database.parse_seqids:
+                header = f">{database.accession(ordinal)} {database.title_of(ordinal)}"
+            else:
+                header = ">" + database.defline(ordinal)
+            out.write(header.encode("utf-8", "replace") + b"\n")
+            letters = IUPAC_FROM_BLASTNA[database.blastna(ordinal)].tobytes()
+            out.write(_wrap(letters, line_length))
+    out.flush()
+
+
+def _wrap(letters: bytes, width: int) -> bytes:
+    """Letters cut into lines of `width`, each ending with a newline."""
+    import numpy as np
+
+    n = len(letters)
+    if n == 0:
+        return b""
+    rows = (n + width - 1) // width
+    grid = np.full((rows, width + 1), 0x0A, dtype=np.uint8)
+    padded = np.zeros(rows * width, dtype=np.uint8)
+    padded[:n] = np.frombuffer(letters, dtype=np.uint8)
+    grid[:, :width] = padded.reshape(rows, width)
+    text = grid.tobytes()
+    tail = n - (rows - 1) * width  # letters on the last line
+    return text[:(rows - 1) * (width + 1) + tail] + b"\n"

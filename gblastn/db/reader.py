@@ -1,0 +1,266 @@
+"""Reading a gblastn database: `open_db(path) -> Database`.
+
+Each volume's LMDB environment is opened read-only without a lock file (many processes may
+search one database) and one read transaction with buffers=True stays open for the life of the
+Database, so the arrays and packed sequences handed out are zero-copy views of the memory map;
+they stay valid until `close()`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from functools import lru_cache
+
+import lmdb
+import numpy as np
+
+from ..alphabet import BLASTNA_FROM_NCBI4NA, unpack_2bit
+from ..errors import DatabaseError, InputError
+from . import format as fmt
+from .seqid import describe
+
+
+def _resolve(path: str) -> str:
+    path = os.fspath(path)
+    for candidate in (path, path + fmt.DB_SUFFIX):
+        if os.path.isfile(os.path.join(candidate, fmt.MANIFEST)):
+            return candidate
+    raise DatabaseError(f"{path}: no gblastn database found (expected {path}{fmt.DB_SUFFIX}/"
+                        f"{fmt.MANIFEST}; build one with gblastn makedb)")
+
+
+def _read_manifest(directory: str, name: str) -> dict:
+    try:
+        with open(os.path.join(directory, fmt.MANIFEST), encoding="utf-8") as handle:
+            manifest = json.load(handle)
+        version = int(manifest["format_version"])
+        ok = manifest.get("format") == fmt.FORMAT_NAME
+    except (OSError, ValueError, KeyError, TypeError):
+        raise DatabaseError(f"{name}: damaged database (unreadable manifest)") from None
+    if not ok:
+        raise DatabaseError(f"{name}: not a gblastn nucleotide database")
+    if version > fmt.FORMAT_VERSION:
+        raise DatabaseError(f"{name}: written by a newer gblastn (format version {version}; "
+                            f"this version reads up to {fmt.FORMAT_VERSION})")
+    return manifest
+
+
+class Volume:
+    """One LMDB volume: sequences first_ordinal .. first_ordinal + num_seqs - 1."""
+
+    def __init__(self, directory: str, index: int, entry: dict, db_name: str):
+        self.index = index
+        self.first_ordinal = int(entry["first_ordinal"])
+        self.num_seqs = int(entry["num_seqs"])
+        self._label = f"{db_name}: volume {index} ({entry['file']})"
+        path = os.path.join(directory, entry["file"])
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            raise DatabaseError(f"{self._label}: missing") from None
+        if size != int(entry["file_size"]):
+            raise DatabaseError(f"{self._label}: damaged (size {size}, expected {entry['file_size']})")
+        try:
+            self._env = lmdb.open(path, subdir=False, readonly=True, lock=False, readahead=False,
+                                  max_dbs=0)
+            self._txn = self._env.begin(buffers=True)
+            values = {key: self._txn.get(key) for key in fmt.ARRAY_KEYS}
+        except lmdb.Error as exc:
+            raise DatabaseError(f"{self._label}: damaged ({exc})") from None
+        if any(v is None for v in values.values()) or fmt.arrays_crc(values) != int(entry["arrays_crc"]):
+            self.close()
+            raise DatabaseError(f"{self._label}: damaged (checksum mismatch)")
+        arrays = {key.decode(): np.frombuffer(v, dtype=dtype) for (key, dtype), v
+                  in zip(fmt.ARRAY_KEYS.items(), (values[k] for k in fmt.ARRAY_KEYS))}
+        self.lengths = arrays["lengths"]
+        self._block_of = arrays["block_of"]
+        self._block_offset = arrays["block_offset"]
+        self._block_crc = arrays["block_crc"]
+        self._amb_start = arrays["amb_start"]
+        self._amb_offset = arrays["amb_offset"]
+        self._amb_length = arrays["amb_length"]
+        self._amb_code = arrays["amb_code"]
+        if self.lengths.size != self.num_seqs:
+            raise DatabaseError(f"{self._label}: damaged (sequence count)")
+        self._blocks: dict[int, np.ndarray] = {}
+        self._concat = None
+
+    def _block(self, block: int) -> np.ndarray:
+        view = self._blocks.get(block)
+        if view is None:
+            try:
+                value = self._txn.get(fmt.block_key(block))
+            except lmdb.Error as exc:
+                raise DatabaseError(f"{self._label}: damaged ({exc})") from None
+            if value is None or zlib.crc32(value) != int(self._block_crc[block]):
+                raise DatabaseError(f"{self._label}: damaged (block {block} checksum mismatch)")
+            view = np.frombuffer(value, dtype=np.uint8)
+            self._blocks[block] = view
+        return view
+
+    def packed(self, i_local: int) -> np.ndarray:
+        """Packed 2-bit bases of local sequence i (zero-copy, ceil(len/4) bytes)."""
+        start = int(self._block_offset[i_local])
+        return self._block(int(self._block_of[i_local]))[start:start + (int(self.lengths[i_local]) + 3) // 4]
+
+    def ambiguities(self, i_local: int):
+        lo, hi = int(self._amb_start[i_local]), int(self._amb_start[i_local + 1])
+        return self._amb_offset[lo:hi], self._amb_length[lo:hi], self._amb_code[lo:hi]
+
+    def defline(self, i_local: int) -> str:
+        value = self._txn.get(fmt.defline_key(i_local))
+        if value is None:
+            raise DatabaseError(f"{self._label}: damaged (defline {i_local} missing)")
+        return bytes(value).decode("utf-8", "replace")
+
+    def lookup(self, key: str) -> np.ndarray | None:
+        value = self._txn.get(fmt.lookup_key(key))
+        return None if value is None else np.frombuffer(value, dtype=np.int64)
+
+    def concat_packed(self) -> tuple[np.ndarray, np.ndarray]:
+        """(buffer, byte_offset [num_seqs+1]): the volume's sequences back to back."""
+        if self._concat is None:
+            nbytes = (self.lengths + 3) // 4
+            byte_offset = np.zeros(self.num_seqs + 1, dtype=np.int64)
+            np.cumsum(nbytes, out=byte_offset[1:])
+            num_blocks = self._block_crc.size
+            if num_blocks == 1:
+                buffer = self._block(0)
+            else:
+                buffer = np.empty(int(byte_offset[-1]), dtype=np.uint8)
+                at = 0
+                for block in range(num_blocks):
+                    view = self._block(block)
+                    buffer[at:at + view.size] = view
+                    at += view.size
+                    self._blocks.pop(block, None)
+            self._concat = (buffer, byte_offset)
+        return self._concat
+
+    def close(self) -> None:
+        self._blocks = {}
+        self._concat = None
+        if getattr(self, "_env", None) is not None:
+            try:
+                self._txn.abort()
+            except lmdb.Error:
+                pass
+            self._env.close()
+            self._env = None
+
+
+class Database:
+    """A whole database: counts, ids and titles by global ordinal, sequences by ordinal."""
+
+    def __init__(self, name: str):
+        self.name = os.fspath(name)
+        self.directory = _resolve(self.name)
+        manifest = _read_manifest(self.directory, self.name)
+        try:
+            self.title = str(manifest["title"])
+            self.num_seqs = int(manifest["num_seqs"])
+            self.total_letters = int(manifest["total_letters"])
+            self.max_length = int(manifest["max_length"])
+            self.created = str(manifest["created"])
+            self.format_version = int(manifest["format_version"])
+            self.parse_seqids = bool(manifest["parse_seqids"])
+            entries = list(manifest["volumes"])
+        except (KeyError, TypeError, ValueError):
+            raise DatabaseError(f"{self.name}: damaged database (incomplete manifest)") from None
+        self.volumes: list[Volume] = []
+        try:
+            for index, entry in enumerate(entries):
+                self.volumes.append(Volume(self.directory, index, entry, self.name))
+        except (KeyError, TypeError, ValueError):
+            self.close()
+            raise DatabaseError(f"{self.name}: damaged database (volume list)") from None
+        except DatabaseError:
+            self.close()
+            raise
+        self._firsts = np.array([v.first_ordinal for v in self.volumes], dtype=np.int64)
+        parts = [v.lengths for v in self.volumes]
+        self.lengths = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+        if self.lengths.size != self.num_seqs or int(self.lengths.sum()) != self.total_letters:
+            self.close()
+            raise DatabaseError(f"{self.name}: damaged database (totals do not match volumes)")
+        self._describe = lru_cache(maxsize=4096)(self._describe_uncached)
+
+    # -- locating an ordinal ---------------------------------------------------------------
+    def _locate(self, ordinal: int) -> tuple[Volume, int]:
+        ordinal = int(ordinal)
+        if not 0 <= ordinal < self.num_seqs:
+            raise IndexError(f"ordinal {ordinal} outside 0..{self.num_seqs - 1}")
+        volume = self.volumes[int(np.searchsorted(self._firsts, ordinal, side="right")) - 1]
+        return volume, ordinal - volume.first_ordinal
+
+    # -- ids and titles --------------------------------------------------------------------
+    def defline(self, ordinal: int) -> str:
+        volume, local = self._locate(ordinal)
+        return volume.defline(local)
+
+    def _describe_uncached(self, ordinal: int) -> tuple[str, str, str]:
+        return describe(self.defline(ordinal), self.parse_seqids)
+
+    def seq_id(self, ordinal: int) -> str:
+        return self._describe(int(ordinal))[0]
+
+    def accession(self, ordinal: int) -> str:
+        return self._describe(int(ordinal))[1]
+
+    def title_of(self, ordinal: int) -> str:
+        return self._describe(int(ordinal))[2]
+
+    def find(self, seq_id: str) -> int:
+        """Ordinal of the (first) sequence an id names, as dbcmd -entry accepts ids."""
+        for volume in self.volumes:
+            found = volume.lookup(seq_id.strip())
+            if found is not None and found.size:
+                return int(found[0])
+        raise InputError(f"{self.name}: no sequence with id '{seq_id}'")
+
+    # -- sequences -------------------------------------------------------------------------
+    def packed(self, ordinal: int) -> np.ndarray:
+        volume, local = self._locate(ordinal)
+        return volume.packed(local)
+
+    def ambiguities(self, ordinal: int):
+        volume, local = self._locate(ordinal)
+        return volume.ambiguities(local)
+
+    def blastna(self, ordinal: int, start: int = 0, end: int | None = None) -> np.ndarray:
+        """True letters of [start, end) as blastna codes (ambiguity codes restored)."""
+        volume, local = self._locate(ordinal)
+        length = int(volume.lengths[local])
+        end = length if end is None else min(int(end), length)
+        start = max(0, int(start))
+        if end <= start:
+            return np.zeros(0, dtype=np.uint8)
+        codes = unpack_2bit(volume.packed(local), end - start, start).copy()
+        offsets, run_lengths, run_codes = volume.ambiguities(local)
+        if offsets.size:
+            first = int(np.searchsorted(offsets + run_lengths, start, side="right"))
+            for k in range(first, offsets.size):
+                lo = int(offsets[k])
+                if lo >= end:
+                    break
+                hi = lo + int(run_lengths[k])
+                codes[max(lo, start) - start:min(hi, end) - start] = BLASTNA_FROM_NCBI4NA[run_codes[k]]
+        return codes
+
+    # -- life cycle ------------------------------------------------------------------------
+    def close(self) -> None:
+        for volume in self.volumes:
+            volume.close()
+
+    def __enter__(self) -> "Database":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def open_db(path: str) -> Database:
+    """Opens database `path` ('NAME' or 'NAME.gdb'); DatabaseError if missing, damaged or newer."""
+    return Database(path)

@@ -1,0 +1,127 @@
+"""Sequence identifiers as BLAST shows them (spec §8 "IDs").
+
+Without -parse_seqids a sequence's id is the first token of its defline, verbatim, and its
+title the whole defline. With -parse_seqids the first token is read as a FASTA-style Seq-id
+('gi|12345|gb|AB000001.2|', 'ref|NM_0001.1|', 'lcl|x', or a bare accession whose database is
+guessed from its prefix, as NCBI does): `seq_id` is what blastn prints as sseqid, `accession`
+what it prints as saccver (and blastdbcmd after '>'), and the title is the rest of the defline.
+"""
+
+import re
+
+# Seq-id types and the number of '|'-separated fields each takes
+_FIELDS = {"lcl": 1, "gi": 1, "bbs": 1, "bbm": 1, "gim": 1, "gnl": 2, "pdb": 2, "pat": 3,
+           "pgp": 3, "gb": 2, "emb": 2, "dbj": 2, "ref": 2, "tpg": 2, "tpe": 2, "tpd": 2,
+           "gpp": 2, "nat": 2, "sp": 2, "tr": 2, "pir": 2, "prf": 2, "oth": 2}
+_ACCESSION_TYPES = {"gb", "emb", "dbj", "ref", "tpg", "tpe", "tpd", "gpp", "nat", "sp", "tr",
+                    "pir", "prf", "oth"}
+
+# Bare accession prefixes by database (INSDC assignments; the rest of INSDC is GenBank).
+_EMBL_2 = set("AJ AL AM AN AX BN BX CQ CR CS CT CU FB FM FN FO FP FQ FR GM GN HA HB HC HD HE HF "
+              "HG HH HI JA JB JC JD JE LK LL LM LN LO LP LQ LR LS LT MP MQ MR MS OA OB OC OD OE "
+              "OU OV OW OX OY OZ".split())
+_DDBJ_2 = set("AB AG AK AP AT AU AV BA BB BD BJ BP BR BS BW BY CI CJ DA DB DC DD DE DF DG DH DI "
+              "DJ DK DL DM FS FT FU FV FW FX FY FZ GA GB HT HU HV HW HX HY HZ LA LB LC LD LE LF "
+              "LG LH LI LJ LU LV LX LY LZ MA MB MC MD ME OF OG OH OI OJ PA PB PC PD PE".split())
+_EMBL_1, _DDBJ_1 = set("AFVXYZ"), set("CDE")
+_INSDC = re.compile(r"^(?:[A-Z]\d{5}|[A-Z]{2}\d{6}|[A-Z]{2}\d{8}|[A-Z]{4,6}\d{8,10})(?:\.\d+)?$")
+_REFSEQ = re.compile(r"^[A-Z]{2}_[A-Z0-9]+(?:\.\d+)?$")
+
+
+def _guess_type(token: str) -> str | None:
+    """Database of a bare accession, or None when the token is not an accession."""
+    if _REFSEQ.match(token):
+        return "ref"
+    if not _INSDC.match(token):
+        return None
+    letters = re.match(r"^[A-Z]+", token).group(0)
+    if len(letters) == 1:
+        return "emb" if letters in _EMBL_1 else "dbj" if letters in _DDBJ_1 else "gb"
+    if len(letters) == 2:
+        return "emb" if letters in _EMBL_2 else "dbj" if letters in _DDBJ_2 else "gb"
+    first = letters[0]  # whole-genome-shotgun style prefixes
+    return "dbj" if first in "BEGI" else "emb" if first in "CFHOU" else "gb"
+
+
+def _parse_fasta_ids(token: str) -> list[tuple[str, list[str]]] | None:
+    """'gi|1|gb|X.1|' -> [('gi', ['1']), ('gb', ['X.1', ''])]; None if not FASTA-style."""
+    parts = token.split("|")
+    ids, i = [], 0
+    while i < len(parts):
+        kind = parts[i].lower()
+        if kind not in _FIELDS:
+            return None
+        width = _FIELDS[kind]
+        fields = parts[i + 1:i + 1 + width]
+        if not fields or not fields[0]:
+            return None
+        fields += [""] * (width - len(fields))
+        ids.append((kind, fields))
+        i += 1 + width
+    return ids or None
+
+
+def split_defline(defline: str) -> tuple[str, str]:
+    """(first token, rest of the line without leading blanks)."""
+    parts = defline.strip().split(None, 1)
+    if not parts:
+        return "", ""
+    return parts[0], parts[1] if len(parts) > 1 else ""
+
+
+def describe(defline: str, parse_seqids: bool) -> tuple[str, str, str]:
+    """(seq_id, accession, title) of a defline, as BLAST shows them."""
+    token, rest = split_defline(defline)
+    if not parse_seqids:
+        return token, token, defline
+    ids = _parse_fasta_ids(token) if "|" in token else None
+    if ids is None:
+        kind = _guess_type(token)
+        if kind is None:
+            return token, token, rest
+        return f"{kind}|{token}|", token, rest
+    if len(ids) == 1 and ids[0][0] == "lcl":
+        return ids[0][1][0], ids[0][1][0], rest
+    seq_id = "|".join(kind + "|" + "|".join(fields) for kind, fields in ids)
+    return seq_id, _best_accession(ids), rest
+
+
+def _best_accession(ids) -> str:
+    for kind, fields in ids:
+        if kind in _ACCESSION_TYPES:
+            return fields[0]
+    for kind, fields in ids:
+        if kind == "gnl":
+            return f"{fields[0]}:{fields[1]}"
+        if kind == "lcl":
+            return fields[0]
+    return ids[0][1][0]
+
+
+def lookup_keys(defline: str, parse_seqids: bool) -> set[str]:
+    """Every string that names this sequence for dbcmd -entry (compared lower-cased)."""
+    token, _ = split_defline(defline)
+    if not token:
+        return set()
+    keys = {token}
+    if not parse_seqids:
+        return {k.lower() for k in keys}
+    seq_id, accession, _ = describe(defline, True)
+    keys |= {seq_id, accession, accession.split(".")[0]}
+    ids = _parse_fasta_ids(token) if "|" in token else None
+    for kind, fields in ids or []:
+        if kind == "gnl":
+            continue
+        keys.add(f"{kind}|{fields[0]}")
+        keys.add(fields[0])
+        if kind == "lcl":
+            keys.add(f"lcl|{fields[0]}")
+    if ids is None and _guess_type(token) is None:
+        keys.add(f"lcl|{token}")
+    return {k.lower() for k in keys if k}
+
+
+def duplicate_key(defline: str) -> str:
+    """What makeblastdb -parse_seqids compares to find duplicates: the primary id."""
+    seq_id, accession, _ = describe(defline, True)
+    return seq_id.lower()
