@@ -41,14 +41,15 @@ def query_batch_letters(options: SearchOptions) -> int:
     return {"megablast": 5_000_000}.get(options.task, 100_000)
 
 
-def query_batches(queries: list, options: SearchOptions):
+def query_batches(queries, options: SearchOptions, size=len):
     """Group queries as blastn's input reader does: add queries until the batch holds at least
-    the batch size in letters (the query that crosses the limit stays in the batch)."""
+    the batch size in letters (the query that crosses the limit stays in the batch). `queries`
+    may be any iterable; `size` gives an item's letter count."""
     limit = query_batch_letters(options)
     batch, letters = [], 0
     for query in queries:
         batch.append(query)
-        letters += len(query)
+        letters += size(query)
         if letters >= limit:
             yield batch
             batch, letters = [], 0
@@ -99,7 +100,8 @@ class PrelimHits:
         self.by_query.setdefault(query_index, {})[ordinal] = hsps
 
 
-def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHits, backend) -> None:
+def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHits, backend,
+                         num_threads: int | None = None) -> None:
     """Scan one volume, extend its seeds, and file the subjects' preliminary HSPs per query."""
     from .gapped import prelim_gapped
     from .ungapped import extend_seeds
@@ -109,7 +111,8 @@ def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHit
     seeds = backend.find_seeds(table, buffer, chunks.byte_offset, chunks.length)
     hits = extend_seeds(seeds, table, buffer, chunks.byte_offset, chunks.length,
                         stats.ungapped_xdrop, stats.ungapped_cutoff, stats.reduced_cutoff,
-                        options.reward, options.penalty, options.num_threads)
+                        options.reward, options.penalty,
+                        options.num_threads if num_threads is None else num_threads)
     bounds = np.searchsorted(hits.chunk, np.arange(len(chunks.length) + 1))
     per_subject: dict = {}
     for c in np.flatnonzero(np.diff(bounds)):
@@ -276,23 +279,47 @@ def _query_coverage_ok(hsps: Hsps, batch, percent: float) -> np.ndarray:
 # the whole search
 
 
-def search_batch(queries: list, first_index: int, db, options: SearchOptions, backend) -> list:
-    """Search one batch of queries against every volume; results in query order."""
+@dataclass
+class BatchPlan:
+    """What every volume's preliminary search of one query batch shares."""
+
+    queries: list
+    first_index: int
+    batch: object          # QueryBatch
+    stats: object = None   # SearchStatistics; None when nothing is left to search
+    table: object = None   # LookupTable; None when every query is masked or too short
+
+
+def plan_batch(queries: list, first_index: int, db, options: SearchOptions) -> BatchPlan:
+    """Contexts, masks, statistics and the lookup table of one batch of queries."""
     from .lookup import build_lookup
     from .query import build_batch
     from .stats import prepare_statistics
 
     batch = build_batch(queries, options)
-    results = [QueryResult(first_index + i, q.id, q.defline, len(q)) for i, q in enumerate(queries)]
-    if not len(batch.lookup_segments):
+    plan = BatchPlan(queries, first_index, batch)
+    if len(batch.lookup_segments):
+        plan.stats = prepare_statistics(batch, db.total_letters, db.num_seqs, options)
+        plan.table = build_lookup(batch, options)
+    return plan
+
+
+def empty_result(index: int, query) -> QueryResult:
+    return QueryResult(index, query.id, query.defline, len(query))
+
+
+def search_batch(queries: list, first_index: int, db, options: SearchOptions, backend) -> list:
+    """Search one batch of queries against every volume; results in query order."""
+    plan = plan_batch(queries, first_index, db, options)
+    results = [empty_result(first_index + i, q) for i, q in enumerate(queries)]
+    if plan.table is None:
         return results
-    stats = prepare_statistics(batch, db.total_letters, db.num_seqs, options)
-    table = build_lookup(batch, options)
     prelim = PrelimHits()
     for volume in db.volumes:
-        prelim_search_volume(batch, table, stats, volume, options, prelim, backend)
+        prelim_search_volume(plan.batch, plan.table, plan.stats, volume, options, prelim, backend)
     for q, subjects in prelim.by_query.items():
-        results[q] = finish_query(first_index + q, queries[q], subjects, batch, stats, db, options)
+        results[q] = finish_query(first_index + q, queries[q], subjects, plan.batch, plan.stats,
+                                  db, options)
     return results
 
 

@@ -1,16 +1,37 @@
 """The search driver: queries in, tabular output out, written atomically.
 
-The serial driver runs the engine batch by batch and writes each query's lines as soon as
-its batch is done, in input order.
+Two drivers give byte-identical output:
+
+* **serial** runs the engine batch by batch in the calling thread;
+* **pipeline** (the default) overlaps the stages in threads joined by four bounded queues, as
+  G-BLASTN's pipeline mode did:
+
+      reader ──query queue──► planner ──job queue──► prelim workers ──prelim queue──►
+      collector ─(traceback tasks)─► traceback workers ──result queue──► writer (this thread)
+
+  The reader streams queries from the files; the planner groups them into BLAST's batches and
+  builds each batch's masks, statistics and lookup table, then posts one job per (batch, volume);
+  prelim workers scan (CPU or GPU backend) and run the ungapped and score-only gapped stages; the
+  collector waits until every volume of a batch is in and hands each query to a traceback worker;
+  the writer prints results in input order. Queue depths bound what is in flight, so a list of
+  100,000 queries is never held in memory at once. The numba stages release the GIL, so the
+  workers run in parallel.
+
+A failure in any thread stops every stage: the first error is re-raised here, and the output
+file is removed (it is only renamed into place when the whole search succeeded).
 """
 
 import os
+import queue
 import sys
 import tempfile
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .errors import InputError, OutputError
+
+POLL_SECONDS = 0.1  # how often a blocked thread looks at the stop flag
 
 
 @dataclass
@@ -19,6 +40,14 @@ class OutputSpec:
     out: str | None = None        # None or '-': standard output
     out_dir: str | None = None    # one output per listed query file
     db_name: str = ""             # as the user gave it, for '# Database:'
+
+
+@dataclass
+class RunSettings:
+    mode: str = "pipeline"        # or "serial"
+    prelim_threads: int = 0       # 0: derived from options.num_threads
+    traceback_threads: int = 0
+    progress: bool = False
 
 
 @contextmanager
@@ -52,17 +81,23 @@ def query_files(query: str | None, query_list: str | None) -> list:
     if (query is None) == (query_list is None):
         raise InputError("give exactly one of -query and -query_list")
     if query is not None:
+        if query != "-" and not os.path.isfile(query):
+            raise InputError(f"query file {query} does not exist")
         return [query]
     return read_query_list(query_list)
 
 
-def run_search(files: list, db_path: str, options, output: OutputSpec, backend=None) -> int:
+def run_search(files: list, db_path: str, options, output: OutputSpec, backend=None,
+               settings: RunSettings | None = None) -> int:
     """Search every query of `files`; one output, or one per file with out_dir. Returns the
     number of queries searched."""
     from .db.reader import open_db
     from .output.tabular import TabularFormat
 
+    settings = settings or RunSettings()
     fmt = TabularFormat.parse(output.outfmt)
+    if backend is None:
+        from .scan import cpu as backend
     with open_db(db_path) as db:
         if output.out_dir:
             os.makedirs(output.out_dir, exist_ok=True)
@@ -70,23 +105,269 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
             for path in files:
                 name = os.path.splitext(os.path.basename(path))[0] + ".out"
                 with atomic_output(os.path.join(output.out_dir, name)) as out:
-                    total += _search_into(out, fmt, [path], db, options, output, backend)
+                    total += _search_into(out, fmt, [path], db, options, output, backend, settings)
             return total
         with atomic_output(output.out) as out:
-            return _search_into(out, fmt, files, db, options, output, backend)
+            return _search_into(out, fmt, files, db, options, output, backend, settings)
 
 
-def _search_into(out, fmt, files, db, options, output: OutputSpec, backend) -> int:
-    from .engine import search_queries
+def _search_into(out, fmt, files, db, options, output, backend, settings) -> int:
     from .output.tabular import write_footer, write_header, write_query
-    from .query import read_queries
 
-    queries = [q for path in files for q in read_queries(path)]
-    for query, result in zip(queries, search_queries(queries, db, options, backend)):
-        if fmt.with_comments:
-            write_header(out, fmt, query, output.db_name,
-                         sum(len(s.hsps) for s in result.subjects))
-        write_query(out, fmt, query, result, db, db_name=output.db_name)
+    if settings.mode == "serial":
+        pairs = _serial_results(files, db, options, backend)
+    else:
+        pairs = Pipeline(files, db, options, backend, settings).results()
+    progress = _Progress(files) if settings.progress else None
+    count = 0
+    try:
+        for query, result in pairs:
+            if fmt.with_comments:
+                write_header(out, fmt, query, output.db_name,
+                             sum(len(s.hsps) for s in result.subjects))
+            write_query(out, fmt, query, result, db, db_name=output.db_name)
+            count += 1
+            if progress:
+                progress.advance()
+    finally:
+        if progress:
+            progress.close()
     if fmt.with_comments:
-        write_footer(out, fmt, len(queries))
-    return len(queries)
+        write_footer(out, fmt, count)
+    return count
+
+
+def _iter_all_queries(files):
+    from .query import iter_queries
+    for path in files:
+        yield from iter_queries(path)
+
+
+def _serial_results(files, db, options, backend):
+    """(query, result) pairs from the engine, batch by batch, in this thread."""
+    from .engine import query_batches, search_batch
+
+    index = 0
+    for batch in query_batches(_iter_all_queries(files), options):
+        for query, result in zip(batch, search_batch(batch, index, db, options, backend)):
+            yield query, result
+        index += len(batch)
+
+
+# ---------------------------------------------------------------------------------------------
+# the threaded pipeline
+
+
+class _Stop(Exception):
+    """Raised inside a stage when another stage failed or the run was interrupted."""
+
+
+_END = object()  # end-of-stream marker on a queue
+
+
+class Pipeline:
+    """The four-queue search pipeline over one database (see the module docstring)."""
+
+    def __init__(self, files, db, options, backend, settings: RunSettings):
+        threads = options.num_threads
+        self.files, self.db, self.options, self.backend = files, db, options, backend
+        self.prelim_threads = settings.prelim_threads or max(1, threads // 2)
+        self.traceback_threads = settings.traceback_threads or max(1, threads - threads // 2)
+        depth = max(2, 2 * threads)
+        self.query_q = queue.Queue(maxsize=256)
+        self.job_q = queue.Queue(maxsize=depth)
+        self.prelim_q = queue.Queue(maxsize=depth)
+        self.trace_q = queue.Queue(maxsize=depth)
+        self.result_q = queue.Queue(maxsize=4 * depth)
+        self.stop = threading.Event()
+        self.errors: list = []
+        self.lock = threading.Lock()
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _put(self, q, item):
+        while True:
+            if self.stop.is_set():
+                raise _Stop
+            try:
+                q.put(item, timeout=POLL_SECONDS)
+                return
+            except queue.Full:
+                continue
+
+    def _get(self, q):
+        while True:
+            if self.stop.is_set():
+                raise _Stop
+            try:
+                return q.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                continue
+
+    def _run(self, name, body):
+        def target():
+            try:
+                body()
+            except _Stop:
+                pass
+            except BaseException as exc:  # noqa: BLE001 - handed to the writer thread
+                with self.lock:
+                    self.errors.append(exc)
+                self.stop.set()
+        thread = threading.Thread(target=target, name=f"gblastn-{name}", daemon=True)
+        thread.start()
+        return thread
+
+    # -- stages ----------------------------------------------------------------------------
+
+    def _reader(self):
+        for index, query in enumerate(_iter_all_queries(self.files)):
+            self._put(self.query_q, (index, query))
+        self._put(self.query_q, _END)
+
+    def _planner(self):
+        from .engine import plan_batch, query_batches
+
+        def queries():
+            while (item := self._get(self.query_q)) is not _END:
+                yield item
+
+        batch_id = 0
+        for items in query_batches(queries(), self.options, size=lambda item: len(item[1])):
+            first = items[0][0]
+            plan = plan_batch([q for _, q in items], first, self.db, self.options)
+            self._put(self.prelim_q, ("batch", batch_id, plan))
+            if plan.table is not None:
+                for volume in self.db.volumes:
+                    self._put(self.job_q, (batch_id, plan, volume))
+            batch_id += 1
+        for _ in range(self.prelim_threads):
+            self._put(self.job_q, _END)
+
+    def _prelim_worker(self):
+        from .engine import PrelimHits, prelim_search_volume
+
+        while (job := self._get(self.job_q)) is not _END:
+            batch_id, plan, volume = job
+            hits = PrelimHits()
+            prelim_search_volume(plan.batch, plan.table, plan.stats, volume, self.options, hits,
+                                 self.backend, num_threads=1)
+            self._put(self.prelim_q, ("volume", batch_id, hits))
+        self._put(self.prelim_q, _END)
+
+    def _collector(self):
+        """Merge each batch's volumes; when a batch is complete, post one task per query."""
+        plans, pending, merged = {}, {}, {}
+        next_batch, ended = 0, 0
+        while ended < self.prelim_threads:
+            item = self._get(self.prelim_q)
+            if item is _END:
+                ended += 1
+                continue
+            kind, batch_id, payload = item
+            if kind == "batch":
+                plans[batch_id] = payload
+                pending[batch_id] = len(self.db.volumes) if payload.table is not None else 0
+                merged[batch_id] = {}
+            else:
+                for q, subjects in payload.by_query.items():
+                    merged[batch_id].setdefault(q, {}).update(subjects)
+                pending[batch_id] -= 1
+            # release complete batches in order, so results flow in input order
+            while next_batch in pending and pending[next_batch] == 0:
+                plan = plans.pop(next_batch)
+                hits = merged.pop(next_batch)
+                del pending[next_batch]
+                for q, query in enumerate(plan.queries):
+                    self._put(self.trace_q, (plan, q, hits.get(q)))
+                next_batch += 1
+        for _ in range(self.traceback_threads):
+            self._put(self.trace_q, _END)
+
+    def _traceback_worker(self):
+        from .engine import empty_result, finish_query
+
+        while (task := self._get(self.trace_q)) is not _END:
+            plan, q, subjects = task
+            query = plan.queries[q]
+            index = plan.first_index + q
+            result = empty_result(index, query) if not subjects else \
+                finish_query(index, query, subjects, plan.batch, plan.stats, self.db, self.options)
+            self._put(self.result_q, (index, query, result))
+        self._put(self.result_q, _END)
+
+    # -- the writer side -------------------------------------------------------------------
+
+    def results(self):
+        """(query, result) pairs in input order, produced by the stage threads."""
+        threads = [self._run("reader", self._reader), self._run("planner", self._planner),
+                   self._run("collector", self._collector)]
+        threads += [self._run(f"prelim{i}", self._prelim_worker) for i in range(self.prelim_threads)]
+        threads += [self._run(f"traceback{i}", self._traceback_worker)
+                    for i in range(self.traceback_threads)]
+        waiting, next_index, ended = {}, 0, 0
+        try:
+            while ended < self.traceback_threads:
+                item = self._get_result()
+                if item is _END:
+                    ended += 1
+                    continue
+                index, query, result = item
+                waiting[index] = (query, result)
+                while next_index in waiting:
+                    yield waiting.pop(next_index)
+                    next_index += 1
+        finally:
+            self.stop.set()
+            for thread in threads:
+                thread.join(timeout=5)
+        self._raise_error()
+
+    def _get_result(self):
+        while True:
+            self._raise_error()
+            try:
+                return self.result_q.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                continue
+
+    def _raise_error(self):
+        if self.errors:
+            raise self.errors[0]
+
+
+class _Progress:
+    """Queries done of total, with rate and ETA, on stderr (only when it is a terminal)."""
+
+    def __init__(self, files):
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeRemainingColumn)
+        total = sum(_count_records(path) for path in files)
+        self.progress = Progress(TextColumn("searching"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
+                                 console=Console(stderr=True), transient=True)
+        self.progress.start()
+        self.task = self.progress.add_task("search", total=total or None, rate="")
+
+    def advance(self):
+        self.progress.advance(self.task)
+        speed = self.progress.tasks[0].speed
+        if speed:
+            self.progress.update(self.task, rate=f"{speed:.1f} queries/s")
+
+    def close(self):
+        self.progress.stop()
+
+
+def _count_records(path) -> int:
+    """Number of '>' lines of a FASTA file (0 for stdin): the progress bar's total."""
+    if path == "-":
+        return 0
+    from .fasta import open_binary
+    count, at_line_start = 0, True
+    with open_binary(path) as handle:
+        while chunk := handle.read(8 << 20):
+            count += chunk.count(b"\n>") + (1 if at_line_start and chunk[:1] == b">" else 0)
+            at_line_start = chunk.endswith(b"\n")
+    return count

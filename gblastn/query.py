@@ -136,19 +136,22 @@ def build_batch(queries: list, options: SearchOptions) -> QueryBatch:
 
 def read_queries(source) -> list:
     """Queries from a FASTA path (or '-'), FASTA text, or a list of Query / sequence strings."""
-    from .fasta import iter_records, to_blastna
-
     if isinstance(source, list):
         return [_as_query(item, i) for i, item in enumerate(source)]
+    return list(iter_queries(source))
+
+
+def iter_queries(source):
+    """Queries of a FASTA path (or '-', or FASTA text), one at a time: memory holds one record.
+    A bare sequence with no '>' line is one query, as blastn reads it."""
+    from .fasta import iter_records, to_blastna
+
     if isinstance(source, str) and source.lstrip().startswith(">"):
         import io
         source = io.BytesIO(source.encode())
-    queries = []
-    for record in iter_records(source):
+    for record in iter_records(source, headerless_ok=True):
         codes, lowercase = to_blastna(record)
-        queries.append(Query(record.defline.split()[0] if record.defline.split() else "",
-                             record.defline, codes, lowercase))
-    return queries
+        yield Query(record.id, record.defline, codes, lowercase)
 
 
 def _as_query(item, index: int) -> Query:
