@@ -70,10 +70,19 @@ def search_command(
     num_threads: int = typer.Option(None, "-num_threads"),
     device: str = typer.Option("auto", "-device", help="auto, gpu or cpu."),
     gpu_id: int = typer.Option(0, "-gpu_id"),
+    mode: str = typer.Option("pipeline", "-mode", help="pipeline (stages overlap in threads) or serial."),
+    prelim_threads: int = typer.Option(0, "-prelim_threads", help="Threads for scanning and extension (0: half of -num_threads)."),
+    traceback_threads: int = typer.Option(0, "-traceback_threads", help="Threads for traceback (0: the rest of -num_threads)."),
 ) -> None:
+    from .errors import OptionsError
     from .options import make_options
-    from .pipeline import OutputSpec, query_files, run_search
+    from .pipeline import OutputSpec, RunSettings, query_files, run_search
     from .scan import select_backend
+
+    if mode not in ("pipeline", "serial"):
+        raise OptionsError(f"invalid -mode {mode!r}: use pipeline or serial")
+    if prelim_threads < 0 or traceback_threads < 0:
+        raise OptionsError("thread counts must not be negative")
 
     options = make_options(
         task, evalue=evalue, word_size=word_size, reward=reward, penalty=penalty,
@@ -84,7 +93,8 @@ def search_command(
         num_threads=num_threads)
     backend = select_backend(device, gpu_id)
     files = query_files(query, query_list)
-    run_search(files, db, options, OutputSpec(outfmt, out, out_dir, db), backend)
+    settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty())
+    run_search(files, db, options, OutputSpec(outfmt, out, out_dir, db), backend, settings)
 
 
 def _parse_bool(flag: str, value: str | None) -> bool | None:

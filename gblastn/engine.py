@@ -70,6 +70,10 @@ class SubjectChunks:
     byte_offset: np.ndarray   # int64: byte of the chunk's first letter in the volume buffer
     length: np.ndarray        # int32: letters
 
+    def take(self, index) -> "SubjectChunks":
+        return SubjectChunks(self.local_index[index], self.start[index], self.byte_offset[index],
+                             self.length[index])
+
 
 def subject_chunks(lengths: np.ndarray, byte_offset: np.ndarray) -> SubjectChunks:
     """Cut each subject as s_BlastSearchEngineCore does: chunks of MAX_DBSEQ_LEN letters, each
@@ -101,13 +105,16 @@ class PrelimHits:
 
 
 def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHits, backend,
-                         num_threads: int | None = None) -> None:
-    """Scan one volume, extend its seeds, and file the subjects' preliminary HSPs per query."""
+                         num_threads: int | None = None, subjects: range | None = None) -> None:
+    """Scan one volume (or the `subjects` range of its sequences), extend the seeds, and file
+    the subjects' preliminary HSPs per query."""
     from .gapped import prelim_gapped
     from .ungapped import extend_seeds
 
     buffer, byte_offset = volume.concat_packed()
     chunks = subject_chunks(volume.lengths, byte_offset)
+    if subjects is not None:
+        chunks = chunks.take((chunks.local_index >= subjects.start) & (chunks.local_index < subjects.stop))
     seeds = backend.find_seeds(table, buffer, chunks.byte_offset, chunks.length)
     hits = extend_seeds(seeds, table, buffer, chunks.byte_offset, chunks.length,
                         stats.ungapped_xdrop, stats.ungapped_cutoff, stats.reduced_cutoff,

@@ -179,6 +179,7 @@ class Pipeline:
         self.prelim_q = queue.Queue(maxsize=depth)
         self.trace_q = queue.Queue(maxsize=depth)
         self.result_q = queue.Queue(maxsize=4 * depth)
+        self.jobs = volume_jobs(db, 4 * self.prelim_threads if self.prelim_threads > 1 else 1)
         self.stop = threading.Event()
         self.errors: list = []
         self.lock = threading.Lock()
@@ -238,8 +239,8 @@ class Pipeline:
             plan = plan_batch([q for _, q in items], first, self.db, self.options)
             self._put(self.prelim_q, ("batch", batch_id, plan))
             if plan.table is not None:
-                for volume in self.db.volumes:
-                    self._put(self.job_q, (batch_id, plan, volume))
+                for job in self.jobs:
+                    self._put(self.job_q, (batch_id, plan) + job)
             batch_id += 1
         for _ in range(self.prelim_threads):
             self._put(self.job_q, _END)
@@ -248,10 +249,10 @@ class Pipeline:
         from .engine import PrelimHits, prelim_search_volume
 
         while (job := self._get(self.job_q)) is not _END:
-            batch_id, plan, volume = job
+            batch_id, plan, volume, subjects = job
             hits = PrelimHits()
             prelim_search_volume(plan.batch, plan.table, plan.stats, volume, self.options, hits,
-                                 self.backend, num_threads=1)
+                                 self.backend, num_threads=1, subjects=subjects)
             self._put(self.prelim_q, ("volume", batch_id, hits))
         self._put(self.prelim_q, _END)
 
@@ -267,7 +268,7 @@ class Pipeline:
             kind, batch_id, payload = item
             if kind == "batch":
                 plans[batch_id] = payload
-                pending[batch_id] = len(self.db.volumes) if payload.table is not None else 0
+                pending[batch_id] = len(self.jobs) if payload.table is not None else 0
                 merged[batch_id] = {}
             else:
                 for q, subjects in payload.by_query.items():
@@ -319,9 +320,17 @@ class Pipeline:
                     next_index += 1
         finally:
             self.stop.set()
-            for thread in threads:
-                thread.join(timeout=5)
+            self._join(threads)
         self._raise_error()
+
+    @staticmethod
+    def _join(threads, seconds: float = 0.5):
+        """Give the stages a moment to notice the stop flag. A thread inside a long numba call
+        cannot be interrupted; it is a daemon, so it never keeps the process alive."""
+        import time
+        deadline = time.monotonic() + seconds
+        for thread in threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def _get_result(self):
         while True:
@@ -334,6 +343,26 @@ class Pipeline:
     def _raise_error(self):
         if self.errors:
             raise self.errors[0]
+
+
+def volume_jobs(db, parts_per_volume: int) -> list:
+    """(volume, subject range) pieces of about equal letter counts; a subject is never split
+    across jobs, since its chunks are merged in one place."""
+    import numpy as np
+
+    jobs = []
+    for volume in db.volumes:
+        lengths = np.asarray(volume.lengths, dtype=np.int64)
+        if parts_per_volume <= 1 or lengths.size <= 1:
+            jobs.append((volume, range(0, int(lengths.size))))
+            continue
+        ends = np.cumsum(lengths)
+        targets = ends[-1] * np.arange(1, parts_per_volume) / parts_per_volume
+        cuts = np.unique(np.concatenate([[0], np.searchsorted(ends, targets, side="left") + 1,
+                                         [lengths.size]]))
+        cuts = cuts[cuts <= lengths.size]
+        jobs += [(volume, range(int(a), int(b))) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+    return jobs
 
 
 class _Progress:
