@@ -4,6 +4,7 @@ The only place that prints errors: every GblastnError becomes one line on stderr
 (`gblastn: error: ...`) and its exit code.
 """
 
+import os
 import sys
 
 import typer
@@ -19,22 +20,31 @@ def main() -> None:
     try:
         app(standalone_mode=False)
     except GblastnError as exc:
-        print(f"gblastn: error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+        _leave(f"gblastn: error: {exc}", exc.exit_code)
     except KeyboardInterrupt:
-        print("gblastn: interrupted", file=sys.stderr)
-        sys.exit(130)
+        _leave("gblastn: interrupted", 130)
     except Exception as exc:  # click's usage errors and the like
         import click
         if isinstance(exc, click.exceptions.Abort):
-            print("gblastn: interrupted", file=sys.stderr)
-            sys.exit(130)
+            _leave("gblastn: interrupted", 130)
         if isinstance(exc, click.ClickException):
-            print(f"gblastn: error: {exc.format_message()}", file=sys.stderr)
-            sys.exit(exc.exit_code)
+            _leave(f"gblastn: error: {exc.format_message()}", exc.exit_code)
         if isinstance(exc, click.exceptions.Exit):
             sys.exit(exc.exit_code)
-        raise
+        if os.environ.get("GBLASTN_DEBUG"):
+            raise
+        _leave(f"gblastn: internal error: {type(exc).__name__}: {exc} "
+               "(set GBLASTN_DEBUG=1 for the traceback)", 70)
+
+
+def _leave(message: str, code: int) -> None:
+    """Print one line and exit at once. Pipeline threads may still be inside a numba call
+    (which cannot be interrupted); a normal interpreter shutdown under them could crash, and
+    the output file has already been removed, so nothing is left to clean up."""
+    print(message, file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,93 @@
+"""The search drivers: serial and pipeline modes give identical output for any thread count,
+a failing stage stops the run cleanly, and an interrupt leaves no partial output."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from golden import megablast_case, mutate, random_dna, write_fasta
+
+COLUMNS = "7 qseqid sseqid pident length mismatch gapopen qstart qend sstart send evalue bitscore score"
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    from gblastn.db.writer import make_db
+
+    folder = tmp_path_factory.mktemp("pipeline")
+    db_fasta, queries = megablast_case(str(folder))
+    return {"db": make_db([db_fasta], str(folder / "db"), progress=False),
+            "query": queries["small"], "folder": folder}
+
+
+def search(case, mode: str, threads: int, name: str) -> str:
+    from gblastn.options import make_options
+    from gblastn.pipeline import OutputSpec, RunSettings, run_search
+
+    out = str(case["folder"] / name)
+    run_search([case["query"]], case["db"], make_options("megablast", num_threads=threads),
+               OutputSpec(COLUMNS, out, None, "db"), settings=RunSettings(mode))
+    with open(out) as handle:
+        return handle.read()
+
+
+def test_modes_and_thread_counts_give_identical_output(case):
+    reference = search(case, "serial", 1, "serial1.out")
+    assert "hits found" in reference and reference.count("\n") > 20
+    for mode, threads in [("serial", 2), ("pipeline", 1), ("pipeline", 2), ("pipeline", 8)]:
+        assert search(case, mode, threads, f"{mode}{threads}.out") == reference, (mode, threads)
+
+
+def test_failing_stage_stops_the_run_and_leaves_no_output(case, monkeypatch):
+    from gblastn import engine
+    from gblastn.options import make_options
+    from gblastn.pipeline import OutputSpec, RunSettings, run_search
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected traceback fault")
+
+    monkeypatch.setattr(engine, "finish_query", broken)
+    out = case["folder"] / "broken.out"
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="injected traceback fault"):
+        run_search([case["query"]], case["db"], make_options("megablast", num_threads=4),
+                   OutputSpec("6", str(out), None, "db"), settings=RunSettings("pipeline"))
+    assert time.monotonic() - started < 30
+    assert not out.exists()
+    assert not [p for p in os.listdir(case["folder"]) if p.startswith(".gblastn-")]
+
+
+def test_sigint_stops_promptly_without_partial_output(tmp_path):
+    from gblastn.db.writer import make_db
+
+    rng = np.random.default_rng(3)
+    genome = random_dna(rng, 400_000)
+    db = make_db([write_fasta(tmp_path / "db.fa", [("g", genome)])], str(tmp_path / "db"),
+                 progress=False)
+    queries = [(f"q{i}", mutate(rng, genome[s:s + 3000], 0.05, 0.01))
+               for i, s in enumerate(rng.integers(0, 390_000, 1000))]
+    write_fasta(tmp_path / "q.fa", queries)
+    # a list naming the same file many times: a long search from small inputs
+    (tmp_path / "queries.list").write_text("q.fa\n" * 100)
+    out = tmp_path / "out.tsv"
+    proc = subprocess.Popen([sys.executable, "-m", "gblastn", "search", "-db", db, "-query_list",
+                             str(tmp_path / "queries.list"), "-out", str(out), "-num_threads", "2",
+                             "-device", "cpu"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)
+    assert proc.poll() is None, "the search ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, stderr = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("gblastn did not stop after SIGINT")
+    assert proc.returncode != 0
+    assert "Traceback" not in stderr
+    assert not out.exists()
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".gblastn-")]
