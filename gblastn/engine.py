@@ -20,6 +20,7 @@ Call hierarchy (each stage its own module):
         finish_query                     (here)         E-values, order, max_hsps, max_target_seqs
 """
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -105,9 +106,14 @@ class PrelimHits:
 
 
 def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHits, backend,
-                         num_threads: int | None = None, subjects: range | None = None) -> None:
+                         num_threads: int | None = None, subjects: range | None = None,
+                         diag_hash=None, ungapped_turn=None) -> None:
     """Scan one volume (or the `subjects` range of its sequences), extend the seeds, and file
-    the subjects' preliminary HSPs per query."""
+    the subjects' preliminary HSPs per query.
+
+    `diag_hash` is the batch's diagonal hash (see ungapped.py), which must see the chunks in
+    database order: `ungapped_turn`, when given, is a context manager that waits for this
+    job's turn around the ungapped stage."""
     from .gapped import prelim_gapped
     from .ungapped import extend_seeds
 
@@ -116,10 +122,12 @@ def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHit
     if subjects is not None:
         chunks = chunks.take((chunks.local_index >= subjects.start) & (chunks.local_index < subjects.stop))
     seeds = backend.find_seeds(table, buffer, chunks.byte_offset, chunks.length)
-    hits = extend_seeds(seeds, table, buffer, chunks.byte_offset, chunks.length,
-                        stats.ungapped_xdrop, stats.ungapped_cutoff, stats.reduced_cutoff,
-                        options.reward, options.penalty,
-                        options.num_threads if num_threads is None else num_threads)
+    with ungapped_turn or nullcontext():
+        hits = extend_seeds(seeds, table, buffer, chunks.byte_offset, chunks.length,
+                            stats.ungapped_xdrop, stats.ungapped_cutoff, stats.reduced_cutoff,
+                            options.reward, options.penalty,
+                            options.num_threads if num_threads is None else num_threads,
+                            diag_hash)
     bounds = np.searchsorted(hits.chunk, np.arange(len(chunks.length) + 1))
     per_subject: dict = {}
     for c in np.flatnonzero(np.diff(bounds)):
@@ -127,7 +135,8 @@ def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHit
         first = chunks.byte_offset[c]
         packed = buffer[first:first + (int(chunks.length[c]) + 3) // 4]
         hsps = prelim_gapped(hits.q_start[lo:hi], hits.s_start[lo:hi], hits.length[lo:hi],
-                             hits.score[lo:hi], batch, packed, int(chunks.length[c]), stats, options)
+                             hits.score[lo:hi], batch, packed, int(chunks.length[c]), stats, options,
+                             hits.seed_q[lo:hi], hits.seed_s[lo:hi])
         if len(hsps) == 0:
             continue
         shift_subject(hsps, int(chunks.start[c]))
@@ -263,9 +272,11 @@ def finish_query(query_index: int, query, subjects: dict, batch, stats, db,
         final = final.take(final.evalue <= options.evalue)
         if len(final) == 0:
             continue
-        final = final.take(hsp_order(final))
         if options.max_hsps:
+            # Blast_TrimHSPListByMaxHsps cuts the list in traceback (score) order; the
+            # E-value order comes after, and differs when the strands' lambdas differ
             final = final.take(np.arange(min(options.max_hsps, len(final))))
+        final = final.take(hsp_order(final))
         if options.qcov_hsp_perc:
             final = final.take(_query_coverage_ok(final, batch, options.qcov_hsp_perc))
             if len(final) == 0:
@@ -295,6 +306,7 @@ class BatchPlan:
     batch: object          # QueryBatch
     stats: object = None   # SearchStatistics; None when nothing is left to search
     table: object = None   # LookupTable; None when every query is masked or too short
+    diag_hash: object = None  # the batch's DiagonalHash, carried across all volumes
 
 
 def plan_batch(queries: list, first_index: int, db, options: SearchOptions) -> BatchPlan:
@@ -306,8 +318,10 @@ def plan_batch(queries: list, first_index: int, db, options: SearchOptions) -> B
     batch = build_batch(queries, options)
     plan = BatchPlan(queries, first_index, batch)
     if len(batch.lookup_segments):
+        from .ungapped import DiagonalHash
         plan.stats = prepare_statistics(batch, db.total_letters, db.num_seqs, options)
         plan.table = build_lookup(batch, options)
+        plan.diag_hash = DiagonalHash()
     return plan
 
 
@@ -323,7 +337,8 @@ def search_batch(queries: list, first_index: int, db, options: SearchOptions, ba
         return results
     prelim = PrelimHits()
     for volume in db.volumes:
-        prelim_search_volume(plan.batch, plan.table, plan.stats, volume, options, prelim, backend)
+        prelim_search_volume(plan.batch, plan.table, plan.stats, volume, options, prelim, backend,
+                             diag_hash=plan.diag_hash)
     for q, subjects in prelim.by_query.items():
         results[q] = finish_query(first_index + q, queries[q], subjects, plan.batch, plan.stats,
                                   db, options)

@@ -112,7 +112,7 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
 
 
 def _search_into(out, fmt, files, db, options, output, backend, settings) -> int:
-    from .output.tabular import write_footer, write_header, write_query
+    from .output.tabular import write_footer, write_query
 
     if settings.mode == "serial":
         pairs = _serial_results(files, db, options, backend)
@@ -122,9 +122,6 @@ def _search_into(out, fmt, files, db, options, output, backend, settings) -> int
     count = 0
     try:
         for query, result in pairs:
-            if fmt.with_comments:
-                write_header(out, fmt, query, output.db_name,
-                             sum(len(s.hsps) for s in result.subjects))
             write_query(out, fmt, query, result, db, db_name=output.db_name)
             count += 1
             if progress:
@@ -228,6 +225,7 @@ class Pipeline:
 
     def _planner(self):
         from .engine import plan_batch, query_batches
+        from .ungapped import uses_diag_hash
 
         def queries():
             while (item := self._get(self.query_q)) is not _END:
@@ -239,8 +237,10 @@ class Pipeline:
             plan = plan_batch([q for _, q in items], first, self.db, self.options)
             self._put(self.prelim_q, ("batch", batch_id, plan))
             if plan.table is not None:
-                for job in self.jobs:
-                    self._put(self.job_q, (batch_id, plan) + job)
+                turns = _Turnstile(self.stop) if uses_diag_hash(plan.table) else None
+                for number, job in enumerate(self.jobs):
+                    turn = turns.turn(number) if turns else None
+                    self._put(self.job_q, (batch_id, plan) + job + (turn,))
             batch_id += 1
         for _ in range(self.prelim_threads):
             self._put(self.job_q, _END)
@@ -249,10 +249,11 @@ class Pipeline:
         from .engine import PrelimHits, prelim_search_volume
 
         while (job := self._get(self.job_q)) is not _END:
-            batch_id, plan, volume, subjects = job
+            batch_id, plan, volume, subjects, turn = job
             hits = PrelimHits()
             prelim_search_volume(plan.batch, plan.table, plan.stats, volume, self.options, hits,
-                                 self.backend, num_threads=1, subjects=subjects)
+                                 self.backend, num_threads=1, subjects=subjects,
+                                 diag_hash=plan.diag_hash, ungapped_turn=turn)
             self._put(self.prelim_q, ("volume", batch_id, hits))
         self._put(self.prelim_q, _END)
 
@@ -343,6 +344,30 @@ class Pipeline:
     def _raise_error(self):
         if self.errors:
             raise self.errors[0]
+
+
+class _Turnstile:
+    """Lets the jobs of one batch through a section one at a time, in job order (the diagonal
+    hash must see the database in order); the jobs' other stages still overlap."""
+
+    def __init__(self, stop: threading.Event):
+        self.stop = stop
+        self.next = 0
+        self.changed = threading.Condition()
+
+    @contextmanager
+    def turn(self, number: int):
+        with self.changed:
+            while self.next != number:
+                if self.stop.is_set():
+                    raise _Stop
+                self.changed.wait(POLL_SECONDS)
+        try:
+            yield
+        finally:
+            with self.changed:
+                self.next = number + 1
+                self.changed.notify_all()
 
 
 def volume_jobs(db, parts_per_volume: int) -> list:

@@ -11,11 +11,13 @@ query <= 8000 letters) or s_BlastnDiagHashExtendInitialHit (longer) do in one-hi
 
 The hash is not just a faster array: a cell of another diagonal is overwritten when it looks
 stale, ``s_first - level > 1 - W`` (window 0, scan range 0), which can forget a diagonal's
-last_hit that the array would keep. We reproduce the hash exactly, but starting empty for
-every chunk; BLAST keeps one hash across all subjects of a thread, so which stale cell gets
-reused can, rarely, differ from BLAST after the first subject. The diagonal array has no such
-effect (its aliasing of diagonals never rejects a seed in one-hit mode), and starting it fresh
-per chunk is what BLAST's offset trick amounts to.
+last_hit that the array would keep, and which cell is reused depends on the order the chains
+were built in. BLAST keeps one hash for a whole search of a query batch (one thread walks the
+subjects in ordinal order), so `DiagonalHash` carries that state from chunk to chunk and volume
+to volume: the chunks of a batch must be extended in database order through one instance.
+The diagonal array has no such effect (its aliasing of diagonals never rejects a seed in
+one-hit mode, and BLAST's offset trick amounts to a fresh array per chunk), so array searches
+may extend chunks in any order and in parallel.
 
 Coordinates: query offsets are ours (concatenated, = BLAST's + 1); subject offsets are
 chunk-relative.
@@ -63,6 +65,19 @@ def uses_diag_hash(table: LookupTable) -> bool:
     """BLAST's container choice: last context's end, in BLAST coordinates, above 8000."""
     end = int(table.context_offset[-1]) - 1 + int(table.context_length[-1])
     return end > DIAG_HASH_QUERY_LENGTH
+
+
+class DiagonalHash:
+    """BLAST's diagonal hash (512 chained buckets) with its subject offset, carried across
+    the chunks of one batch's search in database order."""
+
+    def __init__(self):
+        self.backbone = np.zeros(512, dtype=np.int64)
+        self.cell_diag = np.zeros(256, dtype=np.int64)
+        self.cell_level = np.zeros(256, dtype=np.int64)
+        self.cell_next = np.zeros(256, dtype=np.int64)
+        self.occupancy = 1
+        self.offset = 0
 
 
 @njit(cache=True, nogil=True)
@@ -159,10 +174,11 @@ def extend_approx(sequence, matrix, score_table, packed, byte_off, s_len, q_off,
 @njit(cache=True, nogil=True)
 def extend_chunks(seed_chunk, seed_q, seed_s, seed_first, chunk_bounds, first_chunk, last_chunk,
                   sequence, context_offset, packed, chunk_byte_offset, chunk_length,
-                  matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size, use_hash):
+                  matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size, use_hash,
+                  backbone, cell_diag, cell_level, cell_next, occupancy, hash_offset):
     """Diagonal bookkeeping and extension for chunks [first_chunk, last_chunk); seeds of
     chunk c are seed_*[chunk_bounds[c]:chunk_bounds[c + 1]]. Returns the saved hits in
-    processing order."""
+    processing order, then the diagonal hash's state for the next call."""
     total_seeds = chunk_bounds[last_chunk] - chunk_bounds[first_chunk]
     cap = max(16, total_seeds // 8)
     o_chunk = np.empty(cap, dtype=np.int32)
@@ -180,20 +196,13 @@ def extend_chunks(seed_chunk, seed_q, seed_s, seed_first, chunk_bounds, first_ch
     while diag_len < blast_len:
         diag_len <<= 1
     last_hit = np.zeros(diag_len if not use_hash else 1, dtype=np.int64)
-    offset = np.int64(0)
-    # diagonal hash: 512 buckets of chained cells; index 0 means none
-    backbone = np.zeros(512, dtype=np.int64)
-    cell_diag = np.zeros(256, dtype=np.int64)
-    cell_level = np.zeros(256, dtype=np.int64)
-    cell_next = np.zeros(256, dtype=np.int64)
-    occupancy = 1
+    # the diagonal hash (512 buckets of chained cells; index 0 means none) comes from the
+    # previous call, as BLAST keeps it from subject to subject
+    offset = np.int64(hash_offset) if use_hash else np.int64(0)
     stale_window = 1 - word_size  # window 0 + Delta (min(scan_range 0, 0 - W)) + 1
     for c in range(first_chunk, last_chunk):
         byte_off = chunk_byte_offset[c]
         s_len = np.int64(chunk_length[c])
-        if use_hash:
-            backbone[:] = 0
-            occupancy = 1
         for i in range(chunk_bounds[c], chunk_bounds[c + 1]):
             q_off = np.int64(seed_q[i])
             s_off = np.int64(seed_s[i])
@@ -265,14 +274,18 @@ def extend_chunks(seed_chunk, seed_q, seed_s, seed_first, chunk_bounds, first_ch
             else:
                 last_hit[cell] = s_end_pos
         # BLAST's Blast_ExtendWordExit: every old entry becomes stale
-        if not use_hash:
-            if offset >= 2147483647 // 4:
-                offset = 0
-                last_hit[:] = 0
+        if offset >= 2147483647 // 4:
+            offset = 0
+            if use_hash:
+                backbone[:] = 0
+                occupancy = 1
             else:
-                offset += s_len
+                last_hit[:] = 0
+        else:
+            offset += s_len
     return (o_chunk[:n_out], o_q[:n_out], o_s[:n_out], o_len[:n_out], o_score[:n_out],
-            o_seed_q[:n_out], o_seed_s[:n_out])
+            o_seed_q[:n_out], o_seed_s[:n_out],
+            backbone, cell_diag, cell_level, cell_next, occupancy, offset)
 
 
 @njit(cache=True, nogil=True)
@@ -302,11 +315,13 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
                  chunk_byte_offset: np.ndarray, chunk_length: np.ndarray,
                  ungapped_xdrop: np.ndarray, ungapped_cutoff: np.ndarray,
                  reduced_cutoff: np.ndarray, reward: int, penalty: int,
-                 num_threads: int = 1) -> InitialHits:
-    """Ungapped extension of all seeds (as ``find_seeds`` returns them), chunks independent.
+                 num_threads: int = 1, diag_hash: DiagonalHash | None = None) -> InitialHits:
+    """Ungapped extension of all seeds (as ``find_seeds`` returns them).
 
     ``ungapped_xdrop``, ``ungapped_cutoff``, ``reduced_cutoff``: int32 per context (raw X > 0,
     raw cutoff, (int)(0.8 * cutoff)). The word size and the query come from ``table``.
+    For queries that use the diagonal hash, ``diag_hash`` is the batch's `DiagonalHash`
+    (chunks then run in order, in one thread); a fresh one is used when it is None.
     """
     packed = np.ascontiguousarray(packed, dtype=np.uint8)
     chunk_byte_offset = np.ascontiguousarray(chunk_byte_offset, dtype=np.int64)
@@ -318,14 +333,21 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
     per_ctx = [np.ascontiguousarray(a, dtype=np.int64) for a in
                (ungapped_xdrop, ungapped_cutoff, reduced_cutoff)]
     use_hash = uses_diag_hash(table)
+    state = diag_hash if diag_hash is not None else DiagonalHash()
 
     def run(rng):
-        return extend_chunks(seeds.chunk, seeds.q_off, seeds.s_off, seeds.s_first, bounds,
-                             rng[0], rng[1], table.sequence, table.context_offset, packed,
-                             chunk_byte_offset, chunk_length, matrix, score_table, *per_ctx,
-                             table.word_size, use_hash)
+        out = extend_chunks(seeds.chunk, seeds.q_off, seeds.s_off, seeds.s_first, bounds,
+                            rng[0], rng[1], table.sequence, table.context_offset, packed,
+                            chunk_byte_offset, chunk_length, matrix, score_table, *per_ctx,
+                            table.word_size, use_hash, state.backbone, state.cell_diag,
+                            state.cell_level, state.cell_next, state.occupancy, state.offset)
+        if use_hash:
+            (state.backbone, state.cell_diag, state.cell_level, state.cell_next,
+             state.occupancy, state.offset) = out[7:]
+        return out[:7]
 
-    ranges = _split_chunks(chunk_length, 4 * num_threads) if num_threads > 1 else [(0, k)]
+    parallel = num_threads > 1 and not use_hash
+    ranges = _split_chunks(chunk_length, 4 * num_threads) if parallel else [(0, k)]
     if len(ranges) <= 1:
         parts = [run((0, k))]
     else:
