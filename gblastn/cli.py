@@ -5,6 +5,7 @@ The only place that prints errors: every GblastnError becomes one line on stderr
 """
 
 import os
+import signal
 import sys
 
 import typer
@@ -17,12 +18,15 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 
 
 def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except GblastnError as exc:
         _leave(f"gblastn: error: {exc}", exc.exit_code)
     except KeyboardInterrupt:
         _leave("gblastn: interrupted", 130)
+    except BrokenPipeError:
+        os._exit(141)  # the reader of our output went away (| head): stop quietly
     except Exception as exc:  # click's usage errors and the like
         import click
         if isinstance(exc, click.exceptions.Abort):
@@ -35,6 +39,14 @@ def main() -> None:
             raise
         _leave(f"gblastn: internal error: {type(exc).__name__}: {exc} "
                "(set GBLASTN_DEBUG=1 for the traceback)", 70)
+    # click reports an interrupt (KeyboardInterrupt -> Abort) as the return value 130
+    if isinstance(code, int) and code:
+        _leave("gblastn: interrupted" if code == 130 else f"gblastn: exit status {code}", code)
+
+
+def _terminate(signum, frame) -> None:
+    """SIGTERM takes the interrupt's path: the output's temporary file is removed on the way."""
+    raise KeyboardInterrupt
 
 
 def _leave(message: str, code: int) -> None:
