@@ -27,6 +27,10 @@ def main() -> None:
         _leave("gblastn: interrupted", 130)
     except BrokenPipeError:
         os._exit(141)  # the reader of our output went away (| head): stop quietly
+    except SystemExit as exc:  # click's own exits, e.g. after a broken pipe
+        if exc.code:
+            _leave("", exc.code if isinstance(exc.code, int) else 1)
+        raise
     except Exception as exc:  # click's usage errors and the like
         import click
         if isinstance(exc, click.exceptions.Abort):
@@ -53,9 +57,13 @@ def _leave(message: str, code: int) -> None:
     """Print one line and exit at once. Pipeline threads may still be inside a numba call
     (which cannot be interrupted); a normal interpreter shutdown under them could crash, and
     the output file has already been removed, so nothing is left to clean up."""
-    print(message, file=sys.stderr)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    if message:
+        print(message, file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
     os._exit(code)
 
 
