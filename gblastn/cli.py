@@ -31,14 +31,14 @@ def main() -> None:
         if exc.code:
             _leave("", exc.code if isinstance(exc.code, int) else 1)
         raise
-    except Exception as exc:  # click's usage errors and the like
-        import click
-        if isinstance(exc, click.exceptions.Abort):
+    except Exception as exc:  # click's usage errors and the like (typer may vendor click)
+        kind = type(exc).__name__
+        if kind == "Abort":
             _leave("gblastn: interrupted", 130)
-        if isinstance(exc, click.ClickException):
+        if kind == "Exit":
+            sys.exit(getattr(exc, "exit_code", 0))
+        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
             _leave(f"gblastn: error: {exc.format_message()}", exc.exit_code)
-        if isinstance(exc, click.exceptions.Exit):
-            sys.exit(exc.exit_code)
         if os.environ.get("GBLASTN_DEBUG"):
             raise
         _leave(f"gblastn: internal error: {type(exc).__name__}: {exc} "

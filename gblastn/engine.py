@@ -355,19 +355,35 @@ def search_queries(queries: list, db, options: SearchOptions, backend=None):
         index += len(batch_queries)
 
 
-def search(queries, db, options: SearchOptions | None = None, **option_overrides) -> list:
-    """Python API: search queries (a FASTA path, FASTA text, or a list of Query / sequence
-    strings) against a database (a path or an open Database); returns QueryResult objects."""
+@dataclass
+class QueryHits:
+    """The Python API's result for one query: its id, defline and length, and one dict per
+    HSP keyed by tabular column name (see gblastn.output.tabular.hit_records)."""
+
+    query_id: str
+    defline: str
+    length: int
+    hits: list
+
+
+def search(queries, db, columns: str = "std score sstrand qlen slen", backend=None,
+           **options) -> list:
+    """Python API: search queries (a FASTA path, FASTA text, or a list of sequence strings or
+    Query records) against a database (a path or an open Database), with blastn's options as
+    keyword arguments (task="megablast", evalue=1e-5, ...). Returns one QueryHits per query,
+    in input order."""
     from .db.reader import open_db
     from .options import make_options
+    from .output.tabular import hit_records
     from .query import read_queries
 
-    if options is None:
-        options = make_options(**option_overrides)
-    own_db = isinstance(db, str) or hasattr(db, "__fspath__")
+    settings = make_options(**options)
+    own_db = not hasattr(db, "volumes")
     database = open_db(db) if own_db else db
     try:
-        return list(search_queries(read_queries(queries), database, options))
+        queries = read_queries(queries)
+        return [QueryHits(q.id, q.defline, len(q), hit_records(q, r, database, columns))
+                for q, r in zip(queries, search_queries(queries, database, settings, backend))]
     finally:
         if own_db:
             database.close()

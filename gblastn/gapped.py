@@ -1,15 +1,21 @@
-"""Preliminary gapped stage for megablast: greedy score-only extension of one subject chunk.
+"""Preliminary gapped stage: score-only gapped extension of one subject chunk's initial hits.
 
-BLAST_GetGappedScore's greedy branch, then Blast_HSPListPurgeHSPsWithCommonEndpoints
-(purge) and Blast_HSPListSortByScore, as s_BlastSearchEngineCore runs them per chunk.
+BLAST_GetGappedScore, then Blast_HSPListPurgeHSPsWithCommonEndpoints (purge) and
+Blast_HSPListSortByScore, as s_BlastSearchEngineCore runs them per chunk.  Two branches, as
+BLAST's: greedy (megablast) from the middle of the ungapped alignment, and X-drop DP
+(s_BlastDynProgNtGappedAlignment; blastn, blastn-short) from the hit's seed.  In both, an
+initial hit contained in an HSP already found (same context, no better score, close
+diagonal) is skipped, and a gapped HSP is kept when it reaches the context's cutoff.
 """
 
 import numpy as np
 from numba import njit
 
+from .alphabet import score_matrix
+from .dynprog import prelim_dp_extend
 from .greedy import greedy_gapped_alignment
-from .hsp import Hsps, hsps_from_rows, purge_common_endpoints, score_order, tree_add, \
-    tree_contains
+from .hsp import Hsps, alloc_tree, hsps_from_rows, purge_common_endpoints, score_order, \
+    tree_add, tree_contains
 
 
 @njit(cache=True, nogil=True)
@@ -21,7 +27,7 @@ def _extend_hits(q_start, s_start, length, score, context, context_offset, conte
     n = q_start.size
     rows = np.empty((n, 8), dtype=np.int64)
     kept = 0
-    tree = np.zeros((max(n, 1), 7), dtype=np.int64)
+    tree = alloc_tree(n, min_diag_separation)
     held = 0
     for i in range(n):
         ctx = context[i]
@@ -53,31 +59,86 @@ def _extend_hits(q_start, s_start, length, score, context, context_offset, conte
     return rows[:kept]
 
 
+@njit(cache=True, nogil=True)
+def _extend_hits_dp(q_start, s_start, length, score, seed_q, seed_s, context, context_offset,
+                    context_length, sequence, packed, chunk_length, cutoffs, xdrop, matrix,
+                    gap_open, gap_extend, min_diag_separation):
+    """As _extend_hits, with DP from each hit's seed (concatenated seed_q, chunk seed_s);
+    the stored gapped start is the seed, moved +3 when the DP moved it."""
+    n = q_start.size
+    rows = np.empty((n, 8), dtype=np.int64)
+    kept = 0
+    tree = alloc_tree(n, min_diag_separation)
+    held = 0
+    for i in range(n):
+        ctx = context[i]
+        base = context_offset[ctx]
+        qs = q_start[i] - base
+        ss = s_start[i]
+        ln = length[i]
+        if tree_contains(tree, held, ctx, qs, qs + ln, ss, ss + ln, score[i],
+                         min_diag_separation):
+            continue
+        query = sequence[base:base + context_length[ctx]]
+        res = prelim_dp_extend(query, packed, chunk_length, seed_q[i] - base, seed_s[i], ss,
+                               ln, score[i], matrix, gap_open, gap_extend, xdrop)
+        gapped_score = res[0]
+        if gapped_score < cutoffs[ctx]:
+            continue
+        rows[kept, 0] = ctx
+        rows[kept, 1] = res[1]
+        rows[kept, 2] = res[2]
+        rows[kept, 3] = res[3]
+        rows[kept, 4] = res[4]
+        rows[kept, 5] = gapped_score
+        rows[kept, 6] = res[5]
+        rows[kept, 7] = res[6]
+        kept += 1
+        held = tree_add(tree, held, ctx, res[1], res[2], res[3], res[4], gapped_score)
+    return rows[:kept]
+
+
 def prelim_gapped(hits_q_start, hits_s_start, hits_length, hits_score, batch, packed_chunk,
-                  chunk_length, stats, options) -> Hsps:
+                  chunk_length, stats, options, hits_seed_q=None, hits_seed_s=None) -> Hsps:
     """Gapped HSPs of one subject chunk from its initial (ungapped) hits.
 
     hits_*: the chunk's initial hits in Blast_InitHitListSortByScore order; q_start is a
     concatenated query offset (into batch.sequence), s_start chunk-relative.  packed_chunk:
     the chunk's 2-bit bytes (base i at byte i//4, first base in the high bits).  Uses
-    stats.gapped_cutoff[context] and stats.gap_xdrop, and options' scoring and
-    min_diag_separation.  Returns the HSPs (query coordinates context-relative, subject
-    chunk-relative) with common endpoints purged, sorted by score."""
+    stats.gapped_cutoff[context] and stats.gap_xdrop, and options' scoring, task and
+    min_diag_separation.  hits_seed_q/hits_seed_s: the hits' seeds (InitialHits.seed_q,
+    concatenated, and seed_s, chunk-relative), which the DP path (options.greedy False)
+    starts from; without them the DP starts from the ungapped alignments' starts.
+    Returns the HSPs (query coordinates context-relative, subject chunk-relative) with
+    common endpoints purged, sorted by score."""
     n = int(np.asarray(hits_score).size)
     if n == 0:
         return Hsps.empty()
     q_start = np.ascontiguousarray(hits_q_start, dtype=np.int64)
     offsets = np.ascontiguousarray(batch.context_offset, dtype=np.int64)
     context = (np.searchsorted(offsets, q_start, side="right") - 1).astype(np.int64)
-    rows = _extend_hits(
-        q_start, np.ascontiguousarray(hits_s_start, dtype=np.int64),
-        np.ascontiguousarray(hits_length, dtype=np.int64),
-        np.ascontiguousarray(hits_score, dtype=np.int64), context, offsets,
-        np.ascontiguousarray(batch.context_length, dtype=np.int64),
-        np.ascontiguousarray(batch.sequence, dtype=np.uint8),
-        np.ascontiguousarray(packed_chunk, dtype=np.uint8), int(chunk_length),
-        np.ascontiguousarray(stats.gapped_cutoff, dtype=np.int64), int(stats.gap_xdrop),
-        int(options.reward), int(options.penalty), int(options.gapopen), int(options.gapextend),
-        int(options.min_diag_separation))
+    s_start = np.ascontiguousarray(hits_s_start, dtype=np.int64)
+    length = np.ascontiguousarray(hits_length, dtype=np.int64)
+    score = np.ascontiguousarray(hits_score, dtype=np.int64)
+    lengths = np.ascontiguousarray(batch.context_length, dtype=np.int64)
+    sequence = np.ascontiguousarray(batch.sequence, dtype=np.uint8)
+    packed = np.ascontiguousarray(packed_chunk, dtype=np.uint8)
+    cutoffs = np.ascontiguousarray(stats.gapped_cutoff, dtype=np.int64)
+    if options.greedy:
+        rows = _extend_hits(
+            q_start, s_start, length, score, context, offsets, lengths, sequence, packed,
+            int(chunk_length), cutoffs, int(stats.gap_xdrop), int(options.reward),
+            int(options.penalty), int(options.gapopen), int(options.gapextend),
+            int(options.min_diag_separation))
+    else:
+        seed_q = q_start if hits_seed_q is None else \
+            np.ascontiguousarray(hits_seed_q, dtype=np.int64)
+        seed_s = s_start if hits_seed_s is None else \
+            np.ascontiguousarray(hits_seed_s, dtype=np.int64)
+        matrix = score_matrix(options.reward, options.penalty).astype(np.int64)
+        rows = _extend_hits_dp(
+            q_start, s_start, length, score, seed_q, seed_s, context, offsets, lengths,
+            sequence, packed, int(chunk_length), cutoffs, int(stats.gap_xdrop), matrix,
+            int(options.gapopen), int(options.gapextend), int(options.min_diag_separation))
     hsps = purge_common_endpoints(hsps_from_rows(rows), purge=True)
     return hsps.take(score_order(hsps))

@@ -135,36 +135,96 @@ def hsp_scripts(hsps: Hsps) -> list:
 
 # ----------------------------------------------------------------------------------------------
 # containment "tree" (BlastIntervalTree used with eQueryAndSubject).  The interval tree only
-# speeds up exhaustive searches, so a list of the HSPs it holds gives the same answers.  What
-# matters is which HSPs it holds: adding an HSP first evicts those sharing its start or end
-# that it beats, and is refused when one already held beats it.
+# speeds up exhaustive searches, so any index that finds the same HSPs gives the same answers.
+# What matters is which HSPs it holds: adding an HSP first evicts those sharing its start or
+# end that it beats, and is refused when one already held beats it.
+#
+# Our index: a containing HSP must lie within min_diag_separation of the new one's start
+# diagonal or of its end diagonal (when that is not 0), so held HSPs are chained by
+# (context, start diagonal // separation) and by (context, end diagonal // separation) in
+# two small hash tables, and a test walks the three neighbouring buckets of each.  Chains
+# keep insertion order, which is the order the eviction rule must see.
+#
+# A tree is a tuple (entries, heads, width):
+#   entries int64 [capacity, 9]: context, q_start, q_end, s_start, s_end, score, alive,
+#       next entry in its start chain, next in its end chain (-1: none);
+#   heads int64 [2, slots, 2]: first and last entry of each start (0) / end (1) chain;
+#   width int64 [1]: the diagonal bucket width (0: one bucket per context, linear tests).
 
 T_CTX, T_QS, T_QE, T_SS, T_SE, T_SCORE, T_ALIVE = range(7)
+_T_NEXT = 7  # + 0 for the start chain, + 1 for the end chain
 
 
-def new_tree(capacity: int) -> np.ndarray:
-    """Storage for a containment tree of at most `capacity` HSPs (int64 [capacity, 7])."""
-    return np.zeros((max(capacity, 1), 7), dtype=np.int64)
+@_nb.njit(cache=True, nogil=True)
+def alloc_tree(capacity, min_diag_separation):
+    """An empty containment tree for at most `capacity` HSPs, indexed for tests with this
+    min_diag_separation (other values still work, by a linear scan)."""
+    cap = max(capacity, 1)
+    slots = 16
+    while slots < 2 * cap:
+        slots *= 2
+    entries = np.zeros((cap, 9), dtype=np.int64)
+    heads = np.full((2, slots, 2), -1, dtype=np.int64)
+    width = np.full(1, max(min_diag_separation, 0), dtype=np.int64)
+    return entries, heads, width
+
+
+def new_tree(capacity: int, min_diag_separation: int = 0):
+    """Python-side alloc_tree."""
+    return alloc_tree(int(capacity), int(min_diag_separation))
+
+
+@_nb.njit(cache=True, nogil=True, inline="always")
+def _slot(ctx, bucket, mask):
+    x = (ctx * 1000003 + bucket) * 2654435761
+    return (x ^ (x >> 17)) & mask
+
+
+@_nb.njit(cache=True, nogil=True, inline="always")
+def _bucket(diag, width):
+    if width > 0:
+        return diag // width
+    return 0
+
+
+@_nb.njit(cache=True, nogil=True, inline="always")
+def _holds(t, ctx, qs, qe, ss, se, score, min_diag_separation):
+    """s_HSPIsContained: t envelops the HSP (range ends count as inside), in its context,
+    with at least its score, and near its start or end diagonal when that is asked for."""
+    if t[T_ALIVE] == 0 or t[T_CTX] != ctx or score > t[T_SCORE]:
+        return False
+    if not (t[T_QS] <= qs <= t[T_QE] and t[T_SS] <= ss <= t[T_SE]):
+        return False
+    if not (t[T_QS] <= qe <= t[T_QE] and t[T_SS] <= se <= t[T_SE]):
+        return False
+    if min_diag_separation == 0:
+        return True
+    return abs((t[T_QS] - t[T_SS]) - (qs - ss)) < min_diag_separation or \
+        abs((t[T_QE] - t[T_SE]) - (qe - se)) < min_diag_separation
 
 
 @_nb.njit(cache=True, nogil=True)
 def tree_contains(tree, n, ctx, qs, qe, ss, se, score, min_diag_separation):
     """BlastIntervalTreeContainsHSP: is the HSP enveloped by a held one with at least its
     score, in the same context, and (when min_diag_separation is set) close to its start or
-    end diagonal?  Range ends count as inside."""
-    for j in range(n):
-        t = tree[j]
-        if t[T_ALIVE] == 0 or t[T_CTX] != ctx or score > t[T_SCORE]:
-            continue
-        if not (t[T_QS] <= qs <= t[T_QE] and t[T_SS] <= ss <= t[T_SE]):
-            continue
-        if not (t[T_QS] <= qe <= t[T_QE] and t[T_SS] <= se <= t[T_SE]):
-            continue
-        if min_diag_separation == 0:
-            return True
-        if abs((t[T_QS] - t[T_SS]) - (qs - ss)) < min_diag_separation or \
-                abs((t[T_QE] - t[T_SE]) - (qe - se)) < min_diag_separation:
-            return True
+    end diagonal?  n: entries used."""
+    entries, heads, width = tree
+    w = width[0]
+    if min_diag_separation == 0 or w != min_diag_separation:
+        for j in range(n):
+            if _holds(entries[j], ctx, qs, qe, ss, se, score, min_diag_separation):
+                return True
+        return False
+    mask = heads.shape[1] - 1
+    for which in range(2):
+        diag = qs - ss if which == 0 else qe - se
+        b = _bucket(diag, w)
+        for bb in range(b - 1, b + 2):
+            k = heads[which, _slot(ctx, bb, mask), 0]
+            while k >= 0:
+                if _holds(entries[k], ctx, qs, qe, ss, se, score, min_diag_separation):
+                    return True
+                k = entries[k, _T_NEXT + which]
     return False
 
 
@@ -183,13 +243,20 @@ def _new_one_wins(t, qs, qe, ss, se, score):
 
 @_nb.njit(cache=True, nogil=True)
 def tree_add(tree, n, ctx, qs, qe, ss, se, score):
-    """BlastIntervalTreeAddHSP; returns the new number of slots used."""
-    for end in range(2):
-        for j in range(n):
-            t = tree[j]
+    """BlastIntervalTreeAddHSP; returns the new number of entries used."""
+    entries, heads, width = tree
+    w = width[0]
+    mask = heads.shape[1] - 1
+    # held HSPs sharing the start (then the end) share its diagonal, hence its chain
+    for which in range(2):
+        diag = qs - ss if which == 0 else qe - se
+        k = heads[which, _slot(ctx, _bucket(diag, w), mask), 0]
+        while k >= 0:
+            t = entries[k]
+            k = t[_T_NEXT + which]
             if t[T_ALIVE] == 0 or t[T_CTX] != ctx:
                 continue
-            if end == 0:
+            if which == 0:
                 shared = t[T_QS] == qs and t[T_SS] == ss
             else:
                 shared = t[T_QE] == qe and t[T_SE] == se
@@ -199,7 +266,7 @@ def tree_add(tree, n, ctx, qs, qe, ss, se, score):
                 t[T_ALIVE] = 0
             else:
                 return n
-    t = tree[n]
+    t = entries[n]
     t[T_CTX] = ctx
     t[T_QS] = qs
     t[T_QE] = qe
@@ -207,6 +274,15 @@ def tree_add(tree, n, ctx, qs, qe, ss, se, score):
     t[T_SE] = se
     t[T_SCORE] = score
     t[T_ALIVE] = 1
+    for which in range(2):
+        diag = qs - ss if which == 0 else qe - se
+        slot = _slot(ctx, _bucket(diag, w), mask)
+        t[_T_NEXT + which] = -1
+        if heads[which, slot, 0] < 0:
+            heads[which, slot, 0] = n
+        else:
+            entries[heads[which, slot, 1], _T_NEXT + which] = n
+        heads[which, slot, 1] = n
     return n + 1
 
 
@@ -222,7 +298,7 @@ def containment_filter(hsps: Hsps, min_diag_separation: int) -> Hsps:
 def _containment_keep(rows, min_diag_separation):
     n = rows.shape[0]
     keep = np.zeros(n, dtype=np.bool_)
-    tree = np.zeros((max(n, 1), 7), dtype=np.int64)
+    tree = alloc_tree(n, min_diag_separation)
     used = 0
     for i in range(n):
         r = rows[i]
@@ -251,9 +327,20 @@ def purge_common_endpoints(hsps: Hsps, purge: bool = True) -> Hsps:
     traceback pass for blastn) a loser reaching further is trimmed to begin where the winner
     ends (or end where it begins) instead of being dropped; trimmed HSPs go to the end of the
     list as BLAST leaves them.  Edit scripts, when present, follow their HSPs."""
+    return _purge(hsps, purge)[0]
+
+
+def trim_common_endpoints(hsps: Hsps) -> tuple:
+    """purge_common_endpoints(purge=False) that also says where the trimmed HSPs begin:
+    returns (hsps, first_trimmed); hsps[:first_trimmed] are untouched, the rest were cut
+    (BLAST rescores only those after a DP traceback)."""
+    return _purge(hsps, False)
+
+
+def _purge(hsps: Hsps, purge: bool) -> tuple:
     n = len(hsps)
     if n == 0:
-        return hsps
+        return hsps, 0
     rows = [list(r) for r in hsp_rows(hsps)]
     scripts = [list(p) for p in hsp_scripts(hsps)] if hsps.ops is not None else None
     arr = sorted(range(n), key=lambda i: _start_key(rows[i]))
@@ -275,12 +362,13 @@ def purge_common_endpoints(hsps: Hsps, purge: bool = True) -> Hsps:
                                      rows[winner][3], False)
                 else:
                     loser = None
+                # the loser (trimmed, or None when deleted) moves behind the kept ones
                 arr[i + 1:count + 1] = arr[i + 2:count + 1] + [loser]
             i += 1
     order = [i for i in arr if i is not None]
     out = hsps_from_rows(np.array([rows[i] for i in order], dtype=np.int64),
                          [scripts[i] for i in order] if scripts is not None else None)
-    return out
+    return out, count
 
 
 def _same_end(a, b, which):
@@ -292,52 +380,72 @@ def _same_end(a, b, which):
 
 
 def _cut_edit_script(row, script, q_cut, s_cut, cut_begin):
-    """s_CutOffGapEditScript: walk the script to the first point at or past (q_cut, s_cut)
-    and drop what lies before it (cut_begin) or after it.  Leaves the HSP alone when the
-    script never reaches that point.  `row` and `script` ([ops, lengths]) are updated."""
-    ops, nums = script
-    q_cut -= row[1]
-    s_cut -= row[3]
-    qid = sid = opid = 0
+    """Trim one HSP in place: `row` (_HSP_FIELDS order) and `script` ([ops, lengths])."""
+    q0, q1, s0, s1, ops, nums = cut_off_gap_edit_script(
+        np.asarray(script[0], dtype=np.uint8), np.asarray(script[1], dtype=np.int32),
+        row[1], row[2], row[3], row[4], q_cut, s_cut, cut_begin)
+    row[1], row[2], row[3], row[4] = int(q0), int(q1), int(s0), int(s1)
+    script[0], script[1] = ops, nums
+
+
+@_nb.njit(cache=True, nogil=True)
+def cut_off_gap_edit_script(ops, lens, q_start, q_end, s_start, s_end, q_cut, s_cut,
+                            cut_begin):
+    """Trim an HSP at the first point of its script at or past (q_cut, s_cut)
+    (s_CutOffGapEditScript).
+
+    Used when an HSP shares its start (cut_begin True: drop what lies before the better
+    HSP's end) or its end (cut_begin False: drop what lies after the better HSP's start)
+    with a better one.  Gap runs are passed whole, so a cut can keep a trailing gap;
+    rescoring (`reevaluate_with_ambiguities`) follows.  Returns (q_start, q_end, s_start,
+    s_end, ops, lens), unchanged when the script never reaches that point."""
+    q_cut -= q_start
+    s_cut -= s_start
+    q_id = 0
+    s_id = 0
+    done = 0
     found = False
     index = 0
-    for index in range(len(ops)):
-        opid = 0
-        while opid < nums[index]:
+    while index < ops.size:
+        done = 0
+        while done < lens[index]:
             if ops[index] == OP_SUB:
-                qid += 1
-                sid += 1
-                opid += 1
+                q_id += 1
+                s_id += 1
+                done += 1
             elif ops[index] == OP_DEL:
-                sid += nums[index]
-                opid += nums[index]
+                s_id += lens[index]
+                done += lens[index]
             else:
-                qid += nums[index]
-                opid += nums[index]
-            if qid >= q_cut and sid >= s_cut:
+                q_id += lens[index]
+                done += lens[index]
+            if q_id >= q_cut and s_id >= s_cut:
                 found = True
                 break
         if found:
             break
+        index += 1
     if not found:
-        return
+        return q_start, q_end, s_start, s_end, ops.copy(), lens.copy()
     if cut_begin:
-        new_ops, new_nums = [], []
-        if opid < nums[index]:
-            new_ops.append(ops[index])
-            new_nums.append(nums[index] - opid)
-        new_ops += list(ops[index + 1:])
-        new_nums += list(nums[index + 1:])
-        row[1] += qid
-        row[3] += sid
-    else:
-        new_ops, new_nums = list(ops[:index + 1]), list(nums[:index + 1])
-        if opid < nums[index]:
-            new_nums[index] = opid
-        row[2] = row[1] + qid
-        row[4] = row[3] + sid
-    script[0] = np.array(new_ops, dtype=np.uint8)
-    script[1] = np.array(new_nums, dtype=np.int32)
+        out_ops = np.empty(ops.size - index, dtype=np.uint8)
+        out_lens = np.empty(ops.size - index, dtype=np.int32)
+        count = 0
+        if done < lens[index]:
+            out_ops[0] = ops[index]
+            out_lens[0] = lens[index] - done
+            count = 1
+        for k in range(index + 1, ops.size):
+            out_ops[count] = ops[k]
+            out_lens[count] = lens[k]
+            count += 1
+        return (q_start + q_id, q_end, s_start + s_id, s_end,
+                out_ops[:count].copy(), out_lens[:count].copy())
+    out_ops = ops[:index + 1].copy()
+    out_lens = lens[:index + 1].copy()
+    if done < lens[index]:
+        out_lens[index] = done
+    return q_start, q_start + q_id, s_start, s_start + s_id, out_ops, out_lens
 
 
 # ----------------------------------------------------------------------------------------------

@@ -59,8 +59,10 @@ _PRESETS = {
                       xdrop_gap=25.0, min_diag_separation=6),
     "blastn": dict(word_size=11, reward=2, penalty=-3, gapopen=5, gapextend=2,
                    xdrop_gap=30.0, min_diag_separation=50),
+    # the task itself turns DUST off, but blastn's -dust argument (default "20 64 1") is
+    # always applied on top, so from the command line blastn-short does dust its queries
     "blastn-short": dict(word_size=7, reward=1, penalty=-3, gapopen=5, gapextend=2,
-                         xdrop_gap=30.0, min_diag_separation=50, dust=None),
+                         xdrop_gap=30.0, min_diag_separation=50),
 }
 
 def parse_dust(value: str | None) -> DustOptions | None:

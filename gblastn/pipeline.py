@@ -137,7 +137,12 @@ def _search_into(out, fmt, files, db, options, output, backend, settings) -> int
 def _iter_all_queries(files):
     from .query import iter_queries
     for path in files:
-        yield from iter_queries(path)
+        count = 0
+        for query in iter_queries(path):
+            count += 1
+            yield query
+        if count == 0:
+            print(f"gblastn: warning: {path} holds no query sequence", file=sys.stderr)
 
 
 def _serial_results(files, db, options, backend):

@@ -149,7 +149,12 @@ def iter_queries(source):
     if isinstance(source, str) and source.lstrip().startswith(">"):
         import io
         source = io.BytesIO(source.encode())
+    from .errors import InputError
+
     for record in iter_records(source, headerless_ok=True):
+        if len(record) == 0:
+            raise InputError(f"{record.source}:{record.line}: query {record.id or record.defline!r} "
+                             "has no sequence data")
         codes, lowercase = to_blastna(record)
         yield Query(record.id, record.defline, codes, lowercase)
 

@@ -492,3 +492,44 @@ def write_query(out: TextIO, fmt: TabularFormat, query, result, db, *, db_name: 
         for i in range(len(hsps)):
             fields = _hsp_fields(fmt, query, db, subject.ordinal, hsps, i, per_subject)
             out.write(fmt.delimiter.join(fields) + "\n")
+
+
+# --------------------------------------------------------------------------------------------
+# Records for the Python API
+
+_INT_COLUMNS = {"qlen", "slen", "qstart", "qend", "sstart", "send", "length", "mismatch",
+                "gapopen", "gaps", "nident", "positive", "score", "qcovs", "qcovhsp", "qcovus",
+                "qframe", "sframe"}
+_FLOAT_COLUMNS = {"pident", "ppos"}
+
+
+def hit_records(query, result, db, columns: str = "std score sstrand qlen slen") -> list:
+    """One dict per HSP of `result`, keyed by tabular column name, with the values the tabular
+    output prints (coordinates and counts as int, percentages as float, evalue and bitscore
+    as the unrounded float), in output order."""
+    fmt = TabularFormat.parse("6 " + columns)
+    records = []
+    qlen = len(query)
+    for subject in result.subjects:
+        hsps = subject.hsps
+        per_subject = {}
+        if "qcovs" in fmt.columns:
+            per_subject["qcovs"] = query_coverage_per_subject(qlen, hsps)
+        if "qcovus" in fmt.columns:
+            per_subject["qcovus"] = query_coverage_per_unique_subject(qlen, hsps)
+        for i in range(len(hsps)):
+            fields = _hsp_fields(fmt, query, db, subject.ordinal, hsps, i, per_subject)
+            record = {}
+            for name, text in zip(fmt.columns, fields):
+                if name == "evalue":
+                    record[name] = float(hsps.evalue[i])
+                elif name == "bitscore":
+                    record[name] = float(hsps.bitscore[i])
+                elif name in _INT_COLUMNS:
+                    record[name] = int(text)
+                elif name in _FLOAT_COLUMNS:
+                    record[name] = float(text)
+                else:
+                    record[name] = text
+            records.append(record)
+    return records

@@ -38,3 +38,10 @@ class Seeds:
     def equals(self, other: "Seeds") -> bool:
         return all(np.array_equal(getattr(self, f), getattr(other, f))
                    for f in ("chunk", "q_off", "s_off", "s_first", "hit_s"))
+
+
+def select_backend(device: str, gpu_id: int = 0):
+    """The scan backend for ``-device`` (auto, gpu or cpu) and ``-gpu_id``: an object with
+    ``find_seeds(table, packed, chunk_byte_offset, chunk_length)``. See ``device.select``."""
+    from .device import select
+    return select(device, gpu_id)

@@ -1,0 +1,389 @@
+"""GPU scan backend (pycuda): the same Seeds as ``gblastn.scan.cpu``, from the kernels in
+``cuda/seeds.cu``.
+
+Per (query batch, volume):
+
+1. The volume's packed buffer goes to the GPU once (pinned staging, async copy) and stays
+   there for every later batch; volumes are evicted oldest first when the next one would not
+   fit in the memory budget.
+2. ``scan_probes`` probes every chunk at the scan step and records the probes whose word the
+   table lists; ``extend_hits`` expands each to its query offsets, mini-extends to W and runs
+   s_TypeOfWord; survivors carry a 64-bit key (probe number, rank within the word's list), so
+   a bitonic sort of the keys gives exactly the CPU backend's order (chunk, hit_s, table
+   order). The probe number is global within one launch group of chunks; groups are
+   contiguous, so their results concatenate in order.
+3. Buffers that fill up are grown and the launch is run again (no hit is lost).
+
+pycuda is imported lazily. Its contexts belong to a thread: the backend retains the device's
+primary context and pushes it around each call, in whatever thread calls.
+"""
+
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import GpuUnavailableError
+from ..lookup import SMALL, LookupTable
+from . import Seeds
+from .cpu import choose_extend
+
+SORT_LOCAL = 1024          # must match SORT_LOCAL in seeds.cu
+SCAN_THREADS = 256         # measured choices; see bench/gpu_notes.md
+PROBES_PER_THREAD = 4
+FLUSH_MODE = 2
+FLUSH_SLOTS = 2
+EXTEND_THREADS = 256
+PADDING = 16               # zero bytes after each device copy of a volume
+
+
+def kernel_dir() -> Path:
+    """The folder holding seeds.cu: the package's copy when installed, else the source
+    tree's top-level cuda/."""
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here / "cuda", here.parent / "cuda"):
+        if (candidate / "seeds.cu").is_file():
+            return candidate
+    raise GpuUnavailableError("-device gpu: no usable GPU (kernel sources cuda/seeds.cu not found)")
+
+
+def kernel_source() -> str:
+    """seeds.cu with its header inlined, so the compiler cache sees every line."""
+    folder = kernel_dir()
+    common = (folder / "seed_common.cuh").read_text().replace("#pragma once", "")
+    return (folder / "seeds.cu").read_text().replace('#include "seed_common.cuh"', common)
+
+
+def variant_defines(table: LookupTable, **tuning) -> dict:
+    """The compile-time defines of the kernel variant for this table."""
+    defines = {
+        "TABLE_KIND": table.kind,
+        "WIDTH": table.width,
+        "WORD_SIZE": table.word_size,
+        "SCAN_STEP": table.scan_step,
+        "PV_BTS": table.pv_bts if table.kind != SMALL else 5,
+        "EXTEND_KIND": choose_extend(table),
+        "CHECK_MASKS": int(bool(table.check_masks)),
+        "SCAN_THREADS": SCAN_THREADS,
+        "PROBES_PER_THREAD": PROBES_PER_THREAD,
+        "FLUSH_MODE": FLUSH_MODE,
+        "FLUSH_SLOTS": FLUSH_SLOTS,
+    }
+    defines.update(tuning)
+    return defines
+
+
+def nvcc_options(defines: dict) -> list:
+    return ["-std=c++17"] + [f"-D{k}={int(v)}" for k, v in sorted(defines.items())]
+
+
+def _import_pycuda():
+    try:
+        import pycuda.driver as drv
+    except Exception as exc:  # ImportError, or a broken CUDA installation
+        raise GpuUnavailableError(f"-device gpu: no usable GPU (pycuda: {exc})") from None
+    return drv
+
+
+def probe_counts(chunk_length: np.ndarray, width: int, step: int) -> np.ndarray:
+    """Probes per chunk: offsets 0, step, ... <= length - width."""
+    length = chunk_length.astype(np.int64)
+    return np.where(length >= width, (length - width) // step + 1, 0)
+
+
+def launch_groups(probes: np.ndarray, max_probes: int) -> list:
+    """Contiguous chunk ranges of at most max_probes probes each (a single chunk always fits)."""
+    groups, first, total = [], 0, 0
+    for c, n in enumerate(probes.tolist()):
+        if total + n > max_probes and c > first:
+            groups.append((first, c))
+            first, total = c, 0
+        total += n
+    if probes.size:
+        groups.append((first, int(probes.size)))
+    return groups
+
+
+class GpuBackend:
+    """``find_seeds`` on one GPU. Capacities are initial buffer sizes (records); they grow
+    when a launch overflows them."""
+
+    def __init__(self, gpu_id: int = 0, hit_capacity: int = 1 << 20,
+                 seed_capacity: int = 1 << 20, max_group_probes: int = 1 << 32,
+                 memory_fraction: float = 0.6):
+        drv = _import_pycuda()
+        try:
+            drv.init()
+            count = drv.Device.count()
+            if count == 0:
+                raise GpuUnavailableError("-device gpu: no usable GPU (no CUDA device)")
+            if not 0 <= gpu_id < count:
+                raise GpuUnavailableError(
+                    f"-device gpu: no usable GPU (-gpu_id {gpu_id}, {count} device(s))")
+            self.device = drv.Device(gpu_id)
+            self.context = self.device.retain_primary_context()
+        except GpuUnavailableError:
+            raise
+        except Exception as exc:
+            raise GpuUnavailableError(f"-device gpu: no usable GPU ({exc})") from None
+        self.drv = drv
+        self.gpu_id = gpu_id
+        self.hit_capacity = max(1, int(hit_capacity))
+        self.seed_capacity = max(1, int(seed_capacity))
+        self.max_group_probes = int(max_group_probes)
+        self.memory_fraction = memory_fraction
+        self.lock = threading.RLock()
+        self.modules = {}       # defines -> pycuda module
+        self.volumes = {}       # id(buffer) -> (buffer, allocation, nbytes), oldest first
+        self.table_key = None   # the resident query table
+        self.table_arrays = {}
+        self.buffers = {}       # name -> (allocation, bytes)
+        self.stats = {}         # last call's counts and grow events, for tests and benches
+
+    # -- context ----------------------------------------------------------------------------
+
+    def __enter__(self):
+        self.lock.acquire()
+        self.context.push()
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.drv.Context.pop()
+        finally:
+            self.lock.release()
+
+    # -- kernels ----------------------------------------------------------------------------
+
+    def module(self, defines: dict):
+        key = tuple(sorted(defines.items()))
+        if key not in self.modules:
+            from pycuda.compiler import SourceModule
+            major, minor = self.device.compute_capability()
+            self.modules[key] = SourceModule(kernel_source(), options=nvcc_options(defines),
+                                             no_extern_c=True, arch=f"sm_{major}{minor}")
+        return self.modules[key]
+
+    # -- device memory ----------------------------------------------------------------------
+
+    def buffer(self, name: str, nbytes: int):
+        """A scratch allocation of at least nbytes, reused across calls."""
+        held = self.buffers.get(name)
+        if held is None or held[1] < nbytes:
+            if held is not None:
+                held[0].free()
+            alloc = self.drv.mem_alloc(max(int(nbytes), 8))
+            self.buffers[name] = held = (alloc, max(int(nbytes), 8))
+        return held[0]
+
+    def upload(self, array: np.ndarray):
+        array = np.ascontiguousarray(array)
+        alloc = self.drv.mem_alloc(max(array.nbytes, 8))
+        if array.nbytes:
+            self.drv.memcpy_htod(alloc, array)
+        return alloc
+
+    def resident_volume(self, packed: np.ndarray):
+        """The device copy of a volume's buffer, copied once and kept."""
+        key = id(packed)
+        held = self.volumes.get(key)
+        if held is not None and held[0] is packed:
+            return held[1]
+        nbytes = int(packed.nbytes)
+        free, total = self.drv.mem_get_info()
+        budget = int(total * self.memory_fraction)
+        while self.volumes and sum(v[2] for v in self.volumes.values()) + nbytes > budget:
+            oldest = next(iter(self.volumes))
+            self.volumes.pop(oldest)[1].free()
+        alloc = self.drv.mem_alloc(nbytes + PADDING)
+        self.drv.memset_d8(alloc, 0, nbytes + PADDING)
+        if nbytes:
+            stream = self.drv.Stream()
+            staging = self.drv.pagelocked_empty(nbytes, np.uint8)
+            staging[:] = packed.reshape(-1).view(np.uint8)
+            self.drv.memcpy_htod_async(alloc, staging, stream)
+            stream.synchronize()
+            del staging
+        self.volumes[key] = (packed, alloc, nbytes)
+        return alloc
+
+    def resident_table(self, table: LookupTable) -> dict:
+        if self.table_key is not None and self.table_key[0] is table:
+            return self.table_arrays
+        for alloc in self.table_arrays.values():
+            alloc.free()
+        arrays = {
+            "backbone": np.ascontiguousarray(table.backbone, dtype=np.int16),
+            "overflow": np.ascontiguousarray(table.overflow, dtype=np.int16),
+            "hashtable": np.ascontiguousarray(table.hashtable, dtype=np.int32),
+            "next_pos": np.ascontiguousarray(table.next_pos, dtype=np.int32),
+            "cell_start": np.ascontiguousarray(table.cell_start, dtype=np.int32),
+            "offsets": np.ascontiguousarray(table.offsets, dtype=np.int32),
+            "pv": np.ascontiguousarray(table.pv, dtype=np.uint32),
+            "sequence": np.ascontiguousarray(table.sequence, dtype=np.uint8),
+            "context_offset": np.ascontiguousarray(table.context_offset, dtype=np.int32),
+            "context_length": np.ascontiguousarray(table.context_length, dtype=np.int32),
+        }
+        self.table_arrays = {name: self.upload(a) for name, a in arrays.items()}
+        self.table_key = (table,)
+        return self.table_arrays
+
+    def release(self) -> None:
+        """Free every device allocation this backend holds."""
+        with self:
+            for held in self.volumes.values():
+                held[1].free()
+            for alloc in self.table_arrays.values():
+                alloc.free()
+            for alloc, _ in self.buffers.values():
+                alloc.free()
+            self.volumes, self.table_arrays, self.buffers, self.table_key = {}, {}, {}, None
+
+    # -- the contract -----------------------------------------------------------------------
+
+    def find_seeds(self, table: LookupTable, packed: np.ndarray, chunk_byte_offset: np.ndarray,
+                   chunk_length: np.ndarray, num_threads: int = 1) -> Seeds:
+        """Seeds identical to ``gblastn.scan.cpu.find_seeds`` (num_threads is ignored)."""
+        packed = np.ascontiguousarray(packed, dtype=np.uint8)
+        chunk_byte_offset = np.ascontiguousarray(chunk_byte_offset, dtype=np.int64)
+        chunk_length = np.ascontiguousarray(chunk_length, dtype=np.int32)
+        probes = probe_counts(chunk_length, table.width, table.scan_step)
+        if int(probes.sum()) == 0:
+            return Seeds.empty()
+        rank_bits = max(1, int(table.sequence.size).bit_length())
+        max_probes = min(self.max_group_probes, (1 << (63 - rank_bits)) - 1)
+        self.stats = {"hits": 0, "seeds": 0, "hit_grows": 0, "seed_grows": 0}
+        with self:
+            mod = self.module(variant_defines(table))
+            dev_packed = self.resident_volume(packed)
+            tab = self.resident_table(table)
+            parts = []
+            for first, last in launch_groups(probes, max_probes):
+                parts.append(self._group(mod, table, tab, dev_packed, packed.size,
+                                         chunk_byte_offset[first:last],
+                                         chunk_length[first:last], probes[first:last], first,
+                                         rank_bits))
+        rows = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
+        return Seeds(*(np.ascontiguousarray(rows[i]) for i in range(5)))
+
+    def _group(self, mod, table, tab, dev_packed, packed_size, byte_offset, length, probes,
+               chunk_base, rank_bits) -> np.ndarray:
+        probe_start = np.zeros(probes.size + 1, dtype=np.int64)
+        np.cumsum(probes, out=probe_start[1:])
+        total = int(probe_start[-1])
+        if total == 0:
+            return np.zeros((5, 0), dtype=np.int32)
+        d_offset = self.upload(byte_offset)
+        d_length = self.upload(length)
+        d_start = self.upload(probe_start)
+        try:
+            num_hits = self._scan(mod, tab, dev_packed, d_offset, d_start, probes.size, total)
+            if num_hits == 0:
+                return np.zeros((5, 0), dtype=np.int32)
+            num_seeds = self._extend(mod, table, tab, dev_packed, packed_size, d_offset,
+                                     d_length, d_start, chunk_base, rank_bits, num_hits)
+            if num_seeds == 0:
+                return np.zeros((5, 0), dtype=np.int32)
+            return self._sorted_rows(mod, num_seeds)
+        finally:
+            for alloc in (d_offset, d_length, d_start):
+                alloc.free()
+
+    def _scan(self, mod, tab, dev_packed, d_offset, d_start, num_chunks, total) -> int:
+        drv = self.drv
+        kernel = mod.get_function("scan_probes")
+        tile = SCAN_THREADS * PROBES_PER_THREAD
+        grid = (total + tile - 1) // tile
+        counter = self.buffer("hit_count", 8)
+        while True:
+            hits = self.buffer("hits", 8 * self.hit_capacity)
+            drv.memset_d32(counter, 0, 2)
+            kernel(dev_packed, d_offset, d_start, np.int32(num_chunks), np.int64(total),
+                   tab["backbone"], tab["pv"], hits, counter, np.uint64(self.hit_capacity),
+                   block=(SCAN_THREADS, 1, 1), grid=(grid, 1))
+            n = self._read_count(counter)
+            if n <= self.hit_capacity:
+                self.stats["hits"] += n
+                return n
+            self.hit_capacity = int(n * 1.25) + 1024
+            self.stats["hit_grows"] += 1
+
+    def _extend(self, mod, table, tab, dev_packed, packed_size, d_offset, d_length, d_start,
+                chunk_base, rank_bits, num_hits) -> int:
+        drv = self.drv
+        kernel = mod.get_function("extend_hits")
+        counter = self.buffer("seed_count", 8)
+        grid = (num_hits + EXTEND_THREADS - 1) // EXTEND_THREADS
+        while True:
+            cap = self.seed_capacity
+            sort_len = max(SORT_LOCAL, 1 << (cap - 1).bit_length())
+            keys = self.buffer("keys", 8 * sort_len)
+            fields = [self.buffer(f"seed_{name}", 4 * cap)
+                      for name in ("q", "s", "first", "chunk", "hit")]
+            drv.memset_d32(counter, 0, 2)
+            kernel(self.buffers["hits"][0], np.uint64(num_hits), dev_packed, np.int64(packed_size),
+                   d_offset, d_length, d_start, np.int32(chunk_base),
+                   tab["backbone"], tab["overflow"], tab["hashtable"], tab["next_pos"],
+                   tab["cell_start"], tab["offsets"], tab["pv"], tab["sequence"],
+                   np.int32(table.sequence.size), tab["context_offset"], tab["context_length"],
+                   np.int32(table.context_offset.size), np.int32(rank_bits),
+                   keys, *fields, counter, np.uint64(cap),
+                   block=(EXTEND_THREADS, 1, 1), grid=(grid, 1))
+            n = self._read_count(counter)
+            if n <= cap:
+                self.stats["seeds"] += n
+                return n
+            self.seed_capacity = int(n * 1.25) + 1024
+            self.stats["seed_grows"] += 1
+
+    def _read_count(self, counter) -> int:
+        out = np.zeros(1, dtype=np.uint64)
+        self.drv.memcpy_dtoh(out, counter)
+        return int(out[0])
+
+    def _sorted_rows(self, mod, n: int) -> np.ndarray:
+        """Survivors in key order as int32 rows (chunk, q_off, s_off, s_first, hit_s)."""
+        drv = self.drv
+        sort_len = max(SORT_LOCAL, 1 << (n - 1).bit_length())
+        keys = self.buffers["keys"][0]
+        order = self.buffer("order", 4 * sort_len)
+        mod.get_function("init_order")(keys, order, np.uint64(n), np.uint64(sort_len),
+                                       block=(256, 1, 1), grid=((sort_len + 255) // 256, 1))
+        bitonic_sort(mod, keys, order, sort_len)
+        rows_dev = self.buffer("rows", 4 * 5 * n)
+        fields = [self.buffers[f"seed_{name}"][0] for name in ("q", "s", "first", "chunk", "hit")]
+        mod.get_function("gather_seeds")(order, np.uint64(n), *fields, rows_dev,
+                                         block=(256, 1, 1), grid=((n + 255) // 256, 1))
+        rows = np.empty((5, n), dtype=np.int32)
+        drv.memcpy_dtoh(rows, rows_dev)
+        return rows
+
+
+def bitonic_sort(mod, keys, order, n: int) -> None:
+    """Sort n (a power of two, >= SORT_LOCAL) (key, order) pairs ascending on the GPU."""
+    local = mod.get_function("bitonic_local")
+    step = mod.get_function("bitonic_global")
+    blocks = n // SORT_LOCAL
+    local(keys, order, np.uint64(0), np.uint64(0), block=(SORT_LOCAL // 2, 1, 1), grid=(blocks, 1))
+    k = 2 * SORT_LOCAL
+    while k <= n:
+        j = k // 2
+        while j >= SORT_LOCAL:
+            step(keys, order, np.uint64(k), np.uint64(j), block=(256, 1, 1),
+                 grid=(n // 2 // 256, 1))
+            j //= 2
+        local(keys, order, np.uint64(k), np.uint64(j), block=(SORT_LOCAL // 2, 1, 1),
+              grid=(blocks, 1))
+        k *= 2
+
+
+_BACKENDS = {}
+_BACKENDS_LOCK = threading.Lock()
+
+
+def backend_for(gpu_id: int = 0) -> GpuBackend:
+    """One backend per device per process (it owns the resident volumes)."""
+    with _BACKENDS_LOCK:
+        if gpu_id not in _BACKENDS:
+            _BACKENDS[gpu_id] = GpuBackend(gpu_id)
+        return _BACKENDS[gpu_id]
