@@ -1,0 +1,122 @@
+"""The search command and the Python API on bad and unusual input: one-line errors and
+non-zero exit codes, never a traceback, never a partial output file; BLAST-like results for
+queries that cannot hit."""
+
+import os
+
+import pytest
+
+from golden import gblastn, megablast_case
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    from gblastn.db.writer import make_db
+
+    folder = tmp_path_factory.mktemp("search_cli")
+    db_fasta, queries = megablast_case(str(folder))
+    return {"db": make_db([db_fasta], str(folder / "db"), progress=False),
+            "query": queries["small"], "folder": folder}
+
+
+def search(case, *args):
+    return gblastn("search", "-db", case["db"], "-device", "cpu", *args)
+
+
+def assert_one_line_error(done, code=None):
+    assert done.returncode != 0
+    if code is not None:
+        assert done.returncode == code, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("gblastn: error:")]
+    assert len(lines) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def write(path, text):
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("args, code", [
+    (["-query", "no-such-file.fa"], 2),
+    (["-query_list", "no-such-list.txt"], 2),
+    ([], 2),                                                 # neither -query nor -query_list
+    (["-outfmt", "6 qseqid no_such_column"], 2),
+    (["-task", "dc-nonsense"], 2),
+    (["-evalue", "abc"], 2),
+    (["-reward", "1", "-penalty", "-2", "-gapopen", "9", "-gapextend", "0"], 2),
+    (["-word_size", "3"], 2),
+    (["-strand", "sideways"], 2),
+    (["-dust", "maybe"], 2),
+])
+def test_bad_options_and_files(case, args, code):
+    needs_query = not any(a in ("-query", "-query_list") for a in args) and args
+    done = search(case, *(["-query", case["query"]] if needs_query else []), *args)
+    assert_one_line_error(done, code)
+
+
+def test_missing_and_damaged_database(case, tmp_path):
+    done = gblastn("search", "-db", str(tmp_path / "nothing"), "-query", case["query"])
+    assert_one_line_error(done, 3)
+    damaged = tmp_path / "damaged.gdb"
+    damaged.mkdir()
+    (damaged / "manifest.json").write_text("{not json")
+    done = gblastn("search", "-db", str(tmp_path / "damaged"), "-query", case["query"])
+    assert_one_line_error(done, 3)
+
+
+def test_unwritable_output(case, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    done = search(case, "-query", case["query"], "-out", str(blocker / "out.tsv"))
+    assert_one_line_error(done, 4)
+
+
+def test_invalid_query_letters_and_empty_records(case, tmp_path):
+    done = search(case, "-query", write(tmp_path / "bad.fa", ">q\nACGT*ACGT\n"))
+    assert_one_line_error(done, 2)
+    assert "bad.fa:2" in done.stderr
+    done = search(case, "-query", write(tmp_path / "noseq.fa", ">q\n\n>r\nACGT\n"))
+    assert_one_line_error(done, 2)
+
+
+def test_queries_that_cannot_hit_give_no_lines_and_no_error(case, tmp_path):
+    query = write(tmp_path / "odd.fa", ">short\nACGTACGTAC\n>allN\n" + "N" * 300 + "\n"
+                  ">masked\n" + "CA" * 200 + "\n")
+    out = tmp_path / "odd.tsv"
+    done = search(case, "-query", query, "-out", str(out), "-outfmt", "7")
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    assert text.count("# BLASTN 2.12.0+") == 3
+    assert text.strip().endswith("# BLAST processed 3 queries")
+    assert not [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def test_empty_query_file_warns(case, tmp_path):
+    out = tmp_path / "empty.tsv"
+    done = search(case, "-query", write(tmp_path / "empty.fa", ""), "-out", str(out))
+    assert done.returncode == 0
+    assert "holds no query sequence" in done.stderr
+    assert out.read_text() == ""
+
+
+def test_out_dir_writes_one_file_per_listed_query_file(case, tmp_path):
+    import shutil
+    shutil.copy(case["query"], tmp_path / "a.fa")
+    write(tmp_path / "b.fa", ">one\n" + open(case["query"]).read().split(">")[1].split("\n", 1)[1])
+    listing = write(tmp_path / "list.txt", "a.fa\nb.fa\n")
+    done = search(case, "-query_list", listing, "-out_dir", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    assert sorted(os.listdir(tmp_path / "out")) == ["a.out", "b.out"]
+    assert (tmp_path / "out" / "a.out").read_text().count("\n") > 10
+
+
+def test_python_api_returns_typed_hit_records(case):
+    import gblastn
+
+    results = gblastn.search(case["query"], case["db"], task="megablast", evalue=1e-10)
+    assert [r.query_id for r in results][:2] == ["qs1", "qs2"]
+    hit = results[0].hits[0]
+    assert hit["saccver"] == "subj1" and isinstance(hit["qstart"], int)
+    assert isinstance(hit["evalue"], float) and hit["sstrand"] in ("plus", "minus")
+    assert all(h["evalue"] <= 1e-10 for r in results for h in r.hits)
