@@ -154,35 +154,50 @@ def _is_group(g_live, g_first, pos):
 # ---------------------------------------------------------------- output intervals
 
 @njit(cache=True, nogil=True)
+def _grown(res):
+    """`res` with twice the rows (called when full)."""
+    bigger = np.empty((2 * res.shape[0], 2), dtype=np.int64)
+    bigger[:res.shape[0]] = res
+    return bigger
+
+
+@njit(cache=True, nogil=True)
 def _append_masked(res, n_res, first, last, linker):
-    """Add [first, last] to the output, merging with the previous interval when close."""
+    """Add [first, last] to the output, merging with the previous interval when close; `res`
+    must have room for one more row. Returns the new row count."""
     if n_res > 0 and res[n_res - 1, 1] + linker >= first:
         if last > res[n_res - 1, 1]:
             res[n_res - 1, 1] = last
-        return res, n_res
-    if n_res == res.shape[0]:
-        bigger = np.empty((2 * n_res, 2), dtype=np.int64)
-        bigger[:n_res] = res
-        res = bigger
+        return n_res
     res[n_res, 0] = first
     res[n_res, 1] = last
-    return res, n_res + 1
+    return n_res + 1
+
+
+@njit(cache=True, nogil=True)
+def _group_before(g_live, g_first, lowest, window_start):
+    """Is an interval starting before the window still recorded? (`lowest` is the smallest
+    start that may be.)"""
+    for pos in range(lowest, window_start):
+        if _is_group(g_live, g_first, pos):
+            return True
+    return False
 
 
 @njit(cache=True, nogil=True)
 def _save_masked(g_live, g_first, g_last, lowest, window_start, res, n_res, offset, linker):
-    """Once the window start passes the oldest perfect interval, write it out (the newest
-    one of that start) and forget every interval that starts before the window.
-    `lowest` is the smallest start that may still be live; returns the new one."""
+    """The window start has passed the oldest perfect interval: write it out (the newest one
+    of that start) and forget every interval that starts before the window. `res` must have
+    room for one more row; returns the new row count."""
     emitted = False
     for pos in range(lowest, window_start):
         if _is_group(g_live, g_first, pos):
             if not emitted:
-                res, n_res = _append_masked(res, n_res, pos + offset,
-                                            g_last[pos & _SLOT] + offset, linker)
+                n_res = _append_masked(res, n_res, pos + offset,
+                                       g_last[pos & _SLOT] + offset, linker)
                 emitted = True
             g_live[pos & _SLOT] = 0
-    return res, n_res, max(lowest, window_start)
+    return n_res
 
 
 # ---------------------------------------------------------------- the window
@@ -337,11 +352,14 @@ def _symdust(codes, level, window, linker):
         first = _letter(codes[start], rng)
         t = (first << 2) + _letter(codes[start + 1], rng)
         pos = start + 2
-        uniform = False
         variety_back = False
         while not variety_back and pos <= stop:
-            res, n_res, lowest = _save_masked(g_live, g_first, g_last, lowest, w_start,
-                                              res, n_res, start, linker)
+            if _group_before(g_live, g_first, lowest, w_start):
+                if n_res == res.shape[0]:
+                    res = _grown(res)
+                n_res = _save_masked(g_live, g_first, g_last, lowest, w_start,
+                                     res, n_res, start, linker)
+            lowest = max(lowest, w_start)
             t = ((t << 2) & 63) + _letter(codes[pos], rng)
             what, w_start, w_stop, low_l, r_w, r_v, n_diff = _shift_window(
                 t, ring, c_w, c_v, w_start, w_stop, low_l, r_w, r_v, n_diff, max_size, low_k)
@@ -366,8 +384,10 @@ def _symdust(codes, level, window, linker):
         # the window reached the end (or variety came back): write out what is left
         for p in range(lowest, w_stop + 1):
             if _is_group(g_live, g_first, p):
-                res, n_res = _append_masked(res, n_res, p + start,
-                                            g_last[p & _SLOT] + start, linker)
+                if n_res == res.shape[0]:
+                    res = _grown(res)
+                n_res = _append_masked(res, n_res, p + start,
+                                       g_last[p & _SLOT] + start, linker)
 
         if w_start > 0:
             start += w_start
