@@ -7,6 +7,9 @@ The only place that prints errors: every GblastnError becomes one line on stderr
 import os
 import signal
 import sys
+import time
+
+STARTED = time.perf_counter()  # the search's start-up is counted from here
 
 import typer
 
@@ -103,6 +106,7 @@ def search_command(
     mode: str = typer.Option("pipeline", "-mode", help="pipeline (stages overlap in threads) or serial."),
     prelim_threads: int = typer.Option(0, "-prelim_threads", help="Threads for scanning and extension (0: half of -num_threads)."),
     traceback_threads: int = typer.Option(0, "-traceback_threads", help="Threads for traceback (0: the rest of -num_threads)."),
+    stage_times: bool = typer.Option(False, "-stage_times", help="Print the time spent in each stage on stderr."),
 ) -> None:
     from .errors import OptionsError
     from .options import make_options
@@ -123,7 +127,10 @@ def search_command(
         num_threads=num_threads)
     backend = select_backend(device, gpu_id)
     files = query_files(query, query_list)
-    settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty())
+    settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty(),
+                           stage_times=stage_times)
+    from .timing import TIMES
+    TIMES.add("start-up", time.perf_counter() - STARTED)
     run_search(files, db, options, OutputSpec(outfmt, out, out_dir, db), backend, settings)
 
 

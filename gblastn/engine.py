@@ -27,6 +27,7 @@ import numpy as np
 
 from .hsp import Hsps, QueryResult, SubjectHits
 from .options import SearchOptions
+from .timing import TIMES
 
 MAX_DBSEQ_LEN = 5_000_000      # BLAST searches longer subjects in chunks of this many letters
 DBSEQ_CHUNK_OVERLAP = 100      # ... overlapping by this much
@@ -117,12 +118,14 @@ def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHit
     from .gapped import prelim_gapped
     from .ungapped import extend_seeds
 
-    buffer, byte_offset = volume.concat_packed()
+    with TIMES.stage("database load"):
+        buffer, byte_offset = volume.concat_packed()
     chunks = subject_chunks(volume.lengths, byte_offset)
     if subjects is not None:
         chunks = chunks.take((chunks.local_index >= subjects.start) & (chunks.local_index < subjects.stop))
-    seeds = backend.find_seeds(table, buffer, chunks.byte_offset, chunks.length)
-    with ungapped_turn or nullcontext():
+    with TIMES.stage("scan"):
+        seeds = backend.find_seeds(table, buffer, chunks.byte_offset, chunks.length)
+    with ungapped_turn or nullcontext(), TIMES.stage("ungapped"):
         hits = extend_seeds(seeds, table, buffer, chunks.byte_offset, chunks.length,
                             stats.ungapped_xdrop, stats.ungapped_cutoff, stats.reduced_cutoff,
                             options.reward, options.penalty,
@@ -134,9 +137,10 @@ def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHit
         lo, hi = bounds[c], bounds[c + 1]
         first = chunks.byte_offset[c]
         packed = buffer[first:first + (int(chunks.length[c]) + 3) // 4]
-        hsps = prelim_gapped(hits.q_start[lo:hi], hits.s_start[lo:hi], hits.length[lo:hi],
-                             hits.score[lo:hi], batch, packed, int(chunks.length[c]), stats, options,
-                             hits.seed_q[lo:hi], hits.seed_s[lo:hi])
+        with TIMES.stage("gapped"):
+            hsps = prelim_gapped(hits.q_start[lo:hi], hits.s_start[lo:hi], hits.length[lo:hi],
+                                 hits.score[lo:hi], batch, packed, int(chunks.length[c]), stats,
+                                 options, hits.seed_q[lo:hi], hits.seed_s[lo:hi])
         if len(hsps) == 0:
             continue
         shift_subject(hsps, int(chunks.start[c]))
@@ -264,7 +268,8 @@ def finish_query(query_index: int, query, subjects: dict, batch, stats, db,
     kept = best_first(list(subjects.items()))[:prelim_hitlist_size(options)]
     traced = []
     for ordinal, hsps in kept:
-        final = traceback_subject(hsps, batch, db.blastna(ordinal), stats, options)
+        with TIMES.stage("traceback"):
+            final = traceback_subject(hsps, batch, db.blastna(ordinal), stats, options)
         if len(final) == 0:
             continue
         final.evalue = evalues(final.score, final.context, stats)
@@ -315,13 +320,14 @@ def plan_batch(queries: list, first_index: int, db, options: SearchOptions) -> B
     from .query import build_batch
     from .stats import prepare_statistics
 
-    batch = build_batch(queries, options)
-    plan = BatchPlan(queries, first_index, batch)
-    if len(batch.lookup_segments):
-        from .ungapped import DiagonalHash
-        plan.stats = prepare_statistics(batch, db.total_letters, db.num_seqs, options)
-        plan.table = build_lookup(batch, options)
-        plan.diag_hash = DiagonalHash()
+    with TIMES.stage("query setup"):
+        batch = build_batch(queries, options)
+        plan = BatchPlan(queries, first_index, batch)
+        if len(batch.lookup_segments):
+            from .ungapped import DiagonalHash
+            plan.stats = prepare_statistics(batch, db.total_letters, db.num_seqs, options)
+            plan.table = build_lookup(batch, options)
+            plan.diag_hash = DiagonalHash()
     return plan
 
 

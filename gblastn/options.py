@@ -55,8 +55,10 @@ class SearchOptions:
 
 
 _PRESETS = {
+    # megablast's ungapped X-drop is 0 ("use the ungapped cutoff"): blastn's options start
+    # zeroed and only the other tasks set the 20-bit default
     "megablast": dict(word_size=28, reward=1, penalty=-2, gapopen=0, gapextend=0,
-                      xdrop_gap=25.0, min_diag_separation=6),
+                      xdrop_ungap=0.0, xdrop_gap=25.0, min_diag_separation=6),
     "blastn": dict(word_size=11, reward=2, penalty=-3, gapopen=5, gapextend=2,
                    xdrop_gap=30.0, min_diag_separation=50),
     # the task itself turns DUST off, but blastn's -dust argument (default "20 64 1") is

@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .errors import InputError, OutputError
+from .timing import TIMES
 
 POLL_SECONDS = 0.1  # how often a blocked thread looks at the stop flag
 
@@ -48,6 +49,7 @@ class RunSettings:
     prelim_threads: int = 0       # 0: derived from options.num_threads
     traceback_threads: int = 0
     progress: bool = False
+    stage_times: bool = False     # print where the time went, on stderr
 
 
 @contextmanager
@@ -98,7 +100,12 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
     fmt = TabularFormat.parse(output.outfmt)
     if backend is None:
         from .scan import cpu as backend
-    with open_db(db_path) as db:
+    with TIMES.stage("database load"):
+        db = open_db(db_path)
+    with db:
+        if settings.stage_times:
+            import atexit
+            atexit.register(lambda: print("gblastn: " + TIMES.report(), file=sys.stderr))
         if output.out_dir:
             os.makedirs(output.out_dir, exist_ok=True)
             total = 0
@@ -122,7 +129,8 @@ def _search_into(out, fmt, files, db, options, output, backend, settings) -> int
     count = 0
     try:
         for query, result in pairs:
-            write_query(out, fmt, query, result, db, db_name=output.db_name)
+            with TIMES.stage("output"):
+                write_query(out, fmt, query, result, db, db_name=output.db_name)
             count += 1
             if progress:
                 progress.advance()

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from gblastn import dynprog
 from gblastn.alphabet import encode_blastna, pack_2bit, score_matrix
-from gblastn.hsp import OP_DEL, OP_INS, OP_SUB
+from gblastn.hsp import OP_DEL, OP_INS, OP_SUB, cut_off_gap_edit_script, \
+    reevaluate_with_ambiguities
 
 BLASTN = score_matrix(2, -3)
 SHORT = score_matrix(1, -3)
@@ -240,13 +241,24 @@ def test_cut_off_gap_edit_script():
     ops = np.array([OP_SUB, OP_DEL, OP_SUB, OP_INS, OP_SUB], np.uint8)
     lens = np.array([10, 2, 5, 3, 10], np.int32)
     # HSP [100, 128) x [200, 229): cut the start at the other HSP's end (105, 205)
-    got = dynprog.cut_off_gap_edit_script(ops, lens, 100, 128, 200, 229, 105, 205, True)
+    got = cut_off_gap_edit_script(ops, lens, 100, 128, 200, 229, 105, 205, True)
     assert got[:4] == (105, 128, 205, 229)
     assert list(got[4]) == list(ops) and list(got[5]) == [5, 2, 5, 3, 10]
     # cut the end where the other HSP starts (112, 214): passes the gap whole
-    got = dynprog.cut_off_gap_edit_script(ops, lens, 100, 128, 200, 229, 112, 214, False)
+    got = cut_off_gap_edit_script(ops, lens, 100, 128, 200, 229, 112, 214, False)
     assert got[:4] == (100, 112, 200, 214)
     assert list(got[4]) == [OP_SUB, OP_DEL, OP_SUB] and list(got[5]) == [10, 2, 2]
+
+
+def rescore(q, s, ops, lens, cutoff):
+    """reevaluate_with_ambiguities on an HSP starting at (10, 10) with blastn's 2/-3, 5/2;
+    returns (keep, score, q0, s0, q1, s1, ops, lens) of the result."""
+    work = lens.copy()
+    keep, score, q0, q1, s0, s1, first, last, last_len = reevaluate_with_ambiguities(
+        q, 0, q.size, s, 10, 10, ops, work, BLASTN, 2, -3, 5, 2, cutoff)
+    out_lens = work[first:last + 1].copy()
+    out_lens[-1] = last_len
+    return keep, score, q0, s0, q1, s1, ops[first:last + 1], out_lens
 
 
 def test_reevaluate_keeps_best_part_and_extends():
@@ -256,16 +268,14 @@ def test_reevaluate_keeps_best_part_and_extends():
     q[20:28] = (q[20:28] + 1) % 4   # eight mismatches
     ops = np.array([OP_SUB], np.uint8)
     lens = np.array([60], np.int32)
-    keep, score, q0, q1, s0, s1, o, ln = dynprog.reevaluate_with_ambiguities_gapped(
-        ops, lens, q, s, 10, 70, 10, 70, BLASTN, 2, 5, 2, 1, 30)
+    keep, score, q0, s0, q1, s1, o, ln = rescore(q, s, ops, lens, 30)
     # 10..20 scores 20; the 7th and 8th mismatches drop the sum below zero, and 20 is below
     # the cutoff: restart at 28, keep 28..70, then extend by exact matches to the end
     assert keep and (q0, s0, q1, s1) == (28, 28, 100, 100)
     assert score == 72 * 2 and list(o) == [OP_SUB] and list(ln) == [72]
     # a first part above the cutoff survives the drop when nothing later beats it
     q[34:] = (s[34:] + 1) % 4
-    keep, score, q0, q1, s0, s1, o, ln = dynprog.reevaluate_with_ambiguities_gapped(
-        ops, lens, q, s, 10, 70, 10, 70, BLASTN, 2, 5, 2, 1, 15)
+    keep, score, q0, s0, q1, s1, o, ln = rescore(q, s, ops, lens, 15)
     assert keep and (q0, q1) == (0, 20) and score == 40 and list(ln) == [20]
 
 

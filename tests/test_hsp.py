@@ -8,7 +8,7 @@ from gblastn.hsp import containment_filter, hsps_from_rows, new_tree, purge_comm
 
 
 def test_containment_with_diagonal_separation():
-    tree = new_tree(4)
+    tree = new_tree(4, 6)
     n = tree_add(tree, 0, 0, 10, 110, 20, 120, 90)
     # inside, same diagonal
     assert tree_contains(tree, n, 0, 30, 60, 40, 70, 50, 6)
@@ -24,7 +24,7 @@ def test_tree_common_endpoint_eviction():
     tree = new_tree(4)
     n = tree_add(tree, 0, 0, 10, 50, 10, 50, 30)
     n = tree_add(tree, n, 0, 10, 80, 10, 80, 60)   # same start, better: evicts the first
-    assert tree[0, 6] == 0 and tree[1, 6] == 1
+    assert tree[0][0, 6] == 0 and tree[0][1, 6] == 1
     n2 = tree_add(tree, n, 0, 10, 70, 10, 70, 40)  # same start, worse: refused
     assert n2 == n
 
@@ -66,3 +66,62 @@ def test_rescoring_with_n_and_gap():
         query, 0, q.size, s, 0, 0, ops, nums, m, 1, -2, 0, 0, 5)
     # half units: 2*(16 - 1) - 5 + 2*3 = 31 -> 15
     assert keep and score == 15 and (qs, qe, ss, se) == (0, 20, 0, 21)
+
+
+def _reference_tree_run(ops, sep):
+    """The containment tree as BLAST's semantics read, with plain lists: for each
+    (ctx, qs, qe, ss, se, score) in order, (contained?, entries kept after adding)."""
+    held, out = [], []
+
+    def wins(t, h):
+        if h[5] != t[5]:
+            return h[5] > t[5]
+        if h[2] - h[1] != t[2] - t[1]:
+            return h[2] - h[1] < t[2] - t[1]
+        return h[4] - h[3] < t[4] - t[3]
+
+    for h in ops:
+        ctx, qs, qe, ss, se, score = h
+        contained = any(t[0] == ctx and score <= t[5] and t[1] <= qs <= t[2] and t[3] <= ss <= t[4]
+                        and t[1] <= qe <= t[2] and t[3] <= se <= t[4]
+                        and (sep == 0 or abs((t[1] - t[3]) - (qs - ss)) < sep
+                             or abs((t[2] - t[4]) - (qe - se)) < sep) for t in held)
+        refused = False
+        for end in range(2):
+            for t in list(held):
+                shared = (t[1], t[3]) == (qs, ss) if end == 0 else (t[2], t[4]) == (qe, se)
+                if t[0] != ctx or not shared:
+                    continue
+                if wins(t, h):
+                    held.remove(t)
+                else:
+                    refused = True
+                    break
+            if refused:
+                break
+        if not refused:
+            held.append(h)
+        out.append((contained, sorted(held)))
+    return out
+
+
+def test_indexed_tree_equals_plain_lists():
+    rng = np.random.default_rng(5)
+    for sep in (0, 6, 50):
+        ops = []
+        for _ in range(400):
+            ctx = int(rng.integers(0, 3))
+            qs, ss = int(rng.integers(0, 300)), int(rng.integers(0, 300))
+            if ops and rng.random() < 0.3:   # reuse an endpoint now and then
+                other = ops[int(rng.integers(0, len(ops)))]
+                ctx, qs, ss = other[0], other[1], other[3]
+            qe, se = qs + int(rng.integers(1, 200)), ss + int(rng.integers(1, 200))
+            ops.append((ctx, qs, qe, ss, se, int(rng.integers(1, 100))))
+        tree = new_tree(len(ops), sep)
+        n = 0
+        for (ctx, qs, qe, ss, se, score), (contained, held) in zip(ops, _reference_tree_run(ops, sep)):
+            assert tree_contains(tree, n, ctx, qs, qe, ss, se, score, sep) == contained
+            n = tree_add(tree, n, ctx, qs, qe, ss, se, score)
+            entries = tree[0][:n]
+            alive = sorted(tuple(int(v) for v in e[:6]) for e in entries if e[6])
+            assert alive == held
