@@ -269,7 +269,7 @@ def finish_query(query_index: int, query, subjects: dict, batch, stats, db,
     traced = []
     for ordinal, hsps in kept:
         with TIMES.stage("traceback"):
-            final = traceback_subject(hsps, batch, db.blastna(ordinal), stats, options)
+            final = traceback_subject(hsps, batch, db.subject_letters(ordinal), stats, options)
         if len(final) == 0:
             continue
         final.evalue = evalues(final.score, final.context, stats)

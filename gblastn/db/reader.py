@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import zlib
+from collections import OrderedDict
 from functools import lru_cache
 
 import lmdb
@@ -20,6 +22,8 @@ from ..alphabet import BLASTNA_FROM_NCBI4NA, unpack_2bit
 from ..errors import DatabaseError, InputError
 from . import format as fmt
 from .seqid import describe
+
+LETTERS_CACHE_BYTES = 512 << 20  # unpacked subjects kept for traceback
 
 
 def _resolve(path: str) -> str:
@@ -156,6 +160,9 @@ class Database:
 
     def __init__(self, name: str):
         self.name = os.fspath(name)
+        self._letters: OrderedDict = OrderedDict()
+        self._letters_bytes = 0
+        self._letters_lock = threading.Lock()
         self.directory = _resolve(self.name)
         manifest = _read_manifest(self.directory, self.name)
         try:
@@ -248,6 +255,25 @@ class Database:
                 hi = lo + int(run_lengths[k])
                 codes[max(lo, start) - start:min(hi, end) - start] = BLASTNA_FROM_NCBI4NA[run_codes[k]]
         return codes
+
+    def subject_letters(self, ordinal: int) -> np.ndarray:
+        """The whole subject's true letters (blastna), from a small cache: traceback asks for
+        the same subjects again for every query of a batch, and unpacking a chromosome costs
+        milliseconds. Read-only; safe to call from several threads."""
+        with self._letters_lock:
+            cached = self._letters.pop(ordinal, None)
+            if cached is not None:
+                self._letters[ordinal] = cached  # most recently used last
+                return cached
+        letters = self.blastna(ordinal)
+        letters.flags.writeable = False
+        with self._letters_lock:
+            self._letters[ordinal] = letters
+            self._letters_bytes += letters.nbytes
+            while self._letters_bytes > LETTERS_CACHE_BYTES and len(self._letters) > 1:
+                _, old = self._letters.popitem(last=False)
+                self._letters_bytes -= old.nbytes
+        return letters
 
     # -- life cycle ------------------------------------------------------------------------
     def close(self) -> None:
