@@ -1,0 +1,67 @@
+"""Every kernel variant compiles for sm_90 (no GPU needed; skipped without nvcc)."""
+
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from gblastn.lookup import MEGABLAST, SMALL, STANDARD
+from gblastn.scan.cpu import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND_SMALL_ONE_BYTE
+from gblastn.scan.gpu import (FLUSH_MODE, FLUSH_SLOTS, PROBES_PER_THREAD, SCAN_THREADS,
+                              kernel_source, nvcc_options)
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+
+
+def variant(kind, width, word, extend, check, bts=5, **tuning):
+    defines = {"TABLE_KIND": kind, "WIDTH": width, "WORD_SIZE": word,
+               "SCAN_STEP": word - width + 1, "PV_BTS": bts, "EXTEND_KIND": extend,
+               "CHECK_MASKS": check, "SCAN_THREADS": SCAN_THREADS,
+               "PROBES_PER_THREAD": PROBES_PER_THREAD, "FLUSH_MODE": FLUSH_MODE,
+               "FLUSH_SLOTS": FLUSH_SLOTS}
+    defines.update(tuning)
+    return defines
+
+
+# the variants the tasks reach (BlastChooseNaLookupTable x BlastChooseNaExtend), plus the
+# tuning alternatives the benchmark compares
+VARIANTS = [
+    variant(SMALL, 8, 28, EXTEND_SMALL, 1),                 # megablast, short query
+    variant(MEGABLAST, 11, 28, EXTEND_BASEWISE, 1, bts=7),  # megablast
+    variant(MEGABLAST, 12, 28, EXTEND_BASEWISE, 0, bts=10),  # megablast, long query, no masks
+    variant(SMALL, 8, 11, EXTEND_SMALL_ONE_BYTE, 1),        # blastn
+    variant(MEGABLAST, 10, 11, EXTEND_BASEWISE, 1, bts=5),  # blastn
+    variant(MEGABLAST, 11, 11, EXTEND_DIRECT, 0, bts=7),    # blastn, long query
+    variant(SMALL, 7, 7, EXTEND_DIRECT, 0),                 # blastn-short
+    variant(SMALL, 6, 7, EXTEND_SMALL, 1),                  # blastn-short, tiny query
+    variant(STANDARD, 8, 8, EXTEND_DIRECT, 0),              # small table impossible
+    variant(STANDARD, 8, 11, EXTEND_SMALL_ONE_BYTE, 1),
+    variant(STANDARD, 7, 9, EXTEND_BASEWISE, 1),
+    variant(SMALL, 8, 16, EXTEND_SMALL, 1),                 # W = 16
+    variant(MEGABLAST, 12, 28, EXTEND_BASEWISE, 1, bts=9, FLUSH_MODE=0),
+    variant(MEGABLAST, 12, 28, EXTEND_BASEWISE, 1, bts=9, FLUSH_MODE=1),
+    variant(MEGABLAST, 12, 28, EXTEND_BASEWISE, 1, bts=9, FLUSH_MODE=0, FLUSH_SLOTS=4),
+    variant(MEGABLAST, 12, 28, EXTEND_BASEWISE, 1, bts=9, PROBES_PER_THREAD=16,
+            SCAN_THREADS=512, FLUSH_MODE=0),
+    variant(MEGABLAST, 11, 28, EXTEND_BASEWISE, 1, bts=7, PROBES_PER_THREAD=8,
+            SCAN_THREADS=256, FLUSH_MODE=2),
+]
+
+
+def compile_variant(defines, folder):
+    name = "_".join(f"{v}" for _, v in sorted(defines.items()))
+    src = folder / f"seeds_{name}.cu"
+    src.write_text(kernel_source())
+    cmd = ["nvcc", "-arch=sm_90", "-cubin", *nvcc_options(defines), "-o",
+           str(folder / f"seeds_{name}.cubin"), str(src)]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def test_every_variant_compiles(tmp_path):
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda d: compile_variant(d, tmp_path), VARIANTS))
+    failures = [(d, r.stderr[-2000:]) for d, r in zip(VARIANTS, results) if r.returncode]
+    assert not failures, failures
+    for r in results:
+        assert "error" not in r.stderr.lower()
