@@ -40,7 +40,7 @@ def _stats(task, n=997, **overrides):
 # ---- spec §5.2 and §7.1: ungapped parameters of a uniform ACGT query ------------------------
 
 @pytest.mark.parametrize("reward,penalty,lam,k,h,xdrop,trigger,task", [
-    (1, -2, "1.3327", "0.621", "1.124", 11, 13, "megablast"),
+    (1, -2, "1.3327", "0.621", "1.124", 13, 13, "megablast"),   # X = cutoff (no default)
     (2, -3, "0.6337", "0.408", "0.912", 22, 28, "blastn"),
     (1, -3, "1.3741", "0.711", "1.307", 11, 13, "blastn-short"),
 ])
