@@ -2,17 +2,22 @@
 """gblastn beside NCBI BLAST+ on the same database and query sets, in one run.
 
 For each query set: both tools' wall times (median of --repeat runs, start-up included), the
-ratio, peak memory, and concordance: the share of BLAST+'s output lines gblastn reproduces
-exactly, and the share of gblastn's lines BLAST+ also has.
+ratio, peak memory, concordance (the share of BLAST+'s output lines gblastn reproduces exactly,
+and the share of gblastn's lines BLAST+ also has), and gblastn's time per stage. With
+--together the sets are searched as one FASTA, each tool invoked once; with --modes
+pipeline,serial both gblastn drivers are timed, with the busy share of the GPU and of the CPU
+threads.
 
 usage: compare.py --db-fasta DB.fa --queries queries.list [--task megablast] [--threads 2]
-                  [--device cpu|gpu] [--repeat 1] [--work DIR] [--cold]
+                  [--device cpu|gpu] [--modes pipeline] [--together] [--repeat 1]
+                  [--work DIR] [--cold] [--diff N]
 The query list names FASTA files (one query set each), as ../shared/bench/kleb.py writes it.
 """
 
 import argparse
 import collections
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -21,10 +26,11 @@ import tempfile
 import time
 
 COLUMNS = "6 qseqid sseqid pident length mismatch gapopen qstart qend sstart send evalue bitscore score sstrand"
+CPU_STAGES = ("query setup", "ungapped", "gapped", "traceback", "output")
 
 
 def run_child(cmd, env=None):
-    """Run a command; return (seconds, its own peak RSS in MiB via wait4, stdout lines)."""
+    """Run a command; return (seconds, its own peak RSS in MiB via wait4, stdout lines, stderr)."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
@@ -32,15 +38,51 @@ def run_child(cmd, env=None):
         seconds = time.perf_counter() - start
         out.seek(0)
         err.seek(0)
+        errors = err.read().decode()
         if status:
-            sys.exit(f"failed: {' '.join(cmd)}\n{err.read().decode()[-2000:]}")
-        return seconds, usage.ru_maxrss / 1024, out.read().decode().splitlines()
+            sys.exit(f"failed: {' '.join(cmd)}\n{errors[-2000:]}")
+        return seconds, usage.ru_maxrss / 1024, out.read().decode().splitlines(), errors
 
 
 def concordance(blast_lines, our_lines):
     blast, ours = collections.Counter(blast_lines), collections.Counter(our_lines)
     common = sum((blast & ours).values())
-    return (common / max(1, len(blast_lines)), common / max(1, len(our_lines)))
+    return common / max(1, len(blast_lines)), common / max(1, len(our_lines))
+
+
+def stage_times(stderr: str) -> dict:
+    """The '-stage_times' line gblastn prints, as {stage: seconds}."""
+    match = re.search(r"stage times \(summed over threads, [\d.]+s\): (.*)", stderr)
+    if not match:
+        return {}
+    parts = (part.rsplit(" ", 1) for part in match.group(1).split(", "))
+    return {name.strip(): float(secs.rstrip("s")) for name, secs in parts}
+
+
+def build_databases(a, work):
+    blast_db, our_db = os.path.join(work, "blastdb"), os.path.join(work, "gblastndb")
+    if not os.path.exists(blast_db + ".nin") and not os.path.exists(blast_db + ".nal"):
+        seconds, rss, _, _ = run_child(["makeblastdb", "-in", a.db_fasta, "-dbtype", "nucl",
+                                        "-out", blast_db])
+        print(f"makeblastdb {seconds:.1f} s, {rss:.0f} MiB")
+    if not os.path.exists(our_db + ".gdb"):
+        seconds, rss, _, _ = run_child([sys.executable, "-m", "gblastn", "makedb", "-in",
+                                        a.db_fasta, "-out", our_db, "-quiet"])
+        print(f"gblastn makedb {seconds:.1f} s, {rss:.0f} MiB")
+    return blast_db, our_db
+
+
+def query_sets(a, work):
+    folder = os.path.dirname(os.path.abspath(a.queries))
+    paths = [os.path.join(folder, line.strip()) for line in open(a.queries) if line.strip()]
+    if not a.together:
+        return [(os.path.splitext(os.path.basename(p))[0], p) for p in paths]
+    together = os.path.join(work, "all_queries.fa")
+    with open(together, "wb") as out:
+        for path in paths:
+            with open(path, "rb") as handle:
+                shutil.copyfileobj(handle, out)
+    return [("all sets", together)]
 
 
 def main():
@@ -50,6 +92,8 @@ def main():
     ap.add_argument("--task", default="megablast")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--modes", default="pipeline", help="gblastn drivers to time: pipeline,serial")
+    ap.add_argument("--together", action="store_true", help="search all sets as one FASTA")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--work", default=None, help="folder for the databases (default: a temp dir)")
     ap.add_argument("--cold", action="store_true", help="empty numba's cache before each gblastn run")
@@ -58,51 +102,54 @@ def main():
 
     work = a.work or tempfile.mkdtemp(prefix="gblastn-bench-")
     os.makedirs(work, exist_ok=True)
-    blast_db, our_db = os.path.join(work, "blastdb"), os.path.join(work, "gblastndb")
-    if not os.path.exists(blast_db + ".nin") and not os.path.exists(blast_db + ".nal"):
-        subprocess.run(["makeblastdb", "-in", a.db_fasta, "-dbtype", "nucl", "-out", blast_db],
-                       check=True, capture_output=True)
-    if not os.path.exists(our_db):
-        subprocess.run([sys.executable, "-m", "gblastn", "makedb", "-in", a.db_fasta, "-out", our_db,
-                        "-quiet"], check=True)
-
-    folder = os.path.dirname(os.path.abspath(a.queries))
-    sets = [os.path.join(folder, line.strip()) for line in open(a.queries) if line.strip()]
-    print(f"task {a.task}, {a.threads} threads, gblastn device {a.device}, "
+    blast_db, our_db = build_databases(a, work)
+    modes = a.modes.split(",")
+    print(f"task {a.task}, {a.threads} threads each, gblastn device {a.device}, "
           f"median of {a.repeat}{', cold numba cache' if a.cold else ''}")
-    header = (f"{'query set':<14}{'blastn s':>9}{'gblastn s':>10}{'ratio':>7}{'blast MiB':>10}"
-              f"{'ours MiB':>9}{'blast lines':>12}{'ours lines':>11}{'of BLAST':>9}{'of ours':>8}")
-    print(header)
-    for path in sets:
-        name = os.path.splitext(os.path.basename(path))[0]
+    print(f"{'query set':<12}{'mode':<10}{'blastn s':>9}{'gblastn s':>10}{'speed-up':>9}"
+          f"{'blast MiB':>10}{'ours MiB':>9}{'blast lines':>12}{'ours lines':>11}"
+          f"{'of BLAST':>9}{'of ours':>8}")
+    for name, path in query_sets(a, work):
         blast_cmd = ["blastn", "-task", a.task, "-db", blast_db, "-query", path, "-outfmt", COLUMNS,
                      "-num_threads", str(a.threads)]
-        our_cmd = [sys.executable, "-m", "gblastn", "search", "-task", a.task, "-db", our_db,
-                   "-query", path, "-outfmt", COLUMNS, "-num_threads", str(a.threads),
-                   "-device", a.device]
-        blast_runs, our_runs = [], []
-        for _ in range(a.repeat):
-            blast_runs.append(run_child(blast_cmd))
-            env = dict(os.environ)
-            if a.cold:
-                cache = tempfile.mkdtemp(prefix="numba-cold-")
-                env["NUMBA_CACHE_DIR"] = cache
-            our_runs.append(run_child(our_cmd, env))
-            if a.cold:
-                shutil.rmtree(cache, ignore_errors=True)
+        blast_runs = [run_child(blast_cmd) for _ in range(a.repeat)]
         bt = statistics.median(r[0] for r in blast_runs)
-        ot = statistics.median(r[0] for r in our_runs)
-        blast_lines, our_lines = blast_runs[-1][2], our_runs[-1][2]
-        of_blast, of_ours = concordance(blast_lines, our_lines)
-        print(f"{name:<14}{bt:>9.2f}{ot:>10.2f}{ot / bt:>7.2f}{max(r[1] for r in blast_runs):>10.0f}"
-              f"{max(r[1] for r in our_runs):>9.0f}{len(blast_lines):>12}{len(our_lines):>11}"
-              f"{100 * of_blast:>8.2f}%{100 * of_ours:>7.2f}%")
-        if a.diff:
-            ours_set, blast_set = set(our_lines), set(blast_lines)
-            for line in [x for x in blast_lines if x not in ours_set][:a.diff]:
-                print("   blast only: " + line)
-            for line in [x for x in our_lines if x not in blast_set][:a.diff]:
-                print("   ours only:  " + line)
+        blast_lines = blast_runs[-1][2]
+        for mode in modes:
+            our_cmd = [sys.executable, "-m", "gblastn", "search", "-task", a.task, "-db", our_db,
+                       "-query", path, "-outfmt", COLUMNS, "-num_threads", str(a.threads),
+                       "-device", a.device, "-mode", mode, "-stage_times"]
+            our_runs = []
+            for _ in range(a.repeat):
+                env = dict(os.environ)
+                cache = None
+                if a.cold:
+                    cache = tempfile.mkdtemp(prefix="numba-cold-")
+                    env["NUMBA_CACHE_DIR"] = cache
+                our_runs.append(run_child(our_cmd, env))
+                if cache:
+                    shutil.rmtree(cache, ignore_errors=True)
+            ot = statistics.median(r[0] for r in our_runs)
+            our_lines = our_runs[-1][2]
+            of_blast, of_ours = concordance(blast_lines, our_lines)
+            print(f"{name:<12}{mode:<10}{bt:>9.2f}{ot:>10.2f}{bt / ot:>8.2f}x"
+                  f"{max(r[1] for r in blast_runs):>10.0f}{max(r[1] for r in our_runs):>9.0f}"
+                  f"{len(blast_lines):>12}{len(our_lines):>11}{100 * of_blast:>8.2f}%"
+                  f"{100 * of_ours:>7.2f}%")
+            times = stage_times(our_runs[-1][3])
+            if times:
+                split = ", ".join(f"{k} {v:.2f}" for k, v in times.items())
+                cpu_busy = sum(times.get(k, 0.0) for k in CPU_STAGES) / (a.threads * ot)
+                scan_busy = times.get("scan", 0.0) / ot
+                print(f"{'':<12}  gblastn stages (s, summed over threads): {split}")
+                print(f"{'':<12}  busy: scan ({a.device}) {100 * scan_busy:.0f}% of the wall time,"
+                      f" CPU threads {100 * cpu_busy:.0f}%")
+            if a.diff:
+                ours_set, blast_set = set(our_lines), set(blast_lines)
+                for line in [x for x in blast_lines if x not in ours_set][:a.diff]:
+                    print("   blast only: " + line)
+                for line in [x for x in our_lines if x not in blast_set][:a.diff]:
+                    print("   ours only:  " + line)
 
 
 if __name__ == "__main__":
