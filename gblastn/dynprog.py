@@ -75,6 +75,32 @@ def _band_cells(x_dropoff, gap_extend, n):
 
 
 @njit(cache=True, nogil=True)
+def _start_band(band, x_dropoff, gap_open_extend, gap_extend, n, extra):
+    """Row 0 (only gaps, until they fail the X-drop test) in the band workspace `band`
+    (replaced by a larger one when too small), ready for row 1.
+
+    The workspace is int32, two per column: [2b] the best score of the column's cell in the
+    previous row (BLAST's best), [2b + 1] the best one ending in a gap coming down that
+    column (best_gap). Returns (workspace, b_size: the columns row 1 examines)."""
+    if band.size < 2 * (extra + 100):
+        band = np.empty(2 * (extra + 100), dtype=np.int32)
+    score = -gap_open_extend
+    band[0] = 0
+    band[1] = -gap_open_extend
+    i = 1
+    while i <= n:
+        if score < -x_dropoff:
+            break
+        band[2 * i] = score
+        band[2 * i + 1] = score - gap_open_extend
+        score -= gap_extend
+        i += 1
+    # row 0 ends at its last live cell, without the dead cell later rows end with: the
+    # diagonal from that cell into row 1 is never looked at (BLAST's band does the same)
+    return band, i
+
+
+@njit(cache=True, nogil=True)
 def xdrop_score(rows, row_origin, row_step, m, rows_packed,
                 cols, col_origin, col_step, n,
                 matrix, gap_open, gap_extend, x_dropoff):
@@ -87,29 +113,26 @@ def xdrop_score(rows, row_origin, row_step, m, rows_packed,
     Returns (best score, rows used, columns used) of the best cell, (0, 0, 0) when none
     beats the empty extension.
     """
+    return xdrop_score_in(np.empty(0, dtype=np.int32), rows, row_origin, row_step, m,
+                          rows_packed, cols, col_origin, col_step, n, matrix, gap_open,
+                          gap_extend, x_dropoff)[:3]
+
+
+@njit(cache=True, nogil=True)
+def xdrop_score_in(band, rows, row_origin, row_step, m, rows_packed,
+                   cols, col_origin, col_step, n,
+                   matrix, gap_open, gap_extend, x_dropoff):
+    """xdrop_score working in the int32 workspace `band` (any size; reused across calls
+    to spare an allocation per extension). Returns (score, rows used, columns used,
+    workspace): the workspace to pass next time (a larger one when it had to grow)."""
     gap_open_extend = gap_open + gap_extend
     if x_dropoff < gap_open_extend:
         x_dropoff = gap_open_extend
     if n <= 0 or m <= 0:
-        return 0, 0, 0
+        return 0, 0, 0, band
     extra = _band_cells(x_dropoff, gap_extend, n)
-    best = np.empty(extra + 100, dtype=np.int64)      # H of the previous row, per column
-    best_gap = np.empty(extra + 100, dtype=np.int64)  # E: best path ending in a row gap
-
-    # row 0: only gaps; stop where they fail the X-drop test
-    score = -gap_open_extend
-    best[0] = 0
-    best_gap[0] = -gap_open_extend
-    i = 1
-    while i <= n:
-        if score < -x_dropoff:
-            break
-        best[i] = score
-        best_gap[i] = score - gap_open_extend
-        score -= gap_extend
-        i += 1
-
-    b_size = i          # columns [first_b, b_size) are examined in the next row
+    band, b_size = _start_band(band, x_dropoff, gap_open_extend, gap_extend, n, extra)
+    one = np.uint64(1)
     best_score = 0
     best_a = 0
     best_b = 0
@@ -123,55 +146,70 @@ def xdrop_score(rows, row_origin, row_step, m, rows_packed,
         score = MININT
         score_gap_row = MININT
         last_b = first_b
-        for b in range(first_b, b_size):
-            score_gap_col = best_gap[b]
-            # diagonal score of the next cell, (a, b + 1)
-            if b < n:
-                next_score = best[b] + matrix_row[cols[col_origin + col_step * (b + 1)]]
-            else:
-                next_score = MININT
-            if score < score_gap_col:
-                score = score_gap_col
-            if score < score_gap_row:
-                score = score_gap_row
-            if best_score - score > x_dropoff:
-                # dead cell; a dead first cell moves the band's left edge
-                if b == first_b:
-                    first_b += 1
+        floor = best_score - x_dropoff  # a cell below it fails the X-drop test
+        # Columns up to n - 1 read the next column's letter for the diagonal of the cell to
+        # their right; column n has none, so its pass reads letter 1 and never uses it.
+        # (Unsigned indices spare numba's negative-index fix-ups in this hottest loop.)
+        col = col_origin + col_step * first_b
+        step = col_step
+        start = first_b
+        stop = min(b_size, n)
+        for part in range(2):
+            for b in range(start, stop):
+                u = np.uint64(2 * b)
+                col += step
+                score_gap_col = np.int64(band[u + one])
+                next_score = np.int64(band[u]) + matrix_row[np.uint64(cols[np.uint64(col)])]
+                if score < score_gap_col:
+                    score = score_gap_col
+                if score < score_gap_row:
+                    score = score_gap_row
+                if score < floor:
+                    # dead cell; a dead first cell moves the band's left edge
+                    if b == first_b:
+                        first_b += 1
+                    else:
+                        band[u] = MININT
                 else:
-                    best[b] = MININT
-            else:
-                last_b = b
-                if score > best_score:
-                    best_score = score
-                    best_a = a
-                    best_b = b
-                score_gap_row -= gap_extend
-                score_gap_col -= gap_extend
-                best_gap[b] = max(score - gap_open_extend, score_gap_col)
-                score_gap_row = max(score - gap_open_extend, score_gap_row)
-                best[b] = score
-            score = next_score
+                    last_b = b
+                    if score > best_score:
+                        best_score = score
+                        best_a = a
+                        best_b = b
+                        floor = score - x_dropoff
+                    open_gap = score - gap_open_extend
+                    score_gap_col -= gap_extend
+                    band[u + one] = open_gap if open_gap > score_gap_col else score_gap_col
+                    score_gap_row -= gap_extend
+                    if score_gap_row < open_gap:
+                        score_gap_row = open_gap
+                    band[u] = score
+                score = next_score
+            if stop == b_size:
+                break
+            col = col_origin + col_step
+            step = 0
+            start = stop
+            stop = b_size
 
         if first_b == b_size:
             break
-        if last_b + extra + 3 >= best.size:
-            best = _grown(best, last_b + extra + 100)
-            best_gap = _grown(best_gap, last_b + extra + 100)
+        if 2 * (last_b + extra + 3) >= band.size:
+            band = _grown(band, 2 * (last_b + extra + 100))
         if last_b < b_size - 1:
             b_size = last_b + 1
         else:
             # the row ended alive: open the band to the right while the row gap survives
             while score_gap_row >= best_score - x_dropoff and b_size <= n:
-                best[b_size] = score_gap_row
-                best_gap[b_size] = score_gap_row - gap_open_extend
+                band[2 * b_size] = score_gap_row
+                band[2 * b_size + 1] = score_gap_row - gap_open_extend
                 score_gap_row -= gap_extend
                 b_size += 1
         if b_size <= n:
-            best[b_size] = MININT
-            best_gap[b_size] = MININT
+            band[2 * b_size] = MININT
+            band[2 * b_size + 1] = MININT
             b_size += 1
-    return best_score, best_a, best_b
+    return best_score, best_a, best_b, band
 
 
 @njit(cache=True, nogil=True)
@@ -194,6 +232,19 @@ def prelim_dp_extend(query, packed_subject, subject_length, seed_q, seed_s,
     gapped alignment's box (ends exclusive) and the start point to store in the HSP (the
     seed, moved +3 when it was; not the 4-base rounding, which BLAST keeps local).
     """
+    res = prelim_dp_extend_in(np.empty(0, dtype=np.int32), query, packed_subject,
+                              subject_length, seed_q, seed_s, ungapped_s_start,
+                              ungapped_length, ungapped_score, matrix, gap_open, gap_extend,
+                              gap_x_dropoff)
+    return res[0], res[1], res[2], res[3], res[4], res[5], res[6]
+
+
+@njit(cache=True, nogil=True)
+def prelim_dp_extend_in(band, query, packed_subject, subject_length, seed_q, seed_s,
+                        ungapped_s_start, ungapped_length, ungapped_score,
+                        matrix, gap_open, gap_extend, gap_x_dropoff):
+    """prelim_dp_extend in the workspace `band` (see xdrop_score_in); its result with the
+    workspace to pass next time appended."""
     query_length = query.size
     x_dropoff = gap_x_dropoff
     if ungapped_score < x_dropoff:
@@ -211,8 +262,8 @@ def prelim_dp_extend(query, packed_subject, subject_length, seed_q, seed_s,
         s_length -= PACK_RATIO
 
     # left: rows = subject letters s_length-1, s_length-2, ..; cols = query letters likewise
-    score_left, s_used, q_used = xdrop_score(
-        packed_subject, s_length, -1, s_length, True,
+    score_left, s_used, q_used, band = xdrop_score_in(
+        band, packed_subject, s_length, -1, s_length, True,
         query, q_length, -1, q_length,
         matrix, gap_open, gap_extend, x_dropoff)
     q_start = q_length - q_used
@@ -220,8 +271,8 @@ def prelim_dp_extend(query, packed_subject, subject_length, seed_q, seed_s,
 
     score_right = 0
     if q_length < query_length and s_length < subject_length:
-        score_right, s_used, q_used = xdrop_score(
-            packed_subject, s_length - 1, 1, subject_length - s_length, True,
+        score_right, s_used, q_used, band = xdrop_score_in(
+            band, packed_subject, s_length - 1, 1, subject_length - s_length, True,
             query, q_length - 1, 1, query_length - q_length,
             matrix, gap_open, gap_extend, x_dropoff)
         q_end = q_length + q_used
@@ -229,7 +280,8 @@ def prelim_dp_extend(query, packed_subject, subject_length, seed_q, seed_s,
     else:
         q_end = q_length
         s_end = s_length
-    return score_left + score_right, q_start, q_end, s_start, s_end, seed_q, seed_s
+    return (score_left + score_right, q_start, q_end, s_start, s_end, seed_q, seed_s,
+            band)
 
 
 @njit(cache=True, nogil=True)
@@ -258,30 +310,19 @@ def align_ex(rows, row_origin, row_step, m, cols, col_origin, col_step, n,
     if n <= 0 or m <= 0:
         return 0, 0, 0, np.empty(0, np.uint8), np.empty(0, np.int32)
     extra = _band_cells(x_dropoff, gap_extend, n)
-    best = np.empty(extra + 100, dtype=np.int64)
-    best_gap = np.empty(extra + 100, dtype=np.int64)
+    band, b_size = _start_band(np.empty(0, dtype=np.int32), x_dropoff, gap_open_extend,
+                               gap_extend, n, extra)
     # traceback cells, row after row; row a holds columns from row_first[a] on
-    cells = np.empty(max(8 * extra, 4096), dtype=np.uint8)
-    row_start = np.empty(128, dtype=np.int64)
-    row_first = np.empty(128, dtype=np.int64)
-
-    score = -gap_open_extend
-    best[0] = 0
-    best_gap[0] = -gap_open_extend
-    i = 1
-    while i <= n:
-        if score < -x_dropoff:
-            break
-        best[i] = score
-        best_gap[i] = score - gap_open_extend
-        score -= gap_extend
+    cells = np.empty(max(8 * extra, 1 << 16), dtype=np.uint8)
+    row_start = np.empty(256, dtype=np.int64)
+    row_first = np.empty(256, dtype=np.int64)
+    for i in range(1, b_size):
         cells[i] = OP_DEL
-        i += 1
     row_start[0] = 0
     row_first[0] = 0
-    used = i + 1
+    used = b_size + 1
 
-    b_size = i
+    one = np.uint64(1)
     best_score = 0
     best_a = 0
     best_b = 0
@@ -303,65 +344,77 @@ def align_ex(rows, row_origin, row_step, m, cols, col_origin, col_step, n,
         score = MININT
         score_gap_row = MININT
         last_b = first_b
-        b = first_b
-        while b < b_size:
-            score_gap_col = best_gap[b]
-            if b < n:
-                next_score = best[b] + matrix_row[cols[col_origin + col_step * (b + 1)]]
-            else:
-                next_score = MININT
-            script = OP_SUB
-            if score < score_gap_col:
-                script = OP_INS
-                score = score_gap_col
-            if score < score_gap_row:
-                script = OP_DEL
-                score = score_gap_row
-            if best_score - score > x_dropoff:
-                if first_b == b:
-                    first_b += 1
+        floor = best_score - x_dropoff
+        # the loop of xdrop_score, also writing each cell's script (dead cells included)
+        col = col_origin + col_step * first_b
+        step = col_step
+        start = first_b
+        stop = min(b_size, n)
+        for part in range(2):
+            for b in range(start, stop):
+                u = np.uint64(2 * b)
+                col += step
+                score_gap_col = np.int64(band[u + one])
+                next_score = np.int64(band[u]) + matrix_row[np.uint64(cols[np.uint64(col)])]
+                script = OP_SUB
+                if score < score_gap_col:
+                    script = OP_INS
+                    score = score_gap_col
+                if score < score_gap_row:
+                    script = OP_DEL
+                    score = score_gap_row
+                if score < floor:
+                    if b == first_b:
+                        first_b += 1
+                    else:
+                        band[u] = MININT
                 else:
-                    best[b] = MININT
-            else:
-                last_b = b
-                if score > best_score:
-                    best_score = score
-                    best_a = a
-                    best_b = b
-                score_gap_row -= gap_extend
-                score_gap_col -= gap_extend
-                if score_gap_col < score - gap_open_extend:
-                    best_gap[b] = score - gap_open_extend
-                else:
-                    best_gap[b] = score_gap_col
-                    script += _EXTEND_GAP_IN_SUBJECT
-                if score_gap_row < score - gap_open_extend:
-                    score_gap_row = score - gap_open_extend
-                else:
-                    script += _EXTEND_GAP_IN_QUERY
-                best[b] = score
-            score = next_score
-            cells[base + b] = script
-            b += 1
+                    last_b = b
+                    if score > best_score:
+                        best_score = score
+                        best_a = a
+                        best_b = b
+                        floor = score - x_dropoff
+                    open_gap = score - gap_open_extend
+                    score_gap_row -= gap_extend
+                    score_gap_col -= gap_extend
+                    if score_gap_col < open_gap:
+                        band[u + one] = open_gap
+                    else:
+                        band[u + one] = score_gap_col
+                        script += _EXTEND_GAP_IN_SUBJECT
+                    if score_gap_row < open_gap:
+                        score_gap_row = open_gap
+                    else:
+                        script += _EXTEND_GAP_IN_QUERY
+                    band[u] = score
+                score = next_score
+                cells[np.uint64(base + b)] = script
+            if stop == b_size:
+                break
+            col = col_origin + col_step
+            step = 0
+            start = stop
+            stop = b_size
+        b = b_size  # the row's loop ran to its end
 
         if first_b == b_size:
             break
-        if last_b + extra + 3 >= best.size:
-            best = _grown(best, last_b + extra + 100)
-            best_gap = _grown(best_gap, last_b + extra + 100)
+        if 2 * (last_b + extra + 3) >= band.size:
+            band = _grown(band, 2 * (last_b + extra + 100))
         if last_b < b_size - 1:
             b_size = last_b + 1
         else:
             while score_gap_row >= best_score - x_dropoff and b_size <= n:
-                best[b_size] = score_gap_row
-                best_gap[b_size] = score_gap_row - gap_open_extend
+                band[2 * b_size] = score_gap_row
+                band[2 * b_size + 1] = score_gap_row - gap_open_extend
                 score_gap_row -= gap_extend
                 cells[base + b_size] = OP_DEL
                 b_size += 1
         used += max(b, b_size) - orig_first + 1
         if b_size <= n:
-            best[b_size] = MININT
-            best_gap[b_size] = MININT
+            band[2 * b_size] = MININT
+            band[2 * b_size + 1] = MININT
             b_size += 1
 
     # walk back from the best cell, following gap-extension flags while in a gap

@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 from .alphabet import score_matrix
-from .dynprog import prelim_dp_extend
+from .dynprog import prelim_dp_extend_in
 from .greedy import greedy_gapped_alignment
 from .hsp import Hsps, alloc_tree, hsps_from_rows, purge_common_endpoints, score_order, \
     tree_add, tree_contains
@@ -70,6 +70,7 @@ def _extend_hits_dp(q_start, s_start, length, score, seed_q, seed_s, context, co
     kept = 0
     tree = alloc_tree(n, min_diag_separation)
     held = 0
+    band = np.empty(1024, dtype=np.int32)  # the DP's workspace, shared by all extensions
     for i in range(n):
         ctx = context[i]
         base = context_offset[ctx]
@@ -80,8 +81,10 @@ def _extend_hits_dp(q_start, s_start, length, score, seed_q, seed_s, context, co
                          min_diag_separation):
             continue
         query = sequence[base:base + context_length[ctx]]
-        res = prelim_dp_extend(query, packed, chunk_length, seed_q[i] - base, seed_s[i], ss,
-                               ln, score[i], matrix, gap_open, gap_extend, xdrop)
+        res = prelim_dp_extend_in(band, query, packed, chunk_length, seed_q[i] - base,
+                                  seed_s[i], ss, ln, score[i], matrix, gap_open, gap_extend,
+                                  xdrop)
+        band = res[7]
         gapped_score = res[0]
         if gapped_score < cutoffs[ctx]:
             continue

@@ -11,8 +11,9 @@ its tie choices:
   2-bit (preliminary stage, ``packed=True``) or blastna (traceback, ``packed=False``);
 * diagonal k holds cells with ``seq1 = seq2 + k - origin``;
 * the extension to the left runs the same code on reversed indices;
-* when the search memory (``max_dist`` distances) runs out before the search converges, the
-  alignment is retried with twice the memory; the result does not depend on the memory.
+* when BLAST's search memory (``max_dist`` distances) runs out before the search converges,
+  BLAST retries with twice the memory; the result does not depend on the memory, so here the
+  per-distance arrays simply grow and each direction is searched once.
 
 Coordinates passed in are absolute indices into the arrays given: the query is the batch's
 concatenated blastna sequence and the subject a chunk (packed) or the whole subject (blastna).
@@ -111,7 +112,9 @@ def greedy_linear(query, q_origin, len1, subject, s_origin, len2, packed, revers
     (status, best_dist, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, n_ops):
     status -1 when max_dist was too small (retry with more), best_dist the distance of the
     best alignment, seq*_len its extent, seed the longest exact run met, and, with traceback,
-    the edit runs from the far end back to the start point."""
+    the edit runs from the far end back to the start point.  max_dist only sizes the first
+    allocation: the per-distance arrays grow as the search goes on, so the result is the one
+    BLAST reaches after its memory doublings, without redoing the work (status is always 0)."""
     half = match_cost // 2
     op_cost = match_cost + mismatch_cost
     xdrop_offset = (xdrop + half) // op_cost + 1
@@ -157,10 +160,16 @@ def greedy_linear(query, q_origin, len1, subject, s_origin, len2, packed, revers
 
     end1_reached = False
     end2_reached = False
-    converged = False
     best_dist = 0
     best_diag = 0
-    for d in range(1, max_dist + 1):
+    d = 0
+    while True:
+        d += 1
+        if d + 2 > row_at.size:
+            row_at = _grow_int(row_at, d + 2)
+            row_lo = _grow_int(row_lo, d + 2)
+        if d + xdrop_offset >= best_by_dist.size:
+            best_by_dist = _grow_int(best_by_dist, d + xdrop_offset + 1)
         prev = row_at[d - 1] - row_lo[d - 1]
         here = row_at[d] - row_lo[d]
         # diagonals just outside the range get impossible offsets: the loop reads them
@@ -220,7 +229,6 @@ def greedy_linear(query, q_origin, len1, subject, s_origin, len2, packed, revers
             best_by_dist[d + xdrop_offset] = best_by_dist[d - 1 + xdrop_offset]
 
         if lower > upper:
-            converged = True
             break
         if not end2_reached:
             lower -= 1
@@ -233,8 +241,6 @@ def greedy_linear(query, q_origin, len1, subject, s_origin, len2, packed, revers
         cells[used:used + width] = INVALID_OFFSET
         used += width
 
-    if not converged:
-        return -1, 0, 0, 0, 0, 0, 0, ops, nums, 0
     if not traceback:
         return 0, best_dist, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, 0
 
@@ -303,7 +309,8 @@ def greedy_affine(query, q_origin, len1, subject, s_origin, len2, packed, revers
                   traceback):
     """One direction of the affine greedy extension (scores already doubled for an odd
     reward).  Returns (status, score, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops,
-    nums, n_ops) with the score in the (doubled) units given."""
+    nums, n_ops) with the score in the (doubled) units given.  As in greedy_linear, max_dist
+    only sizes the first allocation and the status is always 0."""
     half = match_score // 2
     op_cost = match_score + mismatch_score
     gap_open = gap_open_in
@@ -368,9 +375,16 @@ def greedy_affine(query, q_origin, len1, subject, s_origin, len2, packed, revers
     d = 1
     best_dist = 0
     best_diag = 0
-    converged = False
     mp = max_penalty
-    while d <= scaled_max_dist:
+    while True:
+        if d + 2 > row_at.size:
+            row_at = _grow_int(row_at, d + 2)
+            row_lo = _grow_int(row_lo, d + 2)
+        if d + mp >= lower_of.size:
+            lower_of = _grow_int(lower_of, d + mp + 1)
+            upper_of = _grow_int(upper_of, d + mp + 1)
+        if d + xdrop_offset >= best_by_dist.size:
+            best_by_dist = _grow_int(best_by_dist, d + xdrop_offset + 1)
         xdrop_score = best_by_dist[d] + common * d - xdrop
         xdrop_score = int(math.ceil(xdrop_score / half))
         if xdrop_score < 0:
@@ -469,7 +483,6 @@ def greedy_affine(query, q_origin, len1, subject, s_origin, len2, packed, revers
         if lower_of[d] <= upper_of[d]:
             nonempty -= 1
         if nonempty == 0:
-            converged = True
             break
 
         d += 1
@@ -482,8 +495,6 @@ def greedy_affine(query, q_origin, len1, subject, s_origin, len2, packed, revers
         if end1_diag > 0:
             cur_upper = min(cur_upper, end1_diag)
 
-    if not converged:
-        return -1, 0, 0, 0, 0, 0, 0, ops, nums, 0
     score = best_by_dist[best_dist + xdrop_offset]
     if not traceback:
         return 0, score, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, 0
@@ -563,17 +574,16 @@ def greedy_one_way(query, q_origin, len1, subject, s_origin, len2, packed, rever
         xdrop *= 2
         gap_open *= 2
         gap_extend *= 2
-    max_dist = GREEDY_MAX_COST
-    while True:
-        if gap_open == 0 and gap_extend == 0:
-            out = greedy_linear(query, q_origin, len1, subject, s_origin, len2, packed, reverse,
-                                xdrop, match, mismatch, max_dist, traceback)
-        else:
-            out = greedy_affine(query, q_origin, len1, subject, s_origin, len2, packed, reverse,
-                                xdrop, match, mismatch, gap_open, gap_extend, max_dist, traceback)
-        if out[0] == 0:
-            return out[1:]
-        max_dist *= 2
+    # BLAST retries with twice the memory when GREEDY_MAX_COST distances do not suffice; the
+    # aligners here grow their memory instead, which gives the same result in one pass
+    if gap_open == 0 and gap_extend == 0:
+        out = greedy_linear(query, q_origin, len1, subject, s_origin, len2, packed, reverse,
+                            xdrop, match, mismatch, GREEDY_MAX_COST, traceback)
+    else:
+        out = greedy_affine(query, q_origin, len1, subject, s_origin, len2, packed, reverse,
+                            xdrop, match, mismatch, gap_open, gap_extend, GREEDY_MAX_COST,
+                            traceback)
+    return out[1:]
 
 
 @njit(cache=True, nogil=True)

@@ -16,6 +16,7 @@ from gblastn.hsp import OP_DEL, OP_INS, OP_SUB, cut_off_gap_edit_script, \
 BLASTN = score_matrix(2, -3)
 SHORT = score_matrix(1, -3)
 NEG = -(10**12)
+needs_blastn = pytest.mark.skipif(shutil.which("blastn") is None, reason="blastn not installed")
 
 
 # --------------------------------------------------------------------------------------
@@ -23,7 +24,13 @@ NEG = -(10**12)
 
 def reference_xdrop(rows, cols, matrix, gap_open, gap_extend, x_dropoff):
     """Every cell of the (m+1) x (n+1) matrix, visited row by row; a cell is dead when its
-    score is more than X below the best seen so far, and dead cells feed nothing."""
+    score is more than X below the best seen so far, and dead cells feed nothing.
+
+    One quirk of BLAST's band is modelled on purpose: every row of its band ends with a
+    dead cell, except row 0 (the leading gap), which ends at its last live cell. So the
+    diagonal from that last cell of row 0 into row 1 is never looked at (libblast 2.12's
+    Blast_SemiGappedAlign returns 0 where a plain DP finds a leading gap of that length
+    followed by matches)."""
     x_dropoff = max(x_dropoff, gap_open + gap_extend)
     m, n = len(rows), len(cols)
     if m == 0 or n == 0:
@@ -34,14 +41,18 @@ def reference_xdrop(rows, cols, matrix, gap_open, gap_extend, x_dropoff):
     best, best_a, best_b = 0, 0, 0
     H[0][0] = 0
     E[0][0] = -oe
+    row0_last = 0
     for b in range(1, n + 1):
         if -(gap_open + b * gap_extend) >= -x_dropoff:
             H[0][b] = -(gap_open + b * gap_extend)
             E[0][b] = H[0][b] - oe
+            row0_last = b
     for a in range(1, m + 1):
         F = NEG  # ends in a gap, coming from the left
         for b in range(0, n + 1):
             diag = H[a - 1][b - 1] + int(matrix[rows[a - 1], cols[b - 1]]) if b > 0 and H[a - 1][b - 1] > NEG else NEG
+            if a == 1 and b - 1 == row0_last < n:
+                diag = NEG  # the quirk: not in BLAST's band
             score = max(diag, E[a - 1][b], F)
             if score <= NEG // 2 or best - score > x_dropoff:
                 F = NEG
@@ -99,6 +110,21 @@ def test_score_only_matches_reference(case):
     assert (score, used_a, used_b) == want
 
 
+def test_leading_gap_of_full_row_zero_is_not_taken():
+    """BLAST's band quirk: with X = 9 (5/2 gaps), row 0 holds gaps of 1 and 2 columns; the
+    diagonal from the 2-column gap into row 1 is never computed, so a leading 2-letter gap
+    followed by 16 matches, which a plain DP finds, is missed (libblast 2.12 returns 0 too)."""
+    rows = encode_blastna("TTGAATAGACGGCGAAATCAT")
+    cols = encode_blastna("AATTGAATAGACGGCGAAAATCAT")
+    assert run_xdrop(rows, cols, BLASTN, 5, 2, 9) == (0, 0, 0)
+    assert run_xdrop(rows, cols, BLASTN, 5, 2, 9, packed=True) == (0, 0, 0)
+    assert dynprog.align_ex(rows, -1, 1, len(rows), cols, -1, 1, len(cols),
+                            BLASTN, 5, 2, 9)[:3] == (0, 0, 0)
+    assert reference_xdrop(rows, cols, BLASTN, 5, 2, 9) == (0, 0, 0)
+    # one more letter of X lets row 0 hold the 3-column gap, and the 2-column one feeds row 1
+    assert run_xdrop(rows, cols, BLASTN, 5, 2, 11) == (26, 21, 24)
+
+
 def test_score_only_backward_equals_forward_on_reversed():
     rng = np.random.default_rng(7)
     for _ in range(50):
@@ -116,6 +142,79 @@ def test_score_only_long_band_grows():
     got = run_xdrop(a, b, BLASTN, 5, 2, 33, packed=True)
     assert got[0] > 4000
     assert got == dynprog.align_ex(a, -1, 1, len(a), b, -1, 1, len(b), BLASTN, 5, 2, 33)[:3]
+
+
+def _libblast_score_only():
+    """BLAST's own score-only X-drop DP, Blast_SemiGappedAlign from the libblast.so that the
+    installed blastn 2.12 links (x86-64 struct layouts of 2.12), as a function
+    (rows, cols, matrix, gap_open, gap_extend, x) -> (score, rows used, cols used); None
+    when there is no such library."""
+    import ctypes
+    import platform
+    blastn = shutil.which("blastn")
+    if blastn is None or platform.machine() != "x86_64" or shutil.which("ldd") is None:
+        return None
+    version = subprocess.run([blastn, "-version"], capture_output=True, text=True).stdout
+    if "2.12." not in version:
+        return None
+    linked = subprocess.run(["ldd", blastn], capture_output=True, text=True).stdout
+    path = next((line.split("=>")[1].split("(")[0].strip() for line in linked.splitlines()
+                 if line.strip().startswith("libblast.so") and "=>" in line), None)
+    if not path:
+        return None
+    align = ctypes.CDLL(path).Blast_SemiGappedAlign
+    align.restype = ctypes.c_int32
+    ptr, i32 = ctypes.c_void_p, ctypes.c_int32
+    align.argtypes = [ptr, ptr, i32, i32, ctypes.POINTER(i32), ctypes.POINTER(i32),
+                      ctypes.c_ubyte, ptr, ptr, ptr, i32, ctypes.c_ubyte, ctypes.c_ubyte, ptr]
+
+    def put(buffer, offset, value):
+        ctypes.memmove(ctypes.addressof(buffer) + offset, ctypes.byref(value), ctypes.sizeof(value))
+
+    def score(rows, cols, matrix, gap_open, gap_extend, x_dropoff):
+        table = np.ascontiguousarray(matrix, dtype=np.int32)
+        row_ptrs = (ptr * table.shape[0])(*[table[i].ctypes.data for i in range(table.shape[0])])
+        score_matrix_struct = (ptr * 8)(ctypes.addressof(row_ptrs))     # SBlastScoreMatrix
+        score_blk = (ctypes.c_ubyte * 256)()                          # BlastScoreBlk
+        put(score_blk, 24, ptr(ctypes.addressof(score_matrix_struct)))  # .matrix
+        gap_align = (ctypes.c_ubyte * 256)()                          # BlastGapAlignStruct
+        put(gap_align, 64, ptr(ctypes.addressof(score_blk)))          # .sbp
+        put(gap_align, 72, i32(x_dropoff))                            # .gap_x_dropoff
+        params = (ctypes.c_ubyte * 64)()                              # BlastScoringParameters
+        put(params, 12, i32(gap_open))
+        put(params, 16, i32(gap_extend))
+        # letter k (1-based) at index k; a sentinel row past the end as BLAST's buffers have
+        a = np.concatenate([[0], rows, [15] * 8]).astype(np.uint8)
+        b = np.concatenate([[0], cols, [15] * 8]).astype(np.uint8)
+        a_used, b_used, fence = i32(0), i32(0), ctypes.c_ubyte(0)
+        best = align(a.ctypes.data, b.ctypes.data, len(rows), len(cols), ctypes.byref(a_used),
+                     ctypes.byref(b_used), 1, None, ctypes.addressof(gap_align),
+                     ctypes.addressof(params), 0, 0, 0, ctypes.byref(fence))
+        return best, a_used.value, b_used.value
+    return score
+
+
+@pytest.mark.golden
+@needs_blastn
+def test_score_only_matches_libblast():
+    """The kernel (both sequence forms) and the traceback aligner against BLAST's own DP."""
+    libblast = _libblast_score_only()
+    if libblast is None:
+        pytest.skip("no libblast.so of BLAST 2.12 linked by blastn")
+    rng = np.random.default_rng(31)
+    setups = [(BLASTN, 5, 2), (SHORT, 5, 2), (BLASTN, 0, 3), (BLASTN, 2, 1)]
+    for trial in range(1500):
+        matrix, go, ge = setups[trial % 4]
+        a, b = related_pair(rng, int(rng.integers(1, 90)), rng.random() * 0.4, rng.random() * 0.2)
+        x = int(rng.integers(1, 120))
+        want = libblast(a, b, matrix, go, ge, x)
+        assert run_xdrop(a, b, matrix, go, ge, x) == want, trial
+        assert run_xdrop(a, b, matrix, go, ge, x, packed=True) == want, trial
+        assert reference_xdrop(a, b, matrix, go, ge, x) == want, trial
+        a[rng.integers(0, len(a), 2)] = rng.integers(4, 15, 2)  # ambiguity codes
+        want = libblast(a, b, matrix, go, ge, x)
+        assert run_xdrop(a, b, matrix, go, ge, x) == want, trial
+        assert dynprog.align_ex(a, -1, 1, len(a), b, -1, 1, len(b), matrix, go, ge, x)[:3] == want
 
 
 # --------------------------------------------------------------------------------------
@@ -401,9 +500,6 @@ def run_golden(tmp_path, task, n_pairs, length_range, matrix, x_final, seed):
             else:
                 failures.append((k, (q0, q1, s0, s1, score, btop), mine))
     return compared, matched, failures
-
-
-needs_blastn = pytest.mark.skipif(shutil.which("blastn") is None, reason="blastn not installed")
 
 
 @pytest.mark.golden

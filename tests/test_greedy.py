@@ -91,3 +91,31 @@ def test_affine_costs():
     # 83 matches * 2 - (5 + 3*2) = 155
     assert res[0] == 155
     assert OP_INS in list(res[7][:res[9]])
+
+
+def _diverged_pair(n, seed):
+    """A random query and a copy with 6% substitutions and an indel every ~250 letters."""
+    rng = np.random.default_rng(seed)
+    q = rng.choice(list("ACGT"), n)
+    s = []
+    for i, c in enumerate(q):
+        if rng.random() < 0.004:
+            if rng.random() < 0.5:
+                continue
+            s.append(rng.choice(list("ACGT")))
+        s.append(rng.choice([x for x in "ACGT" if x != c]) if rng.random() < 0.06 else c)
+    return "".join(q), "".join(s)
+
+
+def test_long_alignment_beyond_first_memory():
+    # each direction needs more than GREEDY_MAX_COST distances: the aligner's memory grows
+    q, s = _diverged_pair(40000, 11)
+    for go, ge, xdrop in ((0, 0, 54), (5, 2, 60)):
+        res = _align(q, s, 20000, 20000 * len(s) // len(q), xdrop=xdrop, go=go, ge=ge)
+        assert res[1] < 100 and res[2] > len(q) - 100
+        if go == 0:
+            # gap reduction may only improve the script on the greedy score
+            assert res[0] - 1.0 < _script_score(q, s, res, 1, -2, 2.5) < res[0] + 40
+        prelim = _align(q, s, 20000, 20000 * len(s) // len(q), xdrop=xdrop, go=go, ge=ge,
+                        traceback=False, packed=True)
+        assert prelim[:5] == res[:5]
