@@ -124,7 +124,8 @@ def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHit
     if subjects is not None:
         chunks = chunks.take((chunks.local_index >= subjects.start) & (chunks.local_index < subjects.stop))
     with TIMES.stage("scan"):
-        seeds = backend.find_seeds(table, buffer, chunks.byte_offset, chunks.length)
+        seeds = backend.find_seeds(table, buffer, chunks.byte_offset, chunks.length,
+                                   options.num_threads if num_threads is None else num_threads)
     with ungapped_turn or nullcontext(), TIMES.stage("ungapped"):
         hits = extend_seeds(seeds, table, buffer, chunks.byte_offset, chunks.length,
                             stats.ungapped_xdrop, stats.ungapped_cutoff, stats.reduced_cutoff,

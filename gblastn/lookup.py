@@ -197,16 +197,37 @@ def _build_small(index, offset, size):
 
 
 @njit(cache=True, nogil=True)
-def _build_megablast(index, offset, size, seq_len, pv_words, pv_bts):
-    hashtable = np.zeros(size, dtype=np.int32)
-    next_pos = np.zeros(seq_len, dtype=np.int32)
-    pv = np.zeros(pv_words, dtype=np.uint32)
+def _fill_megablast(index, offset, hashtable, next_pos, pv, pv_bts, cell_lo, cell_hi):
+    """Insert the words whose cell lies in [cell_lo, cell_hi), in order. Threads given
+    disjoint cell ranges (aligned to whole pv words) write disjoint memory."""
     for i in range(index.size):
         cell = index[i]
+        if cell < cell_lo or cell >= cell_hi:
+            continue
         # our offset is BLAST's q_off + 1, so it is stored as is
         next_pos[offset[i]] = hashtable[cell]
         hashtable[cell] = offset[i]
         pv[cell >> pv_bts] |= np.uint32(1) << np.uint32(cell & 31)
+
+
+PARALLEL_TABLE_WORDS = 1_000_000  # below this, one thread fills the megablast table
+
+
+def _build_megablast(index, offset, size, seq_len, pv_words, pv_bts, num_threads=1):
+    hashtable = np.zeros(size, dtype=np.int32)
+    next_pos = np.zeros(seq_len, dtype=np.int32)
+    pv = np.zeros(pv_words, dtype=np.uint32)
+    parts = max(1, min(int(num_threads), pv_words))
+    if parts == 1 or index.size < PARALLEL_TABLE_WORDS:
+        _fill_megablast(index, offset, hashtable, next_pos, pv, pv_bts, 0, size)
+        return hashtable, next_pos, pv
+    # each thread owns a run of whole pv words (1 << pv_bts cells each)
+    cells_per_pv_word = 1 << pv_bts
+    bounds = [pv_words * k // parts * cells_per_pv_word for k in range(parts)] + [size]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=parts) as pool:
+        list(pool.map(lambda k: _fill_megablast(index, offset, hashtable, next_pos, pv, pv_bts,
+                                                bounds[k], bounds[k + 1]), range(parts)))
     return hashtable, next_pos, pv
 
 
@@ -264,7 +285,7 @@ def build_lookup(batch: QueryBatch, options: SearchOptions) -> LookupTable:
     if kind == MEGABLAST:
         pv_words, pv_bts = megablast_pv_shape(width, entries)
         hashtable, next_pos, pv = _build_megablast(index, offset, size, sequence.size,
-                                                   pv_words, pv_bts)
+                                                   pv_words, pv_bts, options.num_threads)
         longest = 0
     elif kind == STANDARD:
         cell_start, offsets, pv, longest = _build_standard(index, offset, size)

@@ -97,13 +97,28 @@ def _complement_ranges(masked: np.ndarray, length: int) -> list:
     return segments
 
 
+PARALLEL_MASK_LETTERS = 200_000  # below this, threads cost more than they save
+
+
+def _all_masks(queries: list, options: SearchOptions) -> list:
+    """mask_intervals of every query, in order; DUST releases the GIL, so large batches are
+    masked on options.num_threads threads."""
+    threads = min(int(options.num_threads), len(queries))
+    if threads <= 1 or options.dust is None or \
+            sum(len(q) for q in queries) < PARALLEL_MASK_LETTERS:
+        return [mask_intervals(q, options) for q in queries]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(lambda q: mask_intervals(q, options), queries))
+
+
 def build_batch(queries: list, options: SearchOptions) -> QueryBatch:
     """Concatenate the queries' contexts, find their masks and lookup segments."""
     n_ctx = 2 * len(queries)
     offsets = np.zeros(n_ctx, dtype=np.int32)
     lengths = np.zeros(n_ctx, dtype=np.int32)
     strands = (options.strand in ("both", "plus"), options.strand in ("both", "minus"))
-    plus_masks = [mask_intervals(q, options) for q in queries]
+    plus_masks = _all_masks(queries, options)
     for c in range(n_ctx):
         lengths[c] = len(queries[c // 2]) if strands[c % 2] else 0
         offsets[c] = 1 if c == 0 else offsets[c - 1] + lengths[c - 1] + 1

@@ -17,13 +17,61 @@ from functools import lru_cache
 
 import lmdb
 import numpy as np
+from numba import njit
 
-from ..alphabet import BLASTNA_FROM_NCBI4NA, unpack_2bit
+from ..alphabet import BLASTNA_FROM_NCBI4NA
 from ..errors import DatabaseError, InputError
 from . import format as fmt
 from .seqid import describe
 
 LETTERS_CACHE_BYTES = 512 << 20  # unpacked subjects kept for traceback
+_CODE_OF = np.ascontiguousarray(BLASTNA_FROM_NCBI4NA, dtype=np.uint8)
+
+
+def _letters_of_byte_table() -> np.ndarray:
+    """The four 2-bit letters of each packed byte as the uint32 whose memory holds them in
+    order (first letter in the lowest-addressed byte)."""
+    codes = np.arange(256)
+    letters = np.stack([codes >> 6, (codes >> 4) & 3, (codes >> 2) & 3, codes & 3], axis=1)
+    return np.ascontiguousarray(letters.astype(np.uint8)).view(np.uint32).reshape(256)
+
+
+_LETTERS_OF_BYTE = _letters_of_byte_table()
+
+
+@njit(cache=True, nogil=True)
+def _true_letters(packed, start, end, amb_offset, amb_length, amb_code, code_of,
+                  letters_of_byte):
+    """Letters [start, end) of a packed subject as blastna: the 2-bit bases, then the
+    ambiguity runs (offset, length, ncbi4na code; in increasing offset order) written over
+    them, as blastna codes through code_of. letters_of_byte: _LETTERS_OF_BYTE."""
+    out = np.empty(end - start, dtype=np.uint8)
+    p = start
+    while p < end and p & 3:
+        out[p - start] = (packed[p >> 2] >> (2 * (3 - (p & 3)))) & 3
+        p += 1
+    whole = (end - p) >> 2  # whole bytes: four letters each, one 32-bit store
+    if whole > 0:
+        k = p - start
+        words = out[k:k + 4 * whole].view(np.uint32)
+        first = p >> 2
+        for j in range(whole):
+            words[j] = letters_of_byte[packed[first + j]]
+        p += 4 * whole
+    while p < end:
+        out[p - start] = (packed[p >> 2] >> (2 * (3 - (p & 3)))) & 3
+        p += 1
+    for k in range(amb_offset.size):
+        lo = np.int64(amb_offset[k])
+        if lo >= end:
+            break
+        hi = lo + np.int64(amb_length[k])
+        if hi <= start:
+            continue
+        code = code_of[amb_code[k]]
+        for p in range(max(lo, start), min(hi, end)):
+            out[p - start] = code
+    return out
 
 
 def _resolve(path: str) -> str:
@@ -244,17 +292,14 @@ class Database:
         start = max(0, int(start))
         if end <= start:
             return np.zeros(0, dtype=np.uint8)
-        codes = unpack_2bit(volume.packed(local), end - start, start).copy()
         offsets, run_lengths, run_codes = volume.ambiguities(local)
-        if offsets.size:
+        first = 0
+        if offsets.size > 16:
+            # skip the runs that end before start (runs are in increasing offset order)
             first = int(np.searchsorted(offsets + run_lengths, start, side="right"))
-            for k in range(first, offsets.size):
-                lo = int(offsets[k])
-                if lo >= end:
-                    break
-                hi = lo + int(run_lengths[k])
-                codes[max(lo, start) - start:min(hi, end) - start] = BLASTNA_FROM_NCBI4NA[run_codes[k]]
-        return codes
+        return _true_letters(volume.packed(local), start, end, offsets[first:],
+                             run_lengths[first:], run_codes[first:], _CODE_OF,
+                             _LETTERS_OF_BYTE)
 
     def subject_letters(self, ordinal: int) -> np.ndarray:
         """The whole subject's true letters (blastna), from a small cache: traceback asks for

@@ -10,9 +10,11 @@ context's strand, plus-strand subject coordinates, half-open ranges, an edit scr
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TextIO
 
 import numpy as np
+from numba import njit
 
 from ..alphabet import COMPLEMENT_BLASTNA, IUPAC_FROM_BLASTNA, reverse_complement
 from ..errors import OptionsError
@@ -209,14 +211,73 @@ def display_hsp(query_codes: np.ndarray, context: int, q_start: int, q_end: int,
     `subject_letters` the subject's plus-strand letters [s_start, s_end)."""
     length = int(query_codes.size)
     minus = context % 2 == 1
-    strand = reverse_complement(query_codes) if minus else query_codes
-    qrow, srow, gap_runs = _alignment_rows(strand[q_start:q_end], subject_letters, ops, op_len)
+    qrow, srow, gap_runs = _alignment_rows(_strand_letters(query_codes, minus, q_start, q_end),
+                                           subject_letters, ops, op_len)
     if minus:
         # reverse-complement the whole alignment: the query reads on its plus strand
         qrow, srow = COMPLEMENT_BLASTNA[qrow[::-1]], COMPLEMENT_BLASTNA[srow[::-1]]
         return DisplayedHsp(length - q_end + 1, length - q_start, s_end, s_start + 1, True,
                             qrow, srow, gap_runs)
     return DisplayedHsp(q_start + 1, q_end, s_start + 1, s_end, False, qrow, srow, gap_runs)
+
+
+def _strand_letters(query_codes: np.ndarray, minus: bool, q_start: int, q_end: int):
+    """Letters [q_start, q_end) of the context's strand, without reversing the whole query."""
+    if not minus:
+        return query_codes[q_start:q_end]
+    length = int(query_codes.size)
+    return reverse_complement(query_codes[length - q_end:length - q_start])
+
+
+@njit(cache=True, nogil=True)
+def alignment_counts(query_codes, minus, q_start, q_end, subject_letters, ops, op_len,
+                     complement):
+    """What the rows of display_hsp would give without building them: (columns, identical
+    columns, gap letters in either row, gap runs). A column is identical when both rows hold
+    the same letter that is not GAP_CODE; any GAP_CODE letter counts as a gap, as in the
+    rows."""
+    length = query_codes.size
+    columns = nident = gaps = gap_runs = 0
+    qi = si = 0
+    for k in range(ops.size):
+        op = ops[k]
+        n = np.int64(op_len[k])
+        columns += n
+        if op == OP_SUB:
+            for j in range(n):
+                p = q_start + qi + j
+                if minus:
+                    a = complement[query_codes[length - 1 - p]]
+                else:
+                    a = query_codes[p]
+                b = subject_letters[si + j]
+                if a == GAP_CODE:
+                    gaps += 1
+                if b == GAP_CODE:
+                    gaps += 1
+                if a == b and a != GAP_CODE:
+                    nident += 1
+            qi += n
+            si += n
+        elif op == OP_DEL:
+            gaps += n
+            for j in range(n):
+                if subject_letters[si + j] == GAP_CODE:
+                    gaps += 1
+            si += n
+            gap_runs += 1
+        elif op == OP_INS:
+            gaps += n
+            for j in range(n):
+                p = q_start + qi + j
+                a = complement[query_codes[length - 1 - p]] if minus else query_codes[p]
+                if a == GAP_CODE:
+                    gaps += 1
+            qi += n
+            gap_runs += 1
+        else:
+            gaps += 2 * n
+    return columns, nident, gaps, gap_runs
 
 
 def btop(qrow: np.ndarray, srow: np.ndarray) -> str:
@@ -414,29 +475,49 @@ _NEEDS_ALIGNMENT = {"qstart", "qend", "sstart", "send", "qseq", "sseq", "length"
                     "sstrand", "frames", "sframe"}
 
 
+_NEEDS_ROWS = {"qseq", "sseq", "btop"}
+
+
+@lru_cache(maxsize=64)
+def _column_needs(columns: tuple) -> tuple:
+    """(any column needs the alignment, any column needs the aligned rows)."""
+    return bool(_NEEDS_ALIGNMENT.intersection(columns)), bool(_NEEDS_ROWS.intersection(columns))
+
+
 def _hsp_fields(fmt, query, db, ordinal, hsps, i, per_subject) -> list:
     columns = fmt.columns
     values = {}
-    if _NEEDS_ALIGNMENT.intersection(columns):
+    needs_alignment, needs_rows = _column_needs(columns)
+    if needs_alignment:
         start, end = int(hsps.op_start[i]), int(hsps.op_start[i + 1])
-        shown = display_hsp(query.codes, int(hsps.context[i]), int(hsps.q_start[i]),
-                            int(hsps.q_end[i]), int(hsps.s_start[i]), int(hsps.s_end[i]),
-                            db.blastna(ordinal, int(hsps.s_start[i]), int(hsps.s_end[i])),
-                            hsps.ops[start:end], hsps.op_len[start:end])
-        length = int(shown.qseq.size)
-        gaps = int(np.count_nonzero(shown.qseq == GAP_CODE) +
-                   np.count_nonzero(shown.sseq == GAP_CODE))
-        nident = int(np.count_nonzero((shown.qseq == shown.sseq) & (shown.qseq != GAP_CODE)))
+        context, q_start, q_end = int(hsps.context[i]), int(hsps.q_start[i]), int(hsps.q_end[i])
+        s_start, s_end = int(hsps.s_start[i]), int(hsps.s_end[i])
+        subject = db.blastna(ordinal, s_start, s_end)
+        ops, op_len = hsps.ops[start:end], hsps.op_len[start:end]
+        minus = context % 2 == 1
+        qlen = int(query.codes.size)
+        if needs_rows:
+            shown = display_hsp(query.codes, context, q_start, q_end, s_start, s_end, subject,
+                                ops, op_len)
+            values.update(qseq=_letters(shown.qseq), sseq=_letters(shown.sseq))
+            if "btop" in columns:
+                values["btop"] = btop(shown.qseq, shown.sseq)
+        length, nident, gaps, gap_runs = alignment_counts(
+            query.codes, minus, q_start, q_end, subject, ops, op_len, COMPLEMENT_BLASTNA)
+        if minus:
+            qstart, qend, sstart, send = qlen - q_end + 1, qlen - q_start, s_end, s_start + 1
+        else:
+            qstart, qend, sstart, send = q_start + 1, q_end, s_start + 1, s_end
         values.update(
-            qstart=shown.qstart, qend=shown.qend, sstart=shown.sstart, send=shown.send,
-            qseq=_letters(shown.qseq), sseq=_letters(shown.sseq), length=length,
-            nident=nident, positive=nident, gaps=gaps, gapopen=shown.gap_runs,
+            qstart=qstart, qend=qend, sstart=sstart, send=send, length=length,
+            nident=nident, positive=nident, gaps=gaps, gapopen=gap_runs,
             mismatch=length - nident - gaps,
-            pident=format_percent(nident, length, 3), ppos=format_percent(nident, length, 2),
-            sstrand="minus" if shown.minus else "plus",
-            sframe=-1 if shown.minus else 1, frames="1/-1" if shown.minus else "1/1")
-        if "btop" in columns:
-            values["btop"] = btop(shown.qseq, shown.sseq)
+            sstrand="minus" if minus else "plus",
+            sframe=-1 if minus else 1, frames="1/-1" if minus else "1/1")
+        if "pident" in columns:
+            values["pident"] = format_percent(nident, length, 3)
+        if "ppos" in columns:
+            values["ppos"] = format_percent(nident, length, 2)
     qlen = len(query)
     for name in columns:
         if name in values:

@@ -222,21 +222,28 @@ def mini_extend(extend_kind, sequence, context_offset, context_length, packed, b
 @njit(cache=True, nogil=True)
 def type_of_word(check_masks, kind, backbone, overflow, hashtable, next_pos, cell_start,
                  offsets, pv, pv_bts, context_offset, context_length, packed, byte_off,
-                 s_range, q_off, s_off, word_size, width):
+                 s_range, q_off, s_off, word_size, width, s_listed):
     """BLAST's s_TypeOfWord for one-hit search. Returns (accepted, q_off, s_off): the left
-    end slides right to the first w-mer the table lists at that exact query offset."""
+    end slides right to the first w-mer the table lists at that exact query offset.
+
+    s_listed: a subject offset on the seed's diagonal whose w-mer the table is known to list
+    (the scan hit the seed came from), or -1; table look-ups there, and repeats of a look-up
+    that already passed, are skipped (their answer is known)."""
     if word_size == width:
         return True, q_off, s_off
     q_end = q_off + word_size
     s_end = s_off + word_size
     ctx = context_of(context_offset, q_end)
     q_range = context_offset[ctx] + context_length[ctx]
+    s_passed = s_listed
     if check_masks:
-        word = subject_word(packed, byte_off, s_end - width, width)
-        if not word_has_offset(kind, backbone, overflow, hashtable, next_pos, cell_start,
-                               offsets, pv, pv_bts, word, q_end - width):
-            return False, 0, 0
-        while True:
+        if s_end - width != s_listed:
+            word = subject_word(packed, byte_off, s_end - width, width)
+            if not word_has_offset(kind, backbone, overflow, hashtable, next_pos, cell_start,
+                                   offsets, pv, pv_bts, word, q_end - width):
+                return False, 0, 0
+            s_passed = s_end - width
+        while s_off != s_listed:
             word = subject_word(packed, byte_off, s_off, width)
             if word_has_offset(kind, backbone, overflow, hashtable, next_pos, cell_start,
                                offsets, pv, pv_bts, word, q_off):
@@ -253,20 +260,134 @@ def type_of_word(check_masks, kind, backbone, overflow, hashtable, next_pos, cel
         s_pos = s_end - width
         q_pos = q_end - width
         while s_pos > s_off:
-            word = subject_word(packed, byte_off, s_pos, width)
-            if not word_has_offset(kind, backbone, overflow, hashtable, next_pos, cell_start,
-                                   offsets, pv, pv_bts, word, q_pos):
-                return False, 0, 0
+            if s_pos != s_listed and s_pos != s_passed:
+                word = subject_word(packed, byte_off, s_pos, width)
+                if not word_has_offset(kind, backbone, overflow, hashtable, next_pos,
+                                       cell_start, offsets, pv, pv_bts, word, q_pos):
+                    return False, 0, 0
             s_pos -= width
             q_pos -= width
     return True, q_off, s_off
 
 
+SCAN_BLOCK = 32  # scan positions whose table entries are fetched before any is extended
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _emit(extend_kind, check_masks, kind, backbone, overflow, hashtable, next_pos, cell_start,
+          offsets, pv, pv_bts, sequence, context_offset, context_length, packed, byte_off,
+          s_range, q_hit, s_hit, word_size, width, c, out, n):
+    """Mini-extension and s_TypeOfWord of one table hit; the seed, if any, goes to out[:, n].
+    Returns the new seed count, or -1 when out is full."""
+    ok, q_seed, s_seed = mini_extend(extend_kind, sequence, context_offset, context_length,
+                                     packed, byte_off, s_range, q_hit, s_hit, word_size, width)
+    if not ok:
+        return n
+    ok, q_fin, s_fin = type_of_word(check_masks, kind, backbone, overflow, hashtable, next_pos,
+                                    cell_start, offsets, pv, pv_bts, context_offset,
+                                    context_length, packed, byte_off, s_range, q_seed, s_seed,
+                                    word_size, width, s_hit)
+    if not ok:
+        return n
+    if n == out.shape[1]:
+        return -1
+    out[0, n] = c
+    out[1, n] = q_fin
+    out[2, n] = s_fin
+    out[3, n] = s_seed
+    out[4, n] = s_hit
+    return n + 1
+
+
 @njit(cache=True, nogil=True)
-def _grow(a, n):
-    b = np.empty(max(2 * a.size, n, 16), dtype=a.dtype)
-    b[:a.size] = a
-    return b
+def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
+              backbone, overflow, hashtable, next_pos, cell_start, offsets, pv, pv_bts,
+              sequence, context_offset, context_length,
+              packed, chunk_byte_offset, chunk_length, first_chunk, first_s, last_chunk,
+              out, n):
+    """Seeds from position first_s of chunk first_chunk up to chunk last_chunk, in BLAST's
+    order, written to out[:, n:] (rows: chunk, q_off, s_off, s_first, hit_s).
+
+    Returns (n, c, s): c == last_chunk when done; otherwise out filled up and the scan
+    stopped before subject position s of chunk c, none of whose seeds were kept.
+
+    The table entries of SCAN_BLOCK scan positions are read in one pass before any of them
+    is extended: the loads are independent, so their cache misses overlap (the megablast
+    table of a large query is far bigger than the caches)."""
+    heads = np.zeros(SCAN_BLOCK, dtype=np.int64)
+    follow = np.zeros(SCAN_BLOCK, dtype=np.int64)
+    for c in range(first_chunk, last_chunk):
+        byte_off = chunk_byte_offset[c]
+        length = np.int64(chunk_length[c])
+        s_range = length
+        s = np.int64(first_s) if c == first_chunk else np.int64(0)
+        while s <= length - width:
+            m = min(SCAN_BLOCK, (length - width - s) // scan_step + 1)
+            # pass 1: the first table entry of every position (and, for megablast, the
+            # chain link after it); 0 / -1 where the word has none
+            for i in range(m):
+                word = subject_word(packed, byte_off, s + i * scan_step, width)
+                if kind == SMALL:
+                    heads[i] = backbone[word]
+                elif (pv[word >> pv_bts] >> (word & 31)) & 1:
+                    if kind == MEGABLAST:
+                        h = np.int64(hashtable[word])
+                        heads[i] = h
+                        follow[i] = next_pos[h] if h != 0 else 0
+                    else:
+                        heads[i] = word
+                else:
+                    heads[i] = 0 if kind == MEGABLAST else -1
+            # pass 2: every query offset of each position, in table order
+            for i in range(m):
+                s_hit = s + i * scan_step
+                n0 = n
+                if kind == MEGABLAST:
+                    q_hit = heads[i]
+                    nxt = follow[i]
+                    while q_hit != 0:
+                        n = _emit(extend_kind, check_masks, kind, backbone, overflow, hashtable,
+                                  next_pos, cell_start, offsets, pv, pv_bts, sequence,
+                                  context_offset, context_length, packed, byte_off, s_range,
+                                  q_hit, s_hit, word_size, width, c, out, n)
+                        if n < 0:
+                            return n0, c, s_hit
+                        q_hit = nxt
+                        if q_hit != 0:
+                            nxt = next_pos[q_hit]
+                elif kind == SMALL:
+                    v = heads[i]
+                    if v >= 0:
+                        n = _emit(extend_kind, check_masks, kind, backbone, overflow, hashtable,
+                                  next_pos, cell_start, offsets, pv, pv_bts, sequence,
+                                  context_offset, context_length, packed, byte_off, s_range,
+                                  v, s_hit, word_size, width, c, out, n)
+                        if n < 0:
+                            return n0, c, s_hit
+                    elif v < -1:
+                        k = -v
+                        while overflow[k] >= 0:
+                            n = _emit(extend_kind, check_masks, kind, backbone, overflow,
+                                      hashtable, next_pos, cell_start, offsets, pv, pv_bts,
+                                      sequence, context_offset, context_length, packed,
+                                      byte_off, s_range, np.int64(overflow[k]), s_hit,
+                                      word_size, width, c, out, n)
+                            if n < 0:
+                                return n0, c, s_hit
+                            k += 1
+                else:
+                    word = heads[i]
+                    if word >= 0:
+                        for j in range(cell_start[word], cell_start[word + 1]):
+                            n = _emit(extend_kind, check_masks, kind, backbone, overflow,
+                                      hashtable, next_pos, cell_start, offsets, pv, pv_bts,
+                                      sequence, context_offset, context_length, packed,
+                                      byte_off, s_range, np.int64(offsets[j]), s_hit,
+                                      word_size, width, c, out, n)
+                            if n < 0:
+                                return n0, c, s_hit
+            s += m * scan_step
+    return n, last_chunk, 0
 
 
 @njit(cache=True, nogil=True)
@@ -274,80 +395,22 @@ def scan_chunks(kind, extend_kind, check_masks, word_size, width, scan_step,
                 backbone, overflow, hashtable, next_pos, cell_start, offsets, pv, pv_bts,
                 sequence, context_offset, context_length,
                 packed, chunk_byte_offset, chunk_length, first_chunk, last_chunk):
-    """Seeds of chunks [first_chunk, last_chunk), in BLAST's order."""
-    cap = 1024
-    out_chunk = np.empty(cap, dtype=np.int32)
-    out_q = np.empty(cap, dtype=np.int32)
-    out_s = np.empty(cap, dtype=np.int32)
-    out_first = np.empty(cap, dtype=np.int32)
-    out_hit = np.empty(cap, dtype=np.int32)
-    n = 0
-    hits = np.empty(64, dtype=np.int64)
-    for c in range(first_chunk, last_chunk):
-        byte_off = chunk_byte_offset[c]
-        length = np.int64(chunk_length[c])
-        s_range = length
-        s_hit = 0
-        while s_hit <= length - width:
-            word = subject_word(packed, byte_off, s_hit, width)
-            # the query offsets of this word, in table order
-            nh = 0
-            if kind == SMALL:
-                v = np.int64(backbone[word])
-                if v >= 0:
-                    hits[0] = v
-                    nh = 1
-                elif v < -1:
-                    k = -v
-                    while overflow[k] >= 0:
-                        if nh == hits.size:
-                            hits = _grow(hits, nh + 1)
-                        hits[nh] = overflow[k]
-                        nh += 1
-                        k += 1
-            elif (pv[word >> pv_bts] >> (word & 31)) & 1:
-                if kind == MEGABLAST:
-                    p = hashtable[word]
-                    while p != 0:
-                        if nh == hits.size:
-                            hits = _grow(hits, nh + 1)
-                        hits[nh] = p
-                        nh += 1
-                        p = next_pos[p]
-                else:
-                    for j in range(cell_start[word], cell_start[word + 1]):
-                        if nh == hits.size:
-                            hits = _grow(hits, nh + 1)
-                        hits[nh] = offsets[j]
-                        nh += 1
-            for h in range(nh):
-                q_hit = hits[h]
-                ok, q_seed, s_seed = mini_extend(extend_kind, sequence, context_offset,
-                                                 context_length, packed, byte_off, s_range,
-                                                 q_hit, s_hit, word_size, width)
-                if not ok:
-                    continue
-                ok, q_fin, s_fin = type_of_word(check_masks, kind, backbone, overflow,
-                                                hashtable, next_pos, cell_start, offsets, pv,
-                                                pv_bts, context_offset, context_length,
-                                                packed, byte_off, s_range, q_seed, s_seed,
-                                                word_size, width)
-                if not ok:
-                    continue
-                if n == out_chunk.size:
-                    out_chunk = _grow(out_chunk, n + 1)
-                    out_q = _grow(out_q, n + 1)
-                    out_s = _grow(out_s, n + 1)
-                    out_first = _grow(out_first, n + 1)
-                    out_hit = _grow(out_hit, n + 1)
-                out_chunk[n] = c
-                out_q[n] = q_fin
-                out_s[n] = s_fin
-                out_first[n] = s_seed
-                out_hit[n] = s_hit
-                n += 1
-            s_hit += scan_step
-    return out_chunk[:n], out_q[:n], out_s[:n], out_first[:n], out_hit[:n]
+    """Seeds of chunks [first_chunk, last_chunk), in BLAST's order: (chunk, q_off, s_off,
+    s_first, hit_s) arrays."""
+    out = np.empty((5, 4096), dtype=np.int32)
+    n, c, s = 0, first_chunk, 0
+    while True:
+        n, c, s = scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
+                            backbone, overflow, hashtable, next_pos, cell_start, offsets, pv,
+                            pv_bts, sequence, context_offset, context_length, packed,
+                            chunk_byte_offset, chunk_length, c, s, last_chunk, out, n)
+        if c == last_chunk:
+            break
+        bigger = np.empty((5, 2 * out.shape[1]), dtype=np.int32)
+        bigger[:, :n] = out[:, :n]
+        out = bigger
+    return (out[0, :n].copy(), out[1, :n].copy(), out[2, :n].copy(), out[3, :n].copy(),
+            out[4, :n].copy())
 
 
 def _table_args(table: LookupTable) -> tuple:
