@@ -46,9 +46,7 @@ def traceback_subject(hsps: Hsps, batch, subject_codes: np.ndarray, stats, optio
     matrix = _matrix(int(options.reward), int(options.penalty))
     xdrop = int(stats.gap_xdrop_final)
     min_diag = int(options.min_diag_separation)
-    greedy = options.greedy
-
-    if not greedy:
+    if not options.greedy:
         # the whole DP path in one compiled call, then the same final steps as below
         traced = _dp_traceback_all(hsps, batch, query, unmasked, subject, matrix, xdrop,
                                    options)
@@ -79,26 +77,17 @@ def traceback_subject(hsps: Hsps, batch, subject_codes: np.ndarray, stats, optio
         else:
             qg, sg = gapped_start_nucl(context_letters, subject, qs, qe, ss, se, qg, sg)
         qg, sg = int(qg), int(sg)
-        if greedy:
-            traced = _greedy_traceback(query, q_base, q_length, subject, qg, sg, xdrop, options)
-        else:
-            traced = _dp_traceback(context_letters, subject, qg, sg, matrix, xdrop, options)
-        if traced is None:
-            continue
-        score, q0, q1, s0, s1, ops, lens = traced
-        if not greedy:
-            ident, length = count_identities(unmasked, q_base, subject, q0, s0, ops, lens)
-            if fails_identity_or_length(ident, length, options.perc_identity):
-                continue
+        score, q0, q1, s0, s1, ops, lens = _greedy_traceback(query, q_base, q_length, subject,
+                                                             qg, sg, xdrop, options)
         rows.append([ctx, q0, q1, s0, s1, score, qg, sg])
         scripts.append((ops, lens))
         held = tree_add(tree, held, ctx, q0, q1, s0, s1, score)
     if not rows:
         return Hsps.empty()
 
-    traced, first_trimmed = trim_common_endpoints(hsps_from_rows(rows, scripts))
-    traced = _rescore(traced, 0 if greedy else first_trimmed, batch, query, unmasked, subject,
-                      matrix, stats, options)
+    # greedy: every HSP is rescored with ambiguities (BLAST does so for the greedy path)
+    traced, _ = trim_common_endpoints(hsps_from_rows(rows, scripts))
+    traced = _rescore(traced, 0, batch, query, unmasked, subject, matrix, stats, options)
     traced = purge_common_endpoints(traced, purge=True)
     traced = traced.take(score_order(traced))
     return containment_filter(traced, min_diag)
@@ -211,17 +200,6 @@ def _grown_to(array, need):
     out = np.empty(max(need, 2 * array.size), dtype=array.dtype)
     out[:array.size] = array
     return out
-
-
-def _dp_traceback(context_letters, subject, qg, sg, matrix, xdrop, options):
-    """ALIGN_EX from (qg, sg) (traceback_dp cuts long subjects itself).  Returns (score, q0,
-    q1, s0, s1, ops, lens), or None when nothing aligned."""
-    score, q0, q1, s0, s1, ops, lens = traceback_dp(
-        context_letters, qg, subject, sg, matrix, int(options.gapopen),
-        int(options.gapextend), xdrop)
-    if ops.size == 0:
-        return None
-    return int(score), int(q0), int(q1), int(s0), int(s1), ops, lens
 
 
 def _rescore(hsps: Hsps, first: int, batch, query, unmasked, subject, matrix, stats,
