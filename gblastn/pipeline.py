@@ -181,8 +181,11 @@ class Pipeline:
     def __init__(self, files, db, options, backend, settings: RunSettings):
         threads = options.num_threads
         self.files, self.db, self.options, self.backend = files, db, options, backend
-        self.prelim_threads = settings.prelim_threads or max(1, threads // 2)
-        self.traceback_threads = settings.traceback_threads or max(1, threads - threads // 2)
+        # Within one batch the stages run one after the other (traceback needs every volume's
+        # preliminary hits), so each stage may use all the threads; they only overlap
+        # between batches, where the slight oversubscription keeps every core busy.
+        self.prelim_threads = settings.prelim_threads or threads
+        self.traceback_threads = settings.traceback_threads or threads
         depth = max(2, 2 * threads)
         self.query_q = queue.Queue(maxsize=256)
         self.job_q = queue.Queue(maxsize=depth)

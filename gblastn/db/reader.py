@@ -116,6 +116,8 @@ class Volume:
 
     def __init__(self, directory: str, index: int, entry: dict, db_name: str):
         self.index = index
+        self._concat = None
+        self._concat_lock = threading.Lock()
         self.first_ordinal = int(entry["first_ordinal"])
         self.num_seqs = int(entry["num_seqs"])
         self._label = f"{db_name}: volume {index} ({entry['file']})"
@@ -184,7 +186,12 @@ class Volume:
         return None if value is None else np.frombuffer(value, dtype=np.int64)
 
     def concat_packed(self) -> tuple[np.ndarray, np.ndarray]:
-        """(buffer, byte_offset [num_seqs+1]): the volume's sequences back to back."""
+        """(buffer, byte_offset [num_seqs+1]): the volume's sequences back to back; built once
+        (pipeline jobs of one volume ask for it from several threads)."""
+        with self._concat_lock:
+            return self._concat_packed()
+
+    def _concat_packed(self) -> tuple[np.ndarray, np.ndarray]:
         if self._concat is None:
             nbytes = (self.lengths + 3) // 4
             byte_offset = np.zeros(self.num_seqs + 1, dtype=np.int64)
