@@ -24,10 +24,9 @@ from numba import njit
 from .alphabet import score_matrix
 from .dynprog import adjust_subject_range, gapped_offsets, gapped_start_nucl, traceback_dp
 from .greedy import greedy_gapped_alignment
-from .hsp import Hsps, alloc_tree, containment_filter, count_identities, \
-    fails_identity_or_length, hsp_rows, hsp_scripts, hsps_from_rows, new_tree, \
-    purge_common_endpoints, reevaluate_with_ambiguities, score_order, tree_add, \
-    tree_contains, trim_common_endpoints
+from .hsp import Hsps, alloc_tree, containment_filter, count_identities, hsp_rows, \
+    hsps_from_rows, purge_common_endpoints, reevaluate_with_ambiguities, score_order, \
+    tree_add, tree_contains, trim_common_endpoints
 
 
 def traceback_subject(hsps: Hsps, batch, subject_codes: np.ndarray, stats, options) -> Hsps:
@@ -59,34 +58,13 @@ def traceback_subject(hsps: Hsps, batch, subject_codes: np.ndarray, stats, optio
         traced = traced.take(score_order(traced))
         return containment_filter(traced, min_diag)
 
-    rows, scripts = [], []
-    tree = new_tree(len(hsps), min_diag)
-    held = 0
-    context_offset = batch.context_offset.tolist()
-    context_length = batch.context_length.tolist()
-    for ctx, qs, qe, ss, se, score, qg, sg in hsp_rows(hsps).tolist():
-        if tree_contains(tree, held, ctx, qs, qe, ss, se, score, min_diag):
-            continue
-        q_base = context_offset[ctx]
-        q_length = context_length[ctx]
-        context_letters = query[q_base:q_base + q_length]
-        if qg == 0 and sg == 0:
-            found, qg, sg = gapped_offsets(context_letters, subject, matrix, qs, qe, ss, se)
-            if not found:
-                continue
-        else:
-            qg, sg = gapped_start_nucl(context_letters, subject, qs, qe, ss, se, qg, sg)
-        qg, sg = int(qg), int(sg)
-        score, q0, q1, s0, s1, ops, lens = _greedy_traceback(query, q_base, q_length, subject,
-                                                             qg, sg, xdrop, options)
-        rows.append([ctx, q0, q1, s0, s1, score, qg, sg])
-        scripts.append((ops, lens))
-        held = tree_add(tree, held, ctx, q0, q1, s0, s1, score)
-    if not rows:
+    # the greedy loop in one compiled call: no per-HSP Python, so threads run in parallel
+    traced = _greedy_traceback_all(hsps, batch, query, subject, xdrop, options)
+    if len(traced) == 0:
         return Hsps.empty()
 
     # greedy: every HSP is rescored with ambiguities (BLAST does so for the greedy path)
-    traced, _ = trim_common_endpoints(hsps_from_rows(rows, scripts))
+    traced, _ = trim_common_endpoints(traced)
     traced = _rescore(traced, 0, batch, query, unmasked, subject, matrix, stats, options)
     traced = purge_common_endpoints(traced, purge=True)
     traced = traced.take(score_order(traced))
@@ -100,20 +78,87 @@ def _matrix(reward: int, penalty: int) -> np.ndarray:
     return score_matrix(reward, penalty).astype(np.int64)
 
 
-def _greedy_traceback(query, q_base, q_length, subject, qg, sg, xdrop, options):
-    """BLAST_GreedyGappedAlignment with traceback from (qg, sg) in the subject window of
-    AdjustSubjectRange.  Returns (score, q0, q1, s0, s1, ops, lens), whole-subject
-    coordinates."""
-    shift, s_in_window, window = (int(v) for v in
-                                  adjust_subject_range(sg, subject.size, qg, q_length))
-    res = greedy_gapped_alignment(query, q_base, q_length, subject, shift, window, False,
-                                  qg, s_in_window, xdrop, int(options.reward),
-                                  int(options.penalty), int(options.gapopen),
-                                  int(options.gapextend), True)
-    score, q0, q1, s0, s1 = (int(v) for v in res[:5])
-    n_ops = int(res[9])
-    return (score, q0, q1, s0 + shift, s1 + shift,
-            res[7][:n_ops].copy(), res[8][:n_ops].copy())
+def _greedy_traceback_all(hsps: Hsps, batch, query, subject, xdrop, options) -> Hsps:
+    """The greedy path's loop for all of a subject's HSPs (in score order): those not
+    contained in an earlier traced one, traced from their start points."""
+    rows, op_start, ops, op_len = _greedy_traceback_rows(
+        hsp_rows(hsps), np.ascontiguousarray(batch.context_offset, dtype=np.int64),
+        np.ascontiguousarray(batch.context_length, dtype=np.int64), query, subject,
+        _matrix(int(options.reward), int(options.penalty)), xdrop, int(options.reward),
+        int(options.penalty), int(options.gapopen), int(options.gapextend),
+        int(options.min_diag_separation))
+    traced = hsps_from_rows(rows)
+    traced.op_start, traced.ops, traced.op_len = op_start, ops, op_len
+    return traced
+
+
+@njit(cache=True, nogil=True)
+def _greedy_traceback_rows(rows_in, context_offset, context_length, query, subject, matrix,
+                           xdrop, reward, penalty, gap_open, gap_extend, min_diag):
+    """Containment test, start point (BlastGetStartForGappedAlignmentNucl, or
+    BlastGetOffsetsForGappedAlignment without one), then BLAST_GreedyGappedAlignment with
+    traceback in the subject window of AdjustSubjectRange, for each HSP in order. rows_in:
+    int64 [n, 8] (hsp_rows). Returns the traced rows [k, 8] (whole-subject coordinates) and
+    their edit scripts: op_start [k + 1], ops, op_len."""
+    n = rows_in.shape[0]
+    rows = np.empty((n, 8), dtype=np.int64)
+    op_start = np.zeros(n + 1, dtype=np.int64)
+    ops = np.empty(256, dtype=np.uint8)
+    op_len = np.empty(256, dtype=np.int32)
+    tree = alloc_tree(n, min_diag)
+    held = 0
+    kept = 0
+    for i in range(n):
+        ctx = rows_in[i, 0]
+        qs = rows_in[i, 1]
+        qe = rows_in[i, 2]
+        ss = rows_in[i, 3]
+        se = rows_in[i, 4]
+        qg = rows_in[i, 6]
+        sg = rows_in[i, 7]
+        if tree_contains(tree, held, ctx, qs, qe, ss, se, rows_in[i, 5], min_diag):
+            continue
+        q_base = context_offset[ctx]
+        q_length = context_length[ctx]
+        letters = query[q_base:q_base + q_length]
+        if qg == 0 and sg == 0:
+            found, qg, sg = gapped_offsets(letters, subject, matrix, qs, qe, ss, se)
+            if not found:
+                continue
+        else:
+            qg, sg = gapped_start_nucl(letters, subject, qs, qe, ss, se, qg, sg)
+        shift, s_in_window, window = adjust_subject_range(sg, subject.size, qg, q_length)
+        res = greedy_gapped_alignment(query, q_base, q_length, subject, shift, window, False,
+                                      qg, s_in_window, xdrop, reward, penalty, gap_open,
+                                      gap_extend, True)
+        score = res[0]
+        q0 = res[1]
+        q1 = res[2]
+        s0 = res[3] + shift
+        s1 = res[4] + shift
+        n_ops = res[9]
+        rows[kept, 0] = ctx
+        rows[kept, 1] = q0
+        rows[kept, 2] = q1
+        rows[kept, 3] = s0
+        rows[kept, 4] = s1
+        rows[kept, 5] = score
+        rows[kept, 6] = qg
+        rows[kept, 7] = sg
+        start = op_start[kept]
+        end = start + n_ops
+        if end > ops.size:
+            ops = _grown_to(ops, end)
+            op_len = _grown_to(op_len, end)
+        for k in range(n_ops):
+            ops[start + k] = res[7][k]
+            op_len[start + k] = res[8][k]
+        kept += 1
+        op_start[kept] = end
+        held = tree_add(tree, held, ctx, q0, q1, s0, s1, score)
+    used = op_start[kept]
+    return rows[:kept].copy(), op_start[:kept + 1].copy(), ops[:used].copy(), \
+        op_len[:used].copy()
 
 
 def _dp_traceback_all(hsps: Hsps, batch, query, unmasked, subject, matrix, xdrop,
@@ -208,29 +253,65 @@ def _rescore(hsps: Hsps, first: int, batch, query, unmasked, subject, matrix, st
     HSPs from index `first` on; drops the ones that fail, keeps the others as they are."""
     if first >= len(hsps):
         return hsps
-    rows, scripts = [], []
-    for k, (r, (ops, nums)) in enumerate(zip(hsp_rows(hsps), hsp_scripts(hsps))):
-        if k < first:
-            rows.append(r)
-            scripts.append((ops, nums))
-            continue
-        ctx = int(r[0])
-        q_base = int(batch.context_offset[ctx])
-        cutoff = int(stats.gapped_cutoff[ctx])
-        keep, score, qs, qe, ss, se, first_run, last_run, last_num = \
-            reevaluate_with_ambiguities(
-                query, q_base, int(batch.context_length[ctx]), subject, int(r[1]), int(r[3]),
-                ops, nums, matrix, int(options.reward), int(options.penalty),
-                int(options.gapopen), int(options.gapextend), cutoff)
-        if not keep:
-            continue
-        ops, nums = ops[first_run:last_run + 1].copy(), nums[first_run:last_run + 1].copy()
-        nums[-1] = last_num
-        ident, length = count_identities(unmasked, q_base, subject, qs, ss, ops, nums)
-        if fails_identity_or_length(ident, length, options.perc_identity):
-            continue
-        rows.append([ctx, qs, qe, ss, se, score, int(r[6]), int(r[7])])
-        scripts.append((ops, nums))
-    if not rows:
-        return hsps_from_rows(np.zeros((0, 8), dtype=np.int64), [])
-    return hsps_from_rows(rows, scripts)
+    rows, op_start, ops, op_len = _rescore_rows(
+        hsp_rows(hsps), hsps.op_start, hsps.ops, hsps.op_len, first,
+        np.ascontiguousarray(batch.context_offset, dtype=np.int64),
+        np.ascontiguousarray(batch.context_length, dtype=np.int64), query, unmasked, subject,
+        matrix, int(options.reward), int(options.penalty), int(options.gapopen),
+        int(options.gapextend), np.ascontiguousarray(stats.gapped_cutoff, dtype=np.int64),
+        float(options.perc_identity))
+    rescored = hsps_from_rows(rows)
+    rescored.op_start, rescored.ops, rescored.op_len = op_start, ops, op_len
+    return rescored
+
+
+@njit(cache=True, nogil=True)
+def _rescore_rows(rows_in, op_start_in, ops_in, op_len_in, first, context_offset,
+                  context_length, query, unmasked, subject, matrix, reward, penalty, gap_open,
+                  gap_extend, cutoffs, perc_identity):
+    """_rescore's loop in one compiled call: rows before `first` pass through; the others
+    are rescored on the true letters and kept if above their context's cutoff and the
+    percent identity. Returns rows [k, 8] and edit scripts: op_start [k + 1], ops, op_len."""
+    n = rows_in.shape[0]
+    rows = np.empty((n, 8), dtype=np.int64)
+    op_start = np.zeros(n + 1, dtype=np.int64)
+    ops = np.empty(max(16, ops_in.size), dtype=np.uint8)
+    op_len = np.empty(max(16, ops_in.size), dtype=np.int32)
+    kept = 0
+    for i in range(n):
+        script = ops_in[op_start_in[i]:op_start_in[i + 1]]
+        lens = op_len_in[op_start_in[i]:op_start_in[i + 1]]
+        row = rows_in[i].copy()
+        if i >= first:
+            ctx = row[0]
+            q_base = context_offset[ctx]
+            keep, score, qs, qe, ss, se, first_run, last_run, last_num = \
+                reevaluate_with_ambiguities(query, q_base, context_length[ctx], subject,
+                                            row[1], row[3], script, lens, matrix, reward,
+                                            penalty, gap_open, gap_extend, cutoffs[ctx])
+            if not keep:
+                continue
+            script = script[first_run:last_run + 1]
+            lens = lens[first_run:last_run + 1].copy()
+            lens[lens.size - 1] = last_num
+            ident, length = count_identities(unmasked, q_base, subject, qs, ss, script, lens)
+            if ident * 100.0 < length * perc_identity:  # fails_identity_or_length
+                continue
+            row[1] = qs
+            row[2] = qe
+            row[3] = ss
+            row[4] = se
+            row[5] = score
+        rows[kept] = row
+        start = op_start[kept]
+        end = start + script.size
+        if end > ops.size:
+            ops = _grown_to(ops, end)
+            op_len = _grown_to(op_len, end)
+        ops[start:end] = script
+        op_len[start:end] = lens
+        kept += 1
+        op_start[kept] = end
+    used = op_start[kept]
+    return rows[:kept].copy(), op_start[:kept + 1].copy(), ops[:used].copy(), \
+        op_len[:used].copy()
