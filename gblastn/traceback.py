@@ -137,24 +137,9 @@ def _greedy_traceback_rows(rows_in, context_offset, context_length, query, subje
         s0 = res[3] + shift
         s1 = res[4] + shift
         n_ops = res[9]
-        rows[kept, 0] = ctx
-        rows[kept, 1] = q0
-        rows[kept, 2] = q1
-        rows[kept, 3] = s0
-        rows[kept, 4] = s1
-        rows[kept, 5] = score
-        rows[kept, 6] = qg
-        rows[kept, 7] = sg
-        start = op_start[kept]
-        end = start + n_ops
-        if end > ops.size:
-            ops = _grown_to(ops, end)
-            op_len = _grown_to(op_len, end)
-        for k in range(n_ops):
-            ops[start + k] = res[7][k]
-            op_len[start + k] = res[8][k]
+        ops, op_len = _append_traced(rows, op_start, ops, op_len, kept, ctx, q0, q1, s0, s1,
+                                     score, qg, sg, res[7][:n_ops], res[8][:n_ops])
         kept += 1
-        op_start[kept] = end
         held = tree_add(tree, held, ctx, q0, q1, s0, s1, score)
     used = op_start[kept]
     return rows[:kept].copy(), op_start[:kept + 1].copy(), ops[:used].copy(), \
@@ -216,27 +201,37 @@ def _dp_traceback_rows(rows_in, context_offset, context_length, query, unmasked,
         ident, length = count_identities(unmasked, q_base, subject, q0, s0, script, lens)
         if ident * 100.0 < length * perc_identity:  # fails_identity_or_length
             continue
-        rows[kept, 0] = ctx
-        rows[kept, 1] = q0
-        rows[kept, 2] = q1
-        rows[kept, 3] = s0
-        rows[kept, 4] = s1
-        rows[kept, 5] = score
-        rows[kept, 6] = qg
-        rows[kept, 7] = sg
-        start = op_start[kept]
-        end = start + script.size
-        if end > ops.size:
-            ops = _grown_to(ops, end)
-            op_len = _grown_to(op_len, end)
-        ops[start:end] = script
-        op_len[start:end] = lens
+        ops, op_len = _append_traced(rows, op_start, ops, op_len, kept,
+                                     ctx, q0, q1, s0, s1, score, qg, sg, script, lens)
         kept += 1
-        op_start[kept] = end
         held = tree_add(tree, held, ctx, q0, q1, s0, s1, score)
     used = op_start[kept]
     return rows[:kept].copy(), op_start[:kept + 1].copy(), ops[:used].copy(), \
         op_len[:used].copy()
+
+
+@njit(cache=True, nogil=True)
+def _append_traced(rows, op_start, ops, op_len, kept, ctx, q0, q1, s0, s1, score, qg, sg,
+                   script, lens):
+    """Store traced HSP number `kept` (its row and edit script) in the output arrays of a
+    traceback loop; op_start[kept + 1] is set. Returns ops and op_len, grown if needed."""
+    rows[kept, 0] = ctx
+    rows[kept, 1] = q0
+    rows[kept, 2] = q1
+    rows[kept, 3] = s0
+    rows[kept, 4] = s1
+    rows[kept, 5] = score
+    rows[kept, 6] = qg
+    rows[kept, 7] = sg
+    start = op_start[kept]
+    end = start + script.size
+    if end > ops.size:
+        ops = _grown_to(ops, end)
+        op_len = _grown_to(op_len, end)
+    ops[start:end] = script
+    op_len[start:end] = lens
+    op_start[kept + 1] = end
+    return ops, op_len
 
 
 @njit(cache=True, nogil=True)
@@ -302,16 +297,9 @@ def _rescore_rows(rows_in, op_start_in, ops_in, op_len_in, first, context_offset
             row[3] = ss
             row[4] = se
             row[5] = score
-        rows[kept] = row
-        start = op_start[kept]
-        end = start + script.size
-        if end > ops.size:
-            ops = _grown_to(ops, end)
-            op_len = _grown_to(op_len, end)
-        ops[start:end] = script
-        op_len[start:end] = lens
+        ops, op_len = _append_traced(rows, op_start, ops, op_len, kept, row[0], row[1], row[2],
+                                     row[3], row[4], row[5], row[6], row[7], script, lens)
         kept += 1
-        op_start[kept] = end
     used = op_start[kept]
     return rows[:kept].copy(), op_start[:kept + 1].copy(), ops[:used].copy(), \
         op_len[:used].copy()

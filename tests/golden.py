@@ -144,3 +144,36 @@ def compare_lines(expected: list, got: list) -> str:
     if not missing and not extra:
         report.append("  same lines, different order")
     return "\n".join(report)
+
+
+def golden_databases(folder, make_case) -> dict:
+    """Both tools' databases of a generated case: {blast_db, our_db, queries, folder}."""
+    from gblastn.db.writer import make_db
+
+    db_fasta, queries = make_case(str(folder))
+    blast_db = makeblastdb(db_fasta, str(folder / "blastdb"))
+    our_db = make_db([db_fasta], str(folder / "gdb"), progress=False)
+    return {"blast_db": blast_db, "our_db": str(our_db), "queries": queries, "folder": folder}
+
+
+def run_ours(case, query: str, task: str, outfmt: str, extra: dict) -> list:
+    """gblastn's output lines for the same search as blastn(query, ..., *flags(extra))."""
+    from gblastn.options import make_options
+    from gblastn.pipeline import OutputSpec, run_search
+
+    out = str(case["folder"] / "ours.out")
+    options = make_options(task, **extra)
+    run_search([query], case["our_db"], options, OutputSpec(outfmt, out, None, case["blast_db"]))
+    with open(out) as handle:
+        return handle.read().splitlines()
+
+
+def flags(extra: dict) -> list:
+    """Options as blastn's command-line flags (True: a flag without value)."""
+    args = []
+    for key, value in extra.items():
+        if value is True:
+            args.append(f"-{key}")
+        else:
+            args += [f"-{key}", str(value)]
+    return args

@@ -2,7 +2,8 @@
 
 import pytest
 
-from golden import blastn, compare_lines, gblastn, makeblastdb, megablast_case, needs_blast
+from golden import blastn, compare_lines, flags, gblastn, golden_databases, megablast_case, \
+    needs_blast, run_ours
 
 pytestmark = [pytest.mark.golden, needs_blast]
 
@@ -11,34 +12,7 @@ COLUMNS = "6 qseqid sseqid pident length mismatch gapopen qstart qend sstart sen
 
 @pytest.fixture(scope="module")
 def case(tmp_path_factory):
-    from gblastn.db.writer import make_db
-
-    folder = tmp_path_factory.mktemp("megablast")
-    db_fasta, queries = megablast_case(str(folder))
-    blast_db = makeblastdb(db_fasta, str(folder / "blastdb"))
-    our_db = make_db([db_fasta], str(folder / "gdb"), progress=False)
-    return {"blast_db": blast_db, "our_db": str(our_db), "queries": queries, "folder": folder}
-
-
-def run_ours(case, query: str, task: str, outfmt: str, extra: dict) -> list:
-    from gblastn.options import make_options
-    from gblastn.pipeline import OutputSpec, run_search
-
-    out = str(case["folder"] / "ours.out")
-    options = make_options(task, **extra)
-    run_search([query], case["our_db"], options, OutputSpec(outfmt, out, None, case["blast_db"]))
-    with open(out) as handle:
-        return handle.read().splitlines()
-
-
-def flags(extra: dict) -> list:
-    args = []
-    for key, value in extra.items():
-        if value is True:
-            args.append(f"-{key}")
-        else:
-            args += [f"-{key}", str(value)]
-    return args
+    return golden_databases(tmp_path_factory.mktemp("megablast"), megablast_case)
 
 
 MEGABLAST_CASES = {

@@ -6,8 +6,8 @@ import os
 import numpy as np
 import pytest
 
-from golden import blastn, compare_lines, lower, makeblastdb, mutate, needs_blast, random_dna, \
-    revcomp, sprinkle, write_fasta
+from golden import blastn, compare_lines, flags, golden_databases, lower, mutate, needs_blast, \
+    random_dna, revcomp, run_ours, sprinkle, write_fasta
 
 pytestmark = [pytest.mark.golden, needs_blast]
 
@@ -68,34 +68,7 @@ def blastn_case(folder, seed: int = 11):
 
 @pytest.fixture(scope="module")
 def case(tmp_path_factory):
-    from gblastn.db.writer import make_db
-
-    folder = tmp_path_factory.mktemp("blastn")
-    db_fasta, queries = blastn_case(str(folder))
-    blast_db = makeblastdb(db_fasta, str(folder / "blastdb"))
-    our_db = make_db([db_fasta], str(folder / "gdb"), progress=False)
-    return {"blast_db": blast_db, "our_db": str(our_db), "queries": queries, "folder": folder}
-
-
-def run_ours(case, query: str, task: str, outfmt: str, extra: dict) -> list:
-    from gblastn.options import make_options
-    from gblastn.pipeline import OutputSpec, run_search
-
-    out = str(case["folder"] / "ours.out")
-    options = make_options(task, **extra)
-    run_search([query], case["our_db"], options, OutputSpec(outfmt, out, None, case["blast_db"]))
-    with open(out) as handle:
-        return handle.read().splitlines()
-
-
-def flags(extra: dict) -> list:
-    args = []
-    for key, value in extra.items():
-        if value is True:
-            args.append(f"-{key}")
-        else:
-            args += [f"-{key}", str(value)]
-    return args
+    return golden_databases(tmp_path_factory.mktemp("blastn"), blastn_case)
 
 
 CASES = {
