@@ -34,26 +34,13 @@ intervals are absolute, 0-based and inclusive.
 import numpy as np
 from numba import njit
 
+from .db.crandom import crandom_draw, crandom_reset
+
 DEFAULT_LEVEL = 20
 DEFAULT_WINDOW = 64
 DEFAULT_LINKER = 1
 
 _N_CODE = 14  # blastna code of N (see alphabet.py)
-
-# CRandom's Reset() state: 33 words, then the two lag indices j and k.
-_RNG_RESET_WORDS = np.array([
-    0xd53f1852, 0xdfc78b83, 0x4f256096, 0x0e643df7, 0x82c359bf, 0xc7794dfa, 0xd5e9ffaa,
-    0x2c8cb64a, 0x2f07b334, 0xad5a7eb5, 0x96dc0cde, 0x6fc24589, 0xa5853646, 0xe71576e2,
-    0x0dae30df, 0xb09ce711, 0x5e56ef87, 0x4b4b0082, 0x6f4f340e, 0xc5bb17e8, 0xd788d765,
-    0x67498087, 0x9d7aba26, 0x261351d4, 0x411ee7ea, 0x0393a263, 0x2c5a5835, 0xc115fcd8,
-    0x25e9132c, 0xd0c6e906, 0xc2bc5b2d, 0x6c065c98, 0x6e37bd55,
-], dtype=np.int64)
-_RNG_WORDS = 33
-_RNG_J = 33  # index of j in the state array
-_RNG_K = 34  # index of k
-_RNG_RESET_J = 12
-_RNG_RESET_K = 32
-_MASK32 = 0xFFFFFFFF
 
 # The triplets of the window live in a ring indexed by position & 63 (window <= 64); so do the
 # perfect-interval groups below, keyed by their first triplet position.
@@ -62,39 +49,12 @@ _SLOT = _RING - 1
 
 
 @njit(cache=True, nogil=True)
-def _fresh_rng() -> np.ndarray:
-    rng = np.empty(_RNG_WORDS + 2, dtype=np.int64)
-    rng[:_RNG_WORDS] = _RNG_RESET_WORDS
-    rng[_RNG_J] = _RNG_RESET_J
-    rng[_RNG_K] = _RNG_RESET_K
-    return rng
-
-
-@njit(cache=True, nogil=True)
-def _rng_next(rng: np.ndarray) -> np.int64:
-    """CRandom::GetRand(): one lagged-Fibonacci step, the sum's low bit discarded."""
-    j = rng[_RNG_J]
-    k = rng[_RNG_K]
-    r = (rng[k] + rng[j]) & _MASK32
-    rng[k] = r
-    j -= 1
-    k -= 1
-    if k < 0:
-        k = _RNG_WORDS - 1
-    elif j < 0:
-        j = _RNG_WORDS - 1
-    rng[_RNG_J] = j
-    rng[_RNG_K] = k
-    return r >> 1
-
-
-@njit(cache=True, nogil=True)
 def _letter(code: np.uint8, rng: np.ndarray) -> np.int64:
     """blastna code to DUST's 2-bit letter; N costs one random draw."""
     if code == 1 or code == 2 or code == 3:
         return np.int64(code)
     if code == _N_CODE:
-        return _rng_next(rng) & 3
+        return crandom_draw(rng) & 3
     return np.int64(0)
 
 
@@ -105,10 +65,10 @@ def rng_draws(count: int) -> np.ndarray:
 
 @njit(cache=True, nogil=True)
 def _rng_draws(count):
-    rng = _fresh_rng()
+    rng = crandom_reset()
     out = np.empty(count, dtype=np.int64)
     for i in range(count):
-        out[i] = _rng_next(rng)
+        out[i] = crandom_draw(rng)
     return out
 
 
@@ -327,7 +287,7 @@ def _symdust(codes, level, window, linker):
     n = codes.shape[0]
     res = np.empty((64, 2), dtype=np.int64)
     n_res = 0
-    rng = _fresh_rng()
+    rng = crandom_reset()
     max_size = window - 2
     low_k = level // 5
     thresholds = _thresholds(level, window)

@@ -1,4 +1,4 @@
-"""NCBI's CRandom and the pseudo-random bases makeblastdb stores at ambiguous positions.
+"""NCBI's CRandom (seeded, or in its Reset() state) and the pseudo-random bases makeblastdb stores at ambiguous positions.
 
 makeblastdb's 2-bit data holds, at every ambiguous position, a base drawn from NCBI's CRandom
 (a lagged-Fibonacci generator with lags 33 and 13 on 32-bit words) seeded with the sequence
@@ -36,6 +36,27 @@ def crandom_new(seed):
     state[STATE_WORDS + 1] = STATE_WORDS - 1
     for _ in range(WARMUP_DRAWS):
         crandom_draw(state)
+    return state
+
+
+# CRandom's Reset() state (the default-constructed generator, unseeded): symmetric DUST draws
+# its bases for N from one of these, fresh for every query.
+RESET_WORDS = np.array([
+    0xd53f1852, 0xdfc78b83, 0x4f256096, 0x0e643df7, 0x82c359bf, 0xc7794dfa, 0xd5e9ffaa,
+    0x2c8cb64a, 0x2f07b334, 0xad5a7eb5, 0x96dc0cde, 0x6fc24589, 0xa5853646, 0xe71576e2,
+    0x0dae30df, 0xb09ce711, 0x5e56ef87, 0x4b4b0082, 0x6f4f340e, 0xc5bb17e8, 0xd788d765,
+    0x67498087, 0x9d7aba26, 0x261351d4, 0x411ee7ea, 0x0393a263, 0x2c5a5835, 0xc115fcd8,
+    0x25e9132c, 0xd0c6e906, 0xc2bc5b2d, 0x6c065c98, 0x6e37bd55,
+], dtype=np.uint32)
+
+
+@njit(cache=True, nogil=True)
+def crandom_reset():
+    """Generator state of a default-constructed CRandom (Reset(): j = 12, k = 32)."""
+    state = np.empty(STATE_WORDS + 2, dtype=np.uint32)
+    state[:STATE_WORDS] = RESET_WORDS
+    state[STATE_WORDS] = J_START
+    state[STATE_WORDS + 1] = STATE_WORDS - 1
     return state
 
 
