@@ -27,6 +27,7 @@ import numpy as np
 
 from .hsp import Hsps, QueryResult, SubjectHits
 from .options import SearchOptions
+from .tasks import INLINE
 from .timing import TIMES
 
 MAX_DBSEQ_LEN = 5_000_000      # BLAST searches longer subjects in chunks of this many letters
@@ -108,9 +109,9 @@ class PrelimHits:
 
 def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHits, backend,
                          num_threads: int | None = None, subjects: range | None = None,
-                         diag_hash=None, ungapped_turn=None) -> None:
+                         diag_hash=None, ungapped_turn=None, pool=INLINE) -> None:
     """Scan one volume (or the `subjects` range of its sequences), extend the seeds, and file
-    the subjects' preliminary HSPs per query.
+    the subjects' preliminary HSPs per query. The chunks' gapped extensions run on `pool`.
 
     `diag_hash` is the batch's diagonal hash (see ungapped.py), which must see the chunks in
     database order: `ungapped_turn`, when given, is a context manager that waits for this
@@ -133,8 +134,8 @@ def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHit
                             options.num_threads if num_threads is None else num_threads,
                             diag_hash)
     bounds = np.searchsorted(hits.chunk, np.arange(len(chunks.length) + 1))
-    per_subject: dict = {}
-    for c in np.flatnonzero(np.diff(bounds)):
+
+    def gapped_chunk(c):
         lo, hi = bounds[c], bounds[c + 1]
         first = chunks.byte_offset[c]
         packed = buffer[first:first + (int(chunks.length[c]) + 3) // 4]
@@ -142,9 +143,15 @@ def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHit
             hsps = prelim_gapped(hits.q_start[lo:hi], hits.s_start[lo:hi], hits.length[lo:hi],
                                  hits.score[lo:hi], batch, packed, int(chunks.length[c]), stats,
                                  options, hits.seed_q[lo:hi], hits.seed_s[lo:hi])
+        shift_subject(hsps, int(chunks.start[c]))
+        return hsps
+
+    with_hits = np.flatnonzero(np.diff(bounds))
+    per_subject: dict = {}
+    # chunks in order, so each subject's chunks are merged in order
+    for c, hsps in zip(with_hits, pool.map(gapped_chunk, with_hits)):
         if len(hsps) == 0:
             continue
-        shift_subject(hsps, int(chunks.start[c]))
         subject = int(chunks.local_index[c])
         previous = per_subject.get(subject)
         per_subject[subject] = hsps if previous is None else \
@@ -261,36 +268,45 @@ def hsp_order(hsps: Hsps) -> np.ndarray:
 
 
 def finish_query(query_index: int, query, subjects: dict, batch, stats, db,
-                 options: SearchOptions) -> QueryResult:
-    """Traceback of one query's preliminary hits, then BLAST's final filtering and order."""
-    from .stats import bit_scores, evalues
+                 options: SearchOptions, pool=INLINE) -> QueryResult:
+    """Traceback of one query's preliminary hits (its subjects spread over `pool`), then
+    BLAST's final filtering and order."""
     from .traceback import traceback_subject
 
     kept = best_first(list(subjects.items()))[:prelim_hitlist_size(options)]
-    traced = []
-    for ordinal, hsps in kept:
+
+    def trace(item):
+        ordinal, hsps = item
         with TIMES.stage("traceback"):
             final = traceback_subject(hsps, batch, db.subject_letters(ordinal), stats, options)
-        if len(final) == 0:
-            continue
-        final.evalue = evalues(final.score, final.context, stats)
-        final.bitscore = bit_scores(final.score, final.context, stats)
-        final = final.take(final.evalue <= options.evalue)
-        if len(final) == 0:
-            continue
-        if options.max_hsps:
-            # Blast_TrimHSPListByMaxHsps cuts the list in traceback (score) order; the
-            # E-value order comes after, and differs when the strands' lambdas differ
-            final = final.take(np.arange(min(options.max_hsps, len(final))))
-        final = final.take(hsp_order(final))
-        if options.qcov_hsp_perc:
-            final = final.take(_query_coverage_ok(final, batch, options.qcov_hsp_perc))
-            if len(final) == 0:
-                continue
-        traced.append((ordinal, final))
+        return ordinal, final_hsps(final, batch, stats, options)
+
+    traced = [(o, h) for o, h in pool.map(trace, kept) if len(h)]
     traced = best_first(traced)[:options.max_target_seqs]
     return QueryResult(query_index, query.id, query.defline, len(query),
                        [SubjectHits(o, h) for o, h in traced])
+
+
+def final_hsps(final: Hsps, batch, stats, options: SearchOptions) -> Hsps:
+    """One subject's traced HSPs with E-values and bit scores, filtered by E-value, max_hsps
+    and query coverage, in E-value order."""
+    from .stats import bit_scores, evalues
+
+    if len(final) == 0:
+        return final
+    final.evalue = evalues(final.score, final.context, stats)
+    final.bitscore = bit_scores(final.score, final.context, stats)
+    final = final.take(final.evalue <= options.evalue)
+    if len(final) == 0:
+        return final
+    if options.max_hsps:
+        # Blast_TrimHSPListByMaxHsps cuts the list in traceback (score) order; the
+        # E-value order comes after, and differs when the strands' lambdas differ
+        final = final.take(np.arange(min(options.max_hsps, len(final))))
+    final = final.take(hsp_order(final))
+    if options.qcov_hsp_perc:
+        final = final.take(_query_coverage_ok(final, batch, options.qcov_hsp_perc))
+    return final
 
 
 def _query_coverage_ok(hsps: Hsps, batch, percent: float) -> np.ndarray:
@@ -336,8 +352,10 @@ def empty_result(index: int, query) -> QueryResult:
     return QueryResult(index, query.id, query.defline, len(query))
 
 
-def search_batch(queries: list, first_index: int, db, options: SearchOptions, backend) -> list:
-    """Search one batch of queries against every volume; results in query order."""
+def search_batch(queries: list, first_index: int, db, options: SearchOptions, backend,
+                 pool=INLINE) -> list:
+    """Search one batch of queries against every volume; results in query order. The stages'
+    independent pieces run on `pool`."""
     plan = plan_batch(queries, first_index, db, options)
     results = [empty_result(first_index + i, q) for i, q in enumerate(queries)]
     if plan.table is None:
@@ -345,10 +363,10 @@ def search_batch(queries: list, first_index: int, db, options: SearchOptions, ba
     prelim = PrelimHits()
     for volume in db.volumes:
         prelim_search_volume(plan.batch, plan.table, plan.stats, volume, options, prelim, backend,
-                             diag_hash=plan.diag_hash)
+                             diag_hash=plan.diag_hash, pool=pool)
     for q, subjects in prelim.by_query.items():
         results[q] = finish_query(first_index + q, queries[q], subjects, plan.batch, plan.stats,
-                                  db, options)
+                                  db, options, pool)
     return results
 
 

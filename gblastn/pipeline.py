@@ -156,12 +156,15 @@ def _iter_all_queries(files):
 def _serial_results(files, db, options, backend):
     """(query, result) pairs from the engine, batch by batch, in this thread."""
     from .engine import query_batches, search_batch
+    from .tasks import TaskPool
 
     index = 0
-    for batch in query_batches(_iter_all_queries(files), options):
-        for query, result in zip(batch, search_batch(batch, index, db, options, backend)):
-            yield query, result
-        index += len(batch)
+    with TaskPool(options.num_threads) as pool:
+        for batch in query_batches(_iter_all_queries(files), options):
+            for query, result in zip(batch, search_batch(batch, index, db, options, backend,
+                                                         pool)):
+                yield query, result
+            index += len(batch)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,6 +196,7 @@ class Pipeline:
         self.trace_q = queue.Queue(maxsize=depth)
         self.result_q = queue.Queue(maxsize=4 * depth)
         self.jobs = volume_jobs(db, 4 * self.prelim_threads if self.prelim_threads > 1 else 1)
+        self.pool = None  # the stages' shared TaskPool, while results() runs
         self.stop = threading.Event()
         self.errors: list = []
         self.lock = threading.Lock()
@@ -269,7 +273,8 @@ class Pipeline:
             hits = PrelimHits()
             prelim_search_volume(plan.batch, plan.table, plan.stats, volume, self.options, hits,
                                  self.backend, num_threads=1, subjects=subjects,
-                                 diag_hash=plan.diag_hash, ungapped_turn=turn)
+                                 diag_hash=plan.diag_hash, ungapped_turn=turn,
+                                 pool=self.pool)
             self._put(self.prelim_q, ("volume", batch_id, hits))
         self._put(self.prelim_q, _END)
 
@@ -310,7 +315,8 @@ class Pipeline:
             query = plan.queries[q]
             index = plan.first_index + q
             result = empty_result(index, query) if not subjects else \
-                finish_query(index, query, subjects, plan.batch, plan.stats, self.db, self.options)
+                finish_query(index, query, subjects, plan.batch, plan.stats, self.db, self.options,
+                             self.pool)
             self._put(self.result_q, (index, query, result))
         self._put(self.result_q, _END)
 
@@ -318,6 +324,9 @@ class Pipeline:
 
     def results(self):
         """(query, result) pairs in input order, produced by the stage threads."""
+        from .tasks import TaskPool
+
+        self.pool = TaskPool(self.options.num_threads)
         threads = [self._run("reader", self._reader), self._run("planner", self._planner),
                    self._run("collector", self._collector)]
         threads += [self._run(f"prelim{i}", self._prelim_worker) for i in range(self.prelim_threads)]
@@ -338,6 +347,7 @@ class Pipeline:
         finally:
             self.stop.set()
             self._join(threads)
+            self.pool.close()
         self._raise_error()
 
     @staticmethod

@@ -230,6 +230,7 @@ class Database:
         self._letters: OrderedDict = OrderedDict()
         self._letters_bytes = 0
         self._letters_lock = threading.Lock()
+        self._loading: dict = {}  # ordinal -> the lock held while it is unpacked
         self.directory = _resolve(self.name)
         manifest = _read_manifest(self.directory, self.name)
         try:
@@ -323,21 +324,25 @@ class Database:
     def subject_letters(self, ordinal: int) -> np.ndarray:
         """The whole subject's true letters (blastna), from a small cache: traceback asks for
         the same subjects again for every query of a batch, and unpacking a chromosome costs
-        milliseconds. Read-only; safe to call from several threads."""
+        milliseconds. Read-only; safe to call from several threads (a subject asked for by
+        several at once is unpacked once)."""
         with self._letters_lock:
-            cached = self._letters.pop(ordinal, None)
-            if cached is not None:
-                self._letters[ordinal] = cached  # most recently used last
-                return cached
-        letters = self.blastna(ordinal)
-        letters.flags.writeable = False
-        with self._letters_lock:
-            self._letters[ordinal] = letters
-            self._letters_bytes += letters.nbytes
-            while self._letters_bytes > LETTERS_CACHE_BYTES and len(self._letters) > 1:
-                _, old = self._letters.popitem(last=False)
-                self._letters_bytes -= old.nbytes
-        return letters
+            loading = self._loading.setdefault(ordinal, threading.Lock())
+        with loading:
+            with self._letters_lock:
+                cached = self._letters.pop(ordinal, None)
+                if cached is not None:
+                    self._letters[ordinal] = cached  # most recently used last
+                    return cached
+            letters = self.blastna(ordinal)
+            letters.flags.writeable = False
+            with self._letters_lock:
+                self._letters[ordinal] = letters
+                self._letters_bytes += letters.nbytes
+                while self._letters_bytes > LETTERS_CACHE_BYTES and len(self._letters) > 1:
+                    _, old = self._letters.popitem(last=False)
+                    self._letters_bytes -= old.nbytes
+            return letters
 
     # -- life cycle ------------------------------------------------------------------------
     def close(self) -> None:

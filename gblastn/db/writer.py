@@ -10,9 +10,11 @@ database under the target name and never touches an existing one.
 from __future__ import annotations
 
 import os
+import queue
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import zlib
 from datetime import datetime
@@ -22,6 +24,7 @@ import numpy as np
 
 from ..errors import InputError, OptionsError, OutputError
 from ..fasta import iter_records
+from ..tasks import TaskPool
 from . import format as fmt
 from .encode import encode_sequence
 from .seqid import duplicate_key, lookup_keys
@@ -290,40 +293,85 @@ def _build(names, temp, cap, parse_seqids, bar, warn) -> dict:
     volume: _VolumeWriter | None = None
     seen_ids: dict[str, str] = {}
     ordinal = total = longest = 0
+    pool = TaskPool(_cpu_count())
+    records = _read_ahead(record for name in names for record in iter_records(name))
     try:
-        for name in names:
-            for record in iter_records(name):
-                length = int(record.letters.size)
-                bar.advance(length + len(record.defline) + 2)
-                if length == 0:
-                    warn(f"{record.source}:{record.line}: ignoring sequence '{record.id}' "
-                         "as it has no sequence data")
-                    continue
-                if parse_seqids:
-                    _check_unique(record, seen_ids)
-                packed, *runs = encode_sequence(record.letters)
-                if volume is not None and volume.num_seqs and \
-                        volume.size_estimate + packed.size + PER_SEQUENCE_BYTES > cap:
-                    volumes.append(volume.finish())
-                    volume = None
-                if volume is None:
-                    map_size = 2 * cap + 2 * packed.size + MAP_HEADROOM
-                    volume = _VolumeWriter(temp, len(volumes), ordinal, map_size)
-                volume.add(record.defline, length, packed, runs,
-                           lookup_keys(record.defline, parse_seqids))
-                ordinal += 1
-                total += length
-                longest = max(longest, length)
+        for record in records:
+            length = int(record.letters.size)
+            bar.advance(length + len(record.defline) + 2)
+            if length == 0:
+                warn(f"{record.source}:{record.line}: ignoring sequence '{record.id}' "
+                     "as it has no sequence data")
+                continue
+            if parse_seqids:
+                _check_unique(record, seen_ids)
+            packed, *runs = encode_sequence(record.letters, pool)
+            if volume is not None and volume.num_seqs and \
+                    volume.size_estimate + packed.size + PER_SEQUENCE_BYTES > cap:
+                volumes.append(volume.finish())
+                volume = None
+            if volume is None:
+                map_size = 2 * cap + 2 * packed.size + MAP_HEADROOM
+                volume = _VolumeWriter(temp, len(volumes), ordinal, map_size)
+            volume.add(record.defline, length, packed, runs,
+                       lookup_keys(record.defline, parse_seqids))
+            ordinal += 1
+            total += length
+            longest = max(longest, length)
         if volume is not None:
             volumes.append(volume.finish())
             volume = None
     finally:
+        records.close()
+        pool.close()
         if volume is not None:
             volume.abandon()
     if ordinal == 0:
         raise InputError(f"{' '.join(names)}: no sequences found (empty input?)")
     return {"format": fmt.FORMAT_NAME, "format_version": fmt.FORMAT_VERSION, "num_seqs": ordinal,
             "total_letters": total, "max_length": longest, "volumes": volumes}
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _read_ahead(items):
+    """Iterate `items` one step ahead in a thread: the next FASTA record is read and parsed
+    while this one is encoded and stored. Errors are raised here, in order."""
+    slot: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+    done = object()
+
+    def produce():
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        slot.put((item, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            slot.put((done, None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            slot.put((done, exc))
+
+    threading.Thread(target=produce, name="gblastn-fasta", daemon=True).start()
+    try:
+        while True:
+            item, error = slot.get()
+            if error is not None:
+                raise error
+            if item is done:
+                return
+            yield item
+    finally:
+        stop.set()
 
 
 def _check_unique(record, seen_ids: dict) -> None:
