@@ -10,7 +10,7 @@ threads.
 
 usage: compare.py --db-fasta DB.fa --queries queries.list [--task megablast] [--threads 2]
                   [--device cpu|gpu] [--modes pipeline] [--together] [--repeat 1]
-                  [--work DIR] [--cold] [--diff N]
+                  [--work DIR] [--cold] [--diff N] [--warm-up]
 The query list names FASTA files (one query set each), as ../shared/bench/kleb.py writes it.
 """
 
@@ -98,6 +98,8 @@ def main():
     ap.add_argument("--work", default=None, help="folder for the databases (default: a temp dir)")
     ap.add_argument("--cold", action="store_true", help="empty numba's cache before each gblastn run")
     ap.add_argument("--diff", type=int, default=0, help="print up to N differing lines per set")
+    ap.add_argument("--warm-up", action="store_true",
+                    help="run each gblastn command once untimed first (fills numba's cache)")
     a = ap.parse_args()
 
     work = a.work or tempfile.mkdtemp(prefix="gblastn-bench-")
@@ -119,6 +121,9 @@ def main():
             our_cmd = [sys.executable, "-m", "gblastn", "search", "-task", a.task, "-db", our_db,
                        "-query", path, "-outfmt", COLUMNS, "-num_threads", str(a.threads),
                        "-device", a.device, "-mode", mode, "-stage_times"]
+            if a.warm_up and not a.cold:
+                seconds = run_child(our_cmd)[0]
+                print(f"{'':<12}  (warm-up run, untimed: {seconds:.2f} s)")
             our_runs = []
             for _ in range(a.repeat):
                 env = dict(os.environ)

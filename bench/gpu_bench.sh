@@ -18,5 +18,5 @@ for size in ${sizes//,/ }; do
   echo "== synth --size $size --seed 11, task $task, $threads threads"
   python3 "$here/compare.py" --db-fasta "$data/genome.fa" --queries "$data/queries.list" \
     --task "$task" --threads "$threads" --device gpu --modes pipeline,serial --together \
-    --work "$data/db" 2>&1 | tee "$out/compare-$size-$task.txt"
+    --work "$data/db" --warm-up 2>&1 | tee "$out/compare-$size-$task.txt"
 done

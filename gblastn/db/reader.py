@@ -40,36 +40,27 @@ LETTERS_CACHE_BYTES = _letters_cache_bytes()
 _CODE_OF = np.ascontiguousarray(BLASTNA_FROM_NCBI4NA, dtype=np.uint8)
 
 
-def _letters_of_byte_table() -> np.ndarray:
-    """The four 2-bit letters of each packed byte as the uint32 whose memory holds them in
-    order (first letter in the lowest-addressed byte)."""
-    codes = np.arange(256)
-    letters = np.stack([codes >> 6, (codes >> 4) & 3, (codes >> 2) & 3, codes & 3], axis=1)
-    return np.ascontiguousarray(letters.astype(np.uint8)).view(np.uint32).reshape(256)
-
-
-_LETTERS_OF_BYTE = _letters_of_byte_table()
-
-
 @njit(cache=True, nogil=True)
-def _true_letters(packed, start, end, amb_offset, amb_length, amb_code, code_of,
-                  letters_of_byte):
+def _true_letters(packed, start, end, amb_offset, amb_length, amb_code, code_of):
     """Letters [start, end) of a packed subject as blastna: the 2-bit bases, then the
     ambiguity runs (offset, length, ncbi4na code; in increasing offset order) written over
-    them, as blastna codes through code_of. letters_of_byte: _LETTERS_OF_BYTE."""
+    them, as blastna codes through code_of."""
     out = np.empty(end - start, dtype=np.uint8)
     p = start
     while p < end and p & 3:
         out[p - start] = (packed[p >> 2] >> (2 * (3 - (p & 3)))) & 3
         p += 1
-    whole = (end - p) >> 2  # whole bytes: four letters each, one 32-bit store
-    if whole > 0:
-        k = p - start
-        words = out[k:k + 4 * whole].view(np.uint32)
-        first = p >> 2
-        for j in range(whole):
-            words[j] = letters_of_byte[packed[first + j]]
-        p += 4 * whole
+    whole = (end - p) >> 2
+    # four letters of each whole byte; on slices, so the compiler vectorises the loop
+    target = out[p - start:]
+    source = packed[p >> 2:]
+    for j in range(whole):
+        byte = source[j]
+        target[4 * j] = byte >> 6
+        target[4 * j + 1] = (byte >> 4) & 3
+        target[4 * j + 2] = (byte >> 2) & 3
+        target[4 * j + 3] = byte & 3
+    p += 4 * whole
     while p < end:
         out[p - start] = (packed[p >> 2] >> (2 * (3 - (p & 3)))) & 3
         p += 1
@@ -156,15 +147,24 @@ class Volume:
     def _block(self, block: int) -> np.ndarray:
         view = self._blocks.get(block)
         if view is None:
-            try:
-                value = self._txn.get(fmt.block_key(block))
-            except lmdb.Error as exc:
-                raise DatabaseError(f"{self._label}: damaged ({exc})") from None
-            if value is None or zlib.crc32(value) != int(self._block_crc[block]):
-                raise DatabaseError(f"{self._label}: damaged (block {block} checksum mismatch)")
+            value = self._raw_block(block)
+            self._check(block, value)
             view = np.frombuffer(value, dtype=np.uint8)
             self._blocks[block] = view
         return view
+
+    def _raw_block(self, block: int):
+        try:
+            value = self._txn.get(fmt.block_key(block))
+        except lmdb.Error as exc:
+            raise DatabaseError(f"{self._label}: damaged ({exc})") from None
+        if value is None:
+            raise DatabaseError(f"{self._label}: damaged (block {block} missing)")
+        return value
+
+    def _check(self, block: int, value) -> None:
+        if zlib.crc32(value) != int(self._block_crc[block]):
+            raise DatabaseError(f"{self._label}: damaged (block {block} checksum mismatch)")
 
     def packed(self, i_local: int) -> np.ndarray:
         """Packed 2-bit bases of local sequence i (zero-copy, ceil(len/4) bytes)."""
@@ -201,14 +201,28 @@ class Volume:
                 buffer = self._block(0)
             else:
                 buffer = np.empty(int(byte_offset[-1]), dtype=np.uint8)
-                at = 0
-                for block in range(num_blocks):
-                    view = self._block(block)
-                    buffer[at:at + view.size] = view
-                    at += view.size
-                    self._blocks.pop(block, None)
+                self._copy_blocks(buffer)
             self._concat = (buffer, byte_offset)
         return self._concat
+
+    def _copy_blocks(self, buffer: np.ndarray) -> None:
+        """Every block, checked, into `buffer` back to back; the checks and copies of a
+        large volume run on several threads (zlib and numpy release the GIL)."""
+        from ..tasks import TaskPool
+
+        starts, at = [], 0
+        for block in range(self._block_crc.size):
+            value = self._raw_block(block)  # a view into LMDB's map; no copy yet
+            starts.append((block, at, value))
+            at += len(value)
+
+        def check_and_copy(item):
+            block, start, value = item
+            self._check(block, value)
+            buffer[start:start + len(value)] = np.frombuffer(value, dtype=np.uint8)
+
+        with TaskPool(min(8, os.cpu_count() or 1) if buffer.size > (64 << 20) else 1) as pool:
+            pool.map(check_and_copy, starts)
 
     def close(self) -> None:
         self._blocks = {}
@@ -318,8 +332,7 @@ class Database:
             # skip the runs that end before start (runs are in increasing offset order)
             first = int(np.searchsorted(offsets + run_lengths, start, side="right"))
         return _true_letters(volume.packed(local), start, end, offsets[first:],
-                             run_lengths[first:], run_codes[first:], _CODE_OF,
-                             _LETTERS_OF_BYTE)
+                             run_lengths[first:], run_codes[first:], _CODE_OF)
 
     def subject_letters(self, ordinal: int) -> np.ndarray:
         """The whole subject's true letters (blastna), from a small cache: traceback asks for
