@@ -118,6 +118,8 @@ def search_command(
     if prelim_threads < 0 or traceback_threads < 0:
         raise OptionsError("thread counts must not be negative")
 
+    # the GPU's set-up (pycuda, its context) runs while options, files and database are read
+    backend = _in_background(select_backend, device, gpu_id)
     options = make_options(
         task, evalue=evalue, word_size=word_size, reward=reward, penalty=penalty,
         gapopen=gapopen, gapextend=gapextend, xdrop_ungap=xdrop_ungap, xdrop_gap=xdrop_gap,
@@ -125,13 +127,29 @@ def search_command(
         lcase_masking=lcase_masking or None, strand=strand, max_target_seqs=max_target_seqs,
         max_hsps=max_hsps, perc_identity=perc_identity, qcov_hsp_perc=qcov_hsp_perc,
         num_threads=num_threads)
-    backend = select_backend(device, gpu_id)
     files = query_files(query, query_list)
     settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty(),
                            stage_times=stage_times)
     from .timing import TIMES
     TIMES.add("start-up", time.perf_counter() - STARTED)
     run_search(files, db, options, OutputSpec(outfmt, out, out_dir, db), backend, settings)
+
+
+def _in_background(function, *args):
+    """function(*args) in a daemon thread; returns its Future."""
+    import threading
+    from concurrent.futures import Future
+
+    future = Future()
+
+    def run():
+        try:
+            future.set_result(function(*args))
+        except BaseException as exc:  # noqa: BLE001 - re-raised by future.result()
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="gblastn-device", daemon=True).start()
+    return future
 
 
 def _parse_bool(flag: str, value: str | None) -> bool | None:

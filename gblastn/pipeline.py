@@ -26,6 +26,7 @@ import queue
 import sys
 import tempfile
 import threading
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -103,19 +104,48 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
     with TIMES.stage("database load"):
         db = open_db(db_path)
     with db:
-        if settings.stage_times:
-            import atexit
-            atexit.register(lambda: print("gblastn: " + TIMES.report(), file=sys.stderr))
-        if output.out_dir:
-            os.makedirs(output.out_dir, exist_ok=True)
-            total = 0
-            for path in files:
-                name = os.path.splitext(os.path.basename(path))[0] + ".out"
-                with atomic_output(os.path.join(output.out_dir, name)) as out:
-                    total += _search_into(out, fmt, [path], db, options, output, backend, settings)
-            return total
-        with atomic_output(output.out) as out:
-            return _search_into(out, fmt, files, db, options, output, backend, settings)
+        loader = _preload(db, backend)
+        try:
+            if isinstance(backend, Future):
+                backend = backend.result()
+            return _search_all(files, db, fmt, options, output, backend, settings)
+        finally:
+            loader.join()  # the volume's memory must outlive the copy
+
+
+def _search_all(files, db, fmt, options, output, backend, settings) -> int:
+    if settings.stage_times:
+        import atexit
+        atexit.register(lambda: print("gblastn: " + TIMES.report(), file=sys.stderr))
+    if output.out_dir:
+        os.makedirs(output.out_dir, exist_ok=True)
+        total = 0
+        for path in files:
+            name = os.path.splitext(os.path.basename(path))[0] + ".out"
+            with atomic_output(os.path.join(output.out_dir, name)) as out:
+                total += _search_into(out, fmt, [path], db, options, output, backend, settings)
+        return total
+    with atomic_output(output.out) as out:
+        return _search_into(out, fmt, files, db, options, output, backend, settings)
+
+
+def _preload(db, backend) -> threading.Thread:
+    """Load the first volume (and copy it to the GPU) in a thread, while the first batch's
+    queries are read, masked and indexed. `backend` may still be a Future. A failure here
+    is left for the search to meet (and report) when it reaches the volume."""
+    def body():
+        try:
+            with TIMES.stage("database load"):
+                buffer, _ = db.volumes[0].concat_packed()
+                ready = backend.result() if isinstance(backend, Future) else backend
+                if hasattr(ready, "preload"):
+                    ready.preload(buffer)
+        except Exception:  # noqa: BLE001 - see the docstring
+            pass
+
+    thread = threading.Thread(target=body, name="gblastn-preload", daemon=True)
+    thread.start()
+    return thread
 
 
 def _search_into(out, fmt, files, db, options, output, backend, settings) -> int:

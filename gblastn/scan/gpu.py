@@ -35,6 +35,7 @@ FLUSH_MODE = 2
 FLUSH_SLOTS = 2
 EXTEND_THREADS = 256
 PADDING = 16               # zero bytes after each device copy of a volume
+UPLOAD_STEP = 64 << 20     # bytes per host-to-device copy of a volume
 
 
 def kernel_dir() -> Path:
@@ -196,16 +197,33 @@ class GpuBackend:
             oldest = next(iter(self.volumes))
             self.volumes.pop(oldest)[1].free()
         alloc = self.drv.mem_alloc(nbytes + PADDING)
-        self.drv.memset_d8(alloc, 0, nbytes + PADDING)
-        if nbytes:
-            stream = self.drv.Stream()
-            staging = self.drv.pagelocked_empty(nbytes, np.uint8)
-            staging[:] = packed.reshape(-1).view(np.uint8)
-            self.drv.memcpy_htod_async(alloc, staging, stream)
-            stream.synchronize()
-            del staging
+        self.drv.memset_d8(int(alloc) + nbytes, 0, PADDING)
+        self._copy_in(alloc, packed.reshape(-1).view(np.uint8))
         self.volumes[key] = (packed, alloc, nbytes)
         return alloc
+
+    def _copy_in(self, alloc, data: np.ndarray) -> None:
+        """Host to device through two small page-locked buffers in turn: pinning the whole
+        volume would cost more than the copy itself."""
+        stream = self.drv.Stream()
+        step = min(UPLOAD_STEP, data.size)
+        staging = [self.drv.pagelocked_empty(step, np.uint8) for _ in range(2)]
+        done = [None, None]
+        for k, start in enumerate(range(0, data.size, step)):
+            part = data[start:start + step]
+            slot = k % 2
+            if done[slot] is not None:
+                done[slot].synchronize()  # that buffer's previous copy has left
+            staging[slot][:part.size] = part
+            self.drv.memcpy_htod_async(int(alloc) + start, staging[slot][:part.size], stream)
+            done[slot] = self.drv.Event()
+            done[slot].record(stream)
+        stream.synchronize()
+
+    def preload(self, packed: np.ndarray) -> None:
+        """Copy a volume to the GPU ahead of its first scan."""
+        with self:
+            self.resident_volume(np.ascontiguousarray(packed, dtype=np.uint8))
 
     def resident_table(self, table: LookupTable) -> dict:
         if self.table_key is not None and self.table_key[0] is table:
