@@ -61,8 +61,8 @@ class Hsps:
             sizes = ends - starts
             out.op_start = np.zeros(index.size + 1, dtype=np.int64)
             np.cumsum(sizes, out=out.op_start[1:])
-            pick = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends)]) \
-                if index.size else np.zeros(0, dtype=np.int64)
+            # every run of the picked scripts: its script's start, plus its rank within it
+            pick = np.repeat(starts - out.op_start[:-1], sizes) + np.arange(out.op_start[-1])
             out.ops, out.op_len = self.ops[pick], self.op_len[pick]
         return out
 
@@ -313,14 +313,6 @@ def _containment_keep(rows, min_diag_separation):
 # common endpoints: Blast_HSPListPurgeHSPsWithCommonEndpoints
 
 
-def _start_key(r):
-    return (r[0], r[1], r[3], -r[5], -r[2], -r[4])
-
-
-def _end_key(r):
-    return (r[0], r[2], r[4], -r[5], -r[1], -r[3])
-
-
 def purge_common_endpoints(hsps: Hsps, purge: bool = True) -> Hsps:
     """Of HSPs sharing (context, query start, subject start), keep the first in start order
     (best score, then longest); likewise for shared ends.  With purge=False (BLAST's first
@@ -338,54 +330,169 @@ def trim_common_endpoints(hsps: Hsps) -> tuple:
 
 
 def _purge(hsps: Hsps, purge: bool) -> tuple:
-    n = len(hsps)
-    if n == 0:
+    if len(hsps) == 0:
         return hsps, 0
-    rows = [list(r) for r in hsp_rows(hsps)]
-    scripts = [list(p) for p in hsp_scripts(hsps)] if hsps.ops is not None else None
-    arr = sorted(range(n), key=lambda i: _start_key(rows[i]))
+    with_scripts = hsps.ops is not None
+    if with_scripts:
+        op_start, ops, op_len = hsps.op_start, hsps.ops, hsps.op_len
+    else:
+        op_start, ops, op_len = np.zeros(len(hsps) + 1, dtype=np.int64), \
+            np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int32)
+    rows, out_start, out_ops, out_len, count = _purge_rows(
+        hsp_rows(hsps), op_start, ops, op_len, bool(purge))
+    out = hsps_from_rows(rows)
+    if with_scripts:
+        out.op_start, out.ops, out.op_len = out_start, out_ops, out_len
+    return out, int(count)
+
+
+@_nb.njit(cache=True, nogil=True, inline="always")
+def _key_before(rows, a, b, at_end):
+    """Start order: context, q_start, s_start, then score, q_end, s_end descending; end
+    order: context, q_end, s_end, then score descending, q_start, s_start descending."""
+    ra = rows[a]
+    rb = rows[b]
+    if at_end:
+        ka = (ra[0], ra[2], ra[4], -ra[5], -ra[1], -ra[3])
+        kb = (rb[0], rb[2], rb[4], -rb[5], -rb[1], -rb[3])
+    else:
+        ka = (ra[0], ra[1], ra[3], -ra[5], -ra[2], -ra[4])
+        kb = (rb[0], rb[1], rb[3], -rb[5], -rb[2], -rb[4])
+    return ka < kb
+
+
+@_nb.njit(cache=True, nogil=True)
+def _stable_sort(order, count, rows, at_end):
+    """order[:count] sorted by _key_before, equal keys keeping their order (merge sort)."""
+    work = np.empty(count, dtype=np.int64)
+    width = 1
+    src = order[:count].copy()
+    while width < count:
+        for lo in range(0, count, 2 * width):
+            mid = min(lo + width, count)
+            hi = min(lo + 2 * width, count)
+            i, j, k = lo, mid, lo
+            while i < mid and j < hi:
+                if _key_before(rows, src[j], src[i], at_end):
+                    work[k] = src[j]
+                    j += 1
+                else:
+                    work[k] = src[i]
+                    i += 1
+                k += 1
+            while i < mid:
+                work[k] = src[i]
+                i += 1
+                k += 1
+            while j < hi:
+                work[k] = src[j]
+                j += 1
+                k += 1
+        src, work = work, src
+        width *= 2
+    order[:count] = src
+
+
+@_nb.njit(cache=True, nogil=True)
+def _purge_rows(rows_in, op_start, ops, op_len, purge):
+    """Blast_HSPListPurgeHSPsWithCommonEndpoints on rows [n, 8] (hsp_rows order) and their
+    edit scripts. Returns (rows, op_start, ops, op_len, count): the kept HSPs first (count
+    of them), then the trimmed ones (purge False) in BLAST's order."""
+    n = rows_in.shape[0]
+    rows = rows_in.copy()
+    order = np.arange(n)
+    # a trimmed HSP's script: its first and last runs, and the two runs' new lengths
+    first_run = op_start[:n].copy()
+    last_run = op_start[1:].copy() - 1
+    first_len = np.full(n, -1, dtype=np.int64)
+    last_len = np.full(n, -1, dtype=np.int64)
     count = n
-    for which in ("start", "end"):
-        if which == "end":
-            arr[:count] = sorted(arr[:count], key=lambda i: _end_key(rows[i]))
+    for at_end in (False, True):
+        _stable_sort(order, count, rows, at_end)
         i = 0
         while i < count:
-            while i + 1 < count and arr[i] is not None and arr[i + 1] is not None and \
-                    _same_end(rows[arr[i]], rows[arr[i + 1]], which):
+            while i + 1 < count and order[i] >= 0 and order[i + 1] >= 0:
+                w = order[i]
+                loser = order[i + 1]
+                same = rows[w, 0] == rows[loser, 0] and (
+                    (rows[w, 2] == rows[loser, 2] and rows[w, 4] == rows[loser, 4]) if at_end
+                    else (rows[w, 1] == rows[loser, 1] and rows[w, 3] == rows[loser, 3]))
+                if not same:
+                    break
                 count -= 1
-                loser, winner = arr[i + 1], arr[i]
-                if not purge and which == "start" and rows[loser][2] > rows[winner][2]:
-                    _cut_edit_script(rows[loser], scripts[loser], rows[winner][2],
-                                     rows[winner][4], True)
-                elif not purge and which == "end" and rows[loser][1] < rows[winner][1]:
-                    _cut_edit_script(rows[loser], scripts[loser], rows[winner][1],
-                                     rows[winner][3], False)
-                else:
-                    loser = None
-                # the loser (trimmed, or None when deleted) moves behind the kept ones
-                arr[i + 1:count + 1] = arr[i + 2:count + 1] + [loser]
+                trimmed = False
+                if not purge and not at_end and rows[loser, 2] > rows[w, 2]:
+                    _cut(rows, loser, ops, op_len, first_run, last_run, first_len, last_len,
+                         rows[w, 2], rows[w, 4], True)
+                    trimmed = True
+                elif not purge and at_end and rows[loser, 1] < rows[w, 1]:
+                    _cut(rows, loser, ops, op_len, first_run, last_run, first_len, last_len,
+                         rows[w, 1], rows[w, 3], False)
+                    trimmed = True
+                # the loser (trimmed, or -1 when deleted) moves behind the kept ones
+                for k in range(i + 1, count):
+                    order[k] = order[k + 1]
+                order[count] = loser if trimmed else -1
             i += 1
-    order = [i for i in arr if i is not None]
-    out = hsps_from_rows(np.array([rows[i] for i in order], dtype=np.int64),
-                         [scripts[i] for i in order] if scripts is not None else None)
-    return out, count
+    kept = 0
+    for k in range(n):
+        if order[k] >= 0:
+            kept += 1
+    out_rows = np.empty((kept, 8), dtype=np.int64)
+    out_start = np.zeros(kept + 1, dtype=np.int64)
+    total = 0
+    m = 0
+    for k in range(n):
+        h = order[k]
+        if h >= 0:
+            out_rows[m] = rows[h]
+            total += last_run[h] - first_run[h] + 1
+            out_start[m + 1] = total
+            m += 1
+    out_ops = np.empty(total, dtype=np.uint8)
+    out_len = np.empty(total, dtype=np.int32)
+    m = 0
+    for k in range(n):
+        h = order[k]
+        if h < 0:
+            continue
+        at = out_start[m]
+        for r in range(first_run[h], last_run[h] + 1):
+            out_ops[at] = ops[r]
+            out_len[at] = op_len[r]
+            at += 1
+        if first_len[h] >= 0:
+            out_len[out_start[m]] = first_len[h]
+        if last_len[h] >= 0:
+            out_len[out_start[m + 1] - 1] = last_len[h]
+        m += 1
+    return out_rows, out_start, out_ops, out_len, count
 
 
-def _same_end(a, b, which):
-    if a[0] != b[0]:
-        return False
-    if which == "start":
-        return a[1] == b[1] and a[3] == b[3]
-    return a[2] == b[2] and a[4] == b[4]
-
-
-def _cut_edit_script(row, script, q_cut, s_cut, cut_begin):
-    """Trim one HSP in place: `row` (_HSP_FIELDS order) and `script` ([ops, lengths])."""
-    q0, q1, s0, s1, ops, nums = cut_off_gap_edit_script(
-        np.asarray(script[0], dtype=np.uint8), np.asarray(script[1], dtype=np.int32),
-        row[1], row[2], row[3], row[4], q_cut, s_cut, cut_begin)
-    row[1], row[2], row[3], row[4] = int(q0), int(q1), int(s0), int(s1)
-    script[0], script[1] = ops, nums
+@_nb.njit(cache=True, nogil=True)
+def _cut(rows, h, ops, op_len, first_run, last_run, first_len, last_len, q_cut, s_cut,
+         cut_begin):
+    """Trim HSP h's row and script window in place (cut_off_gap_edit_script's rule)."""
+    lo = first_run[h]
+    hi = last_run[h] + 1
+    lens = op_len[lo:hi].copy()
+    if first_len[h] >= 0:
+        lens[0] = first_len[h]
+    if last_len[h] >= 0:
+        lens[lens.size - 1] = last_len[h]
+    q0, q1, s0, s1, new_ops, new_lens = cut_off_gap_edit_script(
+        ops[lo:hi], lens, rows[h, 1], rows[h, 2], rows[h, 3], rows[h, 4], q_cut, s_cut,
+        cut_begin)
+    rows[h, 1] = q0
+    rows[h, 2] = q1
+    rows[h, 3] = s0
+    rows[h, 4] = s1
+    # the new script is a run window of the old one: find where it starts
+    start = lo + (lens.size - new_lens.size) if cut_begin else lo
+    first_run[h] = start
+    last_run[h] = start + new_lens.size - 1
+    first_len[h] = new_lens[0] if new_lens.size else -1
+    last_len[h] = new_lens[new_lens.size - 1] if new_lens.size else -1
 
 
 @_nb.njit(cache=True, nogil=True)
