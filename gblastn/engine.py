@@ -271,6 +271,7 @@ def finish_query(query_index: int, query, subjects: dict, batch, stats, db,
                  options: SearchOptions, pool=INLINE) -> QueryResult:
     """Traceback of one query's preliminary hits (its subjects spread over `pool`), then
     BLAST's final filtering and order."""
+    from .output.tabular import attach_alignment_counts
     from .traceback import traceback_subject
 
     kept = best_first(list(subjects.items()))[:prelim_hitlist_size(options)]
@@ -278,8 +279,12 @@ def finish_query(query_index: int, query, subjects: dict, batch, stats, db,
     def trace(item):
         ordinal, hsps = item
         with TIMES.stage("traceback"):
-            final = traceback_subject(hsps, batch, db.subject_letters(ordinal), stats, options)
-        return ordinal, final_hsps(final, batch, stats, options)
+            letters = db.subject_letters(ordinal)
+            final = final_hsps(traceback_subject(hsps, batch, letters, stats, options), batch,
+                               stats, options)
+            if len(final):
+                attach_alignment_counts(final, query.codes, letters)
+        return ordinal, final
 
     traced = [(o, h) for o, h in pool.map(trace, kept) if len(h)]
     traced = best_first(traced)[:options.max_target_seqs]
@@ -364,9 +369,19 @@ def search_batch(queries: list, first_index: int, db, options: SearchOptions, ba
     for volume in db.volumes:
         prelim_search_volume(plan.batch, plan.table, plan.stats, volume, options, prelim, backend,
                              diag_hash=plan.diag_hash, pool=pool)
-    for q, subjects in prelim.by_query.items():
-        results[q] = finish_query(first_index + q, queries[q], subjects, plan.batch, plan.stats,
-                                  db, options, pool)
+    # many queries: one task each; few: each query's subjects spread over the pool
+    per_query = len(prelim.by_query) >= pool.threads
+    inner = INLINE if per_query else pool
+
+    def finish(item):
+        q, subjects = item
+        return q, finish_query(first_index + q, queries[q], subjects, plan.batch, plan.stats,
+                               db, options, inner)
+
+    items = list(prelim.by_query.items())
+    done = pool.map(finish, items) if per_query else [finish(item) for item in items]
+    for q, result in done:
+        results[q] = result
     return results
 
 

@@ -39,6 +39,7 @@ class Hsps:
     op_start: np.ndarray = None  # int64, len n+1
     ops: np.ndarray = None       # uint8 (OP_*)
     op_len: np.ndarray = None    # int32
+    counts: np.ndarray = None    # int64 [n, 4]: columns, identities, gaps, gap runs (output)
 
     def __len__(self) -> int:
         return int(self.score.size)
@@ -56,6 +57,8 @@ class Hsps:
                       "q_gapped_start", "s_gapped_start")))
         if self.evalue is not None:
             out.evalue, out.bitscore = self.evalue[index], self.bitscore[index]
+        if self.counts is not None:
+            out.counts = self.counts[index]
         if self.ops is not None:
             starts, ends = self.op_start[index], self.op_start[index + 1]
             sizes = ends - starts

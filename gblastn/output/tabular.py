@@ -280,6 +280,33 @@ def alignment_counts(query_codes, minus, q_start, q_end, subject_letters, ops, o
     return columns, nident, gaps, gap_runs
 
 
+@njit(cache=True, nogil=True)
+def _counts_of_all(query_codes, context, q_start, q_end, s_start, subject, op_start, ops,
+                   op_len, complement):
+    """alignment_counts for each HSP of one subject: int64 [n, 4]. `subject` is the whole
+    subject's letters."""
+    n = context.size
+    out = np.empty((n, 4), dtype=np.int64)
+    for i in range(n):
+        a, b = op_start[i], op_start[i + 1]
+        s0 = s_start[i]
+        out[i, 0], out[i, 1], out[i, 2], out[i, 3] = alignment_counts(
+            query_codes, context[i] % 2 == 1, q_start[i], q_end[i], subject[s0:],
+            ops[a:b], op_len[a:b], complement)
+    return out
+
+
+def attach_alignment_counts(hsps, query_codes: np.ndarray, subject: np.ndarray) -> None:
+    """Store each traced HSP's (columns, identities, gaps, gap runs) in hsps.counts, so that
+    the output needs neither the subject's letters nor a pass over the alignment: this runs
+    in the traceback workers, the output in one thread."""
+    hsps.counts = _counts_of_all(
+        np.ascontiguousarray(query_codes, dtype=np.uint8), hsps.context.astype(np.int64),
+        hsps.q_start.astype(np.int64), hsps.q_end.astype(np.int64),
+        hsps.s_start.astype(np.int64), subject, hsps.op_start, hsps.ops, hsps.op_len,
+        COMPLEMENT_BLASTNA)
+
+
 def btop(qrow: np.ndarray, srow: np.ndarray) -> str:
     """Blast traceback operations: runs of identical letters as counts, other columns as
     the query letter followed by the subject letter ('-' for a gap)."""
@@ -492,18 +519,23 @@ def _hsp_fields(fmt, query, db, ordinal, hsps, i, per_subject) -> list:
         start, end = int(hsps.op_start[i]), int(hsps.op_start[i + 1])
         context, q_start, q_end = int(hsps.context[i]), int(hsps.q_start[i]), int(hsps.q_end[i])
         s_start, s_end = int(hsps.s_start[i]), int(hsps.s_end[i])
-        subject = db.blastna(ordinal, s_start, s_end)
         ops, op_len = hsps.ops[start:end], hsps.op_len[start:end]
         minus = context % 2 == 1
         qlen = int(query.codes.size)
+        subject = None
+        if needs_rows or hsps.counts is None:
+            subject = db.blastna(ordinal, s_start, s_end)
         if needs_rows:
             shown = display_hsp(query.codes, context, q_start, q_end, s_start, s_end, subject,
                                 ops, op_len)
             values.update(qseq=_letters(shown.qseq), sseq=_letters(shown.sseq))
             if "btop" in columns:
                 values["btop"] = btop(shown.qseq, shown.sseq)
-        length, nident, gaps, gap_runs = alignment_counts(
-            query.codes, minus, q_start, q_end, subject, ops, op_len, COMPLEMENT_BLASTNA)
+        if hsps.counts is not None:
+            length, nident, gaps, gap_runs = (int(x) for x in hsps.counts[i])
+        else:
+            length, nident, gaps, gap_runs = alignment_counts(
+                query.codes, minus, q_start, q_end, subject, ops, op_len, COMPLEMENT_BLASTNA)
         if minus:
             qstart, qend, sstart, send = qlen - q_end + 1, qlen - q_start, s_end, s_start + 1
         else:
