@@ -20,7 +20,7 @@ from .hsp import Hsps, alloc_tree, hsps_from_rows, purge_common_endpoints, score
 
 @njit(cache=True, nogil=True)
 def _extend_hits(q_start, s_start, length, score, context, context_offset, context_length,
-                 sequence, packed, chunk_length, cutoffs, xdrop, reward, penalty, gap_open,
+                 sequence, query_words, packed, chunk_length, cutoffs, xdrop, reward, penalty, gap_open,
                  gap_extend, min_diag_separation):
     """Extend the initial hits in order; returns int64 rows [n, 8] (context, q_start, q_end,
     s_start, s_end, score, q_gapped_start, s_gapped_start) of the kept gapped HSPs."""
@@ -40,9 +40,9 @@ def _extend_hits(q_start, s_start, length, score, context, context_offset, conte
                          min_diag_separation):
             continue
         # start from the middle of the ungapped alignment
-        res = greedy_gapped_alignment(sequence, base, context_length[ctx], packed, 0,
-                                      chunk_length, True, qs + ln // 2, ss + ln // 2, xdrop,
-                                      reward, penalty, gap_open, gap_extend, False)
+        res = greedy_gapped_alignment(sequence, query_words, base, context_length[ctx], packed,
+                                      0, chunk_length, True, qs + ln // 2, ss + ln // 2,
+                                      xdrop, reward, penalty, gap_open, gap_extend, False)
         gapped_score = res[0]
         if gapped_score < cutoffs[ctx]:
             continue
@@ -129,8 +129,8 @@ def prelim_gapped(hits_q_start, hits_s_start, hits_length, hits_score, batch, pa
     cutoffs = np.ascontiguousarray(stats.gapped_cutoff, dtype=np.int64)
     if options.greedy:
         rows = _extend_hits(
-            q_start, s_start, length, score, context, offsets, lengths, sequence, packed,
-            int(chunk_length), cutoffs, int(stats.gap_xdrop), int(options.reward),
+            q_start, s_start, length, score, context, offsets, lengths, sequence,
+            batch.query_words, packed, int(chunk_length), cutoffs, int(stats.gap_xdrop), int(options.reward),
             int(options.penalty), int(options.gapopen), int(options.gapextend),
             int(options.min_diag_separation))
     else:

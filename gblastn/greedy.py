@@ -27,6 +27,9 @@ import math
 import numpy as np
 from numba import njit
 
+from .wordrun import WORD_PAD, letter_run_backward, letter_run_forward, packed_run_backward, \
+    packed_run_forward
+
 OP_SUB = 0
 OP_DEL = 1
 OP_INS = 2
@@ -43,34 +46,37 @@ OUTSIDE = 15                 # what the subject holds outside its ends (BLAST's 
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _subject_letter(subject, packed, pos):
-    if packed:
-        return (subject[pos >> 2] >> (2 * (3 - (pos & 3)))) & 3
-    return subject[pos]
+def _sequences(query, query_bases, query_ambig, q_origin, len1, subject, s_origin, len2):
+    """What exact_run reads, as plain integers (addresses and bounds): arrays passed to a
+    function in the aligner's inner loop would have their references counted at each call."""
+    return (query.ctypes.data, query.size, query_bases.ctypes.data + WORD_PAD,
+            query_ambig.ctypes.data + WORD_PAD, q_origin, len1,
+            subject.ctypes.data, subject.size, s_origin, len2)
 
 
-@njit(cache=True, nogil=True)
-def exact_run(query, q_origin, len1, subject, s_origin, len2, packed, reverse, i1, i2):
+@njit(cache=True, nogil=True, inline="always")
+def exact_run(seqs, packed, reverse, i1, i2):
     """Number of matches from (seq1 index i1, seq2 index i2) on; BLAST's s_FindFirstMismatch.
 
     Forward, seq1 index i is query[q_origin + i]; reverse, it is query[q_origin - 1 - i]
-    (and likewise for the subject), so the left extension reads the sequences backwards."""
-    start = i1
+    (and likewise for the subject), so the left extension reads the sequences backwards.
+    `seqs` comes from _sequences; packed subjects are compared with the query's packed
+    words (pack_query_words), blastna subjects letter against letter."""
+    q_letters, q_size, q_bases, q_ambig, q_origin, len1, s_addr, s_size, s_origin, len2 = seqs
+    limit = min(len1 - i1, len2 - i2)
+    if limit <= 0:
+        return 0
+    if packed:
+        if reverse:
+            return packed_run_backward(q_bases, q_ambig, q_origin - 1 - i1, s_addr,
+                                       s_origin - 1 - i2, limit)
+        return packed_run_forward(q_bases, q_ambig, q_origin + i1, s_addr, s_size,
+                                  s_origin + i2, limit)
     if reverse:
-        while i1 < len1 and i2 < len2:
-            a = query[q_origin - 1 - i1]
-            if a >= 4 or a != _subject_letter(subject, packed, s_origin - 1 - i2):
-                break
-            i1 += 1
-            i2 += 1
-    else:
-        while i1 < len1 and i2 < len2:
-            a = query[q_origin + i1]
-            if a >= 4 or a != _subject_letter(subject, packed, s_origin + i2):
-                break
-            i1 += 1
-            i2 += 1
-    return i1 - start
+        return letter_run_backward(q_letters, q_origin - 1 - i1, s_addr, s_origin - 1 - i2,
+                                   limit)
+    return letter_run_forward(q_letters, q_size, q_origin + i1, s_addr, s_size, s_origin + i2,
+                              limit)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -104,8 +110,8 @@ def _grow_int(buf, need):
 
 
 @njit(cache=True, nogil=True)
-def greedy_linear(query, q_origin, len1, subject, s_origin, len2, packed, reverse,
-                  xdrop, match_cost, mismatch_cost, max_dist, traceback):
+def greedy_linear(query, query_bases, query_ambig, q_origin, len1, subject, s_origin, len2,
+                  packed, reverse, xdrop, match_cost, mismatch_cost, max_dist, traceback):
     """One direction of the non-affine greedy extension.
 
     match_cost/mismatch_cost/xdrop are already doubled for an odd reward.  Returns
@@ -121,8 +127,8 @@ def greedy_linear(query, q_origin, len1, subject, s_origin, len2, packed, revers
     ops = np.empty(8, dtype=np.uint8)
     nums = np.empty(8, dtype=np.int32)
     n_ops = 0
-
-    index = exact_run(query, q_origin, len1, subject, s_origin, len2, packed, reverse, 0, 0)
+    seqs = _sequences(query, query_bases, query_ambig, q_origin, len1, subject, s_origin, len2)
+    index = exact_run(seqs, packed, reverse, 0, 0)
     seq1_len = index
     seq2_len = index
     seed_q = 0
@@ -197,8 +203,7 @@ def greedy_linear(query, q_origin, len1, subject, s_origin, len2, packed, revers
                     cells[here + k] = INVALID_OFFSET
                 continue
             upper = k
-            run = exact_run(query, q_origin, len1, subject, s_origin, len2, packed, reverse,
-                            seq1, seq2)
+            run = exact_run(seqs, packed, reverse, seq1, seq2)
             if run > longest:
                 seed_q = seq1
                 seed_s = seq2
@@ -235,10 +240,12 @@ def greedy_linear(query, q_origin, len1, subject, s_origin, len2, packed, revers
         if not end1_reached:
             upper += 1
         width = upper - lower + 5
-        cells = _grow_int(cells, used + width)
+        if used + width > cells.size:
+            cells = _grow_int(cells, used + width)
         row_at[d + 1] = used
         row_lo[d + 1] = lower - 2
-        cells[used:used + width] = INVALID_OFFSET
+        for j in range(used, used + width):
+            cells[j] = INVALID_OFFSET
         used += width
 
     if not traceback:
@@ -304,8 +311,8 @@ def _in_range(lower_of, upper_of, at, k):
 
 
 @njit(cache=True, nogil=True)
-def greedy_affine(query, q_origin, len1, subject, s_origin, len2, packed, reverse,
-                  xdrop, match_score, mismatch_score, gap_open_in, gap_extend_in, max_dist,
+def greedy_affine(query, query_bases, query_ambig, q_origin, len1, subject, s_origin, len2,
+                  packed, reverse,                  xdrop, match_score, mismatch_score, gap_open_in, gap_extend_in, max_dist,
                   traceback):
     """One direction of the affine greedy extension (scores already doubled for an odd
     reward).  Returns (status, score, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops,
@@ -332,7 +339,8 @@ def greedy_affine(query, q_origin, len1, subject, s_origin, len2, packed, revers
     ops = np.empty(8, dtype=np.uint8)
     nums = np.empty(8, dtype=np.int32)
     n_ops = 0
-    index = exact_run(query, q_origin, len1, subject, s_origin, len2, packed, reverse, 0, 0)
+    seqs = _sequences(query, query_bases, query_ambig, q_origin, len1, subject, s_origin, len2)
+    index = exact_run(seqs, packed, reverse, 0, 0)
     seq1_len = index
     seq2_len = index
     seed_q = 0
@@ -391,9 +399,10 @@ def greedy_affine(query, q_origin, len1, subject, s_origin, len2, packed, revers
             xdrop_score = 0
 
         width = max(cur_upper - cur_lower + 1, 0)
-        match_off = _grow_int(match_off, used + width)
-        ins_off = _grow_int(ins_off, used + width)
-        del_off = _grow_int(del_off, used + width)
+        if used + width > match_off.size:
+            match_off = _grow_int(match_off, used + width)
+            ins_off = _grow_int(ins_off, used + width)
+            del_off = _grow_int(del_off, used + width)
         row_at[d] = used
         row_lo[d] = cur_lower
         used += width
@@ -440,8 +449,7 @@ def greedy_affine(query, q_origin, len1, subject, s_origin, len2, packed, revers
                     match_off[here + k] = INVALID_OFFSET
                 continue
             cur_upper = k
-            run = exact_run(query, q_origin, len1, subject, s_origin, len2, packed, reverse,
-                            seq1, seq2)
+            run = exact_run(seqs, packed, reverse, seq1, seq2)
             if run > longest:
                 seed_q = seq1
                 seed_s = seq2
@@ -561,8 +569,8 @@ def greedy_affine(query, q_origin, len1, subject, s_origin, len2, packed, revers
 
 
 @njit(cache=True, nogil=True)
-def greedy_one_way(query, q_origin, len1, subject, s_origin, len2, packed, reverse,
-                   xdrop, reward, penalty, gap_open, gap_extend, traceback):
+def greedy_one_way(query, query_bases, query_ambig, q_origin, len1, subject, s_origin, len2,
+                   packed, reverse, xdrop, reward, penalty, gap_open, gap_extend, traceback):
     """Extend in one direction with BLAST's cost conventions (penalty negative, the X-drop
     and costs doubled inside for an odd reward).  The first value returned is the distance
     (linear costs) or the score in the doubled units (affine costs)."""
@@ -577,33 +585,35 @@ def greedy_one_way(query, q_origin, len1, subject, s_origin, len2, packed, rever
     # BLAST retries with twice the memory when GREEDY_MAX_COST distances do not suffice; the
     # aligners here grow their memory instead, which gives the same result in one pass
     if gap_open == 0 and gap_extend == 0:
-        out = greedy_linear(query, q_origin, len1, subject, s_origin, len2, packed, reverse,
-                            xdrop, match, mismatch, GREEDY_MAX_COST, traceback)
+        out = greedy_linear(query, query_bases, query_ambig, q_origin, len1, subject, s_origin,
+                            len2, packed, reverse, xdrop, match, mismatch, GREEDY_MAX_COST, traceback)
     else:
-        out = greedy_affine(query, q_origin, len1, subject, s_origin, len2, packed, reverse,
-                            xdrop, match, mismatch, gap_open, gap_extend, GREEDY_MAX_COST,
+        out = greedy_affine(query, query_bases, query_ambig, q_origin, len1, subject, s_origin,
+                            len2, packed, reverse, xdrop, match, mismatch, gap_open, gap_extend, GREEDY_MAX_COST,
                             traceback)
     return out[1:]
 
 
 @njit(cache=True, nogil=True)
-def greedy_gapped_alignment(query, q_base, q_length, subject, s_base, s_length, packed,
-                            q_off, s_off, xdrop, reward, penalty, gap_open, gap_extend,
+def greedy_gapped_alignment(query, query_words, q_base, q_length, subject, s_base, s_length,
+                            packed, q_off, s_off, xdrop, reward, penalty, gap_open, gap_extend,
                             traceback):
     """BLAST_GreedyGappedAlignment: extend right from (q_off, s_off), then left.
 
-    The query context is query[q_base : q_base + q_length] and the subject (range) is
-    subject[s_base : s_base + s_length] (letters, or packed positions); q_off/s_off and the
-    results are relative to those bases.  Returns (score, q_start, q_end, s_start, s_end,
+    query_words: pack_query_words(query), which a packed subject is compared with (unused
+    for blastna subjects). The query context is query[q_base : q_base + q_length] and the
+    subject (range) is subject[s_base : s_base + s_length] (letters, or packed positions);
+    q_off/s_off and the results are relative to those bases.  Returns (score, q_start, q_end, s_start, s_end,
     q_seed, s_seed, ops, nums, n_ops): the raw score, the half-open box of the alignment, the
     new start point estimate (score-only mode; the input point with traceback) and, with
     traceback, the edit script (runs, left to right) after gap reduction."""
-    r = greedy_one_way(query, q_base + q_off, q_length - q_off, subject, s_base + s_off,
-                       s_length - s_off, packed, False, xdrop, reward, penalty,
+    bases, ambig = query_words
+    r = greedy_one_way(query, bases, ambig, q_base + q_off, q_length - q_off, subject,
+                       s_base + s_off, s_length - s_off, packed, False, xdrop, reward, penalty,
                        gap_open, gap_extend, traceback)
     score_r, q_ext_r, s_ext_r, fwd_q, fwd_s, fwd_len, fwd_ops, fwd_nums, fwd_n = r
-    l = greedy_one_way(query, q_base + q_off, q_off, subject, s_base + s_off, s_off, packed,
-                       True, xdrop, reward, penalty, gap_open, gap_extend, traceback)
+    l = greedy_one_way(query, bases, ambig, q_base + q_off, q_off, subject, s_base + s_off,
+                       s_off, packed, True, xdrop, reward, penalty, gap_open, gap_extend, traceback)
     score_l, q_ext_l, s_ext_l, rev_q, rev_s, rev_len, rev_ops, rev_nums, rev_n = l
 
     if gap_open == 0 and gap_extend == 0:

@@ -11,6 +11,7 @@ masked letters become N for every stage.
 """
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -43,6 +44,13 @@ class QueryBatch:
     masks: list                   # per context: int32 [k, 2] half-open masked ranges, context-relative
     lookup_segments: np.ndarray   # int32 [n, 2] unmasked half-open ranges, concatenated coordinates
     unmasked_sequence: np.ndarray  # as `sequence` but never hard-masked (for identity counts)
+
+    @cached_property
+    def query_words(self) -> tuple:
+        """`sequence` as packed bases and ambiguity bits (wordrun.pack_query_words), which the
+        preliminary greedy aligner compares with packed subjects."""
+        from .wordrun import pack_query_words
+        return pack_query_words(self.sequence)
 
     @property
     def num_contexts(self) -> int:

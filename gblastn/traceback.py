@@ -71,6 +71,10 @@ def traceback_subject(hsps: Hsps, batch, subject_codes: np.ndarray, stats, optio
     return containment_filter(traced, min_diag)
 
 
+# blastna subjects are compared with the query's letters, not its packed words
+NO_WORDS = (np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.uint8))
+
+
 @lru_cache(maxsize=16)
 def _matrix(reward: int, penalty: int) -> np.ndarray:
     """The scoring matrix as the aligners take it, built once per reward/penalty pair and
@@ -128,8 +132,8 @@ def _greedy_traceback_rows(rows_in, context_offset, context_length, query, subje
         else:
             qg, sg = gapped_start_nucl(letters, subject, qs, qe, ss, se, qg, sg)
         shift, s_in_window, window = adjust_subject_range(sg, subject.size, qg, q_length)
-        res = greedy_gapped_alignment(query, q_base, q_length, subject, shift, window, False,
-                                      qg, s_in_window, xdrop, reward, penalty, gap_open,
+        res = greedy_gapped_alignment(query, NO_WORDS, q_base, q_length, subject, shift, window,
+                                      False, qg, s_in_window, xdrop, reward, penalty, gap_open,
                                       gap_extend, True)
         score = res[0]
         q0 = res[1]

@@ -4,6 +4,7 @@ import numpy as np
 
 from gblastn.alphabet import encode_blastna, pack_2bit
 from gblastn.greedy import OP_DEL, OP_INS, OP_SUB, greedy_gapped_alignment
+from gblastn.wordrun import pack_query_words
 
 
 def _align(q, s, q_off, s_off, xdrop=54, reward=1, penalty=-2, go=0, ge=0, traceback=True,
@@ -11,8 +12,8 @@ def _align(q, s, q_off, s_off, xdrop=54, reward=1, penalty=-2, go=0, ge=0, trace
     query = np.concatenate([[15], encode_blastna(q), [15]]).astype(np.uint8)
     subj = encode_blastna(s)
     subject = pack_2bit(np.where(subj > 3, 0, subj)) if packed else subj
-    return greedy_gapped_alignment(query, 1, len(q), subject, 0, len(s), packed, q_off, s_off,
-                                   xdrop, reward, penalty, go, ge, traceback)
+    return greedy_gapped_alignment(query, pack_query_words(query), 1, len(q), subject, 0, len(s),
+                                   packed, q_off, s_off, xdrop, reward, penalty, go, ge, traceback)
 
 
 def _script_score(q, s, res, reward, penalty, gap_column):
