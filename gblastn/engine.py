@@ -278,8 +278,9 @@ def finish_query(query_index: int, query, subjects: dict, batch, stats, db,
 
     def trace(item):
         ordinal, hsps = item
-        with TIMES.stage("traceback"):
+        with TIMES.stage("subject letters"):
             letters = db.subject_letters(ordinal)
+        with TIMES.stage("traceback"):
             final = final_hsps(traceback_subject(hsps, batch, letters, stats, options), batch,
                                stats, options)
             if len(final):
@@ -353,6 +354,21 @@ def plan_batch(queries: list, first_index: int, db, options: SearchOptions) -> B
     return plan
 
 
+def traceback_work(subjects: dict | None) -> int:
+    """An estimate of a query's traceback work: the query letters its preliminary HSPs
+    align, plus a share per subject for the fixed costs."""
+    if not subjects:
+        return 0
+    return sum(int((hsps.q_end - hsps.q_start).sum()) + 1000 for hsps in subjects.values())
+
+
+def longest_first(hits_by_query: dict, queries=None) -> list:
+    """Query indices (those of `queries`, or the keys), the most traceback work first: long
+    tracebacks then start first, rather than one started last deciding when the batch ends."""
+    indices = list(hits_by_query) if queries is None else list(queries)
+    return sorted(indices, key=lambda q: -traceback_work(hits_by_query.get(q)))
+
+
 def empty_result(index: int, query) -> QueryResult:
     return QueryResult(index, query.id, query.defline, len(query))
 
@@ -378,7 +394,7 @@ def search_batch(queries: list, first_index: int, db, options: SearchOptions, ba
         return q, finish_query(first_index + q, queries[q], subjects, plan.batch, plan.stats,
                                db, options, inner)
 
-    items = list(prelim.by_query.items())
+    items = [(q, prelim.by_query[q]) for q in longest_first(prelim.by_query)]
     done = pool.map(finish, items) if per_query else [finish(item) for item in items]
     for q, result in done:
         results[q] = result

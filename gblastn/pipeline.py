@@ -309,7 +309,10 @@ class Pipeline:
         self._put(self.prelim_q, _END)
 
     def _collector(self):
-        """Merge each batch's volumes; when a batch is complete, post one task per query."""
+        """Merge each batch's volumes; when a batch is complete, post one task per query, the
+        most work first (the writer restores the input order)."""
+        from .engine import longest_first
+
         plans, pending, merged = {}, {}, {}
         next_batch, ended = 0, 0
         while ended < self.prelim_threads:
@@ -331,7 +334,7 @@ class Pipeline:
                 plan = plans.pop(next_batch)
                 hits = merged.pop(next_batch)
                 del pending[next_batch]
-                for q, query in enumerate(plan.queries):
+                for q in longest_first(hits, range(len(plan.queries))):
                     self._put(self.trace_q, (plan, q, hits.get(q)))
                 next_batch += 1
         for _ in range(self.traceback_threads):

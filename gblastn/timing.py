@@ -6,7 +6,7 @@ import time
 from contextlib import contextmanager
 
 STAGES = ("start-up", "database load", "query setup", "scan", "ungapped", "gapped",
-          "traceback", "output")
+          "subject letters", "traceback", "output")
 
 
 class StageTimes:

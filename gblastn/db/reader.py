@@ -41,11 +41,10 @@ _CODE_OF = np.ascontiguousarray(BLASTNA_FROM_NCBI4NA, dtype=np.uint8)
 
 
 @njit(cache=True, nogil=True)
-def _true_letters(packed, start, end, amb_offset, amb_length, amb_code, code_of):
-    """Letters [start, end) of a packed subject as blastna: the 2-bit bases, then the
-    ambiguity runs (offset, length, ncbi4na code; in increasing offset order) written over
-    them, as blastna codes through code_of."""
-    out = np.empty(end - start, dtype=np.uint8)
+def _fill_true_letters(out, packed, start, end, amb_offset, amb_length, amb_code, code_of):
+    """Write letters [start, end) of a packed subject into out[0:end - start] as blastna: the
+    2-bit bases, then the ambiguity runs (offset, length, ncbi4na code; in increasing offset
+    order) written over them, as blastna codes through code_of."""
     p = start
     while p < end and p & 3:
         out[p - start] = (packed[p >> 2] >> (2 * (3 - (p & 3)))) & 3
@@ -74,7 +73,6 @@ def _true_letters(packed, start, end, amb_offset, amb_length, amb_code, code_of)
         code = code_of[amb_code[k]]
         for p in range(max(lo, start), min(hi, end)):
             out[p - start] = code
-    return out
 
 
 def _resolve(path: str) -> str:
@@ -331,8 +329,12 @@ class Database:
         if offsets.size > 16:
             # skip the runs that end before start (runs are in increasing offset order)
             first = int(np.searchsorted(offsets + run_lengths, start, side="right"))
-        return _true_letters(volume.packed(local), start, end, offsets[first:],
-                             run_lengths[first:], run_codes[first:], _CODE_OF)
+        # numpy's allocation (advised for huge pages when large) is written twice as fast as
+        # numba's: a chromosome-long array costs tens of thousands of page faults otherwise
+        letters = np.empty(end - start, dtype=np.uint8)
+        _fill_true_letters(letters, volume.packed(local), start, end, offsets[first:],
+                           run_lengths[first:], run_codes[first:], _CODE_OF)
+        return letters
 
     def subject_letters(self, ordinal: int) -> np.ndarray:
         """The whole subject's true letters (blastna), from a small cache: traceback asks for
