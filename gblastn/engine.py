@@ -436,6 +436,7 @@ def search(queries, db, columns: str = "std score sstrand qlen slen", backend=No
     settings = make_options(**options)
     own_db = not hasattr(db, "volumes")
     database = open_db(db) if own_db else db
+    database.unpack_threads = max(database.unpack_threads, settings.num_threads)
     try:
         queries = read_queries(queries)
         return [QueryHits(q.id, q.defline, len(q), hit_records(q, r, database, columns))

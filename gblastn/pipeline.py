@@ -103,6 +103,7 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
         from .scan import cpu as backend
     with TIMES.stage("database load"):
         db = open_db(db_path)
+    db.unpack_threads = options.num_threads
     with db:
         loader = _preload(db, backend)
         try:

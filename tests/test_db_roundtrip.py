@@ -91,3 +91,23 @@ def test_pack_matches_alphabet_packing(tmp_path):
     make_db([str(tmp_path / "a.fa")], str(tmp_path / "db"), progress=False)
     with open_db(str(tmp_path / "db")) as db:
         assert np.array_equal(db.packed(0), pack_2bit(db.blastna(0)))
+
+
+def test_unpacking_on_threads_gives_the_same_letters(tmp_path, monkeypatch):
+    """A long subject unpacked in pieces on several threads, whole or in part, equals the
+    one-thread unpacking, ambiguity runs across the pieces' borders included."""
+    import gblastn.db.reader as reader
+
+    rng = np.random.default_rng(7)
+    seq = "".join(rng.choice(list("ACGT"), 9_999))
+    seq = seq[:995] + "N" * 20 + seq[1015:2998] + "RYKM" + seq[3002:]
+    fasta = tmp_path / "long.fa"
+    fasta.write_text(">long\n" + seq + "\n")
+    make_db([str(fasta)], str(tmp_path / "db"), progress=False)
+    monkeypatch.setattr(reader, "UNPACK_PIECE", 1000)
+    with open_db(str(tmp_path / "db")) as db:
+        alone = db.blastna(0)
+        db.unpack_threads = 4
+        assert decode_blastna(db.blastna(0)) == expected_letters(seq)
+        assert np.array_equal(db.blastna(0), alone)
+        assert np.array_equal(db.blastna(0, 997, 8_003), alone[997:8_003])

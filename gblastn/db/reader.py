@@ -13,6 +13,7 @@ import os
 import threading
 import zlib
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 import lmdb
@@ -37,6 +38,7 @@ def _letters_cache_bytes() -> int:
 
 
 LETTERS_CACHE_BYTES = _letters_cache_bytes()
+UNPACK_PIECE = 1 << 22  # letters of a subject unpacked by one thread at a time
 _CODE_OF = np.ascontiguousarray(BLASTNA_FROM_NCBI4NA, dtype=np.uint8)
 
 
@@ -243,6 +245,8 @@ class Database:
         self._letters_bytes = 0
         self._letters_lock = threading.Lock()
         self._loading: dict = {}  # ordinal -> the lock held while it is unpacked
+        self.unpack_threads = 1  # threads that unpack one long subject (the search's own)
+        self._unpacker = None
         self.directory = _resolve(self.name)
         manifest = _read_manifest(self.directory, self.name)
         try:
@@ -332,9 +336,30 @@ class Database:
         # numpy's allocation (advised for huge pages when large) is written twice as fast as
         # numba's: a chromosome-long array costs tens of thousands of page faults otherwise
         letters = np.empty(end - start, dtype=np.uint8)
-        _fill_true_letters(letters, volume.packed(local), start, end, offsets[first:],
-                           run_lengths[first:], run_codes[first:], _CODE_OF)
+        packed, runs = volume.packed(local), (offsets[first:], run_lengths[first:],
+                                              run_codes[first:])
+
+        def fill(piece_start):
+            piece_end = min(piece_start + UNPACK_PIECE, end)
+            _fill_true_letters(letters[piece_start - start:piece_end - start], packed,
+                               piece_start, piece_end, *runs, _CODE_OF)
+
+        pieces = range(start, end, UNPACK_PIECE)
+        if self.unpack_threads > 1 and len(pieces) > 1:
+            # a traceback waits for its subject, and the first ones all wait for the same
+            # chromosomes: unpack each on several threads
+            list(self._unpack_pool().map(fill, pieces))
+        else:
+            for piece_start in pieces:
+                fill(piece_start)
         return letters
+
+    def _unpack_pool(self):
+        with self._letters_lock:
+            if self._unpacker is None:
+                self._unpacker = ThreadPoolExecutor(self.unpack_threads,
+                                                    thread_name_prefix="gblastn-unpack")
+            return self._unpacker
 
     def subject_letters(self, ordinal: int) -> np.ndarray:
         """The whole subject's true letters (blastna), from a small cache: traceback asks for
@@ -361,6 +386,8 @@ class Database:
 
     # -- life cycle ------------------------------------------------------------------------
     def close(self) -> None:
+        if self._unpacker is not None:
+            self._unpacker.shutdown(wait=True, cancel_futures=True)  # before the maps go
         for volume in self.volumes:
             volume.close()
 
