@@ -50,13 +50,14 @@ def concordance(blast_lines, our_lines):
     return common / max(1, len(blast_lines)), common / max(1, len(our_lines))
 
 
-def stage_times(stderr: str) -> dict:
-    """The '-stage_times' line gblastn prints, as {stage: seconds}."""
+def stage_times(stderr: str) -> tuple[dict, str]:
+    """The '-stage_times' line gblastn prints: ({stage: seconds}, when each stage was busy)."""
     match = re.search(r"stage times \(summed over threads, [\d.]+s\): (.*)", stderr)
     if not match:
-        return {}
-    parts = (part.rsplit(" ", 1) for part in match.group(1).split(", "))
-    return {name.strip(): float(secs.rstrip("s")) for name, secs in parts}
+        return {}, ""
+    summed, _, spans = match.group(1).partition("; busy between: ")
+    parts = (part.rsplit(" ", 1) for part in summed.split(", "))
+    return {name.strip(): float(secs.rstrip("s")) for name, secs in parts}, spans
 
 
 def build_databases(a, work):
@@ -141,12 +142,13 @@ def main():
                   f"{max(r[1] for r in blast_runs):>10.0f}{max(r[1] for r in our_runs):>9.0f}"
                   f"{len(blast_lines):>12}{len(our_lines):>11}{100 * of_blast:>8.2f}%"
                   f"{100 * of_ours:>7.2f}%")
-            times = stage_times(our_runs[-1][3])
+            times, spans = stage_times(our_runs[-1][3])
             if times:
                 split = ", ".join(f"{k} {v:.2f}" for k, v in times.items())
                 cpu_busy = sum(times.get(k, 0.0) for k in CPU_STAGES) / (a.threads * ot)
                 scan_busy = times.get("scan", 0.0) / ot
                 print(f"{'':<12}  gblastn stages (s, summed over threads): {split}")
+                print(f"{'':<12}  busy between (s from start): {spans}")
                 print(f"{'':<12}  busy: scan ({a.device}) {100 * scan_busy:.0f}% of the wall time,"
                       f" CPU threads {100 * cpu_busy:.0f}%")
             if a.diff:

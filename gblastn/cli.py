@@ -49,6 +49,10 @@ def main() -> None:
     # click reports an interrupt (KeyboardInterrupt -> Abort) as the return value 130
     if isinstance(code, int) and code:
         _leave("gblastn: interrupted" if code == 130 else f"gblastn: exit status {code}", code)
+    # done, the output complete: leave without the interpreter's teardown, which spent half a
+    # second freeing the unpacked subjects and joining idle thread pools
+    from .timing import TIMES
+    _leave("gblastn: " + TIMES.report() if TIMES.report_wanted else "", 0)
 
 
 def _terminate(signum, frame) -> None:

@@ -116,8 +116,7 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
 
 def _search_all(files, db, fmt, options, output, backend, settings) -> int:
     if settings.stage_times:
-        import atexit
-        atexit.register(lambda: print("gblastn: " + TIMES.report(), file=sys.stderr))
+        TIMES.report_wanted = True  # the command line prints it on leaving
     if output.out_dir:
         os.makedirs(output.out_dir, exist_ok=True)
         total = 0

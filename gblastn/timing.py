@@ -1,5 +1,6 @@
-"""Wall time per search stage, summed over the threads that ran it (for -stage_times and
-the benchmarks: where a search's time goes)."""
+"""Wall time per search stage, summed over the threads that ran it, and when each stage was
+first and last busy (for -stage_times and the benchmarks: where a search's time goes, and
+which stages overlap)."""
 
 import threading
 import time
@@ -13,6 +14,9 @@ class StageTimes:
     def __init__(self):
         self.lock = threading.Lock()
         self.seconds = dict.fromkeys(STAGES, 0.0)
+        self.spans: dict = {}  # stage -> [first start, last end], perf_counter seconds
+        self.origin = time.perf_counter()
+        self.report_wanted = False  # -stage_times: print report() when the search ends
 
     @contextmanager
     def stage(self, name: str):
@@ -20,16 +24,24 @@ class StageTimes:
         try:
             yield
         finally:
-            self.add(name, time.perf_counter() - start)
+            self.add(name, time.perf_counter() - start, start)
 
-    def add(self, name: str, seconds: float) -> None:
+    def add(self, name: str, seconds: float, start: float | None = None) -> None:
+        start = time.perf_counter() - seconds if start is None else start
         with self.lock:
             self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+            span = self.spans.setdefault(name, [start, start + seconds])
+            span[0] = min(span[0], start)
+            span[1] = max(span[1], start + seconds)
 
     def report(self) -> str:
         total = sum(self.seconds.values())
         parts = [f"{name} {secs:.2f}s" for name, secs in self.seconds.items() if secs > 0]
-        return f"stage times (summed over threads, {total:.2f}s): " + ", ".join(parts)
+        origin = min([self.origin] + [span[0] for span in self.spans.values()])
+        spans = [f"{name} {span[0] - origin:.2f}-{span[1] - origin:.2f}s"
+                 for name, span in self.spans.items()]
+        return (f"stage times (summed over threads, {total:.2f}s): " + ", ".join(parts) +
+                "; busy between: " + ", ".join(spans))
 
 
 # one per process: a search run is one process
