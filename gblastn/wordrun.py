@@ -70,26 +70,24 @@ def _byte_swap(typingctx, value):
     return sig, codegen
 
 
-@intrinsic
-def leading_zeros(typingctx, value):
-    """Leading zero bits of a 64-bit word (64 for zero)."""
-    sig = types.uint64(types.uint64)
+def _zero_bits_counter(instruction: str, doc: str):
+    """An intrinsic counting a 64-bit word's zero bits with an LLVM instruction (ctlz, cttz);
+    a zero word gives 64."""
+    @intrinsic
+    def count(typingctx, value):
+        sig = types.uint64(types.uint64)
 
-    def codegen(context, builder, signature, args):
-        return builder.ctlz(args[0], ir.Constant(ir.IntType(1), 0))
+        def codegen(context, builder, signature, args):
+            return getattr(builder, instruction)(args[0], ir.Constant(ir.IntType(1), 0))
 
-    return sig, codegen
+        return sig, codegen
+
+    count.__doc__ = doc
+    return count
 
 
-@intrinsic
-def trailing_zeros(typingctx, value):
-    """Trailing zero bits of a 64-bit word (64 for zero)."""
-    sig = types.uint64(types.uint64)
-
-    def codegen(context, builder, signature, args):
-        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
-
-    return sig, codegen
+leading_zeros = _zero_bits_counter("ctlz", "Leading zero bits of a 64-bit word (64 for zero).")
+trailing_zeros = _zero_bits_counter("cttz", "Trailing zero bits of a 64-bit word (64 for zero).")
 
 
 @njit(cache=True, nogil=True, inline="always")
