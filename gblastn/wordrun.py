@@ -126,6 +126,21 @@ def _packed_base(address, pos):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _packed_letter_run(q_bases, q_ambig, q_pos, s_bases, s_pos, n, limit, direction):
+    """The packed runs' letter-at-a-time end: matches counted on from n, moving by
+    `direction` (1 or -1), at most `limit`."""
+    while n < limit:
+        q = q_pos + direction * n
+        s = s_pos + direction * n
+        if (_load_u8(q_ambig + (q >> 3)) >> (7 - (q & 7))) & 1:
+            break
+        if _packed_base(q_bases, q) != _packed_base(s_bases, s):
+            break
+        n += 1
+    return min(n, limit)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def packed_run_forward(q_bases, q_ambig, q_pos, s_bases, s_bytes, s_pos, limit):
     """Matches from query letter q_pos and subject base s_pos on, at most `limit`.
 
@@ -148,15 +163,7 @@ def packed_run_forward(q_bases, q_ambig, q_pos, s_bases, s_bytes, s_pos, limit):
         if step < PACKED_STEP:
             return min(n, limit)
     # the subject's last bytes, a letter at a time
-    while n < limit:
-        q = q_pos + n
-        s = s_pos + n
-        if (_load_u8(q_ambig + (q >> 3)) >> (7 - (q & 7))) & 1:
-            break
-        if _packed_base(q_bases, q) != _packed_base(s_bases, s):
-            break
-        n += 1
-    return min(n, limit)
+    return _packed_letter_run(q_bases, q_ambig, q_pos, s_bases, s_pos, n, limit, 1)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -180,15 +187,7 @@ def packed_run_backward(q_bases, q_ambig, q_pos, s_bases, s_pos, limit):
         n += step
         if step < PACKED_STEP:
             return min(n, limit)
-    while n < limit:
-        q = q_pos - n
-        s = s_pos - n
-        if (_load_u8(q_ambig + (q >> 3)) >> (7 - (q & 7))) & 1:
-            break
-        if _packed_base(q_bases, q) != _packed_base(s_bases, s):
-            break
-        n += 1
-    return min(n, limit)
+    return _packed_letter_run(q_bases, q_ambig, q_pos, s_bases, s_pos, n, limit, -1)
 
 
 # ----------------------------------------------------------------------------------------------
