@@ -259,12 +259,15 @@ def best_first(items: list) -> list:
 # traceback and final processing of one query
 
 
-def hsp_order(hsps: Hsps) -> np.ndarray:
-    """ScoreCompareHSPs with E-values: E-value (tiny ones equal), score desc, s_start asc,
-    s_end desc, q_start asc, q_end desc."""
-    e = np.where(hsps.evalue < EVALUE_EQUAL_BELOW, 0.0, hsps.evalue)
-    return np.lexsort((-hsps.q_end.astype(np.int64), hsps.q_start, -hsps.s_end.astype(np.int64),
-                       hsps.s_start, -hsps.score.astype(np.int64), e))
+def hsp_order(hsps: Hsps, index: np.ndarray) -> np.ndarray:
+    """ScoreCompareHSPs with E-values, for the HSPs at `index` (positions within it):
+    E-value (tiny ones equal), score desc, s_start asc, s_end desc, q_start asc, q_end
+    desc."""
+    e = hsps.evalue[index]
+    e = np.where(e < EVALUE_EQUAL_BELOW, 0.0, e)
+    return np.lexsort((-hsps.q_end[index].astype(np.int64), hsps.q_start[index],
+                       -hsps.s_end[index].astype(np.int64), hsps.s_start[index],
+                       -hsps.score[index].astype(np.int64), e))
 
 
 def finish_query(query_index: int, query, subjects: dict, batch, stats, db,
@@ -302,23 +305,27 @@ def final_hsps(final: Hsps, batch, stats, options: SearchOptions) -> Hsps:
         return final
     final.evalue = evalues(final.score, final.context, stats)
     final.bitscore = bit_scores(final.score, final.context, stats)
-    final = final.take(final.evalue <= options.evalue)
-    if len(final) == 0:
-        return final
+    # the picks are made on indices, so the HSPs (and their scripts) are copied once
+    index = np.flatnonzero(final.evalue <= options.evalue)
     if options.max_hsps:
         # Blast_TrimHSPListByMaxHsps cuts the list in traceback (score) order; the
         # E-value order comes after, and differs when the strands' lambdas differ
-        final = final.take(np.arange(min(options.max_hsps, len(final))))
-    final = final.take(hsp_order(final))
+        index = index[:options.max_hsps]
+    index = index[hsp_order(final, index)]
     if options.qcov_hsp_perc:
-        final = final.take(_query_coverage_ok(final, batch, options.qcov_hsp_perc))
-    return final
+        index = index[_query_coverage_ok(final, index, batch, options.qcov_hsp_perc)]
+    return final if _is_identity(index, len(final)) else final.take(index)
 
 
-def _query_coverage_ok(hsps: Hsps, batch, percent: float) -> np.ndarray:
-    """Blast_HSPQueryCoverageTest: keep HSPs covering at least `percent` of the query."""
-    qlen = batch.context_length[hsps.context].astype(np.float64)
-    return 100.0 * (hsps.q_end - hsps.q_start) / qlen >= percent
+def _is_identity(index: np.ndarray, n: int) -> bool:
+    return index.size == n and bool((index == np.arange(n)).all())
+
+
+def _query_coverage_ok(hsps: Hsps, index: np.ndarray, batch, percent: float) -> np.ndarray:
+    """Blast_HSPQueryCoverageTest: which of the HSPs at `index` cover at least `percent` of
+    the query."""
+    qlen = batch.context_length[hsps.context[index]].astype(np.float64)
+    return 100.0 * (hsps.q_end[index] - hsps.q_start[index]) / qlen >= percent
 
 
 # ----------------------------------------------------------------------------------------------

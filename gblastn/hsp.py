@@ -293,12 +293,12 @@ def containment_filter(hsps: Hsps, min_diag_separation: int) -> Hsps:
     """Drop, in list order, every HSP contained in one kept before it (the final pass of
     Blast_TracebackFromHSPList, on a list sorted by score)."""
     rows = hsp_rows(hsps)
-    keep = _containment_keep(rows, int(min_diag_separation))
+    keep = containment_keep(rows, int(min_diag_separation))
     return hsps.take(keep)
 
 
 @_nb.njit(cache=True, nogil=True)
-def _containment_keep(rows, min_diag_separation):
+def containment_keep(rows, min_diag_separation):
     n = rows.shape[0]
     keep = np.zeros(n, dtype=np.bool_)
     tree = alloc_tree(n, min_diag_separation)
@@ -310,6 +310,35 @@ def _containment_keep(rows, min_diag_separation):
         keep[i] = True
         used = tree_add(tree, used, r[0], r[1], r[2], r[3], r[4], r[5])
     return keep
+
+
+@_nb.njit(cache=True, nogil=True)
+def score_order_rows(rows):
+    """score_order for rows [n, 8] (hsp_rows order), in compiled code: the index order."""
+    order = np.arange(rows.shape[0])
+    _stable_sort(order, order.size, rows, BY_SCORE)
+    return order
+
+
+@_nb.njit(cache=True, nogil=True)
+def take_rows(rows, op_start, ops, op_len, index):
+    """Hsps.take for rows [n, 8] and their edit scripts: the rows at `index`, in its
+    order. Returns rows, op_start, ops, op_len."""
+    out_start = np.zeros(index.size + 1, dtype=np.int64)
+    for k in range(index.size):
+        h = index[k]
+        out_start[k + 1] = out_start[k] + op_start[h + 1] - op_start[h]
+    out_ops = np.empty(out_start[index.size], dtype=np.uint8)
+    out_len = np.empty(out_start[index.size], dtype=np.int32)
+    out_rows = np.empty((index.size, 8), dtype=np.int64)
+    for k in range(index.size):
+        h = index[k]
+        out_rows[k] = rows[h]
+        a = op_start[h]
+        size = op_start[h + 1] - a
+        out_ops[out_start[k]:out_start[k] + size] = ops[a:a + size]
+        out_len[out_start[k]:out_start[k] + size] = op_len[a:a + size]
+    return out_rows, out_start, out_ops, out_len
 
 
 # ----------------------------------------------------------------------------------------------
@@ -341,7 +370,7 @@ def _purge(hsps: Hsps, purge: bool) -> tuple:
     else:
         op_start, ops, op_len = np.zeros(len(hsps) + 1, dtype=np.int64), \
             np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int32)
-    rows, out_start, out_ops, out_len, count = _purge_rows(
+    rows, out_start, out_ops, out_len, count = purge_rows(
         hsp_rows(hsps), op_start, ops, op_len, bool(purge))
     out = hsps_from_rows(rows)
     if with_scripts:
@@ -349,24 +378,33 @@ def _purge(hsps: Hsps, purge: bool) -> tuple:
     return out, int(count)
 
 
+# the orders _stable_sort knows
+BY_START = 0   # context, q_start, s_start, then score, q_end, s_end descending
+BY_END = 1     # context, q_end, s_end, then score descending, q_start, s_start descending
+BY_SCORE = 2   # score descending, s_start, s_end descending, q_start, q_end descending
+
+
 @_nb.njit(cache=True, nogil=True, inline="always")
-def _key_before(rows, a, b, at_end):
-    """Start order: context, q_start, s_start, then score, q_end, s_end descending; end
-    order: context, q_end, s_end, then score descending, q_start, s_start descending."""
+def _key_before(rows, a, b, order):
+    """Whether row a sorts before row b in `order` (BY_START, BY_END or BY_SCORE)."""
     ra = rows[a]
     rb = rows[b]
-    if at_end:
+    if order == BY_END:
         ka = (ra[0], ra[2], ra[4], -ra[5], -ra[1], -ra[3])
         kb = (rb[0], rb[2], rb[4], -rb[5], -rb[1], -rb[3])
-    else:
+    elif order == BY_START:
         ka = (ra[0], ra[1], ra[3], -ra[5], -ra[2], -ra[4])
         kb = (rb[0], rb[1], rb[3], -rb[5], -rb[2], -rb[4])
+    else:
+        ka = (-ra[5], ra[3], -ra[4], ra[1], -ra[2], 0)
+        kb = (-rb[5], rb[3], -rb[4], rb[1], -rb[2], 0)
     return ka < kb
 
 
 @_nb.njit(cache=True, nogil=True)
-def _stable_sort(order, count, rows, at_end):
-    """order[:count] sorted by _key_before, equal keys keeping their order (merge sort)."""
+def _stable_sort(order, count, rows, key):
+    """order[:count] sorted by _key_before in `key` order, equal keys keeping their order
+    (merge sort)."""
     work = np.empty(count, dtype=np.int64)
     width = 1
     src = order[:count].copy()
@@ -376,7 +414,7 @@ def _stable_sort(order, count, rows, at_end):
             hi = min(lo + 2 * width, count)
             i, j, k = lo, mid, lo
             while i < mid and j < hi:
-                if _key_before(rows, src[j], src[i], at_end):
+                if _key_before(rows, src[j], src[i], key):
                     work[k] = src[j]
                     j += 1
                 else:
@@ -397,7 +435,7 @@ def _stable_sort(order, count, rows, at_end):
 
 
 @_nb.njit(cache=True, nogil=True)
-def _purge_rows(rows_in, op_start, ops, op_len, purge):
+def purge_rows(rows_in, op_start, ops, op_len, purge):
     """Blast_HSPListPurgeHSPsWithCommonEndpoints on rows [n, 8] (hsp_rows order) and their
     edit scripts. Returns (rows, op_start, ops, op_len, count): the kept HSPs first (count
     of them), then the trimmed ones (purge False) in BLAST's order."""
@@ -411,7 +449,7 @@ def _purge_rows(rows_in, op_start, ops, op_len, purge):
     last_len = np.full(n, -1, dtype=np.int64)
     count = n
     for at_end in (False, True):
-        _stable_sort(order, count, rows, at_end)
+        _stable_sort(order, count, rows, BY_END if at_end else BY_START)
         i = 0
         while i < count:
             while i + 1 < count and order[i] >= 0 and order[i + 1] >= 0:

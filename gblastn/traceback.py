@@ -24,9 +24,9 @@ from numba import njit
 from .alphabet import score_matrix
 from .dynprog import adjust_subject_range, gapped_offsets, gapped_start_nucl, traceback_dp
 from .greedy import greedy_gapped_alignment
-from .hsp import Hsps, alloc_tree, containment_filter, count_identities, hsp_rows, \
-    hsps_from_rows, purge_common_endpoints, reevaluate_with_ambiguities, score_order, \
-    tree_add, tree_contains, trim_common_endpoints
+from .hsp import Hsps, alloc_tree, count_identities, \
+    containment_keep, hsp_rows, hsps_from_rows, purge_rows, reevaluate_with_ambiguities, \
+    score_order, score_order_rows, take_rows, tree_add, tree_contains
 
 
 def traceback_subject(hsps: Hsps, batch, subject_codes: np.ndarray, stats, options) -> Hsps:
@@ -38,37 +38,53 @@ def traceback_subject(hsps: Hsps, batch, subject_codes: np.ndarray, stats, optio
     caller."""
     if len(hsps) == 0:
         return Hsps.empty()
-    hsps = hsps.take(score_order(hsps))
-    subject = np.ascontiguousarray(subject_codes, dtype=np.uint8)
-    query = np.ascontiguousarray(batch.sequence, dtype=np.uint8)
-    unmasked = np.ascontiguousarray(batch.unmasked_sequence, dtype=np.uint8)
-    matrix = _matrix(int(options.reward), int(options.penalty))
-    xdrop = int(stats.gap_xdrop_final)
-    min_diag = int(options.min_diag_separation)
-    if not options.greedy:
-        # the whole DP path in one compiled call, then the same final steps as below
-        traced = _dp_traceback_all(hsps, batch, query, unmasked, subject, matrix, xdrop,
-                                   options)
-        if len(traced) == 0:
-            return Hsps.empty()
-        traced, first_trimmed = trim_common_endpoints(traced)
-        traced = _rescore(traced, first_trimmed, batch, query, unmasked, subject, matrix,
-                          stats, options)
-        traced = purge_common_endpoints(traced, purge=True)
-        traced = traced.take(score_order(traced))
-        return containment_filter(traced, min_diag)
+    rows = hsp_rows(hsps)[score_order(hsps)]
+    rows, op_start, ops, op_len = _traceback_rows(
+        rows, np.ascontiguousarray(batch.context_offset, dtype=np.int64),
+        np.ascontiguousarray(batch.context_length, dtype=np.int64),
+        np.ascontiguousarray(batch.sequence, dtype=np.uint8),
+        np.ascontiguousarray(batch.unmasked_sequence, dtype=np.uint8),
+        np.ascontiguousarray(subject_codes, dtype=np.uint8),
+        _matrix(int(options.reward), int(options.penalty)), bool(options.greedy),
+        int(stats.gap_xdrop_final), int(options.reward), int(options.penalty),
+        int(options.gapopen), int(options.gapextend), int(options.min_diag_separation),
+        float(options.perc_identity), np.ascontiguousarray(stats.gapped_cutoff, dtype=np.int64))
+    traced = hsps_from_rows(rows)
+    traced.op_start, traced.ops, traced.op_len = op_start, ops, op_len
+    return traced
 
-    # the greedy loop in one compiled call: no per-HSP Python, so threads run in parallel
-    traced = _greedy_traceback_all(hsps, batch, query, subject, xdrop, options)
-    if len(traced) == 0:
-        return Hsps.empty()
 
-    # greedy: every HSP is rescored with ambiguities (BLAST does so for the greedy path)
-    traced, _ = trim_common_endpoints(traced)
-    traced = _rescore(traced, 0, batch, query, unmasked, subject, matrix, stats, options)
-    traced = purge_common_endpoints(traced, purge=True)
-    traced = traced.take(score_order(traced))
-    return containment_filter(traced, min_diag)
+@njit(cache=True, nogil=True)
+def _traceback_rows(rows, context_offset, context_length, query, unmasked, subject, matrix,
+                    greedy, xdrop, reward, penalty, gap_open, gap_extend, min_diag,
+                    perc_identity, cutoffs):
+    """The whole of traceback_subject in one compiled call (no Python between the steps, so
+    the traceback threads hardly need the GIL). rows: int64 [n, 8] (hsp_rows), in score
+    order. Returns the final rows and their edit scripts: rows, op_start, ops, op_len."""
+    if greedy:
+        rows, op_start, ops, op_len = _greedy_traceback_rows(
+            rows, context_offset, context_length, query, subject, matrix, xdrop, reward,
+            penalty, gap_open, gap_extend, min_diag)
+    else:
+        rows, op_start, ops, op_len = _dp_traceback_rows(
+            rows, context_offset, context_length, query, unmasked, subject, matrix, gap_open,
+            gap_extend, xdrop, min_diag, perc_identity)
+    if rows.shape[0] == 0:
+        return rows, op_start, ops, op_len
+    # step 3: common endpoints trimmed, then rescoring with ambiguities: every HSP after a
+    # greedy traceback (the greedy aligner ignored ambiguities), the trimmed ones after DP
+    rows, op_start, ops, op_len, first_trimmed = purge_rows(rows, op_start, ops, op_len,
+                                                             False)
+    rows, op_start, ops, op_len = _rescore_rows(
+        rows, op_start, ops, op_len, 0 if greedy else first_trimmed, context_offset,
+        context_length, query, unmasked, subject, matrix, reward, penalty, gap_open,
+        gap_extend, cutoffs, perc_identity)
+    # step 4
+    rows, op_start, ops, op_len, _ = purge_rows(rows, op_start, ops, op_len, True)
+    order = score_order_rows(rows)
+    rows, op_start, ops, op_len = take_rows(rows, op_start, ops, op_len, order)
+    keep = np.flatnonzero(containment_keep(rows, min_diag))
+    return take_rows(rows, op_start, ops, op_len, keep)
 
 
 # blastna subjects are compared with the query's letters, not its packed words
@@ -80,20 +96,6 @@ def _matrix(reward: int, penalty: int) -> np.ndarray:
     """The scoring matrix as the aligners take it, built once per reward/penalty pair and
     shared by all threads (nothing writes to it)."""
     return score_matrix(reward, penalty).astype(np.int64)
-
-
-def _greedy_traceback_all(hsps: Hsps, batch, query, subject, xdrop, options) -> Hsps:
-    """The greedy path's loop for all of a subject's HSPs (in score order): those not
-    contained in an earlier traced one, traced from their start points."""
-    rows, op_start, ops, op_len = _greedy_traceback_rows(
-        hsp_rows(hsps), np.ascontiguousarray(batch.context_offset, dtype=np.int64),
-        np.ascontiguousarray(batch.context_length, dtype=np.int64), query, subject,
-        _matrix(int(options.reward), int(options.penalty)), xdrop, int(options.reward),
-        int(options.penalty), int(options.gapopen), int(options.gapextend),
-        int(options.min_diag_separation))
-    traced = hsps_from_rows(rows)
-    traced.op_start, traced.ops, traced.op_len = op_start, ops, op_len
-    return traced
 
 
 @njit(cache=True, nogil=True)
@@ -148,21 +150,6 @@ def _greedy_traceback_rows(rows_in, context_offset, context_length, query, subje
     used = op_start[kept]
     return rows[:kept].copy(), op_start[:kept + 1].copy(), ops[:used].copy(), \
         op_len[:used].copy()
-
-
-def _dp_traceback_all(hsps: Hsps, batch, query, unmasked, subject, matrix, xdrop,
-                      options) -> Hsps:
-    """Steps 1-2 for the DP path, for all of a subject's HSPs (in score order) at once:
-    the traced HSPs, with edit scripts, that are neither contained in an earlier one nor
-    below the percent identity."""
-    rows, op_start, ops, op_len = _dp_traceback_rows(
-        hsp_rows(hsps), np.ascontiguousarray(batch.context_offset, dtype=np.int64),
-        np.ascontiguousarray(batch.context_length, dtype=np.int64), query, unmasked, subject,
-        matrix, int(options.gapopen), int(options.gapextend), xdrop,
-        int(options.min_diag_separation), float(options.perc_identity))
-    traced = hsps_from_rows(rows)
-    traced.op_start, traced.ops, traced.op_len = op_start, ops, op_len
-    return traced
 
 
 @njit(cache=True, nogil=True)
@@ -244,24 +231,6 @@ def _grown_to(array, need):
     out = np.empty(max(need, 2 * array.size), dtype=array.dtype)
     out[:array.size] = array
     return out
-
-
-def _rescore(hsps: Hsps, first: int, batch, query, unmasked, subject, matrix, stats,
-             options) -> Hsps:
-    """Blast_HSPReevaluateWithAmbiguitiesGapped and Blast_HSPTestIdentityAndLength on the
-    HSPs from index `first` on; drops the ones that fail, keeps the others as they are."""
-    if first >= len(hsps):
-        return hsps
-    rows, op_start, ops, op_len = _rescore_rows(
-        hsp_rows(hsps), hsps.op_start, hsps.ops, hsps.op_len, first,
-        np.ascontiguousarray(batch.context_offset, dtype=np.int64),
-        np.ascontiguousarray(batch.context_length, dtype=np.int64), query, unmasked, subject,
-        matrix, int(options.reward), int(options.penalty), int(options.gapopen),
-        int(options.gapextend), np.ascontiguousarray(stats.gapped_cutoff, dtype=np.int64),
-        float(options.perc_identity))
-    rescored = hsps_from_rows(rows)
-    rescored.op_start, rescored.ops, rescored.op_len = op_start, ops, op_len
-    return rescored
 
 
 @njit(cache=True, nogil=True)
