@@ -137,9 +137,9 @@ def _preload(db, backend) -> threading.Thread:
         try:
             with TIMES.stage("database load"):
                 buffer, _ = db.volumes[0].concat_packed()
-                ready = backend.result() if isinstance(backend, Future) else backend
-                if hasattr(ready, "preload"):
-                    ready.preload(buffer)
+            ready = backend.result() if isinstance(backend, Future) else backend
+            if hasattr(ready, "preload"):
+                ready.preload(buffer)
         except Exception:  # noqa: BLE001 - see the docstring
             pass
 
@@ -149,18 +149,22 @@ def _preload(db, backend) -> threading.Thread:
 
 
 def _search_into(out, fmt, files, db, options, output, backend, settings) -> int:
-    from .output.tabular import write_footer, write_query
+    from .output.tabular import format_query, write_footer
+
+    def render(query, result):
+        with TIMES.stage("output"):
+            return format_query(fmt, query, result, db, db_name=output.db_name)
 
     if settings.mode == "serial":
-        pairs = _serial_results(files, db, options, backend)
+        texts = (render(q, r) for q, r in _serial_results(files, db, options, backend))
     else:
-        pairs = Pipeline(files, db, options, backend, settings).results()
+        texts = Pipeline(files, db, options, backend, settings, render).texts()
     progress = _Progress(files) if settings.progress else None
     count = 0
     try:
-        for query, result in pairs:
+        for text in texts:
             with TIMES.stage("output"):
-                write_query(out, fmt, query, result, db, db_name=output.db_name)
+                out.write(text)
             count += 1
             if progress:
                 progress.advance()
@@ -211,9 +215,10 @@ _END = object()  # end-of-stream marker on a queue
 class Pipeline:
     """The four-queue search pipeline over one database (see the module docstring)."""
 
-    def __init__(self, files, db, options, backend, settings: RunSettings):
+    def __init__(self, files, db, options, backend, settings: RunSettings, render):
         threads = options.num_threads
         self.files, self.db, self.options, self.backend = files, db, options, backend
+        self.render = render  # (query, result) -> the query's output text
         # Within one batch the stages run one after the other (traceback needs every volume's
         # preliminary hits), so each stage may use all the threads; they only overlap
         # between batches, where the slight oversubscription keeps every core busy.
@@ -226,7 +231,7 @@ class Pipeline:
         self.trace_q = queue.Queue(maxsize=depth)
         self.result_q = queue.Queue(maxsize=4 * depth)
         self.jobs = volume_jobs(db, 4 * self.prelim_threads if self.prelim_threads > 1 else 1)
-        self.pool = None  # the stages' shared TaskPool, while results() runs
+        self.pool = None  # the stages' shared TaskPool, while texts() runs
         self.stop = threading.Event()
         self.errors: list = []
         self.lock = threading.Lock()
@@ -350,13 +355,14 @@ class Pipeline:
             result = empty_result(index, query) if not subjects else \
                 finish_query(index, query, subjects, plan.batch, plan.stats, self.db, self.options,
                              self.pool)
-            self._put(self.result_q, (index, query, result))
+            # formatted here, as each query ends, not in input order after the last one
+            self._put(self.result_q, (index, self.render(query, result)))
         self._put(self.result_q, _END)
 
     # -- the writer side -------------------------------------------------------------------
 
-    def results(self):
-        """(query, result) pairs in input order, produced by the stage threads."""
+    def texts(self):
+        """Each query's output text, in input order, produced by the stage threads."""
         from .tasks import TaskPool
 
         self.pool = TaskPool(self.options.num_threads)
@@ -372,8 +378,8 @@ class Pipeline:
                 if item is _END:
                     ended += 1
                     continue
-                index, query, result = item
-                waiting[index] = (query, result)
+                index, text = item
+                waiting[index] = text
                 while next_index in waiting:
                     yield waiting.pop(next_index)
                     next_index += 1

@@ -6,8 +6,8 @@ import threading
 import time
 from contextlib import contextmanager
 
-STAGES = ("start-up", "database load", "query setup", "scan", "ungapped", "gapped",
-          "subject letters", "traceback", "output")
+STAGES = ("start-up", "gpu set-up", "database load", "gpu copy", "query setup", "scan",
+          "ungapped", "gapped", "subject letters", "traceback", "output")
 
 
 class StageTimes:

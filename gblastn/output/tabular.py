@@ -8,6 +8,7 @@ HSP records arrive as gblastn.hsp stores them: context-relative query coordinate
 context's strand, plus-strand subject coordinates, half-open ranges, an edit script of runs.
 """
 
+import io
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -605,6 +606,13 @@ def write_query(out: TextIO, fmt: TabularFormat, query, result, db, *, db_name: 
         for i in range(len(hsps)):
             fields = _hsp_fields(fmt, query, db, subject.ordinal, hsps, i, per_subject)
             out.write(fmt.delimiter.join(fields) + "\n")
+
+
+def format_query(fmt: TabularFormat, query, result, db, *, db_name: str) -> str:
+    """write_query's text, as a string."""
+    text = io.StringIO()
+    write_query(text, fmt, query, result, db, db_name=db_name)
+    return text.getvalue()
 
 
 # --------------------------------------------------------------------------------------------

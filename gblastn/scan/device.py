@@ -16,9 +16,11 @@ def select(device: str, gpu_id: int = 0):
         return cpu
     if device not in ("gpu", "auto"):
         raise OptionsError(f"-device must be auto, gpu or cpu, not {device!r}")
+    from ..timing import TIMES
     try:
-        from .gpu import backend_for
-        return backend_for(int(gpu_id))
+        with TIMES.stage("gpu set-up"):
+            from .gpu import backend_for
+            return backend_for(int(gpu_id))
     except GpuUnavailableError:
         if device == "gpu":
             raise

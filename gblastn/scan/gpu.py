@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import GpuUnavailableError
 from ..lookup import SMALL, LookupTable
+from ..timing import TIMES
 from . import Seeds
 from .cpu import choose_extend
 
@@ -159,11 +160,17 @@ class GpuBackend:
     def module(self, defines: dict):
         key = tuple(sorted(defines.items()))
         if key not in self.modules:
-            from pycuda.compiler import SourceModule
-            major, minor = self.device.compute_capability()
-            self.modules[key] = SourceModule(kernel_source(), options=nvcc_options(defines),
-                                             no_extern_c=True, arch=f"sm_{major}{minor}")
+            with TIMES.stage("gpu set-up"):
+                self.modules[key] = self._load_module(defines)
         return self.modules[key]
+
+    def _load_module(self, defines: dict):
+        """The kernels compiled with `defines` (pycuda keeps compiled modules in its disk
+        cache, so only the first run of a variant calls nvcc)."""
+        from pycuda.compiler import SourceModule
+        major, minor = self.device.compute_capability()
+        return SourceModule(kernel_source(), options=nvcc_options(defines), no_extern_c=True,
+                            arch=f"sm_{major}{minor}")
 
     # -- device memory ----------------------------------------------------------------------
 
@@ -196,9 +203,10 @@ class GpuBackend:
         while self.volumes and sum(v[2] for v in self.volumes.values()) + nbytes > budget:
             oldest = next(iter(self.volumes))
             self.volumes.pop(oldest)[1].free()
-        alloc = self.drv.mem_alloc(nbytes + PADDING)
-        self.drv.memset_d8(int(alloc) + nbytes, 0, PADDING)
-        self._copy_in(alloc, packed.reshape(-1).view(np.uint8))
+        with TIMES.stage("gpu copy"):
+            alloc = self.drv.mem_alloc(nbytes + PADDING)
+            self.drv.memset_d8(int(alloc) + nbytes, 0, PADDING)
+            self._copy_in(alloc, packed.reshape(-1).view(np.uint8))
         self.volumes[key] = (packed, alloc, nbytes)
         return alloc
 
