@@ -16,8 +16,10 @@ Call hierarchy (each stage its own module):
           prelim_gapped per chunk        gapped.py      score-only gapped extension, purge
           merge_chunks                   hsp.py         chunk HSP lists of one subject merged
           E-values, reap, split by query                per-query preliminary hit lists
-        traceback_subject per hit        traceback.py   alignment on the true letters
-        finish_query                     (here)         E-values, order, max_hsps, max_target_seqs
+        trace per (query, subject)       (here)         the tasks, longest first, on threads
+          traceback_subject              traceback.py   alignment on the true letters
+          final_hsps                     (here)         E-values, order, max_hsps
+        query_result                     (here)         subjects in order, max_target_seqs
 """
 
 from contextlib import nullcontext
@@ -270,28 +272,50 @@ def hsp_order(hsps: Hsps, index: np.ndarray) -> np.ndarray:
                        -hsps.score[index].astype(np.int64), e))
 
 
-def finish_query(query_index: int, query, subjects: dict, batch, stats, db,
-                 options: SearchOptions, pool=INLINE) -> QueryResult:
-    """Traceback of one query's preliminary hits (its subjects spread over `pool`), then
-    BLAST's final filtering and order."""
+@dataclass
+class TraceTask:
+    """The traceback of one query against one subject: a piece of work for a thread."""
+
+    query_index: int      # within its batch
+    ordinal: int          # the subject
+    hsps: Hsps            # its preliminary HSPs
+
+    @property
+    def work(self) -> int:
+        """An estimate of the work: the query letters the HSPs align, plus a share for the
+        fixed costs."""
+        return int((self.hsps.q_end - self.hsps.q_start).sum()) + 1000
+
+
+def trace_tasks(hits_by_query: dict, options: SearchOptions) -> list:
+    """The TraceTasks of a batch: each query's best prelim_hitlist_size subjects, the most
+    work first, so that long tracebacks start first rather than one started last deciding
+    when the batch ends."""
+    tasks = [TraceTask(q, ordinal, hsps) for q, subjects in hits_by_query.items()
+             for ordinal, hsps in best_first(list(subjects.items()))[:prelim_hitlist_size(options)]]
+    return sorted(tasks, key=lambda task: -task.work)
+
+
+def trace(task: TraceTask, query, batch, stats, db, options: SearchOptions) -> tuple:
+    """Traceback of one task, then BLAST's final filtering and order of its HSPs (with the
+    alignment counts the output needs). Returns (ordinal, final HSPs)."""
     from .output.tabular import attach_alignment_counts
     from .traceback import traceback_subject
 
-    kept = best_first(list(subjects.items()))[:prelim_hitlist_size(options)]
+    with TIMES.stage("subject letters"):
+        letters = db.subject_letters(task.ordinal)
+    with TIMES.stage("traceback"):
+        final = final_hsps(traceback_subject(task.hsps, batch, letters, stats, options), batch,
+                           stats, options)
+        if len(final):
+            attach_alignment_counts(final, query.codes, letters)
+    return task.ordinal, final
 
-    def trace(item):
-        ordinal, hsps = item
-        with TIMES.stage("subject letters"):
-            letters = db.subject_letters(ordinal)
-        with TIMES.stage("traceback"):
-            final = final_hsps(traceback_subject(hsps, batch, letters, stats, options), batch,
-                               stats, options)
-            if len(final):
-                attach_alignment_counts(final, query.codes, letters)
-        return ordinal, final
 
-    traced = [(o, h) for o, h in pool.map(trace, kept) if len(h)]
-    traced = best_first(traced)[:options.max_target_seqs]
+def query_result(query_index: int, query, traced: list, options: SearchOptions) -> QueryResult:
+    """A query's result from its traced (ordinal, HSPs) pairs, in any order: the subjects
+    with HSPs left, best first, max_target_seqs of them."""
+    traced = best_first([(o, h) for o, h in traced if len(h)])[:options.max_target_seqs]
     return QueryResult(query_index, query.id, query.defline, len(query),
                        [SubjectHits(o, h) for o, h in traced])
 
@@ -361,21 +385,6 @@ def plan_batch(queries: list, first_index: int, db, options: SearchOptions) -> B
     return plan
 
 
-def traceback_work(subjects: dict | None) -> int:
-    """An estimate of a query's traceback work: the query letters its preliminary HSPs
-    align, plus a share per subject for the fixed costs."""
-    if not subjects:
-        return 0
-    return sum(int((hsps.q_end - hsps.q_start).sum()) + 1000 for hsps in subjects.values())
-
-
-def longest_first(hits_by_query: dict, queries=None) -> list:
-    """Query indices (those of `queries`, or the keys), the most traceback work first: long
-    tracebacks then start first, rather than one started last deciding when the batch ends."""
-    indices = list(hits_by_query) if queries is None else list(queries)
-    return sorted(indices, key=lambda q: -traceback_work(hits_by_query.get(q)))
-
-
 def empty_result(index: int, query) -> QueryResult:
     return QueryResult(index, query.id, query.defline, len(query))
 
@@ -385,27 +394,20 @@ def search_batch(queries: list, first_index: int, db, options: SearchOptions, ba
     """Search one batch of queries against every volume; results in query order. The stages'
     independent pieces run on `pool`."""
     plan = plan_batch(queries, first_index, db, options)
-    results = [empty_result(first_index + i, q) for i, q in enumerate(queries)]
     if plan.table is None:
-        return results
+        return [empty_result(first_index + i, q) for i, q in enumerate(queries)]
     prelim = PrelimHits()
     for volume in db.volumes:
         prelim_search_volume(plan.batch, plan.table, plan.stats, volume, options, prelim, backend,
                              diag_hash=plan.diag_hash, pool=pool)
-    # many queries: one task each; few: each query's subjects spread over the pool
-    per_query = len(prelim.by_query) >= pool.threads
-    inner = INLINE if per_query else pool
-
-    def finish(item):
-        q, subjects = item
-        return q, finish_query(first_index + q, queries[q], subjects, plan.batch, plan.stats,
-                               db, options, inner)
-
-    items = [(q, prelim.by_query[q]) for q in longest_first(prelim.by_query)]
-    done = pool.map(finish, items) if per_query else [finish(item) for item in items]
-    for q, result in done:
-        results[q] = result
-    return results
+    traced = [[] for _ in queries]
+    tasks = trace_tasks(prelim.by_query, options)
+    for task, pair in zip(tasks, pool.map(lambda t: trace(t, queries[t.query_index],
+                                                          plan.batch, plan.stats, db, options),
+                                          tasks)):
+        traced[task.query_index].append(pair)
+    return [query_result(first_index + q, query, traced[q], options)
+            for q, query in enumerate(queries)]
 
 
 def search_queries(queries: list, db, options: SearchOptions, backend=None):

@@ -12,7 +12,8 @@ Two drivers give byte-identical output:
   The reader streams queries from the files; the planner groups them into BLAST's batches and
   builds each batch's masks, statistics and lookup table, then posts one job per (batch, volume);
   prelim workers scan (CPU or GPU backend) and run the ungapped and score-only gapped stages; the
-  collector waits until every volume of a batch is in and hands each query to a traceback worker;
+  collector waits until every volume of a batch is in and posts one traceback task per (query,
+  subject), the most work first; the worker that traces a query's last subject formats its output;
   the writer prints results in input order. Queue depths bound what is in flight, so a list of
   100,000 queries is never held in memory at once. The numba stages release the GIL, so the
   workers run in parallel.
@@ -28,7 +29,7 @@ import tempfile
 import threading
 from concurrent.futures import Future
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import InputError, OutputError
 from .timing import TIMES
@@ -231,7 +232,7 @@ class Pipeline:
         self.trace_q = queue.Queue(maxsize=depth)
         self.result_q = queue.Queue(maxsize=4 * depth)
         self.jobs = volume_jobs(db, 4 * self.prelim_threads if self.prelim_threads > 1 else 1)
-        self.pool = None  # the stages' shared TaskPool, while texts() runs
+        self.pool = None  # where a job's gapped chunks run, while texts() runs
         self.stop = threading.Event()
         self.errors: list = []
         self.lock = threading.Lock()
@@ -314,9 +315,9 @@ class Pipeline:
         self._put(self.prelim_q, _END)
 
     def _collector(self):
-        """Merge each batch's volumes; when a batch is complete, post one task per query, the
-        most work first (the writer restores the input order)."""
-        from .engine import longest_first
+        """Merge each batch's volumes; when a batch is complete, post its traceback tasks,
+        the most work first (the writer restores the input order)."""
+        from .engine import empty_result, trace_tasks
 
         plans, pending, merged = {}, {}, {}
         next_batch, ended = 0, 0
@@ -337,35 +338,54 @@ class Pipeline:
             # release complete batches in order, so results flow in input order
             while next_batch in pending and pending[next_batch] == 0:
                 plan = plans.pop(next_batch)
-                hits = merged.pop(next_batch)
                 del pending[next_batch]
-                for q in longest_first(hits, range(len(plan.queries))):
-                    self._put(self.trace_q, (plan, q, hits.get(q)))
+                tasks = trace_tasks(merged.pop(next_batch), self.options)
+                joins = [_QueryJoin(plan, q) for q in range(len(plan.queries))]
+                for task in tasks:
+                    joins[task.query_index].remaining += 1
+                for join in joins:
+                    if join.remaining == 0:
+                        query = plan.queries[join.q]
+                        result = empty_result(plan.first_index + join.q, query)
+                        self._put(self.result_q, (result.query_index,
+                                                  self.render(query, result)))
+                for task in tasks:
+                    self._put(self.trace_q, (joins[task.query_index], task))
                 next_batch += 1
         for _ in range(self.traceback_threads):
             self._put(self.trace_q, _END)
 
     def _traceback_worker(self):
-        from .engine import empty_result, finish_query
+        """Trace (query, subject) tasks; the thread that traces a query's last subject
+        assembles and formats that query's result."""
+        from .engine import query_result, trace
 
-        while (task := self._get(self.trace_q)) is not _END:
-            plan, q, subjects = task
-            query = plan.queries[q]
-            index = plan.first_index + q
-            result = empty_result(index, query) if not subjects else \
-                finish_query(index, query, subjects, plan.batch, plan.stats, self.db, self.options,
-                             self.pool)
-            # formatted here, as each query ends, not in input order after the last one
-            self._put(self.result_q, (index, self.render(query, result)))
+        while (item := self._get(self.trace_q)) is not _END:
+            join, task = item
+            plan = join.plan
+            query = plan.queries[join.q]
+            pair = trace(task, query, plan.batch, plan.stats, self.db, self.options)
+            with self.lock:
+                join.traced.append(pair)
+                join.remaining -= 1
+                complete = join.remaining == 0
+            if complete:
+                result = query_result(plan.first_index + join.q, query, join.traced,
+                                      self.options)
+                self._put(self.result_q, (result.query_index, self.render(query, result)))
         self._put(self.result_q, _END)
 
     # -- the writer side -------------------------------------------------------------------
 
     def texts(self):
         """Each query's output text, in input order, produced by the stage threads."""
-        from .tasks import TaskPool
+        from .tasks import INLINE, TaskPool
 
-        self.pool = TaskPool(self.options.num_threads)
+        # the prelim workers keep the threads busy when there are as many jobs; a pool beside
+        # them would only oversubscribe the cores (and a thread preempted holding the GIL
+        # stalls the others)
+        self.pool = INLINE if len(self.jobs) >= self.prelim_threads else \
+            TaskPool(self.prelim_threads)
         threads = [self._run("reader", self._reader), self._run("planner", self._planner),
                    self._run("collector", self._collector)]
         threads += [self._run(f"prelim{i}", self._prelim_worker) for i in range(self.prelim_threads)]
@@ -409,6 +429,16 @@ class Pipeline:
     def _raise_error(self):
         if self.errors:
             raise self.errors[0]
+
+
+@dataclass
+class _QueryJoin:
+    """A query's traced subjects, gathered from the traceback threads."""
+
+    plan: object
+    q: int                 # within the batch
+    remaining: int = 0     # tasks not traced yet
+    traced: list = field(default_factory=list)
 
 
 class _Turnstile:

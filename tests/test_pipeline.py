@@ -51,7 +51,7 @@ def test_failing_stage_stops_the_run_and_leaves_no_output(case, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("injected traceback fault")
 
-    monkeypatch.setattr(engine, "finish_query", broken)
+    monkeypatch.setattr(engine, "trace", broken)
     out = case["folder"] / "broken.out"
     started = time.monotonic()
     with pytest.raises(RuntimeError, match="injected traceback fault"):
