@@ -60,17 +60,47 @@ def stage_times(stderr: str) -> tuple[dict, str]:
     return {name.strip(): float(secs.rstrip("s")) for name, secs in parts}, spans
 
 
-def build_databases(a, work):
+def build_databases(a, work, while_blast_builds=None):
+    """Both tools' databases; makeblastdb runs in the background meanwhile gblastn's database
+    is built and `while_blast_builds(our_db)` runs (the numba warm-up), since neither is
+    timed."""
     blast_db, our_db = os.path.join(work, "blastdb"), os.path.join(work, "gblastndb")
+    blast_build = None
     if not os.path.exists(blast_db + ".nin") and not os.path.exists(blast_db + ".nal"):
-        seconds, rss, _, _ = run_child(["makeblastdb", "-in", a.db_fasta, "-dbtype", "nucl",
-                                        "-out", blast_db])
-        print(f"makeblastdb {seconds:.1f} s, {rss:.0f} MiB")
+        blast_build = Background(run_child, ["makeblastdb", "-in", a.db_fasta, "-dbtype",
+                                             "nucl", "-out", blast_db])
     if not os.path.exists(our_db + ".gdb"):
         seconds, rss, _, _ = run_child([sys.executable, "-m", "gblastn", "makedb", "-in",
                                         a.db_fasta, "-out", our_db, "-quiet"])
         print(f"gblastn makedb {seconds:.1f} s, {rss:.0f} MiB")
+    if while_blast_builds:
+        while_blast_builds(our_db)
+    if blast_build:
+        seconds, rss, _, _ = blast_build.result()
+        print(f"makeblastdb {seconds:.1f} s, {rss:.0f} MiB (beside the above)")
     return blast_db, our_db
+
+
+class Background:
+    """function(*args) in a thread; result() waits for it (and re-raises its error)."""
+
+    def __init__(self, function, *args):
+        import threading
+        self.value, self.error = None, None
+
+        def body():
+            try:
+                self.value = function(*args)
+            except BaseException as exc:  # noqa: BLE001 - re-raised by result()
+                self.error = exc
+        self.thread = threading.Thread(target=body, daemon=True)
+        self.thread.start()
+
+    def result(self):
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.value
 
 
 def query_sets(a, work):
@@ -100,31 +130,41 @@ def main():
     ap.add_argument("--cold", action="store_true", help="empty numba's cache before each gblastn run")
     ap.add_argument("--diff", type=int, default=0, help="print up to N differing lines per set")
     ap.add_argument("--warm-up", action="store_true",
-                    help="run each gblastn command once untimed first (fills numba's cache)")
+                    help="run each gblastn command once untimed first, while makeblastdb runs "
+                         "(fills numba's cache)")
     a = ap.parse_args()
 
     work = a.work or tempfile.mkdtemp(prefix="gblastn-bench-")
     os.makedirs(work, exist_ok=True)
-    blast_db, our_db = build_databases(a, work)
     modes = a.modes.split(",")
+    sets = query_sets(a, work)
+
+    def our_command(our_db, path, mode):
+        return [sys.executable, "-m", "gblastn", "search", "-task", a.task, "-db", our_db,
+                "-query", path, "-outfmt", COLUMNS, "-num_threads", str(a.threads),
+                "-device", a.device, "-mode", mode, "-stage_times"]
+
+    def warm_up(our_db):
+        if a.warm_up and not a.cold:
+            for name, path in sets:
+                for mode in modes:
+                    seconds = run_child(our_command(our_db, path, mode))[0]
+                    print(f"warm-up {name}, {mode} (untimed): {seconds:.2f} s")
+
+    blast_db, our_db = build_databases(a, work, warm_up)
     print(f"task {a.task}, {a.threads} threads each, gblastn device {a.device}, "
           f"median of {a.repeat}{', cold numba cache' if a.cold else ''}")
     print(f"{'query set':<12}{'mode':<10}{'blastn s':>9}{'gblastn s':>10}{'speed-up':>9}"
           f"{'blast MiB':>10}{'ours MiB':>9}{'blast lines':>12}{'ours lines':>11}"
           f"{'of BLAST':>9}{'of ours':>8}")
-    for name, path in query_sets(a, work):
+    for name, path in sets:
         blast_cmd = ["blastn", "-task", a.task, "-db", blast_db, "-query", path, "-outfmt", COLUMNS,
                      "-num_threads", str(a.threads)]
         blast_runs = [run_child(blast_cmd) for _ in range(a.repeat)]
         bt = statistics.median(r[0] for r in blast_runs)
         blast_lines = blast_runs[-1][2]
         for mode in modes:
-            our_cmd = [sys.executable, "-m", "gblastn", "search", "-task", a.task, "-db", our_db,
-                       "-query", path, "-outfmt", COLUMNS, "-num_threads", str(a.threads),
-                       "-device", a.device, "-mode", mode, "-stage_times"]
-            if a.warm_up and not a.cold:
-                seconds = run_child(our_cmd)[0]
-                print(f"{'':<12}  (warm-up run, untimed: {seconds:.2f} s)")
+            our_cmd = our_command(our_db, path, mode)
             our_runs = []
             for _ in range(a.repeat):
                 env = dict(os.environ)
