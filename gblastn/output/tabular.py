@@ -551,43 +551,140 @@ def _hsp_fields(fmt, query, db, ordinal, hsps, i, per_subject) -> list:
             values["pident"] = format_percent(nident, length, 3)
         if "ppos" in columns:
             values["ppos"] = format_percent(nident, length, 2)
-    qlen = len(query)
     for name in columns:
         if name in values:
             continue
-        if name in ("qseqid", "qacc", "qaccver"):
-            values[name] = query.id
-        elif name == "qgi":
-            values[name] = "0"
-        elif name == "qlen":
-            values[name] = qlen
-        elif name in ("sseqid", "sallseqid"):
-            values[name] = db.seq_id(ordinal)
-        elif name in ("sgi", "sallgi"):
-            values[name] = _subject_gi(db, ordinal)
-        elif name in ("sacc", "sallacc"):
-            values[name] = _subject_accession_base(db, ordinal)
-        elif name == "saccver":
-            values[name] = db.accession(ordinal)
-        elif name in ("stitle", "salltitles"):
-            values[name] = _subject_title(db, ordinal)
-        elif name == "slen":
-            values[name] = int(db.lengths[ordinal])
-        elif name == "evalue":
-            values[name] = format_evalue(float(hsps.evalue[i]))
-        elif name == "bitscore":
-            values[name] = format_bitscore(float(hsps.bitscore[i]))
-        elif name == "score":
-            values[name] = int(hsps.score[i])
-        elif name == "qframe":
-            values[name] = 1
-        elif name == "qcovhsp":
-            values[name] = coverage_percent(int(hsps.q_end[i]) - int(hsps.q_start[i]), qlen)
-        elif name == "qcovs":
-            values[name] = per_subject["qcovs"]
-        elif name == "qcovus":
-            values[name] = per_subject["qcovus"]
+        if name in _PER_HSP:
+            values[name] = _PER_HSP[name](_slice(hsps, i), len(query))[0]
+        else:
+            values[name] = _per_subject_value(name, query, db, ordinal, per_subject)
     return [str(values[name]) for name in columns]
+
+
+# the columns that differ between the HSPs of a subject, beside the alignment's: each gives
+# the texts of all HSPs of an object with the fields' arrays
+_PER_HSP = {
+    "evalue": lambda hsps, qlen: [format_evalue(e) for e in hsps.evalue.tolist()],
+    "bitscore": lambda hsps, qlen: [format_bitscore(b) for b in hsps.bitscore.tolist()],
+    "score": lambda hsps, qlen: [str(v) for v in hsps.score.tolist()],
+    "qcovhsp": lambda hsps, qlen: [str(coverage_percent(end - start, qlen)) for start, end
+                                   in zip(hsps.q_start.tolist(), hsps.q_end.tolist())],
+}
+
+
+def _per_subject_value(name: str, query, db, ordinal: int, per_subject: dict):
+    """A column whose value is the same for every HSP of the subject."""
+    if name in ("qseqid", "qacc", "qaccver"):
+        return query.id
+    if name == "qgi":
+        return "0"
+    if name == "qlen":
+        return len(query)
+    if name in ("sseqid", "sallseqid"):
+        return db.seq_id(ordinal)
+    if name in ("sgi", "sallgi"):
+        return _subject_gi(db, ordinal)
+    if name in ("sacc", "sallacc"):
+        return _subject_accession_base(db, ordinal)
+    if name == "saccver":
+        return db.accession(ordinal)
+    if name in ("stitle", "salltitles"):
+        return _subject_title(db, ordinal)
+    if name == "slen":
+        return int(db.lengths[ordinal])
+    if name == "qframe":
+        return 1
+    return per_subject[name]  # qcovs, qcovus
+
+
+def _query_lines(fmt, query, db, subjects: list) -> list:
+    """The output lines of a query's HSPs (subjects and HSPs in the given order). Formatted
+    a column at a time over all of them (numpy for the coordinates, one list per column),
+    several times faster than HSP by HSP; the aligned rows (qseq, sseq, btop) and HSPs
+    without stored counts take _hsp_fields."""
+    columns = fmt.columns
+    qlen = len(query)
+    per_subject = [_coverages(fmt, qlen, subject.hsps) for subject in subjects]
+    needs_alignment, needs_rows = _column_needs(columns)
+    if needs_rows or (needs_alignment and any(s.hsps.counts is None for s in subjects)):
+        return [fmt.delimiter.join(_hsp_fields(fmt, query, db, subject.ordinal, subject.hsps,
+                                               i, extra))
+                for subject, extra in zip(subjects, per_subject)
+                for i in range(len(subject.hsps))]
+    sizes = [len(subject.hsps) for subject in subjects]
+    hsps = _concatenated([subject.hsps for subject in subjects], needs_alignment)
+    values = _alignment_columns(columns, hsps, qlen) if needs_alignment else {}
+    for name in columns:
+        if name in values:
+            continue
+        if name in _PER_HSP:
+            values[name] = _PER_HSP[name](hsps, qlen)
+        else:
+            per = [str(_per_subject_value(name, query, db, subject.ordinal, extra))
+                   for subject, extra in zip(subjects, per_subject)]
+            values[name] = [value for value, size in zip(per, sizes) for _ in range(size)]
+    return [fmt.delimiter.join(fields) for fields in zip(*(values[name] for name in columns))]
+
+
+def _coverages(fmt, qlen: int, hsps) -> dict:
+    """The per-subject query coverages the columns ask for."""
+    extra = {}
+    if "qcovs" in fmt.columns:
+        extra["qcovs"] = query_coverage_per_subject(qlen, hsps)
+    if "qcovus" in fmt.columns:
+        extra["qcovus"] = query_coverage_per_unique_subject(qlen, hsps)
+    return extra
+
+
+def _slice(hsps, i: int):
+    """HSP i's fields that _PER_HSP reads, as one-element arrays."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**{name: getattr(hsps, name)[i:i + 1]
+                              for name in ("evalue", "bitscore", "score", "q_start", "q_end")})
+
+
+def _concatenated(parts: list, with_counts: bool):
+    """The fields the columns read, of several subjects' HSPs, end to end."""
+    from types import SimpleNamespace
+
+    names = ["context", "q_start", "q_end", "s_start", "s_end", "score", "evalue", "bitscore"]
+    out = SimpleNamespace(**{name: np.concatenate([getattr(p, name) for p in parts])
+                             for name in names})
+    out.counts = np.concatenate([p.counts for p in parts]) if with_counts else None
+    return out
+
+
+def _alignment_columns(columns, hsps, qlen: int) -> dict:
+    """The columns that come from the alignments, as lists of text."""
+    minus = hsps.context % 2 == 1
+    q_start, q_end = hsps.q_start.astype(np.int64), hsps.q_end.astype(np.int64)
+    s_start, s_end = hsps.s_start.astype(np.int64), hsps.s_end.astype(np.int64)
+    length, nident, gaps, gap_runs = (hsps.counts[:, k] for k in range(4))
+    numbers = {
+        "qstart": lambda: np.where(minus, qlen - q_end + 1, q_start + 1),
+        "qend": lambda: np.where(minus, qlen - q_start, q_end),
+        "sstart": lambda: np.where(minus, s_end, s_start + 1),
+        "send": lambda: np.where(minus, s_start + 1, s_end),
+        "length": lambda: length, "nident": lambda: nident, "positive": lambda: nident,
+        "gaps": lambda: gaps, "gapopen": lambda: gap_runs,
+        "mismatch": lambda: length - nident - gaps,
+    }
+    values = {}
+    for name in columns:
+        if name in numbers:
+            values[name] = [str(v) for v in numbers[name]().tolist()]
+        elif name in ("pident", "ppos"):
+            digits = 3 if name == "pident" else 2
+            values[name] = [format_percent(a, b, digits)
+                            for a, b in zip(nident.tolist(), length.tolist())]
+        elif name in _STRAND_TEXT:
+            text = _STRAND_TEXT[name]
+            values[name] = [text[m] for m in minus.tolist()]
+    return values
+
+
+_STRAND_TEXT = {"sstrand": ("plus", "minus"), "sframe": ("1", "-1"), "frames": ("1/1", "1/-1")}
 
 
 def write_query(out: TextIO, fmt: TabularFormat, query, result, db, *, db_name: str) -> None:
@@ -595,17 +692,9 @@ def write_query(out: TextIO, fmt: TabularFormat, query, result, db, *, db_name: 
     per HSP, subjects and HSPs in the order `result` holds them."""
     num_hits = sum(len(subject.hsps) for subject in result.subjects)
     write_header(out, fmt, query, db_name, num_hits)
-    qlen = len(query)
-    for subject in result.subjects:
-        hsps = subject.hsps
-        per_subject = {}
-        if "qcovs" in fmt.columns:
-            per_subject["qcovs"] = query_coverage_per_subject(qlen, hsps)
-        if "qcovus" in fmt.columns:
-            per_subject["qcovus"] = query_coverage_per_unique_subject(qlen, hsps)
-        for i in range(len(hsps)):
-            fields = _hsp_fields(fmt, query, db, subject.ordinal, hsps, i, per_subject)
-            out.write(fmt.delimiter.join(fields) + "\n")
+    subjects = [subject for subject in result.subjects if len(subject.hsps)]
+    if subjects:
+        out.write("\n".join(_query_lines(fmt, query, db, subjects)) + "\n")
 
 
 def format_query(fmt: TabularFormat, query, result, db, *, db_name: str) -> str:
@@ -633,11 +722,7 @@ def hit_records(query, result, db, columns: str = "std score sstrand qlen slen")
     qlen = len(query)
     for subject in result.subjects:
         hsps = subject.hsps
-        per_subject = {}
-        if "qcovs" in fmt.columns:
-            per_subject["qcovs"] = query_coverage_per_subject(qlen, hsps)
-        if "qcovus" in fmt.columns:
-            per_subject["qcovus"] = query_coverage_per_unique_subject(qlen, hsps)
+        per_subject = _coverages(fmt, qlen, hsps)
         for i in range(len(hsps)):
             fields = _hsp_fields(fmt, query, db, subject.ordinal, hsps, i, per_subject)
             record = {}
