@@ -17,8 +17,8 @@ Call hierarchy (each stage its own module):
           merge_chunks                   hsp.py         chunk HSP lists of one subject merged
           E-values, reap, split by query                per-query preliminary hit lists
         trace per (query, subject)       (here)         the tasks, longest first, on threads
-          traceback_subject              traceback.py   alignment on the true letters
-          final_hsps                     (here)         E-values, order, max_hsps
+          traceback_final                traceback.py   alignment on the true letters, then
+                                                        E-values, max_hsps, order, counts
         query_result                     (here)         subjects in order, max_target_seqs
 """
 
@@ -34,7 +34,6 @@ from .timing import TIMES
 
 MAX_DBSEQ_LEN = 5_000_000      # BLAST searches longer subjects in chunks of this many letters
 DBSEQ_CHUNK_OVERLAP = 100      # ... overlapping by this much
-EVALUE_EQUAL_BELOW = 1.0e-180  # E-values below this compare equal when ordering
 
 
 # ----------------------------------------------------------------------------------------------
@@ -250,6 +249,8 @@ def prelim_hitlist_size(options: SearchOptions) -> int:
 def best_first(items: list) -> list:
     """Order (ordinal, hsps) pairs as s_EvalueCompareHSPLists: best E-value (tiny ones equal),
     then best score, then the higher ordinal first."""
+    from .stats import EVALUE_EQUAL_BELOW
+
     def key(item):
         ordinal, hsps = item
         best = float(hsps.evalue.min())
@@ -259,17 +260,6 @@ def best_first(items: list) -> list:
 
 # ----------------------------------------------------------------------------------------------
 # traceback and final processing of one query
-
-
-def hsp_order(hsps: Hsps, index: np.ndarray) -> np.ndarray:
-    """ScoreCompareHSPs with E-values, for the HSPs at `index` (positions within it):
-    E-value (tiny ones equal), score desc, s_start asc, s_end desc, q_start asc, q_end
-    desc."""
-    e = hsps.evalue[index]
-    e = np.where(e < EVALUE_EQUAL_BELOW, 0.0, e)
-    return np.lexsort((-hsps.q_end[index].astype(np.int64), hsps.q_start[index],
-                       -hsps.s_end[index].astype(np.int64), hsps.s_start[index],
-                       -hsps.score[index].astype(np.int64), e))
 
 
 @dataclass
@@ -299,17 +289,13 @@ def trace_tasks(hits_by_query: dict, options: SearchOptions) -> list:
 def trace(task: TraceTask, query, batch, stats, db, options: SearchOptions) -> tuple:
     """Traceback of one task, then BLAST's final filtering and order of its HSPs (with the
     alignment counts the output needs). Returns (ordinal, final HSPs)."""
-    from .output.tabular import attach_alignment_counts
-    from .traceback import traceback_subject
+    from .traceback import traceback_final
 
     with TIMES.stage("subject letters"):
         letters = db.subject_letters(task.ordinal)
     with TIMES.stage("traceback"):
-        final = final_hsps(traceback_subject(task.hsps, batch, letters, stats, options), batch,
-                           stats, options)
-        if len(final):
-            attach_alignment_counts(final, query.codes, letters)
-    return task.ordinal, final
+        return task.ordinal, traceback_final(task.hsps, batch, query.codes, letters, stats,
+                                             options)
 
 
 def query_result(query_index: int, query, traced: list, options: SearchOptions) -> QueryResult:
@@ -318,38 +304,6 @@ def query_result(query_index: int, query, traced: list, options: SearchOptions) 
     traced = best_first([(o, h) for o, h in traced if len(h)])[:options.max_target_seqs]
     return QueryResult(query_index, query.id, query.defline, len(query),
                        [SubjectHits(o, h) for o, h in traced])
-
-
-def final_hsps(final: Hsps, batch, stats, options: SearchOptions) -> Hsps:
-    """One subject's traced HSPs with E-values and bit scores, filtered by E-value, max_hsps
-    and query coverage, in E-value order."""
-    from .stats import bit_scores, evalues
-
-    if len(final) == 0:
-        return final
-    final.evalue = evalues(final.score, final.context, stats)
-    final.bitscore = bit_scores(final.score, final.context, stats)
-    # the picks are made on indices, so the HSPs (and their scripts) are copied once
-    index = np.flatnonzero(final.evalue <= options.evalue)
-    if options.max_hsps:
-        # Blast_TrimHSPListByMaxHsps cuts the list in traceback (score) order; the
-        # E-value order comes after, and differs when the strands' lambdas differ
-        index = index[:options.max_hsps]
-    index = index[hsp_order(final, index)]
-    if options.qcov_hsp_perc:
-        index = index[_query_coverage_ok(final, index, batch, options.qcov_hsp_perc)]
-    return final if _is_identity(index, len(final)) else final.take(index)
-
-
-def _is_identity(index: np.ndarray, n: int) -> bool:
-    return index.size == n and bool((index == np.arange(n)).all())
-
-
-def _query_coverage_ok(hsps: Hsps, index: np.ndarray, batch, percent: float) -> np.ndarray:
-    """Blast_HSPQueryCoverageTest: which of the HSPs at `index` cover at least `percent` of
-    the query."""
-    qlen = batch.context_length[hsps.context[index]].astype(np.float64)
-    return 100.0 * (hsps.q_end[index] - hsps.q_start[index]) / qlen >= percent
 
 
 # ----------------------------------------------------------------------------------------------

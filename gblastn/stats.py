@@ -39,6 +39,7 @@ LAMBDA_MAX_STEPS = 20       # itmax passed to NlmKarlinLambdaNR
 LAMBDA_MAX_NEWTON = 20 + 17  # maxNewton: 20 + BLAST_KARLIN_LAMBDA_ITER_DEFAULT
 K_SUM_LIMIT = 0.0001        # BLAST_KARLIN_K_SUMLIMIT_DEFAULT
 K_MAX_TERMS = 100           # BLAST_KARLIN_K_ITER_MAX
+EVALUE_EQUAL_BELOW = 1.0e-180  # E-values below this compare equal when ordering
 SMALLEST_EVALUE = 1.0e-297  # BlastKarlinEtoS_simple keeps log() finite with this floor
 
 NUCLEOTIDE_N = 14           # blastna N and gap: left out of the query composition

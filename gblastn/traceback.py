@@ -16,14 +16,17 @@ paths: greedy (megablast) and X-drop dynamic programming (blastn, blastn-short).
 4. common endpoints purged, sorted by score, contained HSPs dropped.
 """
 
+import math
 from functools import lru_cache
 
 import numpy as np
 from numba import njit
 
-from .alphabet import score_matrix
+from .alphabet import COMPLEMENT_BLASTNA, score_matrix
 from .dynprog import adjust_subject_range, gapped_offsets, gapped_start_nucl, traceback_dp
 from .greedy import greedy_gapped_alignment
+from .output.tabular import counts_of_all
+from .stats import EVALUE_EQUAL_BELOW, LN2
 from .hsp import Hsps, alloc_tree, count_identities, \
     containment_keep, hsp_rows, hsps_from_rows, purge_rows, reevaluate_with_ambiguities, \
     score_order, score_order_rows, take_rows, tree_add, tree_contains
@@ -38,20 +41,138 @@ def traceback_subject(hsps: Hsps, batch, subject_codes: np.ndarray, stats, optio
     caller."""
     if len(hsps) == 0:
         return Hsps.empty()
-    rows = hsp_rows(hsps)[score_order(hsps)]
-    rows, op_start, ops, op_len = _traceback_rows(
-        rows, np.ascontiguousarray(batch.context_offset, dtype=np.int64),
-        np.ascontiguousarray(batch.context_length, dtype=np.int64),
-        np.ascontiguousarray(batch.sequence, dtype=np.uint8),
-        np.ascontiguousarray(batch.unmasked_sequence, dtype=np.uint8),
-        np.ascontiguousarray(subject_codes, dtype=np.uint8),
-        _matrix(int(options.reward), int(options.penalty)), bool(options.greedy),
-        int(stats.gap_xdrop_final), int(options.reward), int(options.penalty),
-        int(options.gapopen), int(options.gapextend), int(options.min_diag_separation),
-        float(options.perc_identity), np.ascontiguousarray(stats.gapped_cutoff, dtype=np.int64))
+    rows, op_start, ops, op_len = _traceback_rows(*_traceback_args(hsps, batch, subject_codes,
+                                                                   stats, options))
     traced = hsps_from_rows(rows)
     traced.op_start, traced.ops, traced.op_len = op_start, ops, op_len
     return traced
+
+
+def traceback_final(hsps: Hsps, batch, query_codes: np.ndarray, subject_codes: np.ndarray,
+                    stats, options) -> Hsps:
+    """traceback_subject, then BLAST's final steps for one subject: E-values and bit scores,
+    the E-value threshold, max_hsps, the E-value order, the query coverage test; with each
+    HSP's alignment counts (hsps.counts, for the output), counted on the query's letters
+    `query_codes`. All in one compiled call."""
+    if len(hsps) == 0:
+        return Hsps.empty()
+    rows, op_start, ops, op_len, evalue, bitscore, counts = _traceback_final_rows(
+        *_traceback_args(hsps, batch, subject_codes, stats, options),
+        np.ascontiguousarray(stats.lambdas, dtype=np.float64),
+        np.ascontiguousarray(stats.log_ks, dtype=np.float64),
+        np.ascontiguousarray(stats.eff_searchsp, dtype=np.int64), bool(stats.round_down),
+        float(options.evalue), int(options.max_hsps or 0), float(options.qcov_hsp_perc or 0),
+        np.ascontiguousarray(query_codes, dtype=np.uint8), COMPLEMENT_BLASTNA)
+    final = hsps_from_rows(rows)
+    final.op_start, final.ops, final.op_len = op_start, ops, op_len
+    final.evalue, final.bitscore, final.counts = evalue, bitscore, counts
+    return final
+
+
+def _traceback_args(hsps: Hsps, batch, subject_codes, stats, options) -> tuple:
+    """_traceback_rows' arguments: the HSPs as rows in score order, the batch, the subject,
+    the scoring."""
+    return (hsp_rows(hsps)[score_order(hsps)],
+            np.ascontiguousarray(batch.context_offset, dtype=np.int64),
+            np.ascontiguousarray(batch.context_length, dtype=np.int64),
+            np.ascontiguousarray(batch.sequence, dtype=np.uint8),
+            np.ascontiguousarray(batch.unmasked_sequence, dtype=np.uint8),
+            np.ascontiguousarray(subject_codes, dtype=np.uint8),
+            _matrix(int(options.reward), int(options.penalty)), bool(options.greedy),
+            int(stats.gap_xdrop_final), int(options.reward), int(options.penalty),
+            int(options.gapopen), int(options.gapextend), int(options.min_diag_separation),
+            float(options.perc_identity),
+            np.ascontiguousarray(stats.gapped_cutoff, dtype=np.int64))
+
+
+@njit(cache=True, nogil=True)
+def _traceback_final_rows(rows, context_offset, context_length, query, unmasked, subject,
+                          matrix, greedy, xdrop, reward, penalty, gap_open, gap_extend,
+                          min_diag, perc_identity, cutoffs, lambdas, log_ks, searchsp,
+                          round_down, evalue_max, max_hsps, qcov_percent, query_codes,
+                          complement):
+    """_traceback_rows, then traceback_final's steps. Returns rows, op_start, ops, op_len,
+    evalue, bitscore, counts [n, 4]."""
+    rows, op_start, ops, op_len = _traceback_rows(
+        rows, context_offset, context_length, query, unmasked, subject, matrix, greedy, xdrop,
+        reward, penalty, gap_open, gap_extend, min_diag, perc_identity, cutoffs)
+    n = rows.shape[0]
+    evalue = np.empty(n, dtype=np.float64)
+    bitscore = np.empty(n, dtype=np.float64)
+    for i in range(n):
+        evalue[i], bitscore[i] = _evalue_and_bits(rows[i, 5], rows[i, 0], lambdas, log_ks,
+                                                  searchsp, round_down)
+    index = np.flatnonzero(evalue <= evalue_max)
+    if max_hsps > 0:
+        # Blast_TrimHSPListByMaxHsps cuts the list in traceback (score) order; the E-value
+        # order comes after, and differs when the strands' lambdas differ
+        index = index[:max_hsps]
+    index = index[_evalue_order(rows, evalue, index)]
+    if qcov_percent > 0:
+        covered = np.empty(index.size, dtype=np.bool_)
+        for k in range(index.size):
+            r = rows[index[k]]
+            covered[k] = 100.0 * (r[2] - r[1]) / np.float64(context_length[r[0]]) >= qcov_percent
+        index = index[covered]
+    rows, op_start, ops, op_len = take_rows(rows, op_start, ops, op_len, index)
+    counts = counts_of_all(query_codes, rows[:, 0].copy(), rows[:, 1].copy(),
+                           rows[:, 2].copy(), rows[:, 3].copy(), subject, op_start, ops,
+                           op_len, complement)
+    return rows, op_start, ops, op_len, evalue[index], bitscore[index], counts
+
+
+@njit(cache=True, nogil=True)
+def _evalue_and_bits(score, context, lambdas, log_ks, searchsp, round_down):
+    """stats.evalues and stats.bit_scores for one HSP (the same C library exp)."""
+    lam = lambdas[context]
+    s = score & ~1 if round_down else score
+    evalue = np.float64(searchsp[context]) * math.exp(-lam * s + log_ks[context])
+    return evalue, (score * lam - log_ks[context]) / LN2
+
+
+@njit(cache=True, nogil=True)
+def _evalue_order(rows, evalue, index):
+    """engine.hsp_order in compiled code: the order of the HSPs at `index` by E-value (tiny
+    ones equal), score desc, s_start asc, s_end desc, q_start asc, q_end desc; stable."""
+    n = index.size
+    order = np.arange(n)
+    work = np.empty(n, dtype=np.int64)
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            i, j, k = lo, mid, lo
+            while i < mid and j < hi:
+                if _before(rows, evalue, index[order[j]], index[order[i]]):
+                    work[k] = order[j]
+                    j += 1
+                else:
+                    work[k] = order[i]
+                    i += 1
+                k += 1
+            while i < mid:
+                work[k] = order[i]
+                i += 1
+                k += 1
+            while j < hi:
+                work[k] = order[j]
+                j += 1
+                k += 1
+        order, work = work, order
+        width *= 2
+    return order
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _before(rows, evalue, a, b):
+    ea = 0.0 if evalue[a] < EVALUE_EQUAL_BELOW else evalue[a]
+    eb = 0.0 if evalue[b] < EVALUE_EQUAL_BELOW else evalue[b]
+    if ea != eb:
+        return ea < eb
+    ra = rows[a]
+    rb = rows[b]
+    return (-ra[5], ra[3], -ra[4], ra[1], -ra[2]) < (-rb[5], rb[3], -rb[4], rb[1], -rb[2])
 
 
 @njit(cache=True, nogil=True)

@@ -282,7 +282,7 @@ def alignment_counts(query_codes, minus, q_start, q_end, subject_letters, ops, o
 
 
 @njit(cache=True, nogil=True)
-def _counts_of_all(query_codes, context, q_start, q_end, s_start, subject, op_start, ops,
+def counts_of_all(query_codes, context, q_start, q_end, s_start, subject, op_start, ops,
                    op_len, complement):
     """alignment_counts for each HSP of one subject: int64 [n, 4]. `subject` is the whole
     subject's letters."""
@@ -295,17 +295,6 @@ def _counts_of_all(query_codes, context, q_start, q_end, s_start, subject, op_st
             query_codes, context[i] % 2 == 1, q_start[i], q_end[i], subject[s0:],
             ops[a:b], op_len[a:b], complement)
     return out
-
-
-def attach_alignment_counts(hsps, query_codes: np.ndarray, subject: np.ndarray) -> None:
-    """Store each traced HSP's (columns, identities, gaps, gap runs) in hsps.counts, so that
-    the output needs neither the subject's letters nor a pass over the alignment: this runs
-    in the traceback workers, the output in one thread."""
-    hsps.counts = _counts_of_all(
-        np.ascontiguousarray(query_codes, dtype=np.uint8), hsps.context.astype(np.int64),
-        hsps.q_start.astype(np.int64), hsps.q_end.astype(np.int64),
-        hsps.s_start.astype(np.int64), subject, hsps.op_start, hsps.ops, hsps.op_len,
-        COMPLEMENT_BLASTNA)
 
 
 def btop(qrow: np.ndarray, srow: np.ndarray) -> str:

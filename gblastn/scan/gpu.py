@@ -19,6 +19,7 @@ primary context and pushes it around each call, in whatever thread calls.
 """
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +37,8 @@ FLUSH_MODE = 2
 FLUSH_SLOTS = 2
 EXTEND_THREADS = 256
 PADDING = 16               # zero bytes after each device copy of a volume
-UPLOAD_STEP = 64 << 20     # bytes per host-to-device copy of a volume
+UPLOAD_STEP = 16 << 20     # bytes per host-to-device copy of a volume
+UPLOAD_THREADS = 4         # threads filling page-locked buffers for those copies
 
 
 def kernel_dir() -> Path:
@@ -211,22 +213,38 @@ class GpuBackend:
         return alloc
 
     def _copy_in(self, alloc, data: np.ndarray) -> None:
-        """Host to device through two small page-locked buffers in turn: pinning the whole
-        volume would cost more than the copy itself."""
-        stream = self.drv.Stream()
-        step = min(UPLOAD_STEP, data.size)
-        staging = [self.drv.pagelocked_empty(step, np.uint8) for _ in range(2)]
-        done = [None, None]
-        for k, start in enumerate(range(0, data.size, step)):
-            part = data[start:start + step]
-            slot = k % 2
-            if done[slot] is not None:
-                done[slot].synchronize()  # that buffer's previous copy has left
-            staging[slot][:part.size] = part
-            self.drv.memcpy_htod_async(int(alloc) + start, staging[slot][:part.size], stream)
-            done[slot] = self.drv.Event()
-            done[slot].record(stream)
-        stream.synchronize()
+        """Host to device in UPLOAD_THREADS shares, each through two small page-locked
+        buffers in turn on its own stream. Pinning the whole volume would cost more than the
+        copy itself; one thread filling the page-locked buffers moved 3 GB/s."""
+        steps = np.arange(-(-data.size // UPLOAD_STEP))
+        shares = [share for share in np.array_split(steps, UPLOAD_THREADS) if share.size]
+
+        def copy_share(share):
+            self.context.push()
+            try:
+                stream = self.drv.Stream()
+                staging = [self.drv.pagelocked_empty(UPLOAD_STEP, np.uint8) for _ in range(2)]
+                done = [None, None]
+                for k, step in enumerate(share.tolist()):
+                    part = data[step * UPLOAD_STEP:(step + 1) * UPLOAD_STEP]
+                    slot = k % 2
+                    if done[slot] is not None:
+                        done[slot].synchronize()  # that buffer's previous copy has left
+                    staging[slot][:part.size] = part
+                    self.drv.memcpy_htod_async(int(alloc) + step * UPLOAD_STEP,
+                                               staging[slot][:part.size], stream)
+                    done[slot] = self.drv.Event()
+                    done[slot].record(stream)
+                stream.synchronize()
+            finally:
+                self.drv.Context.pop()
+
+        if len(shares) <= 1:
+            for share in shares:
+                copy_share(share)
+            return
+        with ThreadPoolExecutor(len(shares), thread_name_prefix="gblastn-upload") as pool:
+            list(pool.map(copy_share, shares))
 
     def preload(self, packed: np.ndarray) -> None:
         """Copy a volume to the GPU ahead of its first scan."""
