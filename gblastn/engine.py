@@ -110,24 +110,34 @@ class PrelimHits:
 
 def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHits, backend,
                          num_threads: int | None = None, subjects: range | None = None,
-                         diag_hash=None, ungapped_turn=None, pool=INLINE) -> None:
+                         diag_hash=None, ungapped_turn=None, pool=INLINE,
+                         shared_scans=None) -> None:
     """Scan one volume (or the `subjects` range of its sequences), extend the seeds, and file
     the subjects' preliminary HSPs per query. The chunks' gapped extensions run on `pool`.
 
     `diag_hash` is the batch's diagonal hash (see ungapped.py), which must see the chunks in
     database order: `ungapped_turn`, when given, is a context manager that waits for this
-    job's turn around the ungapped stage."""
+    job's turn around the ungapped stage. With `shared_scans` (a SharedScans), the whole
+    volume is scanned once and each subject range takes its share of the seeds."""
     from .gapped import prelim_gapped
     from .ungapped import extend_seeds
 
     with TIMES.stage("database load"):
         buffer, byte_offset = volume.concat_packed()
-    chunks = subject_chunks(volume.lengths, byte_offset)
+    every_chunk = subject_chunks(volume.lengths, byte_offset)
+    chunks, first_chunk = every_chunk, 0
     if subjects is not None:
-        chunks = chunks.take((chunks.local_index >= subjects.start) & (chunks.local_index < subjects.stop))
+        picked = np.flatnonzero((every_chunk.local_index >= subjects.start) &
+                                (every_chunk.local_index < subjects.stop))
+        chunks, first_chunk = every_chunk.take(picked), int(picked[0]) if picked.size else 0
+    threads = options.num_threads if num_threads is None else num_threads
     with TIMES.stage("scan"):
-        seeds = backend.find_seeds(table, buffer, chunks.byte_offset, chunks.length,
-                                   options.num_threads if num_threads is None else num_threads)
+        if shared_scans is None:
+            seeds = backend.find_seeds(table, buffer, chunks.byte_offset, chunks.length, threads)
+        else:
+            seeds = shared_scans.seeds(volume, lambda: backend.find_seeds(
+                table, buffer, every_chunk.byte_offset, every_chunk.length, threads))
+            seeds = seeds.of_chunks(first_chunk, first_chunk + len(chunks.length))
     with ungapped_turn or nullcontext(), TIMES.stage("ungapped"):
         hits = extend_seeds(seeds, table, buffer, chunks.byte_offset, chunks.length,
                             stats.ungapped_xdrop, stats.ungapped_cutoff, stats.reduced_cutoff,
@@ -320,6 +330,29 @@ class BatchPlan:
     stats: object = None   # SearchStatistics; None when nothing is left to search
     table: object = None   # LookupTable; None when every query is masked or too short
     diag_hash: object = None  # the batch's DiagonalHash, carried across all volumes
+    scans: object = None   # SharedScans, when the backend scans whole volumes at once
+
+
+class SharedScans:
+    """Each volume's seeds, from one scan of the whole volume shared by the jobs that search
+    parts of it: a GPU call has a fixed cost of milliseconds, and the jobs would queue for
+    the device one after the other."""
+
+    def __init__(self):
+        import threading
+        self.lock = threading.Lock()
+        self.scans: dict = {}   # id(volume) -> (lock, [seeds or None])
+
+    def seeds(self, volume, scan):
+        """The volume's seeds: scan() the first time, the same Seeds after."""
+        import threading
+        with self.lock:
+            entry = self.scans.setdefault(id(volume), (threading.Lock(), []))
+        lock, held = entry
+        with lock:
+            if not held:
+                held.append(scan())
+            return held[0]
 
 
 def plan_batch(queries: list, first_index: int, db, options: SearchOptions) -> BatchPlan:
@@ -333,6 +366,7 @@ def plan_batch(queries: list, first_index: int, db, options: SearchOptions) -> B
         plan = BatchPlan(queries, first_index, batch)
         if len(batch.lookup_segments):
             from .ungapped import DiagonalHash
+            plan.scans = SharedScans()
             plan.stats = prepare_statistics(batch, db.total_letters, db.num_seqs, options)
             plan.table = build_lookup(batch, options)
             plan.diag_hash = DiagonalHash()

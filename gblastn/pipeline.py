@@ -310,7 +310,7 @@ class Pipeline:
             prelim_search_volume(plan.batch, plan.table, plan.stats, volume, self.options, hits,
                                  self.backend, num_threads=1, subjects=subjects,
                                  diag_hash=plan.diag_hash, ungapped_turn=turn,
-                                 pool=self.pool)
+                                 pool=self.pool, shared_scans=self.shared_scans(plan))
             self._put(self.prelim_q, ("volume", batch_id, hits))
         self._put(self.prelim_q, _END)
 
@@ -374,6 +374,10 @@ class Pipeline:
                                       self.options)
                 self._put(self.result_q, (result.query_index, self.render(query, result)))
         self._put(self.result_q, _END)
+
+    def shared_scans(self, plan):
+        """The batch's SharedScans when the backend scans whole volumes faster than parts."""
+        return plan.scans if getattr(self.backend, "scans_whole_volumes", False) else None
 
     # -- the writer side -------------------------------------------------------------------
 

@@ -25,13 +25,13 @@ def case(tmp_path_factory):
             "query": queries["small"], "folder": folder}
 
 
-def search(case, mode: str, threads: int, name: str) -> str:
+def search(case, mode: str, threads: int, name: str, backend=None) -> str:
     from gblastn.options import make_options
     from gblastn.pipeline import OutputSpec, RunSettings, run_search
 
     out = str(case["folder"] / name)
     run_search([case["query"]], case["db"], make_options("megablast", num_threads=threads),
-               OutputSpec(COLUMNS, out, None, "db"), settings=RunSettings(mode))
+               OutputSpec(COLUMNS, out, None, "db"), backend, settings=RunSettings(mode))
     with open(out) as handle:
         return handle.read()
 
@@ -41,6 +41,27 @@ def test_modes_and_thread_counts_give_identical_output(case):
     assert "hits found" in reference and reference.count("\n") > 20
     for mode, threads in [("serial", 2), ("pipeline", 1), ("pipeline", 2), ("pipeline", 8)]:
         assert search(case, mode, threads, f"{mode}{threads}.out") == reference, (mode, threads)
+
+
+class WholeVolumeScans:
+    """The CPU backend, declared to scan whole volumes (as the GPU backend does)."""
+
+    scans_whole_volumes = True
+
+    def __init__(self):
+        self.calls = 0
+
+    def find_seeds(self, *args):
+        from gblastn.scan import cpu
+        self.calls += 1
+        return cpu.find_seeds(*args)
+
+
+def test_a_volume_scanned_once_serves_every_job_of_it(case):
+    reference = search(case, "serial", 1, "serial-ref.out")
+    backend = WholeVolumeScans()
+    assert search(case, "pipeline", 8, "whole-volume.out", backend) == reference
+    assert backend.calls == 1  # one batch, one volume, many jobs
 
 
 def test_failing_stage_stops_the_run_and_leaves_no_output(case, monkeypatch):

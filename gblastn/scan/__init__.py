@@ -35,6 +35,12 @@ class Seeds:
         z = np.zeros(0, dtype=np.int32)
         return Seeds(z, z.copy(), z.copy(), z.copy(), z.copy())
 
+    def of_chunks(self, first: int, end: int) -> "Seeds":
+        """The seeds of chunks [first, end), renumbered from 0."""
+        lo, hi = np.searchsorted(self.chunk, [first, end])
+        return Seeds(self.chunk[lo:hi] - np.int32(first), self.q_off[lo:hi], self.s_off[lo:hi],
+                     self.s_first[lo:hi], self.hit_s[lo:hi])
+
     def equals(self, other: "Seeds") -> bool:
         return all(np.array_equal(getattr(self, f), getattr(other, f))
                    for f in ("chunk", "q_off", "s_off", "s_first", "hit_s"))

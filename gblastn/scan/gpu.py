@@ -112,6 +112,8 @@ class GpuBackend:
     """``find_seeds`` on one GPU. Capacities are initial buffer sizes (records); they grow
     when a launch overflows them."""
 
+    scans_whole_volumes = True  # one call per volume: each call has a fixed cost
+
     def __init__(self, gpu_id: int = 0, hit_capacity: int = 1 << 20,
                  seed_capacity: int = 1 << 20, max_group_probes: int = 1 << 32,
                  memory_fraction: float = 0.6):
