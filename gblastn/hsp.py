@@ -321,6 +321,18 @@ def score_order_rows(rows):
 
 
 @_nb.njit(cache=True, nogil=True)
+def ranked_order(rows, index, rank_of):
+    """The order (positions within `index`) of the rows at `index` by rank_of (float64, one
+    per row at `index`; equal values tie), then as score_order; stable."""
+    ranked = np.empty((index.size, 9), dtype=np.int64)
+    ranked[:, :8] = rows[index]
+    ranked[:, 8] = np.searchsorted(np.unique(rank_of), rank_of)
+    order = np.arange(index.size)
+    _stable_sort(order, order.size, ranked, BY_RANK)
+    return order
+
+
+@_nb.njit(cache=True, nogil=True)
 def take_rows(rows, op_start, ops, op_len, index):
     """Hsps.take for rows [n, 8] and their edit scripts: the rows at `index`, in its
     order. Returns rows, op_start, ops, op_len."""
@@ -382,11 +394,12 @@ def _purge(hsps: Hsps, purge: bool) -> tuple:
 BY_START = 0   # context, q_start, s_start, then score, q_end, s_end descending
 BY_END = 1     # context, q_end, s_end, then score descending, q_start, s_start descending
 BY_SCORE = 2   # score descending, s_start, s_end descending, q_start, q_end descending
+BY_RANK = 3    # column 8 (a rank the caller puts there), then as BY_SCORE
 
 
 @_nb.njit(cache=True, nogil=True, inline="always")
 def _key_before(rows, a, b, order):
-    """Whether row a sorts before row b in `order` (BY_START, BY_END or BY_SCORE)."""
+    """Whether row a sorts before row b in `order` (BY_START, BY_END, BY_SCORE, BY_RANK)."""
     ra = rows[a]
     rb = rows[b]
     if order == BY_END:
@@ -395,9 +408,12 @@ def _key_before(rows, a, b, order):
     elif order == BY_START:
         ka = (ra[0], ra[1], ra[3], -ra[5], -ra[2], -ra[4])
         kb = (rb[0], rb[1], rb[3], -rb[5], -rb[2], -rb[4])
-    else:
+    elif order == BY_SCORE:
         ka = (-ra[5], ra[3], -ra[4], ra[1], -ra[2], 0)
         kb = (-rb[5], rb[3], -rb[4], rb[1], -rb[2], 0)
+    else:
+        ka = (ra[8], -ra[5], ra[3], -ra[4], ra[1], -ra[2])
+        kb = (rb[8], -rb[5], rb[3], -rb[4], rb[1], -rb[2])
     return ka < kb
 
 

@@ -28,8 +28,9 @@ from .greedy import greedy_gapped_alignment
 from .output.tabular import counts_of_all
 from .stats import EVALUE_EQUAL_BELOW, LN2
 from .hsp import Hsps, alloc_tree, count_identities, \
-    containment_keep, hsp_rows, hsps_from_rows, purge_rows, reevaluate_with_ambiguities, \
-    score_order, score_order_rows, take_rows, tree_add, tree_contains
+    containment_keep, hsp_rows, hsps_from_rows, purge_rows, ranked_order, \
+    reevaluate_with_ambiguities, score_order, score_order_rows, take_rows, tree_add, \
+    tree_contains
 
 
 def traceback_subject(hsps: Hsps, batch, subject_codes: np.ndarray, stats, options) -> Hsps:
@@ -107,7 +108,10 @@ def _traceback_final_rows(rows, context_offset, context_length, query, unmasked,
         # Blast_TrimHSPListByMaxHsps cuts the list in traceback (score) order; the E-value
         # order comes after, and differs when the strands' lambdas differ
         index = index[:max_hsps]
-    index = index[_evalue_order(rows, evalue, index)]
+    # ScoreCompareHSPs with E-values: E-value (tiny ones equal), then as score_order
+    shown = evalue[index]
+    shown[shown < EVALUE_EQUAL_BELOW] = 0.0
+    index = index[ranked_order(rows, index, shown)]
     if qcov_percent > 0:
         covered = np.empty(index.size, dtype=np.bool_)
         for k in range(index.size):
@@ -128,51 +132,6 @@ def _evalue_and_bits(score, context, lambdas, log_ks, searchsp, round_down):
     s = score & ~1 if round_down else score
     evalue = np.float64(searchsp[context]) * math.exp(-lam * s + log_ks[context])
     return evalue, (score * lam - log_ks[context]) / LN2
-
-
-@njit(cache=True, nogil=True)
-def _evalue_order(rows, evalue, index):
-    """engine.hsp_order in compiled code: the order of the HSPs at `index` by E-value (tiny
-    ones equal), score desc, s_start asc, s_end desc, q_start asc, q_end desc; stable."""
-    n = index.size
-    order = np.arange(n)
-    work = np.empty(n, dtype=np.int64)
-    width = 1
-    while width < n:
-        for lo in range(0, n, 2 * width):
-            mid = min(lo + width, n)
-            hi = min(lo + 2 * width, n)
-            i, j, k = lo, mid, lo
-            while i < mid and j < hi:
-                if _before(rows, evalue, index[order[j]], index[order[i]]):
-                    work[k] = order[j]
-                    j += 1
-                else:
-                    work[k] = order[i]
-                    i += 1
-                k += 1
-            while i < mid:
-                work[k] = order[i]
-                i += 1
-                k += 1
-            while j < hi:
-                work[k] = order[j]
-                j += 1
-                k += 1
-        order, work = work, order
-        width *= 2
-    return order
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _before(rows, evalue, a, b):
-    ea = 0.0 if evalue[a] < EVALUE_EQUAL_BELOW else evalue[a]
-    eb = 0.0 if evalue[b] < EVALUE_EQUAL_BELOW else evalue[b]
-    if ea != eb:
-        return ea < eb
-    ra = rows[a]
-    rb = rows[b]
-    return (-ra[5], ra[3], -ra[4], ra[1], -ra[2]) < (-rb[5], rb[3], -rb[4], rb[1], -rb[2])
 
 
 @njit(cache=True, nogil=True)
