@@ -22,6 +22,7 @@ Call hierarchy (each stage its own module):
         query_result                     (here)         subjects in order, max_target_seqs
 """
 
+import threading
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
@@ -339,13 +340,11 @@ class SharedScans:
     the device one after the other."""
 
     def __init__(self):
-        import threading
         self.lock = threading.Lock()
         self.scans: dict = {}   # id(volume) -> (lock, [seeds or None])
 
     def seeds(self, volume, scan):
         """The volume's seeds: scan() the first time, the same Seeds after."""
-        import threading
         with self.lock:
             entry = self.scans.setdefault(id(volume), (threading.Lock(), []))
         lock, held = entry

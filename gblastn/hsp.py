@@ -130,12 +130,6 @@ def hsp_rows(hsps: Hsps) -> np.ndarray:
         .reshape(-1, 8)
 
 
-def hsp_scripts(hsps: Hsps) -> list:
-    """Per-HSP (ops, lengths) copies of the edit scripts."""
-    return [(hsps.ops[a:b].copy(), hsps.op_len[a:b].copy())
-            for a, b in zip(hsps.op_start[:-1], hsps.op_start[1:])]
-
-
 # ----------------------------------------------------------------------------------------------
 # containment "tree" (BlastIntervalTree used with eQueryAndSubject).  The interval tree only
 # speeds up exhaustive searches, so any index that finds the same HSPs gives the same answers.
@@ -289,14 +283,6 @@ def tree_add(tree, n, ctx, qs, qe, ss, se, score):
     return n + 1
 
 
-def containment_filter(hsps: Hsps, min_diag_separation: int) -> Hsps:
-    """Drop, in list order, every HSP contained in one kept before it (the final pass of
-    Blast_TracebackFromHSPList, on a list sorted by score)."""
-    rows = hsp_rows(hsps)
-    keep = containment_keep(rows, int(min_diag_separation))
-    return hsps.take(keep)
-
-
 @_nb.njit(cache=True, nogil=True)
 def containment_keep(rows, min_diag_separation):
     n = rows.shape[0]
@@ -363,31 +349,20 @@ def purge_common_endpoints(hsps: Hsps, purge: bool = True) -> Hsps:
     traceback pass for blastn) a loser reaching further is trimmed to begin where the winner
     ends (or end where it begins) instead of being dropped; trimmed HSPs go to the end of the
     list as BLAST leaves them.  Edit scripts, when present, follow their HSPs."""
-    return _purge(hsps, purge)[0]
-
-
-def trim_common_endpoints(hsps: Hsps) -> tuple:
-    """purge_common_endpoints(purge=False) that also says where the trimmed HSPs begin:
-    returns (hsps, first_trimmed); hsps[:first_trimmed] are untouched, the rest were cut
-    (BLAST rescores only those after a DP traceback)."""
-    return _purge(hsps, False)
-
-
-def _purge(hsps: Hsps, purge: bool) -> tuple:
     if len(hsps) == 0:
-        return hsps, 0
+        return hsps
     with_scripts = hsps.ops is not None
     if with_scripts:
         op_start, ops, op_len = hsps.op_start, hsps.ops, hsps.op_len
     else:
         op_start, ops, op_len = np.zeros(len(hsps) + 1, dtype=np.int64), \
             np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int32)
-    rows, out_start, out_ops, out_len, count = purge_rows(
+    rows, out_start, out_ops, out_len, _ = purge_rows(
         hsp_rows(hsps), op_start, ops, op_len, bool(purge))
     out = hsps_from_rows(rows)
     if with_scripts:
         out.op_start, out.ops, out.op_len = out_start, out_ops, out_len
-    return out, int(count)
+    return out
 
 
 # the orders _stable_sort knows

@@ -682,27 +682,40 @@ def prepare_statistics(batch, db_letters: int, db_num_seqs: int, options) -> Sea
 
 def evalues(scores: np.ndarray, contexts: np.ndarray, stats: SearchStatistics) -> np.ndarray:
     """E = searchsp * exp(-lambda S' + ln K) per HSP (BLAST_KarlinStoE_simple), S' the raw
-    score rounded down to even when the scoring system asks for it. Uses the C library's
-    exp, as BLAST does, so printed values agree to the last digit."""
-    scores = np.asarray(scores)
-    contexts = np.asarray(contexts)
-    out = np.empty(scores.size, dtype=np.float64)
-    for i in range(scores.size):
-        c = int(contexts[i])
-        s = int(scores[i])
-        if stats.round_down:
-            s &= ~1
-        lam = float(stats.lambdas[c])
-        out[i] = float(stats.eff_searchsp[c]) * math.exp(-lam * s + float(stats.log_ks[c]))
-    return out
+    score rounded down to even when the scoring system asks for it."""
+    return _scores_to(scores, contexts, stats)[0]
 
 
 def bit_scores(scores: np.ndarray, contexts: np.ndarray, stats: SearchStatistics) -> np.ndarray:
     """Bit score (S lambda - ln K) / ln 2 on the raw score, gapped parameters."""
-    scores = np.asarray(scores)
-    contexts = np.asarray(contexts)
-    out = np.empty(scores.size, dtype=np.float64)
+    return _scores_to(scores, contexts, stats)[1]
+
+
+def _scores_to(scores, contexts, stats: SearchStatistics) -> tuple:
+    """(E-values, bit scores) of raw scores in their contexts."""
+    return _evalues_and_bits(np.ascontiguousarray(scores, dtype=np.int64),
+                             np.ascontiguousarray(contexts, dtype=np.int64),
+                             np.ascontiguousarray(stats.lambdas, dtype=np.float64),
+                             np.ascontiguousarray(stats.log_ks, dtype=np.float64),
+                             np.ascontiguousarray(stats.eff_searchsp, dtype=np.int64),
+                             bool(stats.round_down))
+
+
+@numba.njit(cache=True, nogil=True)
+def _evalues_and_bits(scores, contexts, lambdas, log_ks, searchsp, round_down):
+    evalue = np.empty(scores.size, dtype=np.float64)
+    bits = np.empty(scores.size, dtype=np.float64)
     for i in range(scores.size):
-        c = int(contexts[i])
-        out[i] = (int(scores[i]) * float(stats.lambdas[c]) - float(stats.log_ks[c])) / LN2
-    return out
+        evalue[i], bits[i] = evalue_and_bits(scores[i], contexts[i], lambdas, log_ks,
+                                             searchsp, round_down)
+    return evalue, bits
+
+
+@numba.njit(cache=True, nogil=True)
+def evalue_and_bits(score, context, lambdas, log_ks, searchsp, round_down):
+    """One HSP's E-value and bit score. numba's exp is the C library's, as BLAST's is, so
+    printed values agree to the last digit."""
+    lam = lambdas[context]
+    s = score & ~1 if round_down else score
+    evalue = np.float64(searchsp[context]) * math.exp(-lam * s + log_ks[context])
+    return evalue, (score * lam - log_ks[context]) / LN2

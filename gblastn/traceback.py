@@ -16,7 +16,6 @@ paths: greedy (megablast) and X-drop dynamic programming (blastn, blastn-short).
 4. common endpoints purged, sorted by score, contained HSPs dropped.
 """
 
-import math
 from functools import lru_cache
 
 import numpy as np
@@ -25,12 +24,12 @@ from numba import njit
 from .alphabet import COMPLEMENT_BLASTNA, score_matrix
 from .dynprog import adjust_subject_range, gapped_offsets, gapped_start_nucl, traceback_dp
 from .greedy import greedy_gapped_alignment
-from .output.tabular import counts_of_all
-from .stats import EVALUE_EQUAL_BELOW, LN2
 from .hsp import Hsps, alloc_tree, count_identities, \
     containment_keep, hsp_rows, hsps_from_rows, purge_rows, ranked_order, \
     reevaluate_with_ambiguities, score_order, score_order_rows, take_rows, tree_add, \
     tree_contains
+from .output.tabular import counts_of_all
+from .stats import EVALUE_EQUAL_BELOW, evalue_and_bits
 
 
 def traceback_subject(hsps: Hsps, batch, subject_codes: np.ndarray, stats, options) -> Hsps:
@@ -101,7 +100,7 @@ def _traceback_final_rows(rows, context_offset, context_length, query, unmasked,
     evalue = np.empty(n, dtype=np.float64)
     bitscore = np.empty(n, dtype=np.float64)
     for i in range(n):
-        evalue[i], bitscore[i] = _evalue_and_bits(rows[i, 5], rows[i, 0], lambdas, log_ks,
+        evalue[i], bitscore[i] = evalue_and_bits(rows[i, 5], rows[i, 0], lambdas, log_ks,
                                                   searchsp, round_down)
     index = np.flatnonzero(evalue <= evalue_max)
     if max_hsps > 0:
@@ -123,15 +122,6 @@ def _traceback_final_rows(rows, context_offset, context_length, query, unmasked,
                            rows[:, 2].copy(), rows[:, 3].copy(), subject, op_start, ops,
                            op_len, complement)
     return rows, op_start, ops, op_len, evalue[index], bitscore[index], counts
-
-
-@njit(cache=True, nogil=True)
-def _evalue_and_bits(score, context, lambdas, log_ks, searchsp, round_down):
-    """stats.evalues and stats.bit_scores for one HSP (the same C library exp)."""
-    lam = lambdas[context]
-    s = score & ~1 if round_down else score
-    evalue = np.float64(searchsp[context]) * math.exp(-lam * s + log_ks[context])
-    return evalue, (score * lam - log_ks[context]) / LN2
 
 
 @njit(cache=True, nogil=True)

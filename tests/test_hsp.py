@@ -3,7 +3,7 @@
 import numpy as np
 
 from gblastn.alphabet import encode_blastna, score_matrix
-from gblastn.hsp import containment_filter, hsps_from_rows, new_tree, purge_common_endpoints, \
+from gblastn.hsp import containment_keep, hsps_from_rows, new_tree, purge_common_endpoints, \
     reevaluate_with_ambiguities, tree_add, tree_contains
 
 
@@ -50,8 +50,8 @@ def test_purge_without_delete_trims():
 
 
 def test_containment_filter_in_order():
-    rows = [[0, 0, 100, 0, 100, 100, 5, 5], [0, 10, 50, 10, 50, 40, 20, 20]]
-    assert len(containment_filter(hsps_from_rows(rows), 6)) == 1
+    rows = np.array([[0, 0, 100, 0, 100, 100, 5, 5], [0, 10, 50, 10, 50, 40, 20, 20]])
+    assert containment_keep(rows, 6).sum() == 1
 
 
 def test_rescoring_with_n_and_gap():
