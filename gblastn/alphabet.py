@@ -13,6 +13,8 @@ Encodings (as NCBI BLAST uses them):
   ``(buf[i // 4] >> (2 * (3 - i % 4))) & 3``.
 """
 
+from functools import lru_cache
+
 import numpy as np
 
 IUPAC_LETTERS = b"ACGTRYMKWSBDHVN"
@@ -85,8 +87,10 @@ def _round_half_away(x: float) -> int:
 SENTINEL_SCORE = -(2**31) // 2  # INT4_MIN / 2
 
 
+@lru_cache(maxsize=16)
 def score_matrix(reward: int, penalty: int) -> np.ndarray:
-    """BLAST's 16x16 blastna scoring matrix (BlastScoreBlkNuclMatrixCreate).
+    """BLAST's 16x16 blastna scoring matrix (BlastScoreBlkNuclMatrixCreate), read-only
+    (every gapped chunk asks for it).
 
     Letters whose base sets intersect score round(((d - 1) * penalty + reward) / d), d the
     number of bases of the more ambiguous (higher-coded) letter, rounded half away from
@@ -104,6 +108,7 @@ def score_matrix(reward: int, penalty: int) -> np.ndarray:
                 m[i, j] = _round_half_away(((d - 1) * penalty + reward) / d)
             else:
                 m[i, j] = penalty
+    m.flags.writeable = False
     return m
 
 

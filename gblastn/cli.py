@@ -124,6 +124,7 @@ def search_command(
 
     # the GPU's set-up (pycuda, its context) runs while options, files and database are read
     backend = _in_background(select_backend, device, gpu_id)
+    _in_background(_warm_up_compiled_code)
     options = make_options(
         task, evalue=evalue, word_size=word_size, reward=reward, penalty=penalty,
         gapopen=gapopen, gapextend=gapextend, xdrop_ungap=xdrop_ungap, xdrop_gap=xdrop_gap,
@@ -137,6 +138,19 @@ def search_command(
     from .timing import TIMES
     TIMES.add("start-up", time.perf_counter() - STARTED)
     run_search(files, db, options, OutputSpec(outfmt, out, out_dir, db), backend, settings)
+
+
+def _warm_up_compiled_code() -> None:
+    """Mask a tiny query: numba's first call in a process sets up its type system (about
+    half a second), which is better spent while the GPU and the database are prepared than
+    in front of the first batch's query setup."""
+    import numpy as np
+
+    from .options import make_options
+    from .query import Query, mask_intervals
+
+    codes = np.resize(np.arange(4, dtype=np.uint8), 128)
+    mask_intervals(Query("", "", codes, np.zeros(codes.size, dtype=bool)), make_options("megablast"))
 
 
 def _in_background(function, *args):

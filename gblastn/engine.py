@@ -300,10 +300,11 @@ def trace_tasks(hits_by_query: dict, options: SearchOptions) -> list:
 def trace(task: TraceTask, query, batch, stats, db, options: SearchOptions) -> tuple:
     """Traceback of one task, then BLAST's final filtering and order of its HSPs (with the
     alignment counts the output needs). Returns (ordinal, final HSPs)."""
-    from .traceback import traceback_final
+    from .traceback import subject_spans, traceback_final
 
     with TIMES.stage("subject letters"):
-        letters = db.subject_letters(task.ordinal)
+        spans = subject_spans(task.hsps, batch, int(db.lengths[task.ordinal]))
+        letters = db.subject_letters(task.ordinal, spans)
     with TIMES.stage("traceback"):
         return task.ordinal, traceback_final(task.hsps, batch, query.codes, letters, stats,
                                              options)

@@ -184,18 +184,21 @@ def _read_chunks(stream: BinaryIO, name: str, chunk_bytes: int) -> Iterator[byte
         yield chunk
 
 
-def iter_records(source: str | os.PathLike, validate: bool = True, headerless_ok: bool = False,
+def iter_records(source: str | os.PathLike | BinaryIO, validate: bool = True,
+                 headerless_ok: bool = False,
                  chunk_bytes: int = CHUNK_BYTES) -> Iterator[Record]:
-    """Records of a FASTA file (plain or gzip, detected by magic bytes; '-' reads stdin).
+    """Records of a FASTA file (plain or gzip, detected by magic bytes; '-' reads stdin), or
+    of an open binary stream of FASTA text (named '<text>' in messages).
 
     With `validate`, a letter outside IUPAC (ACGTURYKMSWBDHVN, either case, and '-') raises
     InputError naming file and line. Letters before the first '>' raise InputError unless
     `headerless_ok`, which makes them a record with an empty defline (as BLAST reads a bare
     query sequence).
     """
-    name = os.fspath(source)
+    own_stream = not hasattr(source, "read")
+    name = os.fspath(source) if own_stream else "<text>"
     parser = _StreamParser(name, validate, headerless_ok)
-    stream = open_binary(source)
+    stream = open_binary(source) if own_stream else source
     try:
         carry = b""
         for chunk in _read_chunks(stream, name, chunk_bytes):
@@ -208,7 +211,7 @@ def iter_records(source: str | os.PathLike, validate: bool = True, headerless_ok
             yield from parser.feed(carry + b"\n")
         yield from parser.close()
     finally:
-        if stream is not sys.stdin.buffer:
+        if own_stream and stream is not sys.stdin.buffer:
             stream.close()
 
 

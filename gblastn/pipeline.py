@@ -27,7 +27,7 @@ import queue
 import sys
 import tempfile
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -131,18 +131,27 @@ def _search_all(files, db, fmt, options, output, backend, settings) -> int:
 
 
 def _preload(db, backend) -> threading.Thread:
-    """Load the first volume (and copy it to the GPU) in a thread, while the first batch's
-    queries are read, masked and indexed. `backend` may still be a Future. A failure here
-    is left for the search to meet (and report) when it reaches the volume."""
+    """Load the volumes in a thread, while the first batch's queries are read, masked and
+    indexed, and copy each to the GPU as the next one loads, as many as fit there together
+    (a volume loaded only when its first job came would hold up that job's scan). Without a
+    GPU only the first volume is loaded ahead. `backend` may still be a Future. A failure
+    here is left for the search to meet (and report) when it reaches the volume."""
     def body():
-        try:
-            with TIMES.stage("database load"):
-                buffer, _ = db.volumes[0].concat_packed()
-            ready = backend.result() if isinstance(backend, Future) else backend
-            if hasattr(ready, "preload"):
-                ready.preload(buffer)
-        except Exception:  # noqa: BLE001 - see the docstring
-            pass
+        with ThreadPoolExecutor(1, thread_name_prefix="gblastn-preload-copy") as copier:
+            copied = None
+            try:
+                for volume in db.volumes:
+                    with TIMES.stage("database load"):
+                        buffer, _ = volume.concat_packed()
+                    ready = backend.result() if isinstance(backend, Future) else backend
+                    if not hasattr(ready, "preload") or \
+                            (copied is not None and not copied.result()):
+                        return
+                    copied = copier.submit(ready.preload, buffer)
+                if copied is not None:
+                    copied.result()
+            except Exception:  # noqa: BLE001 - see the docstring
+                pass
 
     thread = threading.Thread(target=body, name="gblastn-preload", daemon=True)
     thread.start()
@@ -315,11 +324,15 @@ class Pipeline:
         self._put(self.prelim_q, _END)
 
     def _collector(self):
-        """Merge each batch's volumes; when a batch is complete, post its traceback tasks,
-        the most work first (the writer restores the input order)."""
-        from .engine import empty_result, trace_tasks
+        """Merge each batch's volumes into traceback tasks (the most work first; the writer
+        restores the input order), and close each query's join once its batch is complete.
+        When no hit-list limit can drop a subject (the database has no more sequences than
+        a query's preliminary hit list holds), a job's subjects go to traceback as soon as
+        the job ends, so traceback overlaps the batch's other jobs."""
+        from .engine import prelim_hitlist_size, trace_tasks
 
-        plans, pending, merged = {}, {}, {}
+        stream = self.db.num_seqs <= prelim_hitlist_size(self.options)
+        plans, pending, merged, joins = {}, {}, {}, {}
         next_batch, ended = 0, 0
         while ended < self.prelim_threads:
             item = self._get(self.prelim_q)
@@ -331,48 +344,62 @@ class Pipeline:
                 plans[batch_id] = payload
                 pending[batch_id] = len(self.jobs) if payload.table is not None else 0
                 merged[batch_id] = {}
+                joins[batch_id] = [_QueryJoin(payload, q) for q in range(len(payload.queries))]
+            elif stream:
+                self._post_tasks(joins[batch_id], trace_tasks(payload.by_query, self.options))
+                pending[batch_id] -= 1
             else:
                 for q, subjects in payload.by_query.items():
                     merged[batch_id].setdefault(q, {}).update(subjects)
                 pending[batch_id] -= 1
-            # release complete batches in order, so results flow in input order
+            # close complete batches in order, so results flow in input order
             while next_batch in pending and pending[next_batch] == 0:
-                plan = plans.pop(next_batch)
-                del pending[next_batch]
-                tasks = trace_tasks(merged.pop(next_batch), self.options)
-                joins = [_QueryJoin(plan, q) for q in range(len(plan.queries))]
-                for task in tasks:
-                    joins[task.query_index].remaining += 1
-                for join in joins:
-                    if join.remaining == 0:
-                        query = plan.queries[join.q]
-                        result = empty_result(plan.first_index + join.q, query)
-                        self._put(self.result_q, (result.query_index,
-                                                  self.render(query, result)))
-                for task in tasks:
-                    self._put(self.trace_q, (joins[task.query_index], task))
+                del plans[next_batch], pending[next_batch]
+                batch_joins, hits = joins.pop(next_batch), merged.pop(next_batch)
+                if hits:
+                    self._post_tasks(batch_joins, trace_tasks(hits, self.options))
+                for join in batch_joins:
+                    with self.lock:
+                        join.sealed = True
+                        complete = join.remaining == 0
+                    if complete:
+                        self._finish(join)
                 next_batch += 1
         for _ in range(self.traceback_threads):
             self._put(self.trace_q, _END)
 
+    def _post_tasks(self, joins: list, tasks: list) -> None:
+        for task in tasks:
+            join = joins[task.query_index]
+            with self.lock:
+                join.remaining += 1
+            self._put(self.trace_q, (join, task))
+
+    def _finish(self, join) -> None:
+        """Assemble and format a query's result, once all its subjects are traced."""
+        from .engine import query_result
+
+        plan = join.plan
+        query = plan.queries[join.q]
+        result = query_result(plan.first_index + join.q, query, join.traced, self.options)
+        self._put(self.result_q, (result.query_index, self.render(query, result)))
+
     def _traceback_worker(self):
-        """Trace (query, subject) tasks; the thread that traces a query's last subject
-        assembles and formats that query's result."""
-        from .engine import query_result, trace
+        """Trace (query, subject) tasks; the thread that traces the last subject of a query
+        whose batch is complete assembles and formats that query's result."""
+        from .engine import trace
 
         while (item := self._get(self.trace_q)) is not _END:
             join, task = item
             plan = join.plan
-            query = plan.queries[join.q]
-            pair = trace(task, query, plan.batch, plan.stats, self.db, self.options)
+            pair = trace(task, plan.queries[join.q], plan.batch, plan.stats, self.db,
+                         self.options)
             with self.lock:
                 join.traced.append(pair)
                 join.remaining -= 1
-                complete = join.remaining == 0
+                complete = join.sealed and join.remaining == 0
             if complete:
-                result = query_result(plan.first_index + join.q, query, join.traced,
-                                      self.options)
-                self._put(self.result_q, (result.query_index, self.render(query, result)))
+                self._finish(join)
         self._put(self.result_q, _END)
 
     def shared_scans(self, plan):
@@ -441,7 +468,8 @@ class _QueryJoin:
 
     plan: object
     q: int                 # within the batch
-    remaining: int = 0     # tasks not traced yet
+    remaining: int = 0     # tasks posted and not traced yet
+    sealed: bool = False   # every task of the query is posted (its batch is complete)
     traced: list = field(default_factory=list)
 
 

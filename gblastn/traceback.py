@@ -22,7 +22,8 @@ import numpy as np
 from numba import njit
 
 from .alphabet import COMPLEMENT_BLASTNA, score_matrix
-from .dynprog import adjust_subject_range, gapped_offsets, gapped_start_nucl, traceback_dp
+from .dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS, adjust_subject_range, gapped_offsets, \
+    gapped_start_nucl, traceback_dp
 from .greedy import greedy_gapped_alignment
 from .hsp import Hsps, alloc_tree, count_identities, \
     containment_keep, hsp_rows, hsps_from_rows, purge_rows, ranked_order, \
@@ -30,6 +31,8 @@ from .hsp import Hsps, alloc_tree, count_identities, \
     tree_contains
 from .output.tabular import counts_of_all
 from .stats import EVALUE_EQUAL_BELOW, evalue_and_bits
+
+SPAN_MARGIN = 64  # letters read beyond an alignment's window: words and edit-script tidying
 
 
 def traceback_subject(hsps: Hsps, batch, subject_codes: np.ndarray, stats, options) -> Hsps:
@@ -67,6 +70,19 @@ def traceback_final(hsps: Hsps, batch, query_codes: np.ndarray, subject_codes: n
     final.op_start, final.ops, final.op_len = op_start, ops, op_len
     final.evalue, final.bitscore, final.counts = evalue, bitscore, counts
     return final
+
+
+def subject_spans(hsps: Hsps, batch, subject_length: int) -> np.ndarray | None:
+    """The subject letters the traceback of `hsps` may read, as [n, 2] ranges, or None for
+    all of them. A subject shorter than MAX_SUBJECT_OFFSET is aligned whole. On a longer one
+    every read stays in AdjustSubjectRange's window around the HSP's start point (which
+    lies in the HSP): the context's length plus MAX_TOTAL_GAPS on either side of it, and a
+    few letters more for the word-wide reads of the greedy aligner."""
+    if subject_length < MAX_SUBJECT_OFFSET:
+        return None
+    reach = np.asarray(batch.context_length, dtype=np.int64)[hsps.context] + \
+        MAX_TOTAL_GAPS + SPAN_MARGIN
+    return np.stack([hsps.s_start - reach, hsps.s_end + reach], axis=1)
 
 
 def _traceback_args(hsps: Hsps, batch, subject_codes, stats, options) -> tuple:

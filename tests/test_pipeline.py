@@ -43,6 +43,26 @@ def test_modes_and_thread_counts_give_identical_output(case):
         assert search(case, mode, threads, f"{mode}{threads}.out") == reference, (mode, threads)
 
 
+def test_traceback_waits_for_the_whole_batch_when_a_hit_list_limit_can_bind(case,
+                                                                          monkeypatch):
+    from gblastn import engine
+
+    # ten subjects: with room for fewer, a subject's traceback must wait for every job, since
+    # a later job's subjects may push it out of its query's preliminary hit list
+    unlimited = search(case, "serial", 1, "serial-unlimited.out")
+    monkeypatch.setattr(engine, "prelim_hitlist_size", lambda options: 3)
+    reference = search(case, "serial", 1, "serial-limited.out")
+    assert most_subjects_of_a_query(unlimited) > 3 >= most_subjects_of_a_query(reference)
+    assert search(case, "pipeline", 8, "pipeline-limited.out") == reference
+
+
+def most_subjects_of_a_query(output: str) -> int:
+    pairs = {tuple(line.split("\t")[:2]) for line in output.splitlines()
+             if line and not line.startswith("#")}
+    queries = [q for q, _ in pairs]
+    return max(queries.count(q) for q in set(queries))
+
+
 class WholeVolumeScans:
     """The CPU backend, declared to scan whole volumes (as the GPU backend does)."""
 

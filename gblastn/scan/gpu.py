@@ -202,9 +202,8 @@ class GpuBackend:
         if held is not None and held[0] is packed:
             return held[1]
         nbytes = int(packed.nbytes)
-        free, total = self.drv.mem_get_info()
-        budget = int(total * self.memory_fraction)
-        while self.volumes and sum(v[2] for v in self.volumes.values()) + nbytes > budget:
+        budget = self._volume_budget()
+        while self.volumes and self._resident_bytes() + nbytes > budget:
             oldest = next(iter(self.volumes))
             self.volumes.pop(oldest)[1].free()
         with TIMES.stage("gpu copy"):
@@ -248,10 +247,22 @@ class GpuBackend:
         with ThreadPoolExecutor(len(shares), thread_name_prefix="gblastn-upload") as pool:
             list(pool.map(copy_share, shares))
 
-    def preload(self, packed: np.ndarray) -> None:
-        """Copy a volume to the GPU ahead of its first scan."""
+    def _volume_budget(self) -> int:
+        return int(self.drv.mem_get_info()[1] * self.memory_fraction)
+
+    def _resident_bytes(self) -> int:
+        return sum(held[2] for held in self.volumes.values())
+
+    def preload(self, packed: np.ndarray) -> bool:
+        """Copy a volume to the GPU ahead of its first scan, if it fits beside the volumes
+        already there (a preload never evicts one). Returns whether it is resident."""
+        packed = np.ascontiguousarray(packed, dtype=np.uint8)
         with self:
-            self.resident_volume(np.ascontiguousarray(packed, dtype=np.uint8))
+            if id(packed) not in self.volumes and \
+                    self._resident_bytes() + packed.nbytes > self._volume_budget():
+                return False
+            self.resident_volume(packed)
+        return True
 
     def resident_table(self, table: LookupTable) -> dict:
         if self.table_key is not None and self.table_key[0] is table:
