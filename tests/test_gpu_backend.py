@@ -183,6 +183,26 @@ def test_volume_stays_resident(gpu, case):
     assert gpu.volumes[id(packed)][1] is held
 
 
+def test_preloaded_volume_is_the_volume_and_leaves_no_warning(gpu, case, monkeypatch):
+    import warnings
+    from gblastn.scan import gpu as gpu_module
+
+    rng, batch, table = case
+    monkeypatch.setattr(gpu_module, "UPLOAD_STEP", 1 << 16)  # many steps on every thread
+    packed, chunks = volume(rng, batch, [400_000, 300_000, 250_000], plants=40)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert gpu.preload(packed)
+        import gc
+        gc.collect()
+    assert not caught, [str(w.message) for w in caught]
+    copied = np.empty(packed.size, dtype=np.uint8)
+    with gpu:
+        gpu.drv.memcpy_dtoh(copied, gpu.volumes[id(packed)][1])
+    assert np.array_equal(copied, packed)
+    assert_same(gpu, table, packed, chunks)
+
+
 def test_runs_from_another_thread(gpu, case):
     from concurrent.futures import ThreadPoolExecutor
     rng, batch, table = case

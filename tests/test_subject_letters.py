@@ -86,7 +86,10 @@ def test_spans_cover_the_alignment_windows():
     assert subject_spans(hsps, batch, 89_999) is None  # short subjects are aligned whole
 
 
-def test_granules_are_unpacked_once_and_match_the_letters(long_subjects):
+def test_granules_are_unpacked_once_and_match_the_letters(long_subjects, monkeypatch):
+    from gblastn.db import reader
+
+    monkeypatch.setattr(reader, "WHOLE_SUBJECT_SHARE", 1)  # windows only, however wide
     db_path, _ = long_subjects
     with open_db(db_path) as db:
         truth = db.blastna(0)
@@ -104,8 +107,20 @@ def test_granules_are_unpacked_once_and_match_the_letters(long_subjects):
         assert entry.unpacked_bytes == truth.size
 
 
-def test_threads_asking_for_overlapping_spans_get_true_letters(long_subjects):
+def test_wide_windows_unpack_the_whole_subject(long_subjects):
+    db_path, _ = long_subjects
+    with open_db(db_path) as db:
+        truth = db.blastna(0)
+        letters = db.subject_letters(0, np.array([[0, truth.size // 4]]))
+        assert db._letters[0].unpacked_bytes == truth.size
+        assert np.array_equal(letters, truth)
+
+
+def test_threads_asking_for_overlapping_spans_get_true_letters(long_subjects, monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
+    from gblastn.db import reader
+
+    monkeypatch.setattr(reader, "WHOLE_SUBJECT_SHARE", 1)
 
     db_path, _ = long_subjects
     rng = np.random.default_rng(3)

@@ -239,6 +239,10 @@ class Volume:
 
 
 GRANULE = 1 << 16  # letters of a subject unpacked together for traceback
+# a traceback whose windows cover more than 1/WHOLE_SUBJECT_SHARE of its subject has the whole
+# subject unpacked (measured on 8 Gbp, 220 queries, 16 threads: 4.3 s against 5.5 s for a
+# search when every traceback unpacked only its windows)
+WHOLE_SUBJECT_SHARE = 8
 
 
 def _fresh_letters(length: int) -> tuple[mmap.mmap, np.ndarray]:
@@ -470,6 +474,8 @@ class Database:
                 entry = _PartlyUnpacked(int(self.lengths[ordinal]))
             self._letters[ordinal] = entry  # most recently used last
         need = entry.needed(spans)
+        if need.sum() * WHOLE_SUBJECT_SHARE > need.size:
+            need[:] = True  # scattered windows cost more than the whole subject in pieces
         while not entry.filled[need].all():
             mine = entry.claim(need)
             if mine.any():

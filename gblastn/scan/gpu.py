@@ -223,20 +223,7 @@ class GpuBackend:
         def copy_share(share):
             self.context.push()
             try:
-                stream = self.drv.Stream()
-                staging = [self.drv.pagelocked_empty(UPLOAD_STEP, np.uint8) for _ in range(2)]
-                done = [None, None]
-                for k, step in enumerate(share.tolist()):
-                    part = data[step * UPLOAD_STEP:(step + 1) * UPLOAD_STEP]
-                    slot = k % 2
-                    if done[slot] is not None:
-                        done[slot].synchronize()  # that buffer's previous copy has left
-                    staging[slot][:part.size] = part
-                    self.drv.memcpy_htod_async(int(alloc) + step * UPLOAD_STEP,
-                                               staging[slot][:part.size], stream)
-                    done[slot] = self.drv.Event()
-                    done[slot].record(stream)
-                stream.synchronize()
+                self._copy_steps(alloc, data, share.tolist())
             finally:
                 self.drv.Context.pop()
 
@@ -252,6 +239,26 @@ class GpuBackend:
 
     def _resident_bytes(self) -> int:
         return sum(held[2] for held in self.volumes.values())
+
+    def _copy_steps(self, alloc, data: np.ndarray, steps: list) -> None:
+        """The copies of `steps` (UPLOAD_STEP-byte pieces of data) through two page-locked
+        buffers on a stream of their own. Runs with the context pushed; its stream, events
+        and buffers are freed on return, while the context is still there (pycuda warns
+        about objects freed out of their context)."""
+        stream = self.drv.Stream()
+        staging = [self.drv.pagelocked_empty(UPLOAD_STEP, np.uint8) for _ in range(2)]
+        done = [None, None]
+        for k, step in enumerate(steps):
+            part = data[step * UPLOAD_STEP:(step + 1) * UPLOAD_STEP]
+            slot = k % 2
+            if done[slot] is not None:
+                done[slot].synchronize()  # that buffer's previous copy has left
+            staging[slot][:part.size] = part
+            self.drv.memcpy_htod_async(int(alloc) + step * UPLOAD_STEP, staging[slot][:part.size],
+                                       stream)
+            done[slot] = self.drv.Event()
+            done[slot].record(stream)
+        stream.synchronize()
 
     def preload(self, packed: np.ndarray) -> bool:
         """Copy a volume to the GPU ahead of its first scan, if it fits beside the volumes
