@@ -71,13 +71,13 @@ def mask_intervals(query: Query, options: SearchOptions) -> np.ndarray:
         if len(inclusive):
             pieces.append(np.column_stack([inclusive[:, 0], inclusive[:, 1] + 1]))
     if options.lcase_masking and query.lowercase.any():
-        pieces.append(_runs(query.lowercase))
+        pieces.append(true_ranges(query.lowercase))
     if not pieces:
         return np.zeros((0, 2), dtype=np.int32)
     return _merge(np.concatenate(pieces))
 
 
-def _runs(flags: np.ndarray) -> np.ndarray:
+def true_ranges(flags: np.ndarray) -> np.ndarray:
     """Half-open ranges where a boolean array is true."""
     edges = np.diff(np.concatenate([[0], flags.astype(np.int8), [0]]))
     return np.column_stack([np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)])

@@ -23,6 +23,7 @@ from numba import njit
 
 from ..alphabet import BLASTNA_FROM_NCBI4NA
 from ..errors import DatabaseError, InputError
+from ..query import true_ranges
 from . import format as fmt
 from .seqid import describe
 
@@ -325,12 +326,6 @@ def _pieces(ranges: list, size: int) -> list:
     return pieces
 
 
-def _runs(mask: np.ndarray) -> list:
-    """(first, last) index runs of True in a boolean mask."""
-    edges = np.flatnonzero(np.diff(np.concatenate([[False], mask, [False]]).astype(np.int8)))
-    return list(zip(edges[0::2].tolist(), edges[1::2].tolist()))
-
-
 class Database:
     """A whole database: counts, ids and titles by global ordinal, sequences by ordinal."""
 
@@ -485,7 +480,7 @@ class Database:
 
     def _unpack_granules(self, entry: _PartlyUnpacked, ordinal: int, mine: np.ndarray) -> None:
         ranges = [(first * GRANULE, min(last * GRANULE, entry.letters.size))
-                  for first, last in _runs(mine)]
+                  for first, last in true_ranges(mine).tolist()]
         added = sum(end - start for start, end in ranges)
         done = False
         try:
