@@ -332,7 +332,7 @@ class Pipeline:
         from .engine import prelim_hitlist_size, trace_tasks
 
         stream = self.db.num_seqs <= prelim_hitlist_size(self.options)
-        plans, pending, merged, joins = {}, {}, {}, {}
+        pending, merged, joins = {}, {}, {}
         next_batch, ended = 0, 0
         while ended < self.prelim_threads:
             item = self._get(self.prelim_q)
@@ -341,7 +341,6 @@ class Pipeline:
                 continue
             kind, batch_id, payload = item
             if kind == "batch":
-                plans[batch_id] = payload
                 pending[batch_id] = len(self.jobs) if payload.table is not None else 0
                 merged[batch_id] = {}
                 joins[batch_id] = [_QueryJoin(payload, q) for q in range(len(payload.queries))]
@@ -354,7 +353,7 @@ class Pipeline:
                 pending[batch_id] -= 1
             # close complete batches in order, so results flow in input order
             while next_batch in pending and pending[next_batch] == 0:
-                del plans[next_batch], pending[next_batch]
+                del pending[next_batch]
                 batch_joins, hits = joins.pop(next_batch), merged.pop(next_batch)
                 if hits:
                     self._post_tasks(batch_joins, trace_tasks(hits, self.options))
