@@ -301,14 +301,15 @@ def align_ex(rows, row_origin, row_step, m, cols, col_origin, col_step, n,
     """X-drop DP with traceback in one direction (ALIGN_EX), rows = query, cols = subject.
 
     Letter k (1-based) of rows/cols is seq[origin + step * k]; both blastna codes.
-    Returns (best score, rows used, columns used, ops, lens): the edit script as BLAST's
-    traceback emits it, from the best cell back to the origin (runs of OP_SUB/OP_DEL/OP_INS).
+    Returns (best score, rows used, columns used, ops, lens, columns read): the edit script
+    as BLAST's traceback emits it, from the best cell back to the origin (runs of
+    OP_SUB/OP_DEL/OP_INS), and how many columns the search read (letters 1 to that).
     """
     gap_open_extend = gap_open + gap_extend
     if x_dropoff < gap_open_extend:
         x_dropoff = gap_open_extend
     if n <= 0 or m <= 0:
-        return 0, 0, 0, np.empty(0, np.uint8), np.empty(0, np.int32)
+        return 0, 0, 0, np.empty(0, np.uint8), np.empty(0, np.int32), 0
     extra = _band_cells(x_dropoff, gap_extend, n)
     band, b_size = _start_band(np.empty(0, dtype=np.int32), x_dropoff, gap_open_extend,
                                gap_extend, n, extra)
@@ -327,6 +328,7 @@ def align_ex(rows, row_origin, row_step, m, cols, col_origin, col_step, n,
     best_a = 0
     best_b = 0
     first_b = 0
+    columns_read = 0
     for a in range(1, m + 1):
         # room for this row: the band so far plus what a row gap can add to it
         need = used + (b_size - first_b) + extra + 2
@@ -350,6 +352,7 @@ def align_ex(rows, row_origin, row_step, m, cols, col_origin, col_step, n,
         step = col_step
         start = first_b
         stop = min(b_size, n)
+        columns_read = max(columns_read, stop)
         for part in range(2):
             for b in range(start, stop):
                 u = np.uint64(2 * b)
@@ -444,7 +447,7 @@ def align_ex(rows, row_origin, row_step, m, cols, col_origin, col_step, n,
             a -= 1
             b -= 1
         count = _append_op(ops, lens, count, script, 1)
-    return best_score, best_a, best_b, ops[:count].copy(), lens[:count].copy()
+    return best_score, best_a, best_b, ops[:count].copy(), lens[:count].copy(), columns_read
 
 
 @njit(cache=True, nogil=True)
@@ -477,27 +480,29 @@ def traceback_dp(query, q_start, subject, s_start, matrix, gap_open, gap_extend,
     (blastn 110, blastn-short 50). Long subjects are cut to `adjust_subject_range`'s
     window; returned coordinates are on the whole subject.
 
-    Returns (score, q_start, q_end, s_start, s_end, ops, op_len): ends exclusive; the edit
-    script (uint8 OP_* runs, int32 lengths) reads from the alignment's start. Leading or
-    trailing gaps (possible only in odd cases) are removed and their cost given back, as
-    BLAST does. An empty script means nothing aligned.
+    Returns (score, q_start, q_end, s_start, s_end, ops, op_len, s_read_start, s_read_end):
+    ends exclusive; the edit script (uint8 OP_* runs, int32 lengths) reads from the
+    alignment's start. Leading or trailing gaps (possible only in odd cases) are removed and
+    their cost given back, as BLAST does. An empty script means nothing aligned. No subject
+    letter outside [s_read_start, s_read_end) was read.
     """
     query_length = query.size
     shift, s_off, s_length = adjust_subject_range(s_start, subject.size, q_start, query_length)
     sub = subject[shift:shift + s_length]
 
     # left, the start letters included: rows run down from q_start, columns from s_off
-    score_left, q_used, s_used, left_ops, left_lens = align_ex(
+    score_left, q_used, s_used, left_ops, left_lens, read_left = align_ex(
         query, q_start + 1, -1, q_start + 1, sub, s_off + 1, -1, s_off + 1,
         matrix, gap_open, gap_extend, x_dropoff_final)
     aln_q_start = q_start - q_used + 1
     aln_s_start = s_off - s_used + 1
 
     score_right = 0
+    read_right = 0
     right_ops = np.empty(0, np.uint8)
     right_lens = np.empty(0, np.int32)
     if q_start < query_length and s_off < s_length:
-        score_right, q_used, s_used, right_ops, right_lens = align_ex(
+        score_right, q_used, s_used, right_ops, right_lens, read_right = align_ex(
             query, q_start, 1, query_length - q_start - 1,
             sub, s_off, 1, s_length - s_off - 1,
             matrix, gap_open, gap_extend, x_dropoff_final)
@@ -545,9 +550,12 @@ def traceback_dp(query, q_start, subject, s_start, matrix, gap_open, gap_extend,
         else:
             aln_q_end -= lens[tail - 1]
         tail -= 1
+    # the left search read letters s_off down, the right one from s_off + 1 up
+    read_end = s_off + 1 + read_right
     return (score_left + score_right, aln_q_start, aln_q_end,
             aln_s_start + shift, aln_s_end + shift,
-            ops[head:tail].copy(), lens[head:tail].copy())
+            ops[head:tail].copy(), lens[head:tail].copy(),
+            min(s_off + 1 - read_left, read_end) + shift, read_end + shift)
 
 
 @njit(cache=True, nogil=True)

@@ -299,15 +299,23 @@ def trace_tasks(hits_by_query: dict, options: SearchOptions) -> list:
 
 def trace(task: TraceTask, query, batch, stats, db, options: SearchOptions) -> tuple:
     """Traceback of one task, then BLAST's final filtering and order of its HSPs (with the
-    alignment counts the output needs). Returns (ordinal, final HSPs)."""
-    from .traceback import subject_spans, traceback_final
+    alignment counts the output needs). Returns (ordinal, final HSPs).
 
-    with TIMES.stage("subject letters"):
-        spans = subject_spans(task.hsps, batch, int(db.lengths[task.ordinal]))
-        letters = db.subject_letters(task.ordinal, spans)
-    with TIMES.stage("traceback"):
-        return task.ordinal, traceback_final(task.hsps, batch, query.codes, letters, stats,
-                                             options)
+    As BLAST's partial fetching, only the subject's letters around the HSPs are unpacked;
+    when an alignment reads beyond them (BLAST's fence hit), the traceback is redone on
+    every letter it may read."""
+    from .traceback import fetch_spans, subject_spans, traceback_final
+
+    length = int(db.lengths[task.ordinal])
+    for spans in (fetch_spans(task.hsps, length), subject_spans(task.hsps, batch, length)):
+        with TIMES.stage("subject letters"):
+            letters = db.subject_letters(task.ordinal, spans)
+        with TIMES.stage("traceback"):
+            final = traceback_final(task.hsps, batch, query.codes, letters, stats, options,
+                                    spans)
+        if final is not None:
+            return task.ordinal, final
+    raise AssertionError("a traceback read outside its alignment windows")
 
 
 def query_result(query_index: int, query, traced: list, options: SearchOptions) -> QueryResult:

@@ -115,12 +115,13 @@ def greedy_linear(query, query_bases, query_ambig, q_origin, len1, subject, s_or
     """One direction of the non-affine greedy extension.
 
     match_cost/mismatch_cost/xdrop are already doubled for an odd reward.  Returns
-    (status, best_dist, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, n_ops):
-    status -1 when max_dist was too small (retry with more), best_dist the distance of the
-    best alignment, seq*_len its extent, seed the longest exact run met, and, with traceback,
-    the edit runs from the far end back to the start point.  max_dist only sizes the first
-    allocation: the per-distance arrays grow as the search goes on, so the result is the one
-    BLAST reaches after its memory doublings, without redoing the work (status is always 0)."""
+    (reach, best_dist, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, n_ops):
+    reach bounds the subject letters read (seq2 offsets below it, each run's mismatch
+    included), best_dist the distance of the best alignment, seq*_len its extent, seed the
+    longest exact run met, and, with traceback, the edit runs from the far end back to the
+    start point.  max_dist only sizes the first allocation: the per-distance arrays grow as
+    the search goes on, so the result is the one BLAST reaches after its memory doublings,
+    without redoing the work."""
     half = match_cost // 2
     op_cost = match_cost + mismatch_cost
     xdrop_offset = (xdrop + half) // op_cost + 1
@@ -129,6 +130,7 @@ def greedy_linear(query, query_bases, query_ambig, q_origin, len1, subject, s_or
     n_ops = 0
     seqs = _sequences(query, query_bases, query_ambig, q_origin, len1, subject, s_origin, len2)
     index = exact_run(seqs, packed, reverse, 0, 0)
+    reach = min(index + 1, len2)
     seq1_len = index
     seq2_len = index
     seed_q = 0
@@ -138,7 +140,7 @@ def greedy_linear(query, query_bases, query_ambig, q_origin, len1, subject, s_or
     if index == len1 or index == len2:
         if traceback:
             n_ops = _edit_add(ops, nums, n_ops, OP_SUB, index)
-        return 0, 0, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, n_ops
+        return reach, 0, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, n_ops
 
     origin = max_dist + 2
     # best score per distance; entries before distance 0 are 0
@@ -212,6 +214,8 @@ def greedy_linear(query, query_bases, query_ambig, q_origin, len1, subject, s_or
             seq1 += run
             seq2 += run
             cells[here + k] = seq2
+            if seq2 >= reach:
+                reach = min(seq2 + 1, len2)
             if seq1 + seq2 > cur_extent:
                 cur_extent = seq1 + seq2
                 cur_seq2 = seq2
@@ -249,7 +253,7 @@ def greedy_linear(query, query_bases, query_ambig, q_origin, len1, subject, s_or
         used += width
 
     if not traceback:
-        return 0, best_dist, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, 0
+        return reach, best_dist, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, 0
 
     # walk back from the best cell, choosing the predecessor with the largest seq2 offset
     ops = np.empty(2 * best_dist + 4, dtype=np.uint8)
@@ -286,7 +290,7 @@ def greedy_linear(query, query_bases, query_ambig, q_origin, len1, subject, s_or
         diag = new_diag
         seq2 = new_seq2
     n_ops = _edit_add(ops, nums, n_ops, OP_SUB, cells[row_at[0] - row_lo[0] + origin])
-    return 0, best_dist, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, n_ops
+    return reach, best_dist, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, n_ops
 
 
 # ----------------------------------------------------------------------------------------------
@@ -312,12 +316,12 @@ def _in_range(lower_of, upper_of, at, k):
 
 @njit(cache=True, nogil=True)
 def greedy_affine(query, query_bases, query_ambig, q_origin, len1, subject, s_origin, len2,
-                  packed, reverse,                  xdrop, match_score, mismatch_score, gap_open_in, gap_extend_in, max_dist,
-                  traceback):
+                  packed, reverse, xdrop, match_score, mismatch_score, gap_open_in,
+                  gap_extend_in, max_dist, traceback):
     """One direction of the affine greedy extension (scores already doubled for an odd
-    reward).  Returns (status, score, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops,
-    nums, n_ops) with the score in the (doubled) units given.  As in greedy_linear, max_dist
-    only sizes the first allocation and the status is always 0."""
+    reward).  Returns (reach, score, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops,
+    nums, n_ops) with the score in the (doubled) units given; reach and max_dist as in
+    greedy_linear."""
     half = match_score // 2
     op_cost = match_score + mismatch_score
     gap_open = gap_open_in
@@ -341,6 +345,7 @@ def greedy_affine(query, query_bases, query_ambig, q_origin, len1, subject, s_or
     n_ops = 0
     seqs = _sequences(query, query_bases, query_ambig, q_origin, len1, subject, s_origin, len2)
     index = exact_run(seqs, packed, reverse, 0, 0)
+    reach = min(index + 1, len2)
     seq1_len = index
     seq2_len = index
     seed_q = 0
@@ -350,7 +355,7 @@ def greedy_affine(query, query_bases, query_ambig, q_origin, len1, subject, s_or
     if index == len1 or index == len2:
         if traceback:
             n_ops = _edit_add(ops, nums, n_ops, OP_SUB, index)
-        return 0, index * match_score, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, n_ops
+        return reach, index * match_score, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, n_ops
 
     best_by_dist = np.zeros(scaled_max_dist + 1 + xdrop_offset, dtype=np.int64)
     # diagonal bounds per distance, max_penalty empty ranges before distance 0
@@ -458,6 +463,8 @@ def greedy_affine(query, query_bases, query_ambig, q_origin, len1, subject, s_or
             seq1 += run
             seq2 += run
             match_off[here + k] = seq2
+            if seq2 >= reach:
+                reach = min(seq2 + 1, len2)
             if seq1 + seq2 > cur_extent:
                 cur_extent = seq1 + seq2
                 cur_seq2 = seq2
@@ -505,7 +512,7 @@ def greedy_affine(query, query_bases, query_ambig, q_origin, len1, subject, s_or
 
     score = best_by_dist[best_dist + xdrop_offset]
     if not traceback:
-        return 0, score, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, 0
+        return reach, score, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, 0
 
     ops = np.empty(2 * best_dist + 4, dtype=np.uint8)
     nums = np.empty(2 * best_dist + 4, dtype=np.int32)
@@ -561,7 +568,7 @@ def greedy_affine(query, query_bases, query_ambig, q_origin, len1, subject, s_or
                 seq2 -= 1
             state = next_state
     n_ops = _edit_add(ops, nums, n_ops, OP_SUB, match_off[0])
-    return 0, score, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, n_ops
+    return reach, score, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, n_ops
 
 
 # ----------------------------------------------------------------------------------------------
@@ -572,8 +579,9 @@ def greedy_affine(query, query_bases, query_ambig, q_origin, len1, subject, s_or
 def greedy_one_way(query, query_bases, query_ambig, q_origin, len1, subject, s_origin, len2,
                    packed, reverse, xdrop, reward, penalty, gap_open, gap_extend, traceback):
     """Extend in one direction with BLAST's cost conventions (penalty negative, the X-drop
-    and costs doubled inside for an odd reward).  The first value returned is the distance
-    (linear costs) or the score in the doubled units (affine costs)."""
+    and costs doubled inside for an odd reward).  Returns greedy_linear's or greedy_affine's
+    values: the second is the distance (linear costs) or the score in the doubled units
+    (affine costs)."""
     match = reward
     mismatch = -penalty
     if match % 2 == 1:
@@ -591,7 +599,7 @@ def greedy_one_way(query, query_bases, query_ambig, q_origin, len1, subject, s_o
         out = greedy_affine(query, query_bases, query_ambig, q_origin, len1, subject, s_origin,
                             len2, packed, reverse, xdrop, match, mismatch, gap_open, gap_extend, GREEDY_MAX_COST,
                             traceback)
-    return out[1:]
+    return out
 
 
 @njit(cache=True, nogil=True)
@@ -603,18 +611,20 @@ def greedy_gapped_alignment(query, query_words, q_base, q_length, subject, s_bas
     query_words: pack_query_words(query), which a packed subject is compared with (unused
     for blastna subjects). The query context is query[q_base : q_base + q_length] and the
     subject (range) is subject[s_base : s_base + s_length] (letters, or packed positions);
-    q_off/s_off and the results are relative to those bases.  Returns (score, q_start, q_end, s_start, s_end,
-    q_seed, s_seed, ops, nums, n_ops): the raw score, the half-open box of the alignment, the
-    new start point estimate (score-only mode; the input point with traceback) and, with
-    traceback, the edit script (runs, left to right) after gap reduction."""
+    q_off/s_off and the results are relative to those bases.  Returns (score, q_start, q_end,
+    s_start, s_end, q_seed, s_seed, ops, nums, n_ops, s_read_start, s_read_end): the raw
+    score, the half-open box of the alignment, the new start point estimate (score-only mode;
+    the input point with traceback), with traceback the edit script (runs, left to right)
+    after gap reduction, and the subject range the search read (no letter outside it can
+    change the result)."""
     bases, ambig = query_words
     r = greedy_one_way(query, bases, ambig, q_base + q_off, q_length - q_off, subject,
                        s_base + s_off, s_length - s_off, packed, False, xdrop, reward, penalty,
                        gap_open, gap_extend, traceback)
-    score_r, q_ext_r, s_ext_r, fwd_q, fwd_s, fwd_len, fwd_ops, fwd_nums, fwd_n = r
+    reach_r, score_r, q_ext_r, s_ext_r, fwd_q, fwd_s, fwd_len, fwd_ops, fwd_nums, fwd_n = r
     l = greedy_one_way(query, bases, ambig, q_base + q_off, q_off, subject, s_base + s_off,
                        s_off, packed, True, xdrop, reward, penalty, gap_open, gap_extend, traceback)
-    score_l, q_ext_l, s_ext_l, rev_q, rev_s, rev_len, rev_ops, rev_nums, rev_n = l
+    reach_l, score_l, q_ext_l, s_ext_l, rev_q, rev_s, rev_len, rev_ops, rev_nums, rev_n = l
 
     if gap_open == 0 and gap_extend == 0:
         score = (q_ext_r + s_ext_r + q_ext_l + s_ext_l) * reward // 2 - \
@@ -638,7 +648,7 @@ def greedy_gapped_alignment(query, query_words, q_base, q_length, subject, s_bas
         q_seed, s_seed = _best_start_point(q_off, s_off, q_ext_l, s_ext_l, q_ext_r, s_ext_r,
                                            fwd_q, fwd_s, fwd_len, rev_q, rev_s, rev_len)
     return (score, q_off - q_ext_l, q_off + q_ext_r, s_off - s_ext_l, s_off + s_ext_r,
-            q_seed, s_seed, ops, nums, n_ops)
+            q_seed, s_seed, ops, nums, n_ops, s_off - reach_l, s_off + reach_r)
 
 
 @njit(cache=True, nogil=True)

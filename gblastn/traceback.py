@@ -33,6 +33,9 @@ from .output.tabular import counts_of_all
 from .stats import EVALUE_EQUAL_BELOW, evalue_and_bits
 
 SPAN_MARGIN = 64  # letters read beyond an alignment's window: words and edit-script tidying
+# letters unpacked on either side of each preliminary HSP for its traceback, as BLAST's partial
+# fetching (BLAST_SEQSRC_OVERHANG): the final alignment seldom reads further
+FETCH_MARGIN = 1024
 
 
 def traceback_subject(hsps: Hsps, batch, subject_codes: np.ndarray, stats, options) -> Hsps:
@@ -44,36 +47,50 @@ def traceback_subject(hsps: Hsps, batch, subject_codes: np.ndarray, stats, optio
     caller."""
     if len(hsps) == 0:
         return Hsps.empty()
-    rows, op_start, ops, op_len = _traceback_rows(*_traceback_args(hsps, batch, subject_codes,
-                                                                   stats, options))
+    _, rows, op_start, ops, op_len = _traceback_rows(*_traceback_args(hsps, batch, subject_codes,
+                                                                      stats, options))
     traced = hsps_from_rows(rows)
     traced.op_start, traced.ops, traced.op_len = op_start, ops, op_len
     return traced
 
 
 def traceback_final(hsps: Hsps, batch, query_codes: np.ndarray, subject_codes: np.ndarray,
-                    stats, options) -> Hsps:
+                    stats, options, spans: np.ndarray | None = None) -> Hsps | None:
     """traceback_subject, then BLAST's final steps for one subject: E-values and bit scores,
     the E-value threshold, max_hsps, the E-value order, the query coverage test; with each
     HSP's alignment counts (hsps.counts, for the output), counted on the query's letters
-    `query_codes`. All in one compiled call."""
+    `query_codes`. All in one compiled call. With `spans` (merged_spans), only the letters
+    in them are true: None is returned when an alignment read outside them (BLAST's fence
+    hit), and the traceback must be redone with more letters."""
     if len(hsps) == 0:
         return Hsps.empty()
-    rows, op_start, ops, op_len, evalue, bitscore, counts = _traceback_final_rows(
-        *_traceback_args(hsps, batch, subject_codes, stats, options),
+    complete, rows, op_start, ops, op_len, evalue, bitscore, counts = _traceback_final_rows(
+        *_traceback_args(hsps, batch, subject_codes, stats, options, spans),
         np.ascontiguousarray(stats.lambdas, dtype=np.float64),
         np.ascontiguousarray(stats.log_ks, dtype=np.float64),
         np.ascontiguousarray(stats.eff_searchsp, dtype=np.int64), bool(stats.round_down),
         float(options.evalue), int(options.max_hsps or 0), float(options.qcov_hsp_perc or 0),
         np.ascontiguousarray(query_codes, dtype=np.uint8), COMPLEMENT_BLASTNA)
+    if not complete:
+        return None
     final = hsps_from_rows(rows)
     final.op_start, final.ops, final.op_len = op_start, ops, op_len
     final.evalue, final.bitscore, final.counts = evalue, bitscore, counts
     return final
 
 
+def fetch_spans(hsps: Hsps, subject_length: int) -> np.ndarray | None:
+    """The subject letters to unpack first for the traceback of `hsps` (merged_spans): as
+    BLAST's partial fetching, each HSP's range and FETCH_MARGIN letters either side. None
+    (all letters) for a subject shorter than MAX_SUBJECT_OFFSET, which is aligned whole."""
+    if subject_length < MAX_SUBJECT_OFFSET:
+        return None
+    starts = hsps.s_start.astype(np.int64) - FETCH_MARGIN
+    return merged_spans(np.stack([starts, hsps.s_end + FETCH_MARGIN], axis=1), subject_length)
+
+
 def subject_spans(hsps: Hsps, batch, subject_length: int) -> np.ndarray | None:
-    """The subject letters the traceback of `hsps` may read, as [n, 2] ranges, or None for
+    """Every subject letter the traceback of `hsps` may read (merged_spans), or None for
     all of them. A subject shorter than MAX_SUBJECT_OFFSET is aligned whole. On a longer one
     every read stays in AdjustSubjectRange's window around the HSP's start point (which
     lies in the HSP): the context's length plus MAX_TOTAL_GAPS on either side of it, and a
@@ -82,12 +99,31 @@ def subject_spans(hsps: Hsps, batch, subject_length: int) -> np.ndarray | None:
         return None
     reach = np.asarray(batch.context_length, dtype=np.int64)[hsps.context] + \
         MAX_TOTAL_GAPS + SPAN_MARGIN
-    return np.stack([hsps.s_start - reach, hsps.s_end + reach], axis=1)
+    return merged_spans(np.stack([hsps.s_start - reach, hsps.s_end + reach], axis=1),
+                        subject_length)
 
 
-def _traceback_args(hsps: Hsps, batch, subject_codes, stats, options) -> tuple:
+def merged_spans(spans: np.ndarray, subject_length: int) -> np.ndarray:
+    """Letter ranges ([n, 2] starts and ends) cut to the subject and merged where they
+    overlap or touch: int64 [k, 2], in order, disjoint."""
+    spans = np.clip(np.asarray(spans, dtype=np.int64).reshape(-1, 2), 0, subject_length)
+    if len(spans) == 0:
+        return spans
+    spans = spans[np.argsort(spans[:, 0], kind="stable")]
+    # a range starts a new merged one when it begins after every earlier range ended
+    ends_before = np.maximum.accumulate(spans[:, 1])
+    first = np.ones(len(spans), dtype=bool)
+    first[1:] = spans[1:, 0] > ends_before[:-1]
+    starts = np.flatnonzero(first)
+    last_ends = np.append(starts[1:], len(spans)) - 1
+    return np.stack([spans[starts, 0], ends_before[last_ends]], axis=1)
+
+
+def _traceback_args(hsps: Hsps, batch, subject_codes, stats, options, spans=None) -> tuple:
     """_traceback_rows' arguments: the HSPs as rows in score order, the batch, the subject,
-    the scoring."""
+    the scoring, the spans of true letters."""
+    if spans is None:
+        spans = np.array([[0, len(subject_codes)]], dtype=np.int64)
     return (hsp_rows(hsps)[score_order(hsps)],
             np.ascontiguousarray(batch.context_offset, dtype=np.int64),
             np.ascontiguousarray(batch.context_length, dtype=np.int64),
@@ -98,20 +134,21 @@ def _traceback_args(hsps: Hsps, batch, subject_codes, stats, options) -> tuple:
             int(stats.gap_xdrop_final), int(options.reward), int(options.penalty),
             int(options.gapopen), int(options.gapextend), int(options.min_diag_separation),
             float(options.perc_identity),
-            np.ascontiguousarray(stats.gapped_cutoff, dtype=np.int64))
+            np.ascontiguousarray(stats.gapped_cutoff, dtype=np.int64),
+            np.ascontiguousarray(spans, dtype=np.int64))
 
 
 @njit(cache=True, nogil=True)
 def _traceback_final_rows(rows, context_offset, context_length, query, unmasked, subject,
                           matrix, greedy, xdrop, reward, penalty, gap_open, gap_extend,
-                          min_diag, perc_identity, cutoffs, lambdas, log_ks, searchsp,
+                          min_diag, perc_identity, cutoffs, spans, lambdas, log_ks, searchsp,
                           round_down, evalue_max, max_hsps, qcov_percent, query_codes,
                           complement):
-    """_traceback_rows, then traceback_final's steps. Returns rows, op_start, ops, op_len,
-    evalue, bitscore, counts [n, 4]."""
-    rows, op_start, ops, op_len = _traceback_rows(
+    """_traceback_rows, then traceback_final's steps. Returns complete, rows, op_start, ops,
+    op_len, evalue, bitscore, counts [n, 4] (nothing when not complete)."""
+    complete, rows, op_start, ops, op_len = _traceback_rows(
         rows, context_offset, context_length, query, unmasked, subject, matrix, greedy, xdrop,
-        reward, penalty, gap_open, gap_extend, min_diag, perc_identity, cutoffs)
+        reward, penalty, gap_open, gap_extend, min_diag, perc_identity, cutoffs, spans)
     n = rows.shape[0]
     evalue = np.empty(n, dtype=np.float64)
     bitscore = np.empty(n, dtype=np.float64)
@@ -137,26 +174,28 @@ def _traceback_final_rows(rows, context_offset, context_length, query, unmasked,
     counts = counts_of_all(query_codes, rows[:, 0].copy(), rows[:, 1].copy(),
                            rows[:, 2].copy(), rows[:, 3].copy(), subject, op_start, ops,
                            op_len, complement)
-    return rows, op_start, ops, op_len, evalue[index], bitscore[index], counts
+    return complete, rows, op_start, ops, op_len, evalue[index], bitscore[index], counts
 
 
 @njit(cache=True, nogil=True)
 def _traceback_rows(rows, context_offset, context_length, query, unmasked, subject, matrix,
                     greedy, xdrop, reward, penalty, gap_open, gap_extend, min_diag,
-                    perc_identity, cutoffs):
+                    perc_identity, cutoffs, spans):
     """The whole of traceback_subject in one compiled call (no Python between the steps, so
     the traceback threads hardly need the GIL). rows: int64 [n, 8] (hsp_rows), in score
-    order. Returns the final rows and their edit scripts: rows, op_start, ops, op_len."""
+    order; the subject's letters are true in `spans` only. Returns complete (no alignment
+    read outside the spans), then the final rows and their edit scripts: rows, op_start,
+    ops, op_len (none when not complete)."""
     if greedy:
-        rows, op_start, ops, op_len = _greedy_traceback_rows(
+        complete, rows, op_start, ops, op_len = _greedy_traceback_rows(
             rows, context_offset, context_length, query, subject, matrix, xdrop, reward,
-            penalty, gap_open, gap_extend, min_diag)
+            penalty, gap_open, gap_extend, min_diag, spans)
     else:
-        rows, op_start, ops, op_len = _dp_traceback_rows(
+        complete, rows, op_start, ops, op_len = _dp_traceback_rows(
             rows, context_offset, context_length, query, unmasked, subject, matrix, gap_open,
-            gap_extend, xdrop, min_diag, perc_identity)
+            gap_extend, xdrop, min_diag, perc_identity, spans)
     if rows.shape[0] == 0:
-        return rows, op_start, ops, op_len
+        return complete, rows, op_start, ops, op_len
     # step 3: common endpoints trimmed, then rescoring with ambiguities: every HSP after a
     # greedy traceback (the greedy aligner ignored ambiguities), the trimmed ones after DP
     rows, op_start, ops, op_len, first_trimmed = purge_rows(rows, op_start, ops, op_len,
@@ -170,7 +209,8 @@ def _traceback_rows(rows, context_offset, context_length, query, unmasked, subje
     order = score_order_rows(rows)
     rows, op_start, ops, op_len = take_rows(rows, op_start, ops, op_len, order)
     keep = np.flatnonzero(containment_keep(rows, min_diag))
-    return take_rows(rows, op_start, ops, op_len, keep)
+    rows, op_start, ops, op_len = take_rows(rows, op_start, ops, op_len, keep)
+    return True, rows, op_start, ops, op_len
 
 
 # blastna subjects are compared with the query's letters, not its packed words
@@ -186,11 +226,12 @@ def _matrix(reward: int, penalty: int) -> np.ndarray:
 
 @njit(cache=True, nogil=True)
 def _greedy_traceback_rows(rows_in, context_offset, context_length, query, subject, matrix,
-                           xdrop, reward, penalty, gap_open, gap_extend, min_diag):
+                           xdrop, reward, penalty, gap_open, gap_extend, min_diag, spans):
     """Containment test, start point (BlastGetStartForGappedAlignmentNucl, or
     BlastGetOffsetsForGappedAlignment without one), then BLAST_GreedyGappedAlignment with
     traceback in the subject window of AdjustSubjectRange, for each HSP in order. rows_in:
-    int64 [n, 8] (hsp_rows). Returns the traced rows [k, 8] (whole-subject coordinates) and
+    int64 [n, 8] (hsp_rows). Returns complete (every alignment read only letters inside
+    `spans`; if not, the loop stops), the traced rows [k, 8] (whole-subject coordinates) and
     their edit scripts: op_start [k + 1], ops, op_len."""
     n = rows_in.shape[0]
     rows = np.empty((n, 8), dtype=np.int64)
@@ -223,6 +264,8 @@ def _greedy_traceback_rows(rows_in, context_offset, context_length, query, subje
         res = greedy_gapped_alignment(query, NO_WORDS, q_base, q_length, subject, shift, window,
                                       False, qg, s_in_window, xdrop, reward, penalty, gap_open,
                                       gap_extend, True)
+        if not _within(spans, res[10] + shift, res[11] + shift):
+            return False, rows[:0], op_start[:1], ops[:0], op_len[:0]
         score = res[0]
         q0 = res[1]
         q1 = res[2]
@@ -234,17 +277,18 @@ def _greedy_traceback_rows(rows_in, context_offset, context_length, query, subje
         kept += 1
         held = tree_add(tree, held, ctx, q0, q1, s0, s1, score)
     used = op_start[kept]
-    return rows[:kept].copy(), op_start[:kept + 1].copy(), ops[:used].copy(), \
+    return True, rows[:kept].copy(), op_start[:kept + 1].copy(), ops[:used].copy(), \
         op_len[:used].copy()
 
 
 @njit(cache=True, nogil=True)
 def _dp_traceback_rows(rows_in, context_offset, context_length, query, unmasked, subject,
-                       matrix, gap_open, gap_extend, xdrop, min_diag, perc_identity):
+                       matrix, gap_open, gap_extend, xdrop, min_diag, perc_identity, spans):
     """The loop of traceback_subject for DP: containment test, start point, ALIGN_EX from
     it, percent identity test (Blast_HSPTestIdentityAndLength, no minimum length), in
-    order. rows_in: int64 [n, 8] (hsp_rows). Returns the kept rows [k, 8] (start point
-    updated) and their edit scripts: op_start [k + 1], ops, op_len."""
+    order. rows_in: int64 [n, 8] (hsp_rows). Returns complete (as _greedy_traceback_rows),
+    the kept rows [k, 8] (start point updated) and their edit scripts: op_start [k + 1],
+    ops, op_len."""
     n = rows_in.shape[0]
     rows = np.empty((n, 8), dtype=np.int64)
     op_start = np.zeros(n + 1, dtype=np.int64)
@@ -271,8 +315,10 @@ def _dp_traceback_rows(rows_in, context_offset, context_length, query, unmasked,
                 continue
         else:
             qg, sg = gapped_start_nucl(letters, subject, qs, qe, ss, se, qg, sg)
-        score, q0, q1, s0, s1, script, lens = traceback_dp(letters, qg, subject, sg, matrix,
-                                                           gap_open, gap_extend, xdrop)
+        score, q0, q1, s0, s1, script, lens, read_start, read_end = traceback_dp(
+            letters, qg, subject, sg, matrix, gap_open, gap_extend, xdrop)
+        if not _within(spans, read_start, read_end):
+            return False, rows[:0], op_start[:1], ops[:0], op_len[:0]
         if script.size == 0:
             continue
         ident, length = count_identities(unmasked, q_base, subject, q0, s0, script, lens)
@@ -283,8 +329,16 @@ def _dp_traceback_rows(rows_in, context_offset, context_length, query, unmasked,
         kept += 1
         held = tree_add(tree, held, ctx, q0, q1, s0, s1, score)
     used = op_start[kept]
-    return rows[:kept].copy(), op_start[:kept + 1].copy(), ops[:used].copy(), \
+    return True, rows[:kept].copy(), op_start[:kept + 1].copy(), ops[:used].copy(), \
         op_len[:used].copy()
+
+
+@njit(cache=True, nogil=True)
+def _within(spans, start, end):
+    """Whether letters [start, end) lie inside one of `spans` (int64 [k, 2], in order,
+    disjoint)."""
+    k = np.searchsorted(spans[:, 1], start, side="right")
+    return k < spans.shape[0] and spans[k, 0] <= start and end <= spans[k, 1]
 
 
 @njit(cache=True, nogil=True)

@@ -105,7 +105,7 @@ def test_score_only_matches_reference(case):
     if go == 5:  # packed rows only ever hold plain bases
         assert run_xdrop(a, b, matrix, go, ge, x, packed=True) == want
     # the traceback aligner runs the same DP
-    score, used_a, used_b, _, _ = dynprog.align_ex(a, -1, 1, len(a), b, -1, 1, len(b),
+    score, used_a, used_b, _, _, _ = dynprog.align_ex(a, -1, 1, len(a), b, -1, 1, len(b),
                                                    matrix, go, ge, x)
     assert (score, used_a, used_b) == want
 
@@ -284,8 +284,8 @@ def test_traceback_script_consistent(matrix, x):
             subject[rng.integers(0, len(subject), 3)] = rng.integers(4, 15, 3)
         q_start = int(rng.integers(0, len(query)))
         s_start = int(rng.integers(0, len(subject)))
-        score, q0, q1, s0, s1, ops, lens = dynprog.traceback_dp(query, q_start, subject, s_start,
-                                                                matrix, 5, 2, x)
+        score, q0, q1, s0, s1, ops, lens, _, _ = dynprog.traceback_dp(
+            query, q_start, subject, s_start, matrix, 5, 2, x)
         total, q_end, s_end = script_score(query, subject, q0, s0, ops, lens, matrix, 5, 2)
         if ops.size:
             assert (q_end, s_end) == (q1, s1)
@@ -302,14 +302,40 @@ def test_traceback_script_consistent(matrix, x):
             assert score >= left[0] + right[0]
 
 
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_traceback_letters_outside_the_read_range_change_nothing(seed):
+    """traceback_dp reports the subject letters it read: others changed give the same
+    alignment (the traceback relies on this to unpack only the letters around the HSPs)."""
+    rng = np.random.default_rng(seed)
+    core, query = related_pair(rng, int(rng.integers(10, 300)), rng.random() * 0.25,
+                               rng.random() * 0.1)
+    left = rng.integers(0, 4, int(rng.integers(0, 300))).astype(np.uint8)
+    subject = np.concatenate([left, core, rng.integers(0, 4, int(rng.integers(0, 300)))])
+    subject = subject.astype(np.uint8)
+    q_start = int(rng.integers(0, len(query)))
+    s_start = left.size + int(rng.integers(0, len(core)))
+    got = dynprog.traceback_dp(query, q_start, subject, s_start, BLASTN, 5, 2, 110)
+    read_start, read_end = got[7], got[8]
+    if got[5].size:
+        assert read_start <= got[3] and got[4] <= read_end
+    poisoned = subject.copy()
+    outside = np.ones(subject.size, dtype=bool)
+    outside[max(read_start, 0):max(read_end, 0)] = False
+    poisoned[outside & (subject < 4)] ^= 1
+    again = dynprog.traceback_dp(query, q_start, poisoned, s_start, BLASTN, 5, 2, 110)
+    assert again[:5] == got[:5] and again[7:] == got[7:]
+    assert np.array_equal(again[5], got[5]) and np.array_equal(again[6], got[6])
+
+
 def test_traceback_long_subject_window():
     """Subjects of 90000+ letters are cut to a window around the start; coordinates stay global."""
     rng = np.random.default_rng(2)
     subject = rng.integers(0, 4, 120000).astype(np.uint8)
     query = subject[100000:100500].copy()
     query[250] = (query[250] + 1) % 4
-    score, q0, q1, s0, s1, ops, lens = dynprog.traceback_dp(query, 100, subject, 100100,
-                                                            BLASTN, 5, 2, 110)
+    score, q0, q1, s0, s1, ops, lens, _, _ = dynprog.traceback_dp(query, 100, subject, 100100,
+                                                                  BLASTN, 5, 2, 110)
     assert (q0, q1, s0, s1) == (0, 500, 100000, 100500)
     assert score == 499 * 2 - 3
     assert dynprog.adjust_subject_range(100100, 120000, 100, 500) == (97000, 3100, 6500)

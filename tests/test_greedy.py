@@ -1,6 +1,8 @@
 """Greedy aligner: hand-made pairs against a slow reference."""
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gblastn.alphabet import encode_blastna, pack_2bit
 from gblastn.greedy import OP_DEL, OP_INS, OP_SUB, greedy_gapped_alignment
@@ -120,3 +122,45 @@ def test_long_alignment_beyond_first_memory():
         prelim = _align(q, s, 20000, 20000 * len(s) // len(q), xdrop=xdrop, go=go, ge=ge,
                         traceback=False, packed=True)
         assert prelim[:5] == res[:5]
+
+
+
+def _poisoned_outside(subject, start, end):
+    """`subject` with every base letter outside [start, end) turned into another base."""
+    poisoned = subject.copy()
+    outside = np.ones(subject.size, dtype=bool)
+    outside[max(start, 0):max(end, 0)] = False
+    poisoned[outside & (subject < 4)] ^= 1
+    return poisoned
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), affine=st.booleans())
+def test_letters_outside_the_read_range_change_nothing(seed, affine):
+    """The subject range a traceback search reports as read bounds every letter it used:
+    letters changed outside it give the same alignment (the traceback relies on this to
+    unpack only the letters around the HSPs)."""
+    rng = np.random.default_rng(seed)
+    core = rng.integers(0, 4, int(rng.integers(40, 400))).astype(np.uint8)
+    left = rng.integers(0, 4, int(rng.integers(0, 300))).astype(np.uint8)
+    right = rng.integers(0, 4, int(rng.integers(0, 300))).astype(np.uint8)
+    subject = np.concatenate([left, core, right])
+    query = core.copy()
+    flips = rng.random(query.size) < rng.uniform(0.0, 0.15)
+    query[flips] = (query[flips] + 1) % 4
+    query = np.concatenate([[15], query, [15]]).astype(np.uint8)
+    q_off = int(rng.integers(0, core.size))
+    gap_open, gap_extend = (2, 2) if affine else (0, 0)
+
+    def align(letters):
+        return greedy_gapped_alignment(query, pack_query_words(query), 1, core.size, letters,
+                                       0, letters.size, False, q_off, left.size + q_off, 30, 1,
+                                       -2, gap_open, gap_extend, True)
+
+    res = align(subject)
+    read_start, read_end = res[10], res[11]
+    assert read_start <= res[3] and res[4] <= read_end
+    again = align(_poisoned_outside(subject, read_start, read_end))
+    assert again[:7] == res[:7]
+    assert list(again[7][:again[9]]) == list(res[7][:res[9]])
+    assert list(again[8][:again[9]]) == list(res[8][:res[9]])

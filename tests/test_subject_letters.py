@@ -1,13 +1,15 @@
-"""Subject letters for traceback: unpacked granule by granule, only around the HSPs, with
-the same final output as from whole subjects."""
+"""Subject letters for traceback: only those around the HSPs are unpacked, as BLAST's partial
+fetching, and a traceback that reads beyond them is redone; the final output is the one
+from whole subjects."""
 
 import numpy as np
 import pytest
 
-from gblastn.db.reader import GRANULE, Database, open_db
+from gblastn import traceback
+from gblastn.db.reader import Database, open_db
 from gblastn.db.writer import make_db
 from gblastn.engine import search
-from gblastn.traceback import subject_spans
+from gblastn.traceback import fetch_spans, merged_spans, subject_spans
 
 from golden import mutate, random_dna, revcomp, sprinkle, write_fasta
 
@@ -72,72 +74,95 @@ def test_traceback_reads_only_its_subject_spans(long_subjects, monkeypatch, task
     assert search("".join(queries), db, columns, task=task) == whole
 
 
-def test_spans_cover_the_alignment_windows():
+def _counting_redone(monkeypatch) -> list:
+    """Tracebacks that read outside their letters, as a list that grows with each."""
+    redone = []
+    real = traceback.traceback_final
+
+    def counting(*args, **kwargs):
+        final = real(*args, **kwargs)
+        if final is None:
+            redone.append(args[0])
+        return final
+
+    monkeypatch.setattr(traceback, "traceback_final", counting)
+    return redone
+
+
+@pytest.mark.parametrize("task", ["megablast", "blastn"])
+def test_alignments_reading_past_the_fetched_letters_are_redone(long_subjects, monkeypatch,
+                                                                task):
+    """Spans cut 100 letters inside each HSP: the alignments read outside them, which is
+    noticed, and their tracebacks are redone. Letters outside the spans are wrong, so reads
+    that went unnoticed would change the output (they do when the check is left out)."""
+    db, queries = long_subjects
+    columns = "std score qlen slen"
+    whole = search("".join(queries), db, columns, task=task)
+    monkeypatch.setattr(traceback, "FETCH_MARGIN", -100)
+    _poisoned_outside_spans(monkeypatch)
+    redone = _counting_redone(monkeypatch)
+    assert search("".join(queries), db, columns, task=task) == whole
+    assert len(redone) >= 10
+
+
+def test_spans_around_the_hsps_and_the_alignment_windows():
     from types import SimpleNamespace
     from gblastn.hsp import Hsps
 
     hsps = Hsps.empty()
-    hsps.context = np.array([0, 1], dtype=np.int32)
-    hsps.s_start = np.array([100_000, 5], dtype=np.int32)
-    hsps.s_end = np.array([100_700, 900], dtype=np.int32)
+    hsps.context = np.array([0, 1, 0], dtype=np.int32)
+    hsps.s_start = np.array([100_000, 5, 101_000], dtype=np.int32)
+    hsps.s_end = np.array([100_700, 900, 101_500], dtype=np.int32)
+    margin = traceback.FETCH_MARGIN
+    assert fetch_spans(hsps, 1_000_000).tolist() == [[0, 900 + margin],
+                                                     [100_000 - margin, 101_500 + margin]]
     batch = SimpleNamespace(context_length=np.array([1000, 1000]))
-    spans = subject_spans(hsps, batch, 1_000_000)
-    assert spans[0, 0] <= 100_000 - 1000 - 3000 and spans[0, 1] >= 100_700 + 1000 + 3000
-    assert subject_spans(hsps, batch, 89_999) is None  # short subjects are aligned whole
+    reach = 1000 + traceback.MAX_TOTAL_GAPS + traceback.SPAN_MARGIN
+    assert subject_spans(hsps, batch, 1_000_000).tolist() == [
+        [0, 900 + reach], [100_000 - reach, 101_500 + reach]]
+    assert fetch_spans(hsps, 89_999) is None  # short subjects are aligned whole
+    assert subject_spans(hsps, batch, 89_999) is None
 
 
-def test_granules_are_unpacked_once_and_match_the_letters(long_subjects, monkeypatch):
-    from gblastn.db import reader
+def test_merged_spans():
+    spans = np.array([[50, 60], [-5, 10], [10, 20], [55, 58], [100, 300], [30, 40]])
+    assert merged_spans(spans, 200).tolist() == [[0, 20], [30, 40], [50, 60], [100, 200]]
+    assert merged_spans(np.zeros((0, 2)), 10).shape == (0, 2)
 
-    monkeypatch.setattr(reader, "WHOLE_SUBJECT_SHARE", 1)  # windows only, however wide
+
+def test_letters_of_spans_and_of_whole_subjects(long_subjects):
     db_path, _ = long_subjects
     with open_db(db_path) as db:
         truth = db.blastna(0)
-        spans = np.array([[10, 20], [3 * GRANULE - 5, 3 * GRANULE + 5], [truth.size - 3, truth.size + 50]])
+        spans = merged_spans(np.array([[10, 20], [70_000, 90_000], [truth.size - 3,
+                                                                  truth.size]]), truth.size)
         letters = db.subject_letters(0, spans)
         assert letters.size == truth.size and not letters.flags.writeable
-        for start, end in np.clip(spans, 0, truth.size):
+        for start, end in spans:
             assert np.array_equal(letters[start:end], truth[start:end])
-        entry = db._letters[0]
-        assert entry.filled.sum() == 4  # granules 0, 2, 3 and the last
-        assert entry.unpacked_bytes < truth.size
-        assert db.subject_letters(0, spans[:1]) is letters
-        assert entry.filled.sum() == 4
-        assert np.array_equal(db.subject_letters(0), truth)  # None: every letter
-        assert entry.unpacked_bytes == truth.size
+        assert db.subject_letters(0, spans) is not letters  # each traceback its own
+        whole = db.subject_letters(0)
+        assert np.array_equal(whole, truth) and not whole.flags.writeable
+        assert db.subject_letters(0) is whole  # kept for the next traceback
 
 
-def test_wide_windows_unpack_the_whole_subject(long_subjects):
-    db_path, _ = long_subjects
-    with open_db(db_path) as db:
-        truth = db.blastna(0)
-        letters = db.subject_letters(0, np.array([[0, truth.size // 4]]))
-        assert db._letters[0].unpacked_bytes == truth.size
-        assert np.array_equal(letters, truth)
-
-
-def test_threads_asking_for_overlapping_spans_get_true_letters(long_subjects, monkeypatch):
+def test_threads_asking_for_letters_get_true_letters(long_subjects):
     from concurrent.futures import ThreadPoolExecutor
-    from gblastn.db import reader
-
-    monkeypatch.setattr(reader, "WHOLE_SUBJECT_SHARE", 1)
 
     db_path, _ = long_subjects
     rng = np.random.default_rng(3)
     with open_db(db_path) as db:
-        truth = db.blastna(0)
-        starts = rng.integers(0, truth.size, 64)
-        spans = np.stack([starts, starts + rng.integers(1, 5 * GRANULE, 64)], axis=1)
+        truths = [db.blastna(ordinal) for ordinal in range(3)]
 
-        def ask(span):
-            letters = db.subject_letters(0, span[None, :])
-            start, end = int(span[0]), min(int(span[1]), truth.size)
-            return np.array_equal(letters[start:end], truth[start:end])
+        def ask(k):
+            ordinal = k % 3
+            truth = truths[ordinal]
+            if k % 2:
+                return np.array_equal(db.subject_letters(ordinal), truth)
+            start = int(rng.integers(0, truth.size))
+            span = merged_spans(np.array([[start, start + 5000]]), truth.size)
+            letters = db.subject_letters(ordinal, span)
+            return np.array_equal(letters[span[0, 0]:span[0, 1]], truth[span[0, 0]:span[0, 1]])
 
         with ThreadPoolExecutor(8) as pool:
-            assert all(pool.map(ask, spans))
-        entry = db._letters[0]
-        assert entry.filled.sum() == entry.claimed.sum()
-        assert entry.unpacked_bytes == int(np.minimum(
-            (np.flatnonzero(entry.filled) + 1) * GRANULE, truth.size).sum()
-            - (np.flatnonzero(entry.filled) * GRANULE).sum())
+            assert all(pool.map(ask, range(96)))

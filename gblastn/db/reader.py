@@ -23,7 +23,6 @@ from numba import njit
 
 from ..alphabet import BLASTNA_FROM_NCBI4NA
 from ..errors import DatabaseError, InputError
-from ..query import true_ranges
 from . import format as fmt
 from .seqid import describe
 
@@ -40,7 +39,6 @@ def _letters_cache_bytes() -> int:
 
 
 LETTERS_CACHE_BYTES = _letters_cache_bytes()
-HUGE_PAGE = 2 << 20
 UNPACK_PIECE = 1 << 22  # letters of a subject unpacked by one thread at a time
 _CODE_OF = np.ascontiguousarray(BLASTNA_FROM_NCBI4NA, dtype=np.uint8)
 
@@ -78,6 +76,20 @@ def _fill_true_letters(out, packed, start, end, amb_offset, amb_length, amb_code
         code = code_of[amb_code[k]]
         for p in range(max(lo, start), min(hi, end)):
             out[p - start] = code
+
+
+@njit(cache=True, nogil=True)
+def _fill_ranges(out, offset, ranges, packed, amb_offset, amb_length, amb_end, amb_code,
+                 code_of):
+    """_fill_true_letters for each range [start, end) of `ranges` (int64 [k, 2]), into
+    out[start - offset:end - offset]; amb_end: the ambiguity runs' ends, which step over
+    the runs ending before a range."""
+    for k in range(ranges.shape[0]):
+        start = ranges[k, 0]
+        end = ranges[k, 1]
+        skip = np.searchsorted(amb_end, start, side="right")
+        _fill_true_letters(out[start - offset:end - offset], packed, start, end,
+                           amb_offset[skip:], amb_length[skip:], amb_code[skip:], code_of)
 
 
 def _resolve(path: str) -> str:
@@ -239,74 +251,16 @@ class Volume:
             self._env = None
 
 
-GRANULE = 1 << 16  # letters of a subject unpacked together for traceback
-# a traceback whose windows cover more than 1/WHOLE_SUBJECT_SHARE of its subject has the whole
-# subject unpacked (measured on 8 Gbp, 220 queries, 16 threads: 4.3 s against 5.5 s for a
-# search when every traceback unpacked only its windows)
-WHOLE_SUBJECT_SHARE = 8
-
-
-def _fresh_letters(length: int) -> tuple[mmap.mmap, np.ndarray]:
-    """`length` bytes of fresh anonymous memory on huge-page boundaries, advised for huge
-    pages: first writes to it cost a fault per 2 MB instead of per 4 KB (measured on 16
-    threads at once: 0.12 ns a byte against 0.27 for numpy's allocation)."""
-    area = mmap.mmap(-1, length + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    whole = np.frombuffer(area, dtype=np.uint8)
-    skip = -whole.ctypes.data % HUGE_PAGE
-    if hasattr(mmap, "MADV_HUGEPAGE") and length >= HUGE_PAGE:
-        area.madvise(mmap.MADV_HUGEPAGE, skip, length - length % mmap.PAGESIZE)
-    return area, whole[skip:skip + length]
-
-
-class _PartlyUnpacked:
-    """A subject's blastna letters, unpacked granule by granule as they are asked for (the
-    pages of the granules never asked for are never touched, so cost nothing). A granule is
-    claimed by the first thread that needs it; others that need it wait for it, while
-    unpacking the granules nobody claimed yet themselves."""
-
-    def __init__(self, length: int):
-        self._area, self.writable = _fresh_letters(length)
-        self.letters = self.writable.view()
-        self.letters.flags.writeable = False  # handed out read-only
-        granules = -(-length // GRANULE)
-        self.claimed = np.zeros(granules, dtype=bool)
-        self.filled = np.zeros(granules, dtype=bool)
-        self.unpacked_bytes = 0
-        self.changed = threading.Condition()
-
-    def needed(self, spans: np.ndarray | None) -> np.ndarray:
-        """Granule mask of `spans` (None: all)."""
-        if spans is None:
-            return np.ones(self.filled.size, dtype=bool)
-        spans = np.clip(np.asarray(spans, dtype=np.int64).reshape(-1, 2), 0, self.letters.size)
-        spans = spans[spans[:, 1] > spans[:, 0]]
-        cover = np.zeros(self.filled.size + 1, dtype=np.int64)
-        np.add.at(cover, spans[:, 0] // GRANULE, 1)
-        np.add.at(cover, -(-spans[:, 1] // GRANULE), -1)
-        return np.cumsum(cover[:-1]) > 0
-
-    def claim(self, need: np.ndarray) -> np.ndarray:
-        """The granules of `need` nobody claimed yet, now claimed by the caller."""
-        with self.changed:
-            mine = need & ~self.claimed
-            self.claimed |= mine
-        return mine
-
-    def finish(self, mine: np.ndarray, done: bool) -> None:
-        """The caller's claimed granules are unpacked (done) or given up (not done)."""
-        with self.changed:
-            if done:
-                self.filled |= mine
-            else:
-                self.claimed &= ~mine
-            self.changed.notify_all()
-
-    def wait_for(self, need: np.ndarray) -> None:
-        """Until every granule of `need` is unpacked (by whichever thread claimed it); one
-        given up is claimed again by the caller's next turn."""
-        with self.changed:
-            while not self.filled[need].all() and self.claimed[need].all():
-                self.changed.wait()
+def _sparse_letters(length: int) -> np.ndarray:
+    """A subject-long letter array in fresh anonymous memory: pages never written are never
+    faulted in, so a traceback that fills a few thousand letters around each HSP of a
+    chromosome pays for those alone. Small pages: a huge page would be faulted in whole."""
+    if length < mmap.PAGESIZE:
+        return np.empty(length, dtype=np.uint8)
+    area = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        area.madvise(mmap.MADV_NOHUGEPAGE)
+    return np.frombuffer(area, dtype=np.uint8)
 
 
 def _pieces(ranges: list, size: int) -> list:
@@ -431,13 +385,8 @@ class Database:
         packed = volume.packed(local)
 
         def fill(piece):
-            for start, end in piece:
-                # skip the ambiguity runs that end before start (they are in offset order)
-                skip = int(np.searchsorted(run_ends, start, side="right")) \
-                    if offsets.size > 16 else 0
-                _fill_true_letters(out[start - offset:end - offset], packed, start, end,
-                                   offsets[skip:], run_lengths[skip:], run_codes[skip:],
-                                   _CODE_OF)
+            _fill_ranges(out, offset, np.array(piece, dtype=np.int64).reshape(-1, 2), packed,
+                         offsets, run_lengths, run_ends, run_codes, _CODE_OF)
 
         pieces = _pieces(ranges, UNPACK_PIECE)
         if self.unpack_threads > 1 and len(pieces) > 1:
@@ -454,48 +403,33 @@ class Database:
             return self._unpacker
 
     def subject_letters(self, ordinal: int, spans: np.ndarray | None = None) -> np.ndarray:
-        """The subject's true letters (blastna), subject-long, with at least the letter
-        ranges `spans` ([n, 2] starts and ends; None: all) unpacked; the rest is undefined.
-        Traceback asks for the same subjects again for every query of a batch, but reads
-        only a few query lengths around each HSP of a chromosome: letters are unpacked in
-        granules as they are first asked for and kept in a small cache. Read-only; safe to
-        call from several threads (a granule asked for by several at once is unpacked
-        once)."""
+        """The subject's true letters (blastna), subject-long, read-only. With `spans`
+        (int64 [n, 2] ranges, in order and disjoint), a fresh array in which only those
+        letters are unpacked, the rest undefined: a traceback reads a few thousand letters
+        around each HSP of a chromosome. Without, every letter, kept in a small cache that
+        threads share (the same short subjects come again for every query of a batch)."""
         ordinal = int(ordinal)
         self._locate(ordinal)
+        if spans is not None:
+            letters = _sparse_letters(int(self.lengths[ordinal]))
+            self._unpack_ranges(ordinal, letters, 0, [tuple(span) for span in spans.tolist()])
+            letters.flags.writeable = False
+            return letters
         with self._letters_lock:
-            entry = self._letters.pop(ordinal, None)
-            if entry is None:
-                entry = _PartlyUnpacked(int(self.lengths[ordinal]))
-            self._letters[ordinal] = entry  # most recently used last
-        need = entry.needed(spans)
-        if need.sum() * WHOLE_SUBJECT_SHARE > need.size:
-            need[:] = True  # scattered windows cost more than the whole subject in pieces
-        while not entry.filled[need].all():
-            mine = entry.claim(need)
-            if mine.any():
-                self._unpack_granules(entry, ordinal, mine)
-            entry.wait_for(need)
-        return entry.letters
-
-    def _unpack_granules(self, entry: _PartlyUnpacked, ordinal: int, mine: np.ndarray) -> None:
-        ranges = [(first * GRANULE, min(last * GRANULE, entry.letters.size))
-                  for first, last in true_ranges(mine).tolist()]
-        added = sum(end - start for start, end in ranges)
-        done = False
-        try:
-            self._unpack_ranges(ordinal, entry.writable, 0, ranges)
-            done = True
-        finally:
-            entry.finish(mine, done)
+            letters = self._letters.get(ordinal)
+            if letters is not None:
+                self._letters.move_to_end(ordinal)  # most recently used last
+                return letters
+        letters = self.blastna(ordinal)
+        letters.flags.writeable = False
         with self._letters_lock:
-            entry.unpacked_bytes += added
-            if self._letters.get(ordinal) is not entry:
-                return  # evicted meanwhile: its letters are the caller's alone
-            self._letters_bytes += added
-            while self._letters_bytes > LETTERS_CACHE_BYTES and len(self._letters) > 1:
-                _, old = self._letters.popitem(last=False)
-                self._letters_bytes -= old.unpacked_bytes
+            if ordinal not in self._letters:
+                self._letters[ordinal] = letters
+                self._letters_bytes += letters.size
+                while self._letters_bytes > LETTERS_CACHE_BYTES and len(self._letters) > 1:
+                    _, old = self._letters.popitem(last=False)
+                    self._letters_bytes -= old.size
+        return letters
 
     # -- life cycle ------------------------------------------------------------------------
     def close(self) -> None:
