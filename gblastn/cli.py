@@ -22,6 +22,10 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
+    # numba's first compilation checks whether scipy's BLAS bindings import (for np.dot,
+    # which gblastn's compiled code does not use); with scipy installed, that import cost a
+    # third of a second of every command's start-up
+    sys.modules.setdefault("scipy.linalg.cython_blas", None)
     try:
         code = app(standalone_mode=False)
     except GblastnError as exc:
