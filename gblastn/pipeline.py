@@ -108,8 +108,6 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
     with db:
         loader = _preload(db, backend)
         try:
-            if isinstance(backend, Future):
-                backend = backend.result()
             return _search_all(files, db, fmt, options, output, backend, settings)
         finally:
             loader.join()  # the volume's memory must outlive the copy
@@ -143,7 +141,7 @@ def _preload(db, backend) -> threading.Thread:
                 for volume in db.volumes:
                     with TIMES.stage("database load"):
                         buffer, _ = volume.concat_packed()
-                    ready = backend.result() if isinstance(backend, Future) else backend
+                    ready = _ready(backend)
                     if not hasattr(ready, "preload") or \
                             (copied is not None and not copied.result()):
                         return
@@ -183,6 +181,7 @@ def _search_into(out, fmt, files, db, options, output, backend, settings) -> int
             progress.close()
     if fmt.with_comments:
         write_footer(out, fmt, count)
+    _ready(backend)  # -device gpu without a GPU fails even when nothing needed a scan
     return count
 
 
@@ -202,6 +201,7 @@ def _serial_results(files, db, options, backend):
     from .engine import query_batches, search_batch
     from .tasks import TaskPool
 
+    backend = _ready(backend)
     index = 0
     with TaskPool(options.num_threads) as pool:
         for batch in query_batches(_iter_all_queries(files), options):
@@ -209,6 +209,12 @@ def _serial_results(files, db, options, backend):
                                                          pool)):
                 yield query, result
             index += len(batch)
+
+
+def _ready(backend):
+    """The scan backend; a Future (the GPU's set-up) is waited for here, at the first scan,
+    so that the queries are read, masked and indexed meanwhile."""
+    return backend.result() if isinstance(backend, Future) else backend
 
 
 # ---------------------------------------------------------------------------------------------
@@ -315,6 +321,7 @@ class Pipeline:
 
         while (job := self._get(self.job_q)) is not _END:
             batch_id, plan, volume, subjects, turn = job
+            self.backend = _ready(self.backend)
             hits = PrelimHits()
             prelim_search_volume(plan.batch, plan.table, plan.stats, volume, self.options, hits,
                                  self.backend, num_threads=1, subjects=subjects,

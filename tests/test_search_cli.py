@@ -120,3 +120,31 @@ def test_python_api_returns_typed_hit_records(case):
     assert hit["saccver"] == "subj1" and isinstance(hit["qstart"], int)
     assert isinstance(hit["evalue"], float) and hit["sstrand"] in ("plus", "minus")
     assert all(h["evalue"] <= 1e-10 for r in results for h in r.hits)
+
+
+def _has_gpu() -> bool:
+    try:
+        import pycuda.driver as drv
+        drv.init()
+        return drv.Device.count() > 0
+    except Exception:  # noqa: BLE001 - no pycuda, no driver, no device
+        return False
+
+
+@pytest.mark.skipif(_has_gpu(), reason="a GPU is present")
+@pytest.mark.parametrize("queries", ["small", "masked"])
+def test_device_gpu_without_a_gpu_is_an_error_and_auto_falls_back(case, tmp_path, queries):
+    """The GPU is set up while the queries are read and indexed, and waited for at the first
+    scan; -device gpu still fails cleanly when there is none, even when no query needed a
+    scan (all masked)."""
+    query = case["query"] if queries == "small" else \
+        write(tmp_path / "masked.fa", ">masked\n" + "acgt" * 50 + "\n")
+    out = tmp_path / "out.tsv"
+    done = gblastn("search", "-db", case["db"], "-query", query, "-device", "gpu",
+                   "-lcase_masking", "-out", str(out))
+    assert_one_line_error(done, 5)
+    assert "no usable GPU" in done.stderr and not out.exists()
+    done = gblastn("search", "-db", case["db"], "-query", query, "-device", "auto",
+                   "-lcase_masking", "-out", str(out))
+    assert done.returncode == 0 and "searching on the CPU" in done.stderr
+    assert out.exists()
