@@ -306,16 +306,18 @@ def trace(task: TraceTask, query, batch, stats, db, options: SearchOptions) -> t
     every letter it may read."""
     from .traceback import fetch_spans, subject_spans, traceback_final
 
-    length = int(db.lengths[task.ordinal])
-    for spans in (fetch_spans(task.hsps, length), subject_spans(task.hsps, batch, length)):
+    def on_letters(spans):
         with TIMES.stage("subject letters"):
             letters = db.subject_letters(task.ordinal, spans)
         with TIMES.stage("traceback"):
-            final = traceback_final(task.hsps, batch, query.codes, letters, stats, options,
-                                    spans)
-        if final is not None:
-            return task.ordinal, final
-    raise AssertionError("a traceback read outside its alignment windows")
+            return traceback_final(task.hsps, batch, query.codes, letters, stats, options,
+                                   spans)
+
+    length = int(db.lengths[task.ordinal])
+    final = on_letters(fetch_spans(task.hsps, length))
+    if final is None:
+        final = on_letters(subject_spans(task.hsps, batch, length))
+    return task.ordinal, final
 
 
 def query_result(query_index: int, query, traced: list, options: SearchOptions) -> QueryResult:

@@ -85,8 +85,8 @@ def fetch_spans(hsps: Hsps, subject_length: int) -> np.ndarray | None:
     (all letters) for a subject shorter than MAX_SUBJECT_OFFSET, which is aligned whole."""
     if subject_length < MAX_SUBJECT_OFFSET:
         return None
-    starts = hsps.s_start.astype(np.int64) - FETCH_MARGIN
-    return merged_spans(np.stack([starts, hsps.s_end + FETCH_MARGIN], axis=1), subject_length)
+    return _merged(hsps.s_start.astype(np.int64) - FETCH_MARGIN,
+                   hsps.s_end.astype(np.int64) + FETCH_MARGIN, subject_length)
 
 
 def subject_spans(hsps: Hsps, batch, subject_length: int) -> np.ndarray | None:
@@ -99,24 +99,33 @@ def subject_spans(hsps: Hsps, batch, subject_length: int) -> np.ndarray | None:
         return None
     reach = np.asarray(batch.context_length, dtype=np.int64)[hsps.context] + \
         MAX_TOTAL_GAPS + SPAN_MARGIN
-    return merged_spans(np.stack([hsps.s_start - reach, hsps.s_end + reach], axis=1),
-                        subject_length)
+    return _merged(hsps.s_start - reach, hsps.s_end + reach, subject_length)
 
 
 def merged_spans(spans: np.ndarray, subject_length: int) -> np.ndarray:
     """Letter ranges ([n, 2] starts and ends) cut to the subject and merged where they
     overlap or touch: int64 [k, 2], in order, disjoint."""
-    spans = np.clip(np.asarray(spans, dtype=np.int64).reshape(-1, 2), 0, subject_length)
-    if len(spans) == 0:
-        return spans
-    spans = spans[np.argsort(spans[:, 0], kind="stable")]
-    # a range starts a new merged one when it begins after every earlier range ended
-    ends_before = np.maximum.accumulate(spans[:, 1])
-    first = np.ones(len(spans), dtype=bool)
-    first[1:] = spans[1:, 0] > ends_before[:-1]
-    starts = np.flatnonzero(first)
-    last_ends = np.append(starts[1:], len(spans)) - 1
-    return np.stack([spans[starts, 0], ends_before[last_ends]], axis=1)
+    spans = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+    return _merged(spans[:, 0].copy(), spans[:, 1].copy(), int(subject_length))
+
+
+@njit(cache=True, nogil=True)
+def _merged(starts, ends, subject_length):
+    """merged_spans of the ranges [starts[i], ends[i]) (in one compiled call: the traceback
+    threads make one for every task)."""
+    order = np.argsort(starts, kind="mergesort")
+    spans = np.empty((starts.size, 2), dtype=np.int64)
+    k = -1
+    for i in order:
+        start = min(max(starts[i], 0), subject_length)
+        end = min(max(ends[i], 0), subject_length)
+        if k >= 0 and start <= spans[k, 1]:
+            spans[k, 1] = max(spans[k, 1], end)
+        else:
+            k += 1
+            spans[k, 0] = start
+            spans[k, 1] = end
+    return spans[:k + 1].copy()
 
 
 def _traceback_args(hsps: Hsps, batch, subject_codes, stats, options, spans=None) -> tuple:

@@ -372,28 +372,28 @@ class Database:
             self._locate(ordinal)  # an ordinal outside the database is an error
             return np.zeros(0, dtype=np.uint8)
         letters = np.empty(end - start, dtype=np.uint8)
-        self._unpack_ranges(ordinal, letters, start, [(start, end)])
+        self._unpack_ranges(ordinal, letters, start, np.array([[start, end]], dtype=np.int64))
         return letters
 
-    def _unpack_ranges(self, ordinal: int, out: np.ndarray, offset: int, ranges: list) -> None:
-        """Letters [start, end) of a subject, for each range, into out[start - offset:end -
-        offset]; in pieces on the unpacking threads when there are several (the first
-        tracebacks all wait for the same chromosomes)."""
+    def _unpack_ranges(self, ordinal: int, out: np.ndarray, offset: int,
+                       ranges: np.ndarray) -> None:
+        """Letters [start, end) of a subject, for each range of `ranges` (int64 [k, 2]),
+        into out[start - offset:end - offset]; in pieces on the unpacking threads when they
+        add up to more than one (a whole chromosome)."""
         volume, local = self._locate(ordinal)
         offsets, run_lengths, run_codes = volume.ambiguities(local)
         run_ends = offsets + run_lengths
         packed = volume.packed(local)
 
         def fill(piece):
-            _fill_ranges(out, offset, np.array(piece, dtype=np.int64).reshape(-1, 2), packed,
-                         offsets, run_lengths, run_ends, run_codes, _CODE_OF)
+            _fill_ranges(out, offset, piece, packed, offsets, run_lengths, run_ends, run_codes,
+                         _CODE_OF)
 
-        pieces = _pieces(ranges, UNPACK_PIECE)
-        if self.unpack_threads > 1 and len(pieces) > 1:
-            list(self._unpack_pool().map(fill, pieces))
+        if self.unpack_threads > 1 and int((ranges[:, 1] - ranges[:, 0]).sum()) > UNPACK_PIECE:
+            pieces = _pieces(ranges.tolist(), UNPACK_PIECE)
+            list(self._unpack_pool().map(fill, [np.array(p, dtype=np.int64) for p in pieces]))
         else:
-            for piece in pieces:
-                fill(piece)
+            fill(ranges)
 
     def _unpack_pool(self):
         with self._letters_lock:
@@ -412,7 +412,7 @@ class Database:
         self._locate(ordinal)
         if spans is not None:
             letters = _sparse_letters(int(self.lengths[ordinal]))
-            self._unpack_ranges(ordinal, letters, 0, [tuple(span) for span in spans.tolist()])
+            self._unpack_ranges(ordinal, letters, 0, spans)
             letters.flags.writeable = False
             return letters
         with self._letters_lock:
