@@ -128,7 +128,7 @@ def search_command(
 
     # the GPU's set-up (pycuda, its context) runs while options, files and database are read
     backend = _in_background(select_backend, device, gpu_id)
-    _in_background(_warm_up_compiled_code)
+    _in_background(_warm_up_compiled_code, task, word_size)
     options = make_options(
         task, evalue=evalue, word_size=word_size, reward=reward, penalty=penalty,
         gapopen=gapopen, gapextend=gapextend, xdrop_ungap=xdrop_ungap, xdrop_gap=xdrop_gap,
@@ -144,17 +144,15 @@ def search_command(
     run_search(files, db, options, OutputSpec(outfmt, out, out_dir, db), backend, settings)
 
 
-def _warm_up_compiled_code() -> None:
-    """Mask a tiny query: numba's first call in a process sets up its type system (about
-    half a second), which is better spent while the GPU and the database are prepared than
-    in front of the first batch's query setup."""
-    import numpy as np
-
+def _warm_up_compiled_code(task: str, word_size: int | None) -> None:
+    """A made-up search with the task's tables and aligners (engine.warm_up): numba's first
+    call in a process sets up its type system (about half a second) and each stage's first
+    call loads its machine code; both are better spent while the GPU and the database are
+    prepared than on the search's path."""
+    from .engine import warm_up
     from .options import make_options
-    from .query import Query, mask_intervals
 
-    codes = np.resize(np.arange(4, dtype=np.uint8), 128)
-    mask_intervals(Query("", "", codes, np.zeros(codes.size, dtype=bool)), make_options("megablast"))
+    warm_up(make_options(task, word_size=word_size))
 
 
 def _in_background(function, *args):

@@ -17,6 +17,17 @@ class StageTimes:
         self.spans: dict = {}  # stage -> [first start, last end], perf_counter seconds
         self.origin = time.perf_counter()
         self.report_wanted = False  # -stage_times: print report() when the search ends
+        self.untimed_threads: set = set()  # idents of threads whose stages are not counted
+
+    @contextmanager
+    def untimed(self):
+        """The calling thread's stages are not counted meanwhile (a warm-up beside a search)."""
+        ident = threading.get_ident()
+        self.untimed_threads.add(ident)
+        try:
+            yield
+        finally:
+            self.untimed_threads.discard(ident)
 
     @contextmanager
     def stage(self, name: str):
@@ -27,6 +38,8 @@ class StageTimes:
             self.add(name, time.perf_counter() - start, start)
 
     def add(self, name: str, seconds: float, start: float | None = None) -> None:
+        if threading.get_ident() in self.untimed_threads:
+            return
         start = time.perf_counter() - seconds if start is None else start
         with self.lock:
             self.seconds[name] = self.seconds.get(name, 0.0) + seconds

@@ -132,3 +132,17 @@ def test_sigint_stops_promptly_without_partial_output(tmp_path):
     assert "Traceback" not in stderr
     assert not out.exists()
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".gblastn-")]
+
+
+@pytest.mark.parametrize("task", ["megablast", "blastn", "blastn-short"])
+def test_warm_up_reaches_every_stage_untimed(task):
+    """The made-up search a search starts in the background runs every stage (through
+    traceback, so each stage's compiled code is loaded) and adds nothing to the search's
+    stage times."""
+    from gblastn.engine import warm_up
+    from gblastn.options import make_options
+    from gblastn.timing import TIMES
+
+    before = dict(TIMES.seconds)
+    assert warm_up(make_options(task)) >= 1
+    assert TIMES.seconds == before

@@ -217,6 +217,9 @@ class Volume:
             else:
                 buffer = np.empty(int(byte_offset[-1]), dtype=np.uint8)
                 self._copy_blocks(buffer)
+                # read-only like a single block (LMDB's memory): one compiled variant of each
+                # stage for both
+                buffer.flags.writeable = False
             self._concat = (buffer, byte_offset)
         return self._concat
 
