@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from gblastn import traceback
+from gblastn.db import reader
 from gblastn.db.reader import Database, open_db
 from gblastn.db.writer import make_db
 from gblastn.engine import search
@@ -140,7 +141,12 @@ def test_letters_of_spans_and_of_whole_subjects(long_subjects):
         assert letters.size == truth.size and not letters.flags.writeable
         for start, end in spans:
             assert np.array_equal(letters[start:end], truth[start:end])
-        assert db.subject_letters(0, spans) is not letters  # each traceback its own
+        assert db.subject_letters(0, spans) is letters  # the subject's tracebacks share it
+        entry = db._shared[0]
+        size = reader.GRANULE
+        touched = {g for start, end in spans.tolist() for g in range(start // size, -(-end // size))}
+        assert entry.filled.sum() == len(touched)  # each granule unpacked once
+        assert entry.filled.sum() == entry.claimed.sum()
         whole = db.subject_letters(0)
         assert np.array_equal(whole, truth) and not whole.flags.writeable
         assert db.subject_letters(0) is whole  # kept for the next traceback
