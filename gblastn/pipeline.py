@@ -317,7 +317,7 @@ class Pipeline:
             self._put(self.job_q, _END)
 
     def _prelim_worker(self):
-        from .engine import PrelimHits, prelim_search_volume
+        from .engine import PrelimHits, prefill_letters, prelim_search_volume
 
         while (job := self._get(self.job_q)) is not _END:
             batch_id, plan, volume, subjects, turn = job
@@ -327,6 +327,7 @@ class Pipeline:
                                  self.backend, num_threads=1, subjects=subjects,
                                  diag_hash=plan.diag_hash, ungapped_turn=turn,
                                  pool=self.pool, shared_scans=self.shared_scans(plan))
+            prefill_letters(hits.by_query, self.db)
             self._put(self.prelim_q, ("volume", batch_id, hits))
         self._put(self.prelim_q, _END)
 

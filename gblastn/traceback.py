@@ -83,10 +83,15 @@ def fetch_spans(hsps: Hsps, subject_length: int) -> np.ndarray | None:
     """The subject letters to unpack first for the traceback of `hsps` (merged_spans): as
     BLAST's partial fetching, each HSP's range and FETCH_MARGIN letters either side. None
     (all letters) for a subject shorter than MAX_SUBJECT_OFFSET, which is aligned whole."""
+    return letters_around(hsps.s_start, hsps.s_end, subject_length)
+
+
+def letters_around(s_start: np.ndarray, s_end: np.ndarray, subject_length: int):
+    """fetch_spans of HSPs given by their subject starts and ends."""
     if subject_length < MAX_SUBJECT_OFFSET:
         return None
-    return _merged(hsps.s_start.astype(np.int64) - FETCH_MARGIN,
-                   hsps.s_end.astype(np.int64) + FETCH_MARGIN, subject_length)
+    return _merged(np.asarray(s_start, dtype=np.int64) - FETCH_MARGIN,
+                   np.asarray(s_end, dtype=np.int64) + FETCH_MARGIN, subject_length)
 
 
 def subject_spans(hsps: Hsps, batch, subject_length: int) -> np.ndarray | None:
