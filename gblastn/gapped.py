@@ -23,9 +23,11 @@ def _extend_hits(q_start, s_start, length, score, context, context_offset, conte
                  sequence, query_words, packed, chunk_length, cutoffs, xdrop, reward, penalty, gap_open,
                  gap_extend, min_diag_separation):
     """Extend the initial hits in order; returns int64 rows [n, 8] (context, q_start, q_end,
-    s_start, s_end, score, q_gapped_start, s_gapped_start) of the kept gapped HSPs."""
+    s_start, s_end, score, q_gapped_start, s_gapped_start) of the kept gapped HSPs, and the
+    index of the hit each came from."""
     n = q_start.size
     rows = np.empty((n, 8), dtype=np.int64)
+    origin = np.empty(n, dtype=np.int64)
     kept = 0
     tree = alloc_tree(n, min_diag_separation)
     held = 0
@@ -54,9 +56,10 @@ def _extend_hits(q_start, s_start, length, score, context, context_offset, conte
         rows[kept, 5] = gapped_score
         rows[kept, 6] = res[5]
         rows[kept, 7] = res[6]
+        origin[kept] = i
         kept += 1
         held = tree_add(tree, held, ctx, res[1], res[2], res[3], res[4], gapped_score)
-    return rows[:kept]
+    return rows[:kept], origin[:kept]
 
 
 @njit(cache=True, nogil=True)
@@ -67,6 +70,7 @@ def _extend_hits_dp(q_start, s_start, length, score, seed_q, seed_s, context, co
     the stored gapped start is the seed, moved +3 when the DP moved it."""
     n = q_start.size
     rows = np.empty((n, 8), dtype=np.int64)
+    origin = np.empty(n, dtype=np.int64)
     kept = 0
     tree = alloc_tree(n, min_diag_separation)
     held = 0
@@ -96,9 +100,10 @@ def _extend_hits_dp(q_start, s_start, length, score, seed_q, seed_s, context, co
         rows[kept, 5] = gapped_score
         rows[kept, 6] = res[5]
         rows[kept, 7] = res[6]
+        origin[kept] = i
         kept += 1
         held = tree_add(tree, held, ctx, res[1], res[2], res[3], res[4], gapped_score)
-    return rows[:kept]
+    return rows[:kept], origin[:kept]
 
 
 def prelim_gapped(hits_q_start, hits_s_start, hits_length, hits_score, batch, packed_chunk,
@@ -114,12 +119,30 @@ def prelim_gapped(hits_q_start, hits_s_start, hits_length, hits_score, batch, pa
     starts from; without them the DP starts from the ungapped alignments' starts.
     Returns the HSPs (query coordinates context-relative, subject chunk-relative) with
     common endpoints purged, sorted by score."""
+    rows, _ = extend_hits(hits_q_start, hits_s_start, hits_length, hits_score, batch,
+                          packed_chunk, chunk_length, stats, options, hits_seed_q, hits_seed_s)
+    return gapped_hsps(rows)
+
+
+def hit_contexts(hits_q_start, batch) -> np.ndarray:
+    """The context of each initial hit (from its concatenated query offset)."""
+    offsets = np.ascontiguousarray(batch.context_offset, dtype=np.int64)
+    return (np.searchsorted(offsets, np.asarray(hits_q_start, dtype=np.int64), side="right")
+            - 1).astype(np.int64)
+
+
+def extend_hits(hits_q_start, hits_s_start, hits_length, hits_score, batch, packed_chunk,
+                chunk_length, stats, options, hits_seed_q=None, hits_seed_s=None) -> tuple:
+    """prelim_gapped's extensions, without the purge: (rows, origin), the kept gapped HSPs
+    as int64 rows [k, 8] (hsp_rows) in the order found, and the index of the hit each came
+    from. A hit is only ever tested against HSPs of its own context, so the hits of any
+    set of contexts, extended apart, give the same rows as extended with the others."""
     n = int(np.asarray(hits_score).size)
     if n == 0:
-        return Hsps.empty()
+        return np.zeros((0, 8), dtype=np.int64), np.zeros(0, dtype=np.int64)
     q_start = np.ascontiguousarray(hits_q_start, dtype=np.int64)
     offsets = np.ascontiguousarray(batch.context_offset, dtype=np.int64)
-    context = (np.searchsorted(offsets, q_start, side="right") - 1).astype(np.int64)
+    context = hit_contexts(q_start, batch)
     s_start = np.ascontiguousarray(hits_s_start, dtype=np.int64)
     length = np.ascontiguousarray(hits_length, dtype=np.int64)
     score = np.ascontiguousarray(hits_score, dtype=np.int64)
@@ -128,20 +151,24 @@ def prelim_gapped(hits_q_start, hits_s_start, hits_length, hits_score, batch, pa
     packed = np.ascontiguousarray(packed_chunk, dtype=np.uint8)
     cutoffs = np.ascontiguousarray(stats.gapped_cutoff, dtype=np.int64)
     if options.greedy:
-        rows = _extend_hits(
+        return _extend_hits(
             q_start, s_start, length, score, context, offsets, lengths, sequence,
-            batch.query_words, packed, int(chunk_length), cutoffs, int(stats.gap_xdrop), int(options.reward),
-            int(options.penalty), int(options.gapopen), int(options.gapextend),
-            int(options.min_diag_separation))
-    else:
-        seed_q = q_start if hits_seed_q is None else \
-            np.ascontiguousarray(hits_seed_q, dtype=np.int64)
-        seed_s = s_start if hits_seed_s is None else \
-            np.ascontiguousarray(hits_seed_s, dtype=np.int64)
-        matrix = score_matrix(options.reward, options.penalty).astype(np.int64)
-        rows = _extend_hits_dp(
-            q_start, s_start, length, score, seed_q, seed_s, context, offsets, lengths,
-            sequence, packed, int(chunk_length), cutoffs, int(stats.gap_xdrop), matrix,
-            int(options.gapopen), int(options.gapextend), int(options.min_diag_separation))
+            batch.query_words, packed, int(chunk_length), cutoffs, int(stats.gap_xdrop),
+            int(options.reward), int(options.penalty), int(options.gapopen),
+            int(options.gapextend), int(options.min_diag_separation))
+    seed_q = q_start if hits_seed_q is None else \
+        np.ascontiguousarray(hits_seed_q, dtype=np.int64)
+    seed_s = s_start if hits_seed_s is None else \
+        np.ascontiguousarray(hits_seed_s, dtype=np.int64)
+    matrix = score_matrix(options.reward, options.penalty).astype(np.int64)
+    return _extend_hits_dp(
+        q_start, s_start, length, score, seed_q, seed_s, context, offsets, lengths, sequence,
+        packed, int(chunk_length), cutoffs, int(stats.gap_xdrop), matrix,
+        int(options.gapopen), int(options.gapextend), int(options.min_diag_separation))
+
+
+def gapped_hsps(rows: np.ndarray) -> Hsps:
+    """A chunk's gapped HSPs from extend_hits' rows (in hit order): common endpoints
+    purged, sorted by score."""
     hsps = purge_common_endpoints(hsps_from_rows(rows), purge=True)
     return hsps.take(score_order(hsps))

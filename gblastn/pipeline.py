@@ -7,14 +7,16 @@ Two drivers give byte-identical output:
   G-BLASTN's pipeline mode did:
 
       reader ──query queue──► planner ──job queue──► prelim workers ──prelim queue──►
-      collector ─(traceback tasks)─► traceback workers ──result queue──► writer (this thread)
+      collector ─(traceback tasks)─► CPU pool ──result queue──► writer (this thread)
 
   The reader streams queries from the files; the planner groups them into BLAST's batches and
   builds each batch's masks, statistics and lookup table, then posts one job per (batch, volume);
-  prelim workers scan (CPU or GPU backend) and run the ungapped and score-only gapped stages; the
-  collector waits until every volume of a batch is in and posts one traceback task per (query,
-  subject), the most work first; the worker that traces a query's last subject formats its output;
-  the writer prints results in input order. Queue depths bound what is in flight, so a list of
+  prelim workers scan (CPU or GPU backend), run the ungapped stage and hand the score-only gapped
+  extensions, in pieces, to the CPU pool; the collector waits until every volume of a batch is in
+  and posts one traceback task per (query, subject) to the same pool. The pool's threads take
+  gapped pieces before traceback tasks (the next tracebacks wait for them), and traceback tasks
+  the most work first; the thread that traces a query's last subject formats its output; the
+  writer prints results in input order. Queue depths bound what is in flight, so a list of
   100,000 queries is never held in memory at once. The numba stages release the GIL, so the
   workers run in parallel.
 
@@ -35,6 +37,7 @@ from .errors import InputError, OutputError
 from .timing import TIMES
 
 POLL_SECONDS = 0.1  # how often a blocked thread looks at the stop flag
+TRACE_BACKLOG = 64  # traceback tasks waiting per CPU thread, at most
 
 
 @dataclass
@@ -244,10 +247,11 @@ class Pipeline:
         self.query_q = queue.Queue(maxsize=256)
         self.job_q = queue.Queue(maxsize=depth)
         self.prelim_q = queue.Queue(maxsize=depth)
-        self.trace_q = queue.Queue(maxsize=depth)
         self.result_q = queue.Queue(maxsize=4 * depth)
+        # traceback tasks posted and not done: a bound on the preliminary hits held
+        self.backlog = threading.BoundedSemaphore(TRACE_BACKLOG * self.traceback_threads)
         self.jobs = volume_jobs(db, 4 * self.prelim_threads if self.prelim_threads > 1 else 1)
-        self.pool = None  # where a job's gapped chunks run, while texts() runs
+        self.pool = None  # the CPU pool (gapped pieces, traceback tasks), while texts() runs
         self.stop = threading.Event()
         self.errors: list = []
         self.lock = threading.Lock()
@@ -353,7 +357,8 @@ class Pipeline:
                 merged[batch_id] = {}
                 joins[batch_id] = [_QueryJoin(payload, q) for q in range(len(payload.queries))]
             elif stream:
-                self._post_tasks(joins[batch_id], trace_tasks(payload.by_query, self.options))
+                self._post_tasks(batch_id, joins[batch_id],
+                                trace_tasks(payload.by_query, self.options))
                 pending[batch_id] -= 1
             else:
                 for q, subjects in payload.by_query.items():
@@ -364,7 +369,7 @@ class Pipeline:
                 del pending[next_batch]
                 batch_joins, hits = joins.pop(next_batch), merged.pop(next_batch)
                 if hits:
-                    self._post_tasks(batch_joins, trace_tasks(hits, self.options))
+                    self._post_tasks(next_batch, batch_joins, trace_tasks(hits, self.options))
                 for join in batch_joins:
                     with self.lock:
                         join.sealed = True
@@ -372,15 +377,24 @@ class Pipeline:
                     if complete:
                         self._finish(join)
                 next_batch += 1
-        for _ in range(self.traceback_threads):
-            self._put(self.trace_q, _END)
+        # every traceback task done (the backlog whole again): the results are all out
+        for _ in range(TRACE_BACKLOG * self.traceback_threads):
+            self._acquire(self.backlog)
+        self._put(self.result_q, _END)
 
-    def _post_tasks(self, joins: list, tasks: list) -> None:
+    def _post_tasks(self, batch_id: int, joins: list, tasks: list) -> None:
+        """Traceback tasks to the CPU pool: earlier batches first, then the most work."""
         for task in tasks:
             join = joins[task.query_index]
+            self._acquire(self.backlog)
             with self.lock:
                 join.remaining += 1
-            self._put(self.trace_q, (join, task))
+            self.pool.submit((1, batch_id, -task.work), self._trace_task, join, task)
+
+    def _acquire(self, semaphore) -> None:
+        while not semaphore.acquire(timeout=POLL_SECONDS):
+            if self.stop.is_set():
+                raise _Stop
 
     def _finish(self, join) -> None:
         """Assemble and format a query's result, once all its subjects are traced."""
@@ -391,13 +405,15 @@ class Pipeline:
         result = query_result(plan.first_index + join.q, query, join.traced, self.options)
         self._put(self.result_q, (result.query_index, self.render(query, result)))
 
-    def _traceback_worker(self):
-        """Trace (query, subject) tasks; the thread that traces the last subject of a query
-        whose batch is complete assembles and formats that query's result."""
+    def _trace_task(self, join, task) -> None:
+        """Trace one (query, subject) task on the CPU pool; the task that traces the last
+        subject of a query whose batch is complete assembles and formats that query's
+        result. A failure stops the run, as in the stage threads."""
         from .engine import trace
 
-        while (item := self._get(self.trace_q)) is not _END:
-            join, task = item
+        try:
+            if self.stop.is_set():
+                return
             plan = join.plan
             pair = trace(task, plan.queries[join.q], plan.batch, plan.stats, self.db,
                          self.options)
@@ -407,7 +423,14 @@ class Pipeline:
                 complete = join.sealed and join.remaining == 0
             if complete:
                 self._finish(join)
-        self._put(self.result_q, _END)
+        except _Stop:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - handed to the writer thread
+            with self.lock:
+                self.errors.append(exc)
+            self.stop.set()
+        finally:
+            self.backlog.release()
 
     def shared_scans(self, plan):
         """The batch's SharedScans when the backend scans whole volumes faster than parts."""
@@ -417,25 +440,15 @@ class Pipeline:
 
     def texts(self):
         """Each query's output text, in input order, produced by the stage threads."""
-        from .tasks import INLINE, TaskPool
+        from .tasks import PriorityPool
 
-        # the prelim workers keep the threads busy when there are as many jobs; a pool beside
-        # them would only oversubscribe the cores (and a thread preempted holding the GIL
-        # stalls the others)
-        self.pool = INLINE if len(self.jobs) >= self.prelim_threads else \
-            TaskPool(self.prelim_threads)
+        self.pool = PriorityPool(self.traceback_threads)
         threads = [self._run("reader", self._reader), self._run("planner", self._planner),
                    self._run("collector", self._collector)]
         threads += [self._run(f"prelim{i}", self._prelim_worker) for i in range(self.prelim_threads)]
-        threads += [self._run(f"traceback{i}", self._traceback_worker)
-                    for i in range(self.traceback_threads)]
-        waiting, next_index, ended = {}, 0, 0
+        waiting, next_index = {}, 0
         try:
-            while ended < self.traceback_threads:
-                item = self._get_result()
-                if item is _END:
-                    ended += 1
-                    continue
+            while (item := self._get_result()) is not _END:
                 index, text = item
                 waiting[index] = text
                 while next_index in waiting:

@@ -43,6 +43,69 @@ def test_modes_and_thread_counts_give_identical_output(case):
         assert search(case, mode, threads, f"{mode}{threads}.out") == reference, (mode, threads)
 
 
+def test_gapped_stage_in_pieces_by_context_gives_identical_output(case, monkeypatch):
+    from gblastn import engine
+
+    reference = search(case, "serial", 1, "serial-whole-chunks.out")
+    split = []
+    real = engine.context_pieces
+
+    def spy(contexts, lo, hi, parts):
+        pieces = real(contexts, lo, hi, parts)
+        split.append(len(pieces))
+        return pieces
+
+    monkeypatch.setattr(engine, "MIN_PIECE_HITS", 1)
+    monkeypatch.setattr(engine, "context_pieces", spy)
+    assert search(case, "serial", 4, "serial-pieces.out") == reference
+    assert search(case, "pipeline", 4, "pipeline-pieces.out") == reference
+    assert max(split) > 1
+
+
+def test_context_pieces_hold_whole_contexts_in_hit_order():
+    from gblastn.engine import context_pieces
+
+    rng = np.random.default_rng(5)
+    contexts = rng.integers(0, 9, 5000)
+    pieces = context_pieces(contexts, 1000, 4000, 4)
+    assert len(pieces) == 4
+    every = np.concatenate(pieces)
+    assert np.array_equal(np.sort(every), np.arange(3000))
+    for piece in pieces:
+        assert np.all(np.diff(piece) > 0)
+    owners = [{int(c) for c in contexts[1000 + piece]} for piece in pieces]
+    assert sum(len(o) for o in owners) == len(set().union(*owners))  # no context shared
+    assert context_pieces(contexts, 0, 100, 4) == [None]          # too few hits to split
+    assert context_pieces(np.zeros(5000, dtype=np.int64), 0, 5000, 4) == [None]
+
+
+def test_priority_pool_runs_the_most_urgent_first_and_cancels_on_close():
+    import threading
+
+    from gblastn.tasks import PriorityPool
+
+    pool = PriorityPool(1)
+    gate, ran = threading.Event(), []
+    blocker = pool.submit((0,), gate.wait)
+    futures = [pool.submit((1, -work), ran.append, work) for work in (3, 9, 1)]
+    futures.append(pool.submit((0,), ran.append, "gapped"))
+    gate.set()
+    blocker.result()
+    for future in futures:
+        future.result()
+    assert ran == ["gapped", 9, 3, 1]
+    with pytest.raises(ZeroDivisionError):
+        pool.submit((0,), lambda: 1 / 0).result()
+    assert pool.map(lambda x: x * x, range(5)) == [0, 1, 4, 9, 16]
+    gate.clear()
+    blocker = pool.submit((0,), gate.wait)
+    waiting = pool.submit((0,), ran.append, "never")
+    pool.close()
+    gate.set()
+    assert waiting.cancelled() and "never" not in ran
+    assert pool.submit((0,), ran.append, "late").cancelled()
+
+
 def test_traceback_waits_for_the_whole_batch_when_a_hit_list_limit_can_bind(case,
                                                                           monkeypatch):
     from gblastn import engine
