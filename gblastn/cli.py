@@ -112,8 +112,8 @@ def search_command(
     device: str = typer.Option("auto", "-device", help="auto, gpu or cpu."),
     gpu_id: int = typer.Option(0, "-gpu_id"),
     mode: str = typer.Option("pipeline", "-mode", help="pipeline (stages overlap in threads) or serial."),
-    prelim_threads: int = typer.Option(0, "-prelim_threads", help="Threads for scanning and extension (0: -num_threads)."),
-    traceback_threads: int = typer.Option(0, "-traceback_threads", help="Threads for traceback (0: -num_threads)."),
+    prelim_threads: int = typer.Option(0, "-prelim_threads", help="Threads for scanning and ungapped extension (0: -num_threads)."),
+    traceback_threads: int = typer.Option(0, "-traceback_threads", help="Threads for gapped extension and traceback (0: -num_threads)."),
     stage_times: bool = typer.Option(False, "-stage_times", help="Print the time spent in each stage on stderr."),
 ) -> None:
     from .errors import OptionsError
