@@ -277,16 +277,22 @@ class Pipeline:
             except queue.Empty:
                 continue
 
+    @contextmanager
+    def _failure_stops_the_run(self):
+        """Any error inside is handed to the writer thread and stops every stage."""
+        try:
+            yield
+        except _Stop:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - handed to the writer thread
+            with self.lock:
+                self.errors.append(exc)
+            self.stop.set()
+
     def _run(self, name, body):
         def target():
-            try:
+            with self._failure_stops_the_run():
                 body()
-            except _Stop:
-                pass
-            except BaseException as exc:  # noqa: BLE001 - handed to the writer thread
-                with self.lock:
-                    self.errors.append(exc)
-                self.stop.set()
         thread = threading.Thread(target=target, name=f"gblastn-{name}", daemon=True)
         thread.start()
         return thread
@@ -412,23 +418,18 @@ class Pipeline:
         from .engine import trace
 
         try:
-            if self.stop.is_set():
-                return
-            plan = join.plan
-            pair = trace(task, plan.queries[join.q], plan.batch, plan.stats, self.db,
-                         self.options)
-            with self.lock:
-                join.traced.append(pair)
-                join.remaining -= 1
-                complete = join.sealed and join.remaining == 0
-            if complete:
-                self._finish(join)
-        except _Stop:
-            pass
-        except BaseException as exc:  # noqa: BLE001 - handed to the writer thread
-            with self.lock:
-                self.errors.append(exc)
-            self.stop.set()
+            with self._failure_stops_the_run():
+                if self.stop.is_set():
+                    return
+                plan = join.plan
+                pair = trace(task, plan.queries[join.q], plan.batch, plan.stats, self.db,
+                             self.options)
+                with self.lock:
+                    join.traced.append(pair)
+                    join.remaining -= 1
+                    complete = join.sealed and join.remaining == 0
+                if complete:
+                    self._finish(join)
         finally:
             self.backlog.release()
 
