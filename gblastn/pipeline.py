@@ -15,8 +15,8 @@ Two drivers give byte-identical output:
   extensions, in pieces, to the CPU pool; the collector waits until every volume of a batch is in
   and posts one traceback task per (query, subject) to the same pool. The pool's threads take
   gapped pieces before traceback tasks (the next tracebacks wait for them), and traceback tasks
-  the most work first; the thread that traces a subject formats its lines, and the one that
-  traces a query's last subject joins them; the writer prints results in input order. Queue depths bound what is in flight, so a list of
+  the most work first; the thread that traces a query's last subject formats its output; the
+  writer prints results in input order. Queue depths bound what is in flight, so a list of
   100,000 queries is never held in memory at once. The numba stages release the GIL, so the
   workers run in parallel.
 
@@ -159,34 +159,13 @@ def _preload(db, backend) -> threading.Thread:
     return thread
 
 
-class QueryText:
-    """Formats a query's output. The pipeline formats each subject's lines on the pool thread
-    that traced it (`subject`), beside the other threads' tracebacks; a query completes only
-    when its whole batch is in, and formatting all of a batch's queries then, one after the
-    other, was the last third of a second of a search of 220 queries."""
-
-    def __init__(self, fmt, db, db_name: str):
-        self.fmt, self.db, self.db_name = fmt, db, db_name
-
-    def subject(self, query, ordinal: int, hsps) -> str:
-        from .hsp import SubjectHits
-        from .output.tabular import subject_text
-
-        with TIMES.stage("output"):
-            return subject_text(self.fmt, query, SubjectHits(ordinal, hsps), self.db)
-
-    def __call__(self, query, result, subject_texts: dict | None = None) -> str:
-        from .output.tabular import format_query
-
-        with TIMES.stage("output"):
-            return format_query(self.fmt, query, result, self.db, db_name=self.db_name,
-                                subject_texts=subject_texts)
-
-
 def _search_into(out, fmt, files, db, options, output, backend, settings) -> int:
-    from .output.tabular import write_footer
+    from .output.tabular import format_query, write_footer
 
-    render = QueryText(fmt, db, output.db_name)
+    def render(query, result):
+        with TIMES.stage("output"):
+            return format_query(fmt, query, result, db, db_name=output.db_name)
+
     if settings.mode == "serial":
         texts = (render(q, r) for q, r in _serial_results(files, db, options, backend))
     else:
@@ -258,7 +237,7 @@ class Pipeline:
     def __init__(self, files, db, options, backend, settings: RunSettings, render):
         threads = options.num_threads
         self.files, self.db, self.options, self.backend = files, db, options, backend
-        self.render = render  # QueryText
+        self.render = render  # (query, result) -> the query's output text
         # Within one batch the stages run one after the other (traceback needs every volume's
         # preliminary hits), so each stage may use all the threads; they only overlap
         # between batches, where the slight oversubscription keeps every core busy.
@@ -424,18 +403,18 @@ class Pipeline:
                 raise _Stop
 
     def _finish(self, join) -> None:
-        """Assemble a query's result and join its text, once all its subjects are traced."""
+        """Assemble and format a query's result, once all its subjects are traced."""
         from .engine import query_result
 
         plan = join.plan
         query = plan.queries[join.q]
         result = query_result(plan.first_index + join.q, query, join.traced, self.options)
-        self._put(self.result_q, (result.query_index, self.render(query, result, join.texts)))
+        self._put(self.result_q, (result.query_index, self.render(query, result)))
 
     def _trace_task(self, join, task) -> None:
-        """Trace and format one (query, subject) task on the CPU pool; the task that traces
-        the last subject of a query whose batch is complete assembles that query's result.
-        A failure stops the run, as in the stage threads."""
+        """Trace one (query, subject) task on the CPU pool; the task that traces the last
+        subject of a query whose batch is complete assembles and formats that query's
+        result. A failure stops the run, as in the stage threads."""
         from .engine import trace
 
         try:
@@ -443,12 +422,10 @@ class Pipeline:
                 if self.stop.is_set():
                     return
                 plan = join.plan
-                query = plan.queries[join.q]
-                pair = trace(task, query, plan.batch, plan.stats, self.db, self.options)
-                text = self.render.subject(query, *pair)
+                pair = trace(task, plan.queries[join.q], plan.batch, plan.stats, self.db,
+                             self.options)
                 with self.lock:
                     join.traced.append(pair)
-                    join.texts[pair[0]] = text
                     join.remaining -= 1
                     complete = join.sealed and join.remaining == 0
                 if complete:
@@ -515,7 +492,6 @@ class _QueryJoin:
     remaining: int = 0     # tasks posted and not traced yet
     sealed: bool = False   # every task of the query is posted (its batch is complete)
     traced: list = field(default_factory=list)
-    texts: dict = field(default_factory=dict)  # ordinal -> the subject's output lines
 
 
 class _Turnstile:

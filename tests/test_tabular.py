@@ -17,8 +17,7 @@ from gblastn.hsp import OP_DEL, OP_INS, OP_SUB, Hsps, QueryResult, SubjectHits
 from gblastn.options import make_options
 from gblastn.output.tabular import (DEFAULT_COLUMNS, TabularFormat, btop, coverage_percent,
                                     display_hsp, format_bitscore, format_evalue,
-                                    format_percent, format_query, subject_text, write_footer,
-                                    write_header, write_query)
+                                    format_percent, write_footer, write_header, write_query)
 from gblastn.query import Query, build_batch
 from gblastn.stats import bit_scores, evalues, prepare_statistics
 
@@ -197,26 +196,6 @@ def test_write_query_columns_and_coverage():
         "0", "0", "1", "13", "34", "22", "0.20", "21.0", "13", "0", "minus", "1/-1", "-1",
         "100", "93", "100", "13", "13"]
     assert lines[7] == "# BLAST processed 1 queries"
-
-
-@pytest.mark.parametrize("spec", ["6", "7 qseqid sseqid slen qcovs qcovus qcovhsp pident evalue",
-                                  "6 std qseq sseq btop"])
-def test_subject_texts_joined_are_the_query_text(spec):
-    """The pipeline formats each subject's lines as it is traced and joins them when the
-    query completes: the same text as formatting the query whole."""
-    subject = "GG" + "ACGTACGTTTGCAA" + "CCCC" + "TTGCAAACGTACGT" + "GG"
-    db = FakeDb([("s1", "s1", "one", subject), ("s2", "s2", "two", subject[::-1])])
-    query = Query("q1", "q1", encode_blastna(QUERY), np.zeros(14, bool))
-    first = _hsps([(0, 0, 14, 2, 16, 12, 1e-5, 25.1, [(OP_SUB, 14)]),
-                   (1, 1, 14, 21, 34, 13, 0.2, 21.0, [(OP_SUB, 13)])])
-    second = _hsps([(0, 2, 12, 5, 15, 9, 0.5, 18.3, [(OP_SUB, 10)])])
-    subjects = [SubjectHits(1, second), SubjectHits(0, first)]
-    result = QueryResult(0, "q1", "q1", 14, subjects)
-    fmt = TabularFormat.parse(spec)
-    texts = {s.ordinal: subject_text(fmt, query, s, db) for s in subjects}
-    whole = format_query(fmt, query, result, db, db_name="db")
-    assert format_query(fmt, query, result, db, db_name="db", subject_texts=texts) == whole
-    assert whole.count("\t") and texts[0] and texts[1]
 
 
 def test_header_without_hits_has_no_fields_line():

@@ -676,33 +676,20 @@ def _alignment_columns(columns, hsps, qlen: int) -> dict:
 _STRAND_TEXT = {"sstrand": ("plus", "minus"), "sframe": ("1", "-1"), "frames": ("1/1", "1/-1")}
 
 
-def write_query(out: TextIO, fmt: TabularFormat, query, result, db, *, db_name: str,
-                subject_texts: dict | None = None) -> None:
+def write_query(out: TextIO, fmt: TabularFormat, query, result, db, *, db_name: str) -> None:
     """All output lines of one query: the outfmt 7 header (when asked for), then one line
-    per HSP, subjects and HSPs in the order `result` holds them. `subject_texts` (ordinal ->
-    subject_text) holds subjects' lines formatted ahead; the others are formatted here."""
+    per HSP, subjects and HSPs in the order `result` holds them."""
     num_hits = sum(len(subject.hsps) for subject in result.subjects)
     write_header(out, fmt, query, db_name, num_hits)
     subjects = [subject for subject in result.subjects if len(subject.hsps)]
-    if subject_texts is not None:
-        out.write("".join(subject_texts[subject.ordinal] for subject in subjects))
-    elif subjects:
+    if subjects:
         out.write("\n".join(_query_lines(fmt, query, db, subjects)) + "\n")
 
 
-def subject_text(fmt: TabularFormat, query, subject, db) -> str:
-    """The lines write_query prints for one subject's HSPs (SubjectHits), each ending with a
-    newline: a query's lines are its subjects' lines end to end."""
-    if not len(subject.hsps):
-        return ""
-    return "\n".join(_query_lines(fmt, query, db, [subject])) + "\n"
-
-
-def format_query(fmt: TabularFormat, query, result, db, *, db_name: str,
-                 subject_texts: dict | None = None) -> str:
+def format_query(fmt: TabularFormat, query, result, db, *, db_name: str) -> str:
     """write_query's text, as a string."""
     text = io.StringIO()
-    write_query(text, fmt, query, result, db, db_name=db_name, subject_texts=subject_texts)
+    write_query(text, fmt, query, result, db, db_name=db_name)
     return text.getvalue()
 
 
