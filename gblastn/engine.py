@@ -120,7 +120,8 @@ def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHit
     database order: `ungapped_turn`, when given, is a context manager that waits for this
     job's turn around the ungapped stage. With `shared_scans` (a SharedScans), the whole
     volume is scanned once and each subject range takes its share of the seeds."""
-    from .gapped import extend_hits, gapped_hsps, hit_contexts
+    from .gapped import extend_hits, hit_contexts
+    from .hsp import chunk_rows, hsps_from_rows, merge_chunk_rows
     from .ungapped import extend_seeds
 
     with TIMES.stage("database load"):
@@ -165,18 +166,19 @@ def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHit
     per_subject: dict = {}
     results = pool.map(gapped_piece, pieces)
     # chunks in order, so each subject's chunks are merged in order
-    for c, found in _chunk_results(pieces, results):
-        with TIMES.stage("gapped"):
-            hsps = gapped_hsps(found)
-        if len(hsps) == 0:
-            continue
-        shift_subject(hsps, int(chunks.start[c]))
-        subject = int(chunks.local_index[c])
-        previous = per_subject.get(subject)
-        per_subject[subject] = hsps if previous is None else \
-            merge_chunk_hsps(previous, hsps, int(chunks.start[c]))
-    for subject, hsps in per_subject.items():
-        file_subject(volume.first_ordinal + subject, hsps, batch, stats, options, prelim)
+    with TIMES.stage("gapped"):
+        for c, found in _chunk_results(pieces, results):
+            if found.shape[0] == 0:
+                continue
+            start = int(chunks.start[c])
+            rows = chunk_rows(found, start)
+            subject = int(chunks.local_index[c])
+            previous = per_subject.get(subject)
+            per_subject[subject] = rows if previous is None else merge_chunk_rows(
+                previous, rows, start, DBSEQ_CHUNK_OVERLAP, OVERLAP_DIAG_CLOSE)
+    for subject, rows in per_subject.items():
+        file_subject(volume.first_ordinal + subject, hsps_from_rows(rows), batch, stats,
+                     options, prelim)
 
 
 MIN_PIECE_HITS = 256  # a chunk with more initial hits is extended in pieces, by context
@@ -224,63 +226,7 @@ def _chunk_results(pieces: list, results: list):
         k = end
 
 
-def shift_subject(hsps: Hsps, offset: int) -> None:
-    """Chunk-relative subject coordinates to whole-subject ones (Blast_HSPListAdjustOffsets)."""
-    if offset:
-        hsps.s_start = hsps.s_start + offset
-        hsps.s_end = hsps.s_end + offset
-        hsps.s_gapped_start = hsps.s_gapped_start + offset
-
-
-OVERLAP_DIAG_CLOSE = 10
-
-
-def merge_chunk_hsps(combined: Hsps, new: Hsps, split: int) -> Hsps:
-    """Blast_HSPListsMerge for successive subject chunks, without traceback (allow_gap false):
-    an HSP of the new chunk that starts in the overlap strip and lies on the same diagonal as
-    one of the previous chunk's HSPs reaching into the strip is folded into it."""
-    keep_new = np.ones(len(new), dtype=bool)
-    old_in_strip = np.flatnonzero(combined.s_end > split)
-    new_in_strip = np.flatnonzero(new.s_start < split + DBSEQ_CHUNK_OVERLAP)
-    for i in old_in_strip:
-        for j in new_in_strip:
-            if not keep_new[j] or combined.context[i] != new.context[j]:
-                continue
-            end_diag = int(combined.q_end[i]) - int(combined.s_end[i])
-            start_diag = int(new.q_start[j]) - int(new.s_start[j])
-            if abs(end_diag - start_diag) < OVERLAP_DIAG_CLOSE and _merge_two(combined, i, new, j):
-                keep_new[j] = False
-    merged = concat_hsps([combined, new.take(keep_new)])
-    return merged.take(score_order(merged))
-
-
-def _merge_two(a: Hsps, i: int, b: Hsps, j: int) -> bool:
-    """s_BlastMergeTwoHSPs with allow_gap false: same diagonal and overlapping."""
-    if (int(a.s_start[i]) - int(b.s_start[j])) - (int(a.q_start[i]) - int(b.q_start[j])):
-        return False
-
-    def inside(q, s):
-        return a.q_start[i] <= q <= a.q_end[i] and a.s_start[i] <= s <= a.s_end[i]
-
-    if not (inside(b.q_start[j], b.s_start[j]) or inside(b.q_end[j], b.s_end[j])):
-        return False
-    density = (int(a.score[i]) + int(b.score[j])) / (
-        (int(a.q_end[i]) - int(a.q_start[i])) + (int(b.q_end[j]) - int(b.q_start[j])))
-    a.q_start[i] = min(a.q_start[i], b.q_start[j])
-    a.s_start[i] = min(a.s_start[i], b.s_start[j])
-    a.q_end[i] = max(a.q_end[i], b.q_end[j])
-    a.s_end[i] = max(a.s_end[i], b.s_end[j])
-    if b.score[j] > a.score[i]:
-        a.q_gapped_start[i], a.s_gapped_start[i] = b.q_gapped_start[j], b.s_gapped_start[j]
-        a.score[i] = b.score[j]
-    a.score[i] = max(int(density * (int(a.q_end[i]) - int(a.q_start[i]))), int(a.score[i]))
-    return True
-
-
-def concat_hsps(parts: list) -> Hsps:
-    fields = ("context", "q_start", "q_end", "s_start", "s_end", "score",
-              "q_gapped_start", "s_gapped_start")
-    return Hsps(*(np.concatenate([getattr(p, f) for p in parts]).astype(np.int32) for f in fields))
+OVERLAP_DIAG_CLOSE = 10  # diagonals within which HSPs of successive chunks are merged
 
 
 def score_order(hsps: Hsps) -> np.ndarray:

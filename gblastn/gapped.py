@@ -14,8 +14,7 @@ from numba import njit
 from .alphabet import score_matrix
 from .dynprog import prelim_dp_extend_in
 from .greedy import greedy_gapped_alignment
-from .hsp import Hsps, alloc_tree, hsps_from_rows, purge_common_endpoints, score_order, \
-    tree_add, tree_contains
+from .hsp import Hsps, alloc_tree, chunk_rows, hsps_from_rows, tree_add, tree_contains
 
 
 @njit(cache=True, nogil=True)
@@ -170,5 +169,4 @@ def extend_hits(hits_q_start, hits_s_start, hits_length, hits_score, batch, pack
 def gapped_hsps(rows: np.ndarray) -> Hsps:
     """A chunk's gapped HSPs from extend_hits' rows (in hit order): common endpoints
     purged, sorted by score."""
-    hsps = purge_common_endpoints(hsps_from_rows(rows), purge=True)
-    return hsps.take(score_order(hsps))
+    return hsps_from_rows(chunk_rows(np.ascontiguousarray(rows, dtype=np.int64), 0))

@@ -736,3 +736,71 @@ def fails_identity_or_length(ident: int, length: int, perc_identity: float,
                              min_hit_length: int = 0) -> bool:
     """s_HSPTest: below the percent identity or shorter than the minimum hit length."""
     return ident * 100.0 < length * perc_identity or length < min_hit_length
+
+
+# ----------------------------------------------------------------------------------------------
+# a subject's preliminary HSPs, chunk by chunk, as rows [n, 8] (hsp_rows order): each chunk's
+# purge, sort and merge in compiled code, since the prelim threads do it for every chunk (1,611
+# of them on synth 8G) and the Python version held the GIL for half a second there
+
+
+@_nb.njit(cache=True, nogil=True)
+def chunk_rows(rows, offset):
+    """A chunk's gapped HSPs (rows from the gapped stage, in hit order): common endpoints
+    purged (Blast_HSPListPurgeHSPsWithCommonEndpoints), sorted by score, and the subject
+    coordinates moved by the chunk's `offset` (Blast_HSPListAdjustOffsets)."""
+    n = rows.shape[0]
+    kept, _, _, _, _ = purge_rows(rows, np.zeros(n + 1, dtype=np.int64),
+                                  np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int32),
+                                  True)
+    out = kept[score_order_rows(kept)]
+    for i in range(out.shape[0]):
+        out[i, 3] += offset
+        out[i, 4] += offset
+        out[i, 7] += offset
+    return out
+
+
+@_nb.njit(cache=True, nogil=True)
+def merge_chunk_rows(combined, new, split, overlap, diag_close):
+    """Blast_HSPListsMerge for successive subject chunks, without traceback (allow_gap
+    false): an HSP of the new chunk that starts in the overlap strip [split, split + overlap)
+    and lies within diag_close diagonals of one of the previous chunks' HSPs reaching into
+    the strip is folded into it. `combined` is changed in place; returns the merged rows,
+    sorted by score."""
+    keep_new = np.ones(new.shape[0], dtype=np.bool_)
+    for i in range(combined.shape[0]):
+        if combined[i, 4] <= split:
+            continue
+        for j in range(new.shape[0]):
+            if new[j, 3] >= split + overlap or not keep_new[j] or combined[i, 0] != new[j, 0]:
+                continue
+            end_diag = combined[i, 2] - combined[i, 4]
+            start_diag = new[j, 1] - new[j, 3]
+            if abs(end_diag - start_diag) < diag_close and _merge_two_rows(combined, i, new, j):
+                keep_new[j] = False
+    merged = np.concatenate((combined, new[keep_new]))
+    return merged[score_order_rows(merged)]
+
+
+@_nb.njit(cache=True, nogil=True)
+def _merge_two_rows(a, i, b, j):
+    """s_BlastMergeTwoHSPs with allow_gap false: rows on the same diagonal, one reaching
+    into the other, become one (a's row i)."""
+    if (a[i, 3] - b[j, 3]) - (a[i, 1] - b[j, 1]) != 0:
+        return False
+    start_inside = a[i, 1] <= b[j, 1] <= a[i, 2] and a[i, 3] <= b[j, 3] <= a[i, 4]
+    end_inside = a[i, 1] <= b[j, 2] <= a[i, 2] and a[i, 3] <= b[j, 4] <= a[i, 4]
+    if not (start_inside or end_inside):
+        return False
+    density = (a[i, 5] + b[j, 5]) / ((a[i, 2] - a[i, 1]) + (b[j, 2] - b[j, 1]))
+    a[i, 1] = min(a[i, 1], b[j, 1])
+    a[i, 3] = min(a[i, 3], b[j, 3])
+    a[i, 2] = max(a[i, 2], b[j, 2])
+    a[i, 4] = max(a[i, 4], b[j, 4])
+    if b[j, 5] > a[i, 5]:
+        a[i, 6] = b[j, 6]
+        a[i, 7] = b[j, 7]
+        a[i, 5] = b[j, 5]
+    a[i, 5] = max(int(density * (a[i, 2] - a[i, 1])), a[i, 5])
+    return True

@@ -3,8 +3,9 @@
 import numpy as np
 
 from gblastn.alphabet import encode_blastna, score_matrix
-from gblastn.hsp import containment_keep, hsps_from_rows, new_tree, purge_common_endpoints, \
-    reevaluate_with_ambiguities, tree_add, tree_contains
+from gblastn.hsp import chunk_rows, containment_keep, hsps_from_rows, merge_chunk_rows, \
+    new_tree, purge_common_endpoints, reevaluate_with_ambiguities, score_order, tree_add, \
+    tree_contains
 
 
 def test_containment_with_diagonal_separation():
@@ -125,3 +126,85 @@ def test_indexed_tree_equals_plain_lists():
             entries = tree[0][:n]
             alive = sorted(tuple(int(v) for v in e[:6]) for e in entries if e[6])
             assert alive == held
+
+
+# -- successive subject chunks --------------------------------------------------------------
+
+def _merged_reference(combined, new, split, overlap=100, diag_close=10):
+    """Blast_HSPListsMerge (allow_gap false) for successive chunks, HSP by HSP in Python."""
+    combined = [list(r) for r in combined.tolist()]
+    new = [list(r) for r in new.tolist()]
+    keep = [True] * len(new)
+    old_in_strip = [i for i, r in enumerate(combined) if r[4] > split]
+    new_in_strip = [j for j, r in enumerate(new) if r[3] < split + overlap]
+    for i in old_in_strip:
+        for j in new_in_strip:
+            a, b = combined[i], new[j]
+            if not keep[j] or a[0] != b[0] or abs((a[2] - a[4]) - (b[1] - b[3])) >= diag_close:
+                continue
+            if (a[3] - b[3]) - (a[1] - b[1]):
+                continue
+            if not (a[1] <= b[1] <= a[2] and a[3] <= b[3] <= a[4]) and \
+                    not (a[1] <= b[2] <= a[2] and a[3] <= b[4] <= a[4]):
+                continue
+            density = (a[5] + b[5]) / ((a[2] - a[1]) + (b[2] - b[1]))
+            a[1], a[3], a[2], a[4] = min(a[1], b[1]), min(a[3], b[3]), max(a[2], b[2]), \
+                max(a[4], b[4])
+            if b[5] > a[5]:
+                a[6], a[7], a[5] = b[6], b[7], b[5]
+            a[5] = max(int(density * (a[2] - a[1])), a[5])
+            keep[j] = False
+    rows = combined + [r for r, k in zip(new, keep) if k]
+    # score desc, s_start, s_end desc, q_start, q_end desc; stable
+    return sorted(rows, key=lambda r: (-r[5], r[3], -r[4], r[1], -r[2]))
+
+
+def _chunk_hsp_rows(rng, n, s_lo, s_hi):
+    rows = np.zeros((n, 8), dtype=np.int64)
+    rows[:, 0] = rng.integers(0, 2, n)
+    length = rng.integers(20, 400, n)
+    rows[:, 1] = rng.integers(0, 300, n)
+    rows[:, 2] = rows[:, 1] + length
+    rows[:, 3] = rng.integers(s_lo, s_hi, n)
+    rows[:, 4] = rows[:, 3] + length + rng.integers(-3, 4, n)
+    rows[:, 5] = rng.integers(10, 300, n)
+    rows[:, 6] = rows[:, 1] + length // 2
+    rows[:, 7] = rows[:, 3] + length // 2
+    return rows
+
+
+def test_chunk_merge_matches_blasts_rule():
+    """merge_chunk_rows against the rule written out HSP by HSP, on HSPs crowded around the
+    strip where two chunks overlap (on one diagonal, so that many merge)."""
+    rng = np.random.default_rng(11)
+    split = 5000
+    merges = 0
+    for _ in range(300):
+        old = _chunk_hsp_rows(rng, int(rng.integers(1, 12)), split - 500, split + 50)
+        new = _chunk_hsp_rows(rng, int(rng.integers(1, 12)), split - 50, split + 150)
+        # some of the new chunk's HSPs start inside an old one, on its diagonal
+        for j in range(0, new.shape[0], 2):
+            i = int(rng.integers(old.shape[0]))
+            inside = int(rng.integers(0, old[i, 2] - old[i, 1] + 1))
+            new[j, 0] = old[i, 0]
+            new[j, 1], new[j, 3] = old[i, 1] + inside, old[i, 3] + inside
+            new[j, 2], new[j, 4] = new[j, 1] + 100, new[j, 3] + 100
+        expected = _merged_reference(old, new, split)
+        got = merge_chunk_rows(old.copy(), new, split, 100, 10)
+        assert got.tolist() == expected
+        merges += old.shape[0] + new.shape[0] - got.shape[0]
+    assert merges > 100
+
+
+def test_chunk_rows_purge_sort_and_shift():
+    rng = np.random.default_rng(2)
+    for _ in range(100):
+        rows = _chunk_hsp_rows(rng, int(rng.integers(1, 30)), 0, 2000)
+        rows[1::3, 1:4] = rows[0:-1:3, 1:4][: rows[1::3].shape[0]]  # shared starts
+        expected = purge_common_endpoints(hsps_from_rows(rows))
+        expected = expected.take(score_order(expected))
+        got = hsps_from_rows(chunk_rows(rows, 700))
+        for name in ("context", "q_start", "q_end", "score", "q_gapped_start"):
+            assert getattr(got, name).tolist() == getattr(expected, name).tolist()
+        for name in ("s_start", "s_end", "s_gapped_start"):
+            assert getattr(got, name).tolist() == (getattr(expected, name) + 700).tolist()

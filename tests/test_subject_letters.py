@@ -172,3 +172,16 @@ def test_threads_asking_for_letters_get_true_letters(long_subjects):
 
         with ThreadPoolExecutor(8) as pool:
             assert all(pool.map(ask, range(96)))
+
+
+def test_missing_granules_are_those_the_spans_touch_and_not_filled():
+    rng = np.random.default_rng(3)
+    size = reader.GRANULE * 40
+    for _ in range(200):
+        cuts = np.sort(rng.choice(size, size=2 * int(rng.integers(1, 6)), replace=False))
+        spans = cuts.reshape(-1, 2).astype(np.int64)
+        filled = rng.random(40) < 0.5
+        touched = {g for start, end in spans.tolist()
+                   for g in range(start // reader.GRANULE, -(-end // reader.GRANULE))}
+        expected = sorted(g for g in touched if not filled[g])
+        assert reader._missing_granules(filled, spans).tolist() == expected

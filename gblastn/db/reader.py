@@ -310,12 +310,25 @@ class _SharedLetters:
             self.changed.notify_all()
 
 
-def _granules(spans: np.ndarray) -> np.ndarray:
-    """The granules (sorted indices) that letter ranges `spans` ([k, 2]) touch."""
-    first = spans[:, 0] // GRANULE
-    counts = np.maximum(-(-spans[:, 1] // GRANULE) - first, 0)
-    rank = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-    return np.unique(np.repeat(first, counts) + rank)
+@njit(cache=True, nogil=True)
+def _missing_granules(filled, spans):
+    """The granules (increasing indices) that letter ranges `spans` (int64 [k, 2], in order
+    and disjoint) touch and `filled` does not mark. One compiled call: every traceback task
+    asks, and the prefilled subjects have none missing."""
+    total = 0
+    for k in range(spans.shape[0]):
+        total += max(0, -(-spans[k, 1] // GRANULE) - spans[k, 0] // GRANULE)
+    out = np.empty(total, dtype=np.int64)
+    n = 0
+    last = -1
+    for k in range(spans.shape[0]):
+        end = -(-spans[k, 1] // GRANULE)
+        for g in range(max(spans[k, 0] // GRANULE, last + 1), end):
+            if not filled[g]:
+                out[n] = g
+                n += 1
+        last = max(last, end - 1)
+    return out[:n]
 
 
 def _granule_ranges(granules: np.ndarray, length: int) -> np.ndarray:
@@ -501,8 +514,8 @@ class Database:
             if entry is None:
                 entry = _SharedLetters(int(self.lengths[ordinal]))
             self._shared[ordinal] = entry  # most recently used last
-        need = _granules(spans)
-        while (mine := entry.claim(need)) is not None:
+        need = _missing_granules(entry.filled, np.ascontiguousarray(spans, dtype=np.int64))
+        while need.size and (mine := entry.claim(need)) is not None:
             if mine.size == 0:
                 continue  # another thread unpacked (or gave up) some of ours: look again
             done = False
