@@ -144,6 +144,18 @@ def test_mixed_subjects(gpu, case):
     assert_same(gpu, table, packed, chunks)
 
 
+def test_primary_context_reference_taken_outside_pycuda_is_dropped_cleanly(gpu, case):
+    """The backend has the driver make the primary context (GIL released) before pycuda
+    retains it, then drops its own reference: taking and dropping one more leaves pycuda's
+    context alive and the scans right."""
+    from gblastn.scan.gpu import _create_primary_context
+
+    _create_primary_context(0)()
+    rng, batch, table = case
+    packed, chunks = volume(rng, batch, [5000, 120, 33000], plants=40)
+    assert_same(gpu, table, packed, chunks)
+
+
 def test_many_short_subjects(gpu, case):
     rng, batch, table = case
     lengths = rng.integers(50, 501, 100_000)
