@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .hsp import Hsps, QueryResult, SubjectHits
+from .hsp import Hsps, QueryResult, SubjectHits, score_order
 from .options import SearchOptions
 from .tasks import INLINE
 from .timing import TIMES
@@ -227,12 +227,6 @@ def _chunk_results(pieces: list, results: list):
 
 
 OVERLAP_DIAG_CLOSE = 10  # diagonals within which HSPs of successive chunks are merged
-
-
-def score_order(hsps: Hsps) -> np.ndarray:
-    """Blast_HSPListSortByScore: score desc, s_start asc, s_end desc, q_start asc, q_end desc."""
-    return np.lexsort((-hsps.q_end.astype(np.int64), hsps.q_start, -hsps.s_end.astype(np.int64),
-                       hsps.s_start, -hsps.score.astype(np.int64)))
 
 
 def file_subject(ordinal: int, hsps: Hsps, batch, stats, options, prelim: PrelimHits) -> None:
