@@ -36,6 +36,7 @@ from .timing import TIMES
 
 MAX_DBSEQ_LEN = 5_000_000      # BLAST searches longer subjects in chunks of this many letters
 DBSEQ_CHUNK_OVERLAP = 100      # ... overlapping by this much
+OVERLAP_DIAG_CLOSE = 10        # diagonals within which HSPs of successive chunks are merged
 
 
 # ----------------------------------------------------------------------------------------------
@@ -161,7 +162,8 @@ def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHit
             rows, origin = extend_hits(
                 hits.q_start[picked], hits.s_start[picked], hits.length[picked],
                 hits.score[picked], batch, packed, int(chunks.length[c]), stats, options,
-                hits.seed_q[picked], hits.seed_s[picked])
+                hits.seed_q[picked], hits.seed_s[picked],
+                None if contexts is None else contexts[picked])
         return rows, origin if part is None else part[origin]
 
     per_subject: dict = {}
@@ -225,9 +227,6 @@ def _chunk_results(pieces: list, results: list):
             origin = np.concatenate([results[i][1] for i in range(k, end)])
             yield c, rows[np.argsort(origin, kind="stable")]
         k = end
-
-
-OVERLAP_DIAG_CLOSE = 10  # diagonals within which HSPs of successive chunks are merged
 
 
 def file_subject(ordinal: int, hsps: Hsps, batch, stats, options, prelim: PrelimHits) -> None:

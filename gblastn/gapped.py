@@ -131,17 +131,20 @@ def hit_contexts(hits_q_start, batch) -> np.ndarray:
 
 
 def extend_hits(hits_q_start, hits_s_start, hits_length, hits_score, batch, packed_chunk,
-                chunk_length, stats, options, hits_seed_q=None, hits_seed_s=None) -> tuple:
+                chunk_length, stats, options, hits_seed_q=None, hits_seed_s=None,
+                hits_context=None) -> tuple:
     """prelim_gapped's extensions, without the purge: (rows, origin), the kept gapped HSPs
     as int64 rows [k, 8] (hsp_rows) in the order found, and the index of the hit each came
     from. A hit is only ever tested against HSPs of its own context, so the hits of any
-    set of contexts, extended apart, give the same rows as extended with the others."""
+    set of contexts, extended apart, give the same rows as extended with the others.
+    hits_context: the hits' contexts (hit_contexts), when the caller has them already."""
     n = int(np.asarray(hits_score).size)
     if n == 0:
         return np.zeros((0, 8), dtype=np.int64), np.zeros(0, dtype=np.int64)
     q_start = np.ascontiguousarray(hits_q_start, dtype=np.int64)
     offsets = np.ascontiguousarray(batch.context_offset, dtype=np.int64)
-    context = hit_contexts(q_start, batch)
+    context = hit_contexts(q_start, batch) if hits_context is None else \
+        np.ascontiguousarray(hits_context, dtype=np.int64)
     s_start = np.ascontiguousarray(hits_s_start, dtype=np.int64)
     length = np.ascontiguousarray(hits_length, dtype=np.int64)
     score = np.ascontiguousarray(hits_score, dtype=np.int64)
