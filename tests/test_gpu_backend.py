@@ -156,6 +156,29 @@ def test_primary_context_reference_taken_outside_pycuda_is_dropped_cleanly(gpu, 
     assert_same(gpu, table, packed, chunks)
 
 
+def test_kernels_compile_once_then_load_from_the_cache(case, tmp_path, monkeypatch):
+    """A fresh cache: the first backend calls nvcc, a second one in the same cache reads the
+    cubin and scans exactly as the CPU does."""
+    from gblastn.scan import gpu as gpu_module
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    compiled = []
+    real = gpu_module._nvcc_compile
+    monkeypatch.setattr(gpu_module, "_nvcc_compile",
+                        lambda *args: compiled.append(args[2]) or real(*args))
+    rng, batch, table = case
+    packed, chunks = volume(rng, batch, [5000, 120, 33000], plants=40)
+    for _ in range(2):
+        try:
+            backend = gpu_module.GpuBackend(0)
+        except GpuUnavailableError as exc:
+            pytest.skip(str(exc))
+        assert_same(backend, table, packed, chunks)
+        backend.release()
+    assert len(compiled) == 1
+    assert list((tmp_path / "gblastn" / "cubin").glob("*.cubin"))
+
+
 def test_many_short_subjects(gpu, case):
     rng, batch, table = case
     lengths = rng.integers(50, 501, 100_000)

@@ -18,6 +18,10 @@ pycuda is imported lazily. Its contexts belong to a thread: the backend retains 
 primary context and pushes it around each call, in whatever thread calls.
 """
 
+import contextlib
+import hashlib
+import os
+import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -79,6 +83,55 @@ def variant_defines(table: LookupTable, **tuning) -> dict:
 
 def nvcc_options(defines: dict) -> list:
     return ["-std=c++17"] + [f"-D{k}={int(v)}" for k, v in sorted(defines.items())]
+
+
+def cubin_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "gblastn", "cubin")
+
+
+def _nvcc_compile(source: str, options: list, arch: str) -> bytes:
+    from pycuda.compiler import compile as nvcc_compile
+
+    return nvcc_compile(source, options=list(options), no_extern_c=True, arch=arch,
+                        cache_dir=False)
+
+
+def cached_cubin(source: str, options: list, arch: str, compile=None) -> bytes:
+    """The cubin of `source` built by nvcc with `options` for `arch`, from gblastn's cache
+    when it holds one. pycuda's own cache runs `nvcc --version` in every process to make its
+    key, and its compiler module takes 0.1 s to import, both on the first scan's path; this
+    key names the nvcc found on PATH by its size and time instead. A cache that cannot be
+    written only costs the next run a compilation."""
+    nvcc = shutil.which("nvcc")
+    key = hashlib.sha256()
+    for part in (source, "\0".join(options), arch, nvcc or "no nvcc"):
+        key.update(part.encode() + b"\1")
+    if nvcc:
+        info = os.stat(nvcc)
+        key.update(f"{info.st_size}:{info.st_mtime_ns}".encode())
+    path = os.path.join(cubin_cache_dir(), key.hexdigest()[:32] + ".cubin")
+    try:
+        with open(path, "rb") as cached:
+            return cached.read()
+    except OSError:
+        pass
+    try:
+        cubin = (compile or _nvcc_compile)(source, options, arch)
+    except Exception as exc:  # nvcc missing or failing: pycuda raises several kinds
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise GpuUnavailableError(
+            f"-device gpu: the CUDA kernels could not be compiled ({first_line})") from None
+    partial = f"{path}.{os.getpid()}.part"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(partial, "wb") as out:
+            out.write(cubin)
+        os.replace(partial, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.remove(partial)
+    return cubin
 
 
 def _import_pycuda():
@@ -194,12 +247,10 @@ class GpuBackend:
         return self.modules[key]
 
     def _load_module(self, defines: dict):
-        """The kernels compiled with `defines` (pycuda keeps compiled modules in its disk
-        cache, so only the first run of a variant calls nvcc)."""
-        from pycuda.compiler import SourceModule
+        """The kernels compiled with `defines` (only the first run of a variant calls nvcc)."""
         major, minor = self.device.compute_capability()
-        return SourceModule(kernel_source(), options=nvcc_options(defines), no_extern_c=True,
-                            arch=f"sm_{major}{minor}")
+        cubin = cached_cubin(kernel_source(), nvcc_options(defines), f"sm_{major}{minor}")
+        return self.drv.module_from_buffer(cubin)
 
     # -- device memory ----------------------------------------------------------------------
 
