@@ -24,6 +24,7 @@ Call hierarchy (each stage its own module):
 """
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
@@ -389,8 +390,12 @@ def plan_batch(queries: list, first_index: int, db, options: SearchOptions) -> B
         if len(batch.lookup_segments):
             from .ungapped import DiagonalHash
             plan.scans = SharedScans()
-            plan.stats = prepare_statistics(batch, db.total_letters, db.num_seqs, options)
-            plan.table = build_lookup(batch, options)
+            # the table is built in compiled code that lets go of the GIL, the statistics
+            # mostly in Python: side by side, they take the time of the longer one
+            with ThreadPoolExecutor(1, thread_name_prefix="gblastn-table") as builder:
+                table = builder.submit(build_lookup, batch, options)
+                plan.stats = prepare_statistics(batch, db.total_letters, db.num_seqs, options)
+                plan.table = table.result()
             plan.diag_hash = DiagonalHash()
     return plan
 

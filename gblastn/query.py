@@ -94,15 +94,15 @@ def _merge(ranges: np.ndarray) -> np.ndarray:
     return np.array(merged, dtype=np.int32).reshape(-1, 2)
 
 
-def _complement_ranges(masked: np.ndarray, length: int) -> list:
-    segments, pos = [], 0
-    for start, end in masked:
-        if start > pos:
-            segments.append((pos, start))
-        pos = max(pos, end)
-    if pos < length:
-        segments.append((pos, length))
-    return segments
+def _complement_ranges(masked: np.ndarray, length: int) -> np.ndarray:
+    """The half-open ranges of [0, length) outside the sorted `masked` ranges, as [k, 2]
+    int64 (a range may start inside an earlier, longer one)."""
+    masked = np.asarray(masked, dtype=np.int64).reshape(-1, 2)
+    covered_to = np.maximum.accumulate(np.concatenate([[0], masked[:, 1]]))
+    starts = np.append(covered_to[:-1], covered_to[-1])
+    ends = np.append(masked[:, 0], length)
+    keep = starts < ends
+    return np.column_stack([starts[keep], ends[keep]])
 
 
 PARALLEL_MASK_LETTERS = 200_000  # below this, threads cost more than they save
@@ -116,8 +116,11 @@ def _all_masks(queries: list, options: SearchOptions) -> list:
             sum(len(q) for q in queries) < PARALLEL_MASK_LETTERS:
         return [mask_intervals(q, options) for q in queries]
     from concurrent.futures import ThreadPoolExecutor
+    # the longest first, so that no thread is left with a long query at the end
+    longest_first = sorted(range(len(queries)), key=lambda i: -len(queries[i]))
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        return list(pool.map(lambda q: mask_intervals(q, options), queries))
+        masks = {i: pool.submit(mask_intervals, queries[i], options) for i in longest_first}
+        return [masks[i].result() for i in range(len(queries))]
 
 
 def build_batch(queries: list, options: SearchOptions) -> QueryBatch:
@@ -147,14 +150,15 @@ def build_batch(queries: list, options: SearchOptions) -> QueryBatch:
             continue
         sequence[offsets[c]:offsets[c] + length] = codes
         masks.append(mask)
-        segments += [(offsets[c] + a, offsets[c] + b) for a, b in _complement_ranges(mask, length)]
+        segments.append(offsets[c] + _complement_ranges(mask, length))
     unmasked = sequence.copy()
     if not options.soft_masking:
         for c in range(n_ctx):
             for a, b in masks[c]:
                 sequence[offsets[c] + a:offsets[c] + b] = N_CODE
+    segments = np.concatenate(segments) if segments else np.zeros((0, 2), dtype=np.int64)
     return QueryBatch(queries, sequence, offsets, lengths, masks,
-                      np.array(segments, dtype=np.int32).reshape(-1, 2), unmasked)
+                      segments.astype(np.int32).reshape(-1, 2), unmasked)
 
 
 def read_queries(source) -> list:
