@@ -44,6 +44,18 @@ def test_any_input_change_compiles_again(cache_home, change):
     assert len(nvcc.calls) == 2
 
 
+def test_refresh_compiles_and_rewrites(cache_home):
+    nvcc = FakeNvcc()
+    cached_cubin("kernel", [], "sm_90", compile=nvcc)
+    (path,) = [os.path.join(cubin_cache_dir(), name) for name in os.listdir(cubin_cache_dir())]
+    with open(path, "wb") as damaged:
+        damaged.write(b"damaged")
+    assert cached_cubin("kernel", [], "sm_90", compile=nvcc) == b"damaged"
+    fresh = cached_cubin("kernel", [], "sm_90", compile=nvcc, refresh=True)
+    assert fresh == FakeNvcc()("kernel", [], "sm_90") and len(nvcc.calls) == 2
+    assert cached_cubin("kernel", [], "sm_90", compile=nvcc) == fresh
+
+
 def test_unwritable_cache_still_loads(cache_home):
     (cache_home / "gblastn").write_text("a file where the folder would go")
     nvcc = FakeNvcc()

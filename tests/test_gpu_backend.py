@@ -158,7 +158,7 @@ def test_primary_context_reference_taken_outside_pycuda_is_dropped_cleanly(gpu, 
 
 def test_kernels_compile_once_then_load_from_the_cache(case, tmp_path, monkeypatch):
     """A fresh cache: the first backend calls nvcc, a second one in the same cache reads the
-    cubin and scans exactly as the CPU does."""
+    cubin and scans exactly as the CPU does; a damaged cubin is compiled again."""
     from gblastn.scan import gpu as gpu_module
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -176,7 +176,12 @@ def test_kernels_compile_once_then_load_from_the_cache(case, tmp_path, monkeypat
         assert_same(backend, table, packed, chunks)
         backend.release()
     assert len(compiled) == 1
-    assert list((tmp_path / "gblastn" / "cubin").glob("*.cubin"))
+    (cached,) = (tmp_path / "gblastn" / "cubin").glob("*.cubin")
+    cached.write_bytes(b"not a cubin")  # a damaged cache: compiled again, then right
+    backend = gpu_module.GpuBackend(0)
+    assert_same(backend, table, packed, chunks)
+    backend.release()
+    assert len(compiled) == 2 and cached.read_bytes() != b"not a cubin"
 
 
 def test_many_short_subjects(gpu, case):

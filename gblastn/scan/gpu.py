@@ -97,12 +97,13 @@ def _nvcc_compile(source: str, options: list, arch: str) -> bytes:
                         cache_dir=False)
 
 
-def cached_cubin(source: str, options: list, arch: str, compile=None) -> bytes:
+def cached_cubin(source: str, options: list, arch: str, compile=None,
+                 refresh: bool = False) -> bytes:
     """The cubin of `source` built by nvcc with `options` for `arch`, from gblastn's cache
     when it holds one. pycuda's own cache runs `nvcc --version` in every process to make its
     key, and its compiler module takes 0.1 s to import, both on the first scan's path; this
     key names the nvcc found on PATH by its size and time instead. A cache that cannot be
-    written only costs the next run a compilation."""
+    written only costs the next run a compilation; `refresh` compiles and rewrites it."""
     nvcc = shutil.which("nvcc")
     key = hashlib.sha256()
     for part in (source, "\0".join(options), arch, nvcc or "no nvcc"):
@@ -111,11 +112,12 @@ def cached_cubin(source: str, options: list, arch: str, compile=None) -> bytes:
         info = os.stat(nvcc)
         key.update(f"{info.st_size}:{info.st_mtime_ns}".encode())
     path = os.path.join(cubin_cache_dir(), key.hexdigest()[:32] + ".cubin")
-    try:
-        with open(path, "rb") as cached:
-            return cached.read()
-    except OSError:
-        pass
+    if not refresh:
+        try:
+            with open(path, "rb") as cached:
+                return cached.read()
+        except OSError:
+            pass
     try:
         cubin = (compile or _nvcc_compile)(source, options, arch)
     except Exception as exc:  # nvcc missing or failing: pycuda raises several kinds
@@ -247,10 +249,19 @@ class GpuBackend:
         return self.modules[key]
 
     def _load_module(self, defines: dict):
-        """The kernels compiled with `defines` (only the first run of a variant calls nvcc)."""
+        """The kernels compiled with `defines` (only the first run of a variant calls nvcc).
+        A cached cubin the driver refuses (damaged, say) is compiled again."""
         major, minor = self.device.compute_capability()
-        cubin = cached_cubin(kernel_source(), nvcc_options(defines), f"sm_{major}{minor}")
-        return self.drv.module_from_buffer(cubin)
+        build = (kernel_source(), nvcc_options(defines), f"sm_{major}{minor}")
+        try:
+            return self.drv.module_from_buffer(cached_cubin(*build))
+        except self.drv.Error:
+            pass
+        try:
+            return self.drv.module_from_buffer(cached_cubin(*build, refresh=True))
+        except self.drv.Error as exc:
+            raise GpuUnavailableError(
+                f"-device gpu: the CUDA kernels could not be loaded ({exc})") from None
 
     # -- device memory ----------------------------------------------------------------------
 
