@@ -120,7 +120,7 @@ def prelim_gapped(hits_q_start, hits_s_start, hits_length, hits_score, batch, pa
     common endpoints purged, sorted by score."""
     rows, _ = extend_hits(hits_q_start, hits_s_start, hits_length, hits_score, batch,
                           packed_chunk, chunk_length, stats, options, hits_seed_q, hits_seed_s)
-    return gapped_hsps(rows)
+    return hsps_from_rows(chunk_rows(np.ascontiguousarray(rows, dtype=np.int64), 0))
 
 
 def hit_contexts(hits_q_start, batch) -> np.ndarray:
@@ -167,9 +167,3 @@ def extend_hits(hits_q_start, hits_s_start, hits_length, hits_score, batch, pack
         q_start, s_start, length, score, seed_q, seed_s, context, offsets, lengths, sequence,
         packed, int(chunk_length), cutoffs, int(stats.gap_xdrop), matrix,
         int(options.gapopen), int(options.gapextend), int(options.min_diag_separation))
-
-
-def gapped_hsps(rows: np.ndarray) -> Hsps:
-    """A chunk's gapped HSPs from extend_hits' rows (in hit order): common endpoints
-    purged, sorted by score."""
-    return hsps_from_rows(chunk_rows(np.ascontiguousarray(rows, dtype=np.int64), 0))

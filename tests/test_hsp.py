@@ -3,9 +3,32 @@
 import numpy as np
 
 from gblastn.alphabet import encode_blastna, score_matrix
-from gblastn.hsp import chunk_rows, containment_keep, hsps_from_rows, merge_chunk_rows, \
-    new_tree, purge_common_endpoints, reevaluate_with_ambiguities, score_order, tree_add, \
-    tree_contains
+from gblastn.hsp import Hsps, chunk_rows, containment_keep, hsp_rows, hsps_from_rows, \
+    merge_chunk_rows, new_tree, purge_rows, reevaluate_with_ambiguities, score_order, \
+    tree_add, tree_contains
+
+
+def purge_common_endpoints(hsps: Hsps, purge: bool = True) -> Hsps:
+    """purge_rows on Hsps (Blast_HSPListPurgeHSPsWithCommonEndpoints), as the tests state
+    cases. Of HSPs sharing (context, query start, subject start), keep the first in start order
+    (best score, then longest); likewise for shared ends.  With purge=False (BLAST's first
+    traceback pass for blastn) a loser reaching further is trimmed to begin where the winner
+    ends (or end where it begins) instead of being dropped; trimmed HSPs go to the end of the
+    list as BLAST leaves them.  Edit scripts, when present, follow their HSPs."""
+    if len(hsps) == 0:
+        return hsps
+    with_scripts = hsps.ops is not None
+    if with_scripts:
+        op_start, ops, op_len = hsps.op_start, hsps.ops, hsps.op_len
+    else:
+        op_start, ops, op_len = np.zeros(len(hsps) + 1, dtype=np.int64), \
+            np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int32)
+    rows, out_start, out_ops, out_len, _ = purge_rows(
+        hsp_rows(hsps), op_start, ops, op_len, bool(purge))
+    out = hsps_from_rows(rows)
+    if with_scripts:
+        out.op_start, out.ops, out.op_len = out_start, out_ops, out_len
+    return out
 
 
 def test_containment_with_diagonal_separation():
