@@ -125,7 +125,7 @@ def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHit
     volume is scanned once and each subject range takes its share of the seeds."""
     from .gapped import extend_hits, hit_contexts
     from .hsp import chunk_rows, hsps_from_rows, merge_chunk_rows
-    from .ungapped import extend_seeds
+    from .ungapped import extend_seeds, uses_diag_hash
 
     with TIMES.stage("database load"):
         buffer, byte_offset = volume.concat_packed()
@@ -136,19 +136,30 @@ def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHit
                                 (every_chunk.local_index < subjects.stop))
         chunks, first_chunk = every_chunk.take(picked), int(picked[0]) if picked.size else 0
     threads = options.num_threads if num_threads is None else num_threads
-    with TIMES.stage("scan"):
-        if shared_scans is None:
-            seeds = backend.find_seeds(table, buffer, chunks.byte_offset, chunks.length, threads)
-        else:
-            seeds = shared_scans.seeds(volume, lambda: backend.find_seeds(
-                table, buffer, every_chunk.byte_offset, every_chunk.length, threads))
-            seeds = seeds.of_chunks(first_chunk, first_chunk + len(chunks.length))
-    with ungapped_turn or nullcontext(), TIMES.stage("ungapped"):
-        hits = extend_seeds(seeds, table, buffer, chunks.byte_offset, chunks.length,
-                            stats.ungapped_xdrop, stats.ungapped_cutoff, stats.reduced_cutoff,
-                            options.reward, options.penalty,
-                            options.num_threads if num_threads is None else num_threads,
-                            diag_hash)
+
+    def scan(part):
+        with TIMES.stage("scan"):
+            return backend.find_seeds(table, buffer, part.byte_offset, part.length, threads)
+
+    def extend(seeds, part):
+        with ungapped_turn or nullcontext(), TIMES.stage("ungapped"):
+            return extend_seeds(seeds, table, buffer, part.byte_offset, part.length,
+                                stats.ungapped_xdrop, stats.ungapped_cutoff,
+                                stats.reduced_cutoff, options.reward, options.penalty, threads,
+                                diag_hash)
+
+    last_chunk = first_chunk + len(chunks.length)
+    if shared_scans is None:
+        hits = extend(scan(chunks), chunks)
+    elif uses_diag_hash(table):
+        # the hash must see the database in order: the whole volume's seeds are extended
+        # once, in the volume's turn, and each job takes its chunks' initial hits
+        hits = shared_scans.initial_hits(
+            volume, lambda: extend(scan(every_chunk), every_chunk)).of_chunks(first_chunk,
+                                                                              last_chunk)
+    else:
+        seeds = shared_scans.seeds(volume, lambda: scan(every_chunk))
+        hits = extend(seeds.of_chunks(first_chunk, last_chunk), chunks)
     bounds = np.searchsorted(hits.chunk, np.arange(len(chunks.length) + 1))
     contexts = hit_contexts(hits.q_start, batch) if pool.threads > 1 else None
     pieces = [(int(c), part) for c in np.flatnonzero(np.diff(bounds))
@@ -361,21 +372,30 @@ class BatchPlan:
 class SharedScans:
     """Each volume's seeds, from one scan of the whole volume shared by the jobs that search
     parts of it: a GPU call has a fixed cost of milliseconds, and the jobs would queue for
-    the device one after the other."""
+    the device one after the other. With the diagonal hash, each volume's initial hits are
+    shared instead: the hash must see the database in order, and the jobs of synth 8G
+    taking turns at it, 64 short turns each waiting for the GIL, held up the stages after
+    them for 0.6 s, where three whole-volume turns take a quarter of that."""
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.scans: dict = {}   # id(volume) -> (lock, [seeds or None])
+        self.volumes: dict = {}   # id(volume) -> (lock, {"seeds" or "hits": ...})
+
+    def _shared(self, volume, name: str, make):
+        with self.lock:
+            lock, held = self.volumes.setdefault(id(volume), (threading.Lock(), {}))
+        with lock:
+            if name not in held:
+                held[name] = make()
+            return held[name]
 
     def seeds(self, volume, scan):
         """The volume's seeds: scan() the first time, the same Seeds after."""
-        with self.lock:
-            entry = self.scans.setdefault(id(volume), (threading.Lock(), []))
-        lock, held = entry
-        with lock:
-            if not held:
-                held.append(scan())
-            return held[0]
+        return self._shared(volume, "seeds", scan)
+
+    def initial_hits(self, volume, scan_and_extend):
+        """The volume's initial hits: scan_and_extend() the first time, the same after."""
+        return self._shared(volume, "hits", scan_and_extend)
 
 
 def plan_batch(queries: list, first_index: int, db, options: SearchOptions) -> BatchPlan:

@@ -251,6 +251,9 @@ class Pipeline:
         # traceback tasks posted and not done: a bound on the preliminary hits held
         self.backlog = threading.BoundedSemaphore(TRACE_BACKLOG * self.traceback_threads)
         self.jobs = volume_jobs(db, 4 * self.prelim_threads if self.prelim_threads > 1 else 1)
+        self.volume_rank: dict = {}  # id(volume) -> its place among the jobs' volumes
+        for volume, _ in self.jobs:
+            self.volume_rank.setdefault(id(volume), len(self.volume_rank))
         self.pool = None  # the CPU pool (gapped pieces, traceback tasks), while texts() runs
         self.stop = threading.Event()
         self.errors: list = []
@@ -320,8 +323,7 @@ class Pipeline:
             if plan.table is not None:
                 turns = _Turnstile(self.stop) if uses_diag_hash(plan.table) else None
                 for number, job in enumerate(self.jobs):
-                    turn = turns.turn(number) if turns else None
-                    self._put(self.job_q, (batch_id, plan) + job + (turn,))
+                    self._put(self.job_q, (batch_id, plan) + job + (turns, number))
             batch_id += 1
         for _ in range(self.prelim_threads):
             self._put(self.job_q, _END)
@@ -330,13 +332,18 @@ class Pipeline:
         from .engine import PrelimHits, prefill_letters, prelim_search_volume
 
         while (job := self._get(self.job_q)) is not _END:
-            batch_id, plan, volume, subjects, turn = job
+            batch_id, plan, volume, subjects, turns, number = job
             self.backend = _ready(self.backend)
+            shared = self.shared_scans(plan)
+            # the diagonal hash's order: the jobs', or the volumes' when each volume is
+            # scanned and extended whole (by the first of its jobs to come)
+            turn = None if turns is None else \
+                turns.turn(self.volume_rank[id(volume)] if shared else number)
             hits = PrelimHits()
             prelim_search_volume(plan.batch, plan.table, plan.stats, volume, self.options, hits,
                                  self.backend, num_threads=1, subjects=subjects,
                                  diag_hash=plan.diag_hash, ungapped_turn=turn,
-                                 pool=self.pool, shared_scans=self.shared_scans(plan))
+                                 pool=self.pool, shared_scans=shared)
             prefill_letters(hits.by_query, self.db)
             self._put(self.prelim_q, ("volume", batch_id, hits))
         self._put(self.prelim_q, _END)

@@ -52,6 +52,13 @@ class InitialHits:
     def __len__(self) -> int:
         return int(self.chunk.size)
 
+    def of_chunks(self, first: int, end: int) -> "InitialHits":
+        """The hits of chunks [first, end), renumbered from 0 (hits are in chunk order)."""
+        lo, hi = np.searchsorted(self.chunk, [first, end])
+        return InitialHits(self.chunk[lo:hi] - np.int32(first), self.q_start[lo:hi],
+                           self.s_start[lo:hi], self.length[lo:hi], self.score[lo:hi],
+                           self.seed_q[lo:hi], self.seed_s[lo:hi])
+
 
 def nucl_score_table(reward: int, penalty: int) -> np.ndarray:
     """Score of 4 aligned bases from the XOR of query and subject bytes: each 2-bit group

@@ -147,6 +147,36 @@ def test_a_volume_scanned_once_serves_every_job_of_it(case):
     assert backend.calls == 1  # one batch, one volume, many jobs
 
 
+def test_whole_volume_hits_keep_the_diagonal_hash_in_database_order(case, monkeypatch):
+    from gblastn import engine, ungapped
+    from gblastn.db.reader import open_db
+    from gblastn.db.writer import make_db
+    from gblastn.options import make_options
+    from gblastn.query import read_queries
+
+    volumes = {**case, "db": make_db([str(case["folder"] / "db.fa")],
+                                     str(case["folder"] / "db-volumes"), max_file_sz="20KB",
+                                     progress=False)}
+    with open_db(volumes["db"]) as db:
+        assert len(db.volumes) >= 3
+        table = engine.plan_batch(read_queries(case["query"]), 0, db,
+                                  make_options("megablast")).table
+        assert ungapped.uses_diag_hash(table)
+    reference = search(volumes, "serial", 1, "serial-volumes.out")
+    extended = []
+    real = ungapped.extend_seeds
+
+    def spy(seeds, *args):
+        extended.append(len(seeds))
+        return real(seeds, *args)
+
+    monkeypatch.setattr(ungapped, "extend_seeds", spy)
+    backend = WholeVolumeScans()
+    assert search(volumes, "pipeline", 8, "whole-volume-hits.out", backend) == reference
+    # each volume scanned and extended once, though 8 threads cut it into many jobs
+    assert backend.calls == len(extended) == len(db.volumes)
+
+
 def test_failing_stage_stops_the_run_and_leaves_no_output(case, monkeypatch):
     from gblastn import engine
     from gblastn.options import make_options
