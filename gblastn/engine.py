@@ -175,7 +175,7 @@ def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHit
                 hits.q_start[picked], hits.s_start[picked], hits.length[picked],
                 hits.score[picked], batch, packed, int(chunks.length[c]), stats, options,
                 hits.seed_q[picked], hits.seed_s[picked],
-                None if contexts is None else contexts[picked])
+                None if contexts is None else contexts[picked], pool.spread)
         return rows, origin if part is None else part[origin]
 
     per_subject: dict = {}

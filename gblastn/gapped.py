@@ -30,34 +30,153 @@ def _extend_hits(q_start, s_start, length, score, context, context_offset, conte
     kept = 0
     tree = alloc_tree(n, min_diag_separation)
     held = 0
+    found = np.empty(GAPPED_FIELDS, dtype=np.int64)
     for i in range(n):
-        ctx = context[i]
-        base = context_offset[ctx]
-        qs = q_start[i] - base
-        ss = s_start[i]
-        ln = length[i]
         # skip hits inside an HSP already found (the test uses the ungapped score)
-        if tree_contains(tree, held, ctx, qs, qs + ln, ss, ss + ln, score[i],
-                         min_diag_separation):
+        if _contained(i, q_start, s_start, length, score, context, context_offset, tree, held,
+                      min_diag_separation):
             continue
-        # start from the middle of the ungapped alignment
-        res = greedy_gapped_alignment(sequence, query_words, base, context_length[ctx], packed,
-                                      0, chunk_length, True, qs + ln // 2, ss + ln // 2,
-                                      xdrop, reward, penalty, gap_open, gap_extend, False)
-        gapped_score = res[0]
-        if gapped_score < cutoffs[ctx]:
+        _greedy_from_hit(i, found, q_start, s_start, length, context, context_offset,
+                         context_length, sequence, query_words, packed, chunk_length, xdrop,
+                         reward, penalty, gap_open, gap_extend)
+        kept, held = _keep(i, found, context[i], cutoffs, rows, origin, kept, tree, held)
+    return rows[:kept], origin[:kept]
+
+
+GAPPED_FIELDS = 7  # score, q_start, q_end, s_start, s_end, q_gapped_start, s_gapped_start
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _contained(i, q_start, s_start, length, score, context, context_offset, tree, held,
+               min_diag_separation):
+    """Is initial hit i inside an HSP found so far (same context, no better score)?"""
+    ctx = context[i]
+    qs = q_start[i] - context_offset[ctx]
+    return tree_contains(tree, held, ctx, qs, qs + length[i], s_start[i], s_start[i] + length[i],
+                         score[i], min_diag_separation)
+
+
+@njit(cache=True, nogil=True)
+def _greedy_from_hit(i, found, q_start, s_start, length, context, context_offset,
+                     context_length, sequence, query_words, packed, chunk_length, xdrop, reward,
+                     penalty, gap_open, gap_extend):
+    """The score-only greedy extension of initial hit i, from the middle of its ungapped
+    alignment, into found[:GAPPED_FIELDS]. A function of the hit alone."""
+    ctx = context[i]
+    base = context_offset[ctx]
+    half = length[i] // 2
+    res = greedy_gapped_alignment(sequence, query_words, base, context_length[ctx], packed,
+                                  0, chunk_length, True, q_start[i] - base + half,
+                                  s_start[i] + half, xdrop, reward, penalty, gap_open,
+                                  gap_extend, False)
+    found[0] = res[0]
+    found[1] = res[1]
+    found[2] = res[2]
+    found[3] = res[3]
+    found[4] = res[4]
+    found[5] = res[5]
+    found[6] = res[6]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _keep(i, found, ctx, cutoffs, rows, origin, kept, tree, held):
+    """Hit i's gapped HSP `found` joins the rows when it reaches the context's cutoff.
+    Returns (kept, held)."""
+    if found[0] < cutoffs[ctx]:
+        return kept, held
+    rows[kept, 0] = ctx
+    for k in range(1, 5):
+        rows[kept, k] = found[k]  # q_start, q_end, s_start, s_end
+    rows[kept, 5] = found[0]
+    rows[kept, 6] = found[5]
+    rows[kept, 7] = found[6]
+    origin[kept] = i
+    held = tree_add(tree, held, ctx, found[1], found[2], found[3], found[4], found[0])
+    return kept + 1, held
+
+
+# ----------------------------------------------------------------------------------------------
+# a piece of many hits, extended ahead on several threads
+
+
+SPECULATE_HITS = 64   # a piece with at least this many initial hits is extended in blocks
+MAX_BLOCK = 64        # hits extended ahead at once, at most
+
+
+@njit(cache=True, nogil=True)
+def _candidates(start, want, q_start, s_start, length, score, context, context_offset, tree,
+                held, min_diag_separation):
+    """The first `want` hits from `start` on that no HSP found so far contains, and the index
+    after the last hit looked at. Every hit before that index and not among them is
+    contained now, so it will be when the in-order pass reaches it (HSPs are only added)."""
+    n = q_start.size
+    out = np.empty(min(want, n - start), dtype=np.int64)
+    got = 0
+    i = start
+    while i < n and got < want:
+        if not _contained(i, q_start, s_start, length, score, context, context_offset, tree,
+                          held, min_diag_separation):
+            out[got] = i
+            got += 1
+        i += 1
+    return out[:got], i
+
+
+@njit(cache=True, nogil=True)
+def _extend_candidate(k, candidates, found, q_start, s_start, length, context, context_offset,
+                      context_length, sequence, query_words, packed, chunk_length, xdrop, reward,
+                      penalty, gap_open, gap_extend):
+    """_greedy_from_hit of candidates[k] into found[k]: threads fill distinct rows."""
+    _greedy_from_hit(candidates[k], found[k], q_start, s_start, length, context,
+                     context_offset, context_length, sequence, query_words, packed,
+                     chunk_length, xdrop, reward, penalty, gap_open, gap_extend)
+
+
+@njit(cache=True, nogil=True)
+def _apply_block(candidates, found, q_start, s_start, length, score, context, context_offset,
+                 cutoffs, rows, origin, kept, tree, held, min_diag_separation):
+    """The in-order pass over one block: each candidate, in order, is tested against the
+    HSPs found so far (those of this block's earlier candidates included) and, when not
+    contained, its extension is kept as _extend_hits would. Returns (kept, held, extensions
+    used)."""
+    used = 0
+    for k in range(candidates.size):
+        i = candidates[k]
+        if _contained(i, q_start, s_start, length, score, context, context_offset, tree, held,
+                      min_diag_separation):
             continue
-        rows[kept, 0] = ctx
-        rows[kept, 1] = res[1]
-        rows[kept, 2] = res[2]
-        rows[kept, 3] = res[3]
-        rows[kept, 4] = res[4]
-        rows[kept, 5] = gapped_score
-        rows[kept, 6] = res[5]
-        rows[kept, 7] = res[6]
-        origin[kept] = i
-        kept += 1
-        held = tree_add(tree, held, ctx, res[1], res[2], res[3], res[4], gapped_score)
+        used += 1
+        kept, held = _keep(i, found[k], context[i], cutoffs, rows, origin, kept, tree, held)
+    return kept, held, used
+
+
+def _extend_hits_ahead(spread, q_start, s_start, length, score, context, context_offset,
+                       context_length, sequence, query_words, packed, chunk_length, cutoffs,
+                       xdrop, reward, penalty, gap_open, gap_extend, min_diag_separation):
+    """_extend_hits for a piece of many hits, with the same rows: the hits are taken in
+    blocks, each block's extensions (functions of their hits alone) run on several threads
+    (`spread`), then an in-order pass keeps those _extend_hits would have kept. A block
+    grows while all its extensions are used and shrinks when some were not (their hits
+    were inside an HSP found earlier in the same block). On synth 8G five pieces of 280-400
+    hits along 100 kb alignments took 0.1-0.5 s each on one thread."""
+    n = q_start.size
+    rows = np.empty((n, 8), dtype=np.int64)
+    origin = np.empty(n, dtype=np.int64)
+    tree = alloc_tree(n, min_diag_separation)
+    kept = held = start = 0
+    want = 1
+    while start < n:
+        candidates, start = _candidates(start, want, q_start, s_start, length, score, context,
+                                        context_offset, tree, held, min_diag_separation)
+        found = np.empty((candidates.size, GAPPED_FIELDS), dtype=np.int64)
+        spread(lambda k: _extend_candidate(
+            k, candidates, found, q_start, s_start, length, context, context_offset,
+            context_length, sequence, query_words, packed, chunk_length, xdrop, reward,
+            penalty, gap_open, gap_extend), candidates.size)
+        kept, held, used = _apply_block(candidates, found, q_start, s_start, length, score,
+                                        context, context_offset, cutoffs, rows, origin, kept,
+                                        tree, held, min_diag_separation)
+        want = min(2 * want, MAX_BLOCK) if used == candidates.size else max(1, want // 2)
     return rows[:kept], origin[:kept]
 
 
@@ -132,12 +251,14 @@ def hit_contexts(hits_q_start, batch) -> np.ndarray:
 
 def extend_hits(hits_q_start, hits_s_start, hits_length, hits_score, batch, packed_chunk,
                 chunk_length, stats, options, hits_seed_q=None, hits_seed_s=None,
-                hits_context=None) -> tuple:
+                hits_context=None, spread=None) -> tuple:
     """prelim_gapped's extensions, without the purge: (rows, origin), the kept gapped HSPs
     as int64 rows [k, 8] (hsp_rows) in the order found, and the index of the hit each came
     from. A hit is only ever tested against HSPs of its own context, so the hits of any
     set of contexts, extended apart, give the same rows as extended with the others.
-    hits_context: the hits' contexts (hit_contexts), when the caller has them already."""
+    hits_context: the hits' contexts (hit_contexts), when the caller has them already.
+    spread: a pool's spread (tasks.TaskPool.spread), with which the greedy extensions of a
+    piece of many hits run on several threads."""
     n = int(np.asarray(hits_score).size)
     if n == 0:
         return np.zeros((0, 8), dtype=np.int64), np.zeros(0, dtype=np.int64)
@@ -153,11 +274,13 @@ def extend_hits(hits_q_start, hits_s_start, hits_length, hits_score, batch, pack
     packed = np.ascontiguousarray(packed_chunk, dtype=np.uint8)
     cutoffs = np.ascontiguousarray(stats.gapped_cutoff, dtype=np.int64)
     if options.greedy:
-        return _extend_hits(
-            q_start, s_start, length, score, context, offsets, lengths, sequence,
-            batch.query_words, packed, int(chunk_length), cutoffs, int(stats.gap_xdrop),
-            int(options.reward), int(options.penalty), int(options.gapopen),
-            int(options.gapextend), int(options.min_diag_separation))
+        args = (q_start, s_start, length, score, context, offsets, lengths, sequence,
+                batch.query_words, packed, int(chunk_length), cutoffs, int(stats.gap_xdrop),
+                int(options.reward), int(options.penalty), int(options.gapopen),
+                int(options.gapextend), int(options.min_diag_separation))
+        if spread is not None and n >= SPECULATE_HITS:
+            return _extend_hits_ahead(spread, *args)
+        return _extend_hits(*args)
     seed_q = q_start if hits_seed_q is None else \
         np.ascontiguousarray(hits_seed_q, dtype=np.int64)
     seed_s = s_start if hits_seed_s is None else \

@@ -1,9 +1,9 @@
 """CPU threads for the independent pieces of a stage: the subject chunks of the gapped stage,
 the subjects of a query's traceback; and the pipeline's pool of them, most urgent first.
 
-The pieces' compiled kernels release the GIL, so they run in parallel. Only leaf tasks run on
-a pool (a task never waits on another task), so the drivers' stage threads can all share one
-pool without deadlock. Results come back in the order of the pieces, which keeps the output
+The pieces' compiled kernels release the GIL, so they run in parallel. A task never waits on
+a task still queued (only `spread` waits, and only for calls already running), so the
+drivers' stage threads can all share one pool without deadlock. Results come back in the order of the pieces, which keeps the output
 independent of the thread count.
 """
 
@@ -11,6 +11,46 @@ import heapq
 import itertools
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+
+
+class _Spread:
+    """function(k) for k in range(count), each index taken by whichever thread comes next:
+    the caller and any helper tasks. A helper that comes when every index is taken returns
+    at once, so the caller never waits for a task still queued, only for calls running."""
+
+    def __init__(self, function, count: int):
+        self.function, self.count = function, count
+        self.taken = self.finished = 0
+        self.error = None
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+
+    def work(self) -> None:
+        while True:
+            with self.lock:
+                if self.taken == self.count:
+                    return
+                k = self.taken
+                self.taken += 1
+            try:
+                self.function(k)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+                with self.lock:
+                    self.error = self.error or exc
+            with self.lock:
+                self.finished += 1
+                if self.finished == self.count:
+                    self.done.set()
+
+    def run(self, submit_helper, helpers: int) -> None:
+        if self.count == 0:
+            return
+        for _ in range(min(helpers, self.count - 1)):
+            submit_helper(self.work)
+        self.work()
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
 
 
 class TaskPool:
@@ -28,6 +68,13 @@ class TaskPool:
             return [function(item) for item in items]
         return list(self._executor.map(function, items))
 
+    def spread(self, function, count: int) -> None:
+        """function(k) for k in range(count) by the calling thread and the pool's threads
+        that are free; returns when every call has. A piece running on the pool may spread
+        its own work: it only ever waits for calls already running."""
+        helpers = 0 if self._executor is None else self.threads - 1
+        _Spread(function, count).run(self._executor and self._executor.submit, helpers)
+
     def close(self) -> None:
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
@@ -42,12 +89,15 @@ class TaskPool:
 INLINE = TaskPool(1)  # runs every piece in the calling thread
 
 
+SPREAD_PRIORITY = (-1,)  # a spread piece's helpers: work that a running piece waits for
+
+
 class PriorityPool:
     """`threads` worker threads that always take the most urgent task waiting (the lowest
     priority value; equal ones first come, first served). The pipeline's CPU work (gapped
     pieces, traceback tasks) shares one such pool: two pools of as many threads as cores
     each would give the gapped pieces, which the next tracebacks wait for, half the cores.
-    A task never waits on another task of its pool."""
+    A task never waits on a task of its pool still queued."""
 
     def __init__(self, threads: int, name: str = "gblastn-cpu"):
         self.threads = max(1, int(threads))
@@ -75,6 +125,11 @@ class PriorityPool:
         """[function(item) for item in items] on the pool's threads (called from outside it)."""
         futures = [self.submit(priority, function, item) for item in items]
         return [future.result() for future in futures]
+
+    def spread(self, function, count: int) -> None:
+        """As TaskPool.spread; the helpers go before every task waiting."""
+        _Spread(function, count).run(lambda work: self.submit(SPREAD_PRIORITY, work),
+                                     self.threads - 1)
 
     def close(self) -> None:
         """Cancel the waiting tasks; the workers leave after their current one."""

@@ -62,6 +62,16 @@ def test_gapped_stage_in_pieces_by_context_gives_identical_output(case, monkeypa
     assert max(split) > 1
 
 
+def test_gapped_extensions_spread_over_the_pool_give_identical_output(case, monkeypatch):
+    from gblastn import gapped
+
+    monkeypatch.setattr(gapped, "SPECULATE_HITS", 10**9)
+    reference = search(case, "serial", 1, "serial-in-order.out")
+    monkeypatch.setattr(gapped, "SPECULATE_HITS", 1)  # every piece extended ahead
+    assert search(case, "serial", 4, "serial-ahead.out") == reference
+    assert search(case, "pipeline", 8, "pipeline-ahead.out") == reference
+
+
 def test_context_pieces_hold_whole_contexts_in_hit_order():
     from gblastn.engine import context_pieces
 
@@ -104,6 +114,37 @@ def test_priority_pool_runs_the_most_urgent_first_and_cancels_on_close():
     gate.set()
     assert waiting.cancelled() and "never" not in ran
     assert pool.submit((0,), ran.append, "late").cancelled()
+
+
+@pytest.mark.parametrize("kind", ["priority", "task"])
+def test_spread_inside_busy_pool_tasks_finishes_every_call(kind):
+    import threading
+
+    from gblastn.tasks import PriorityPool, TaskPool
+
+    pool = PriorityPool(2) if kind == "priority" else TaskPool(2)
+    done, lock = [], threading.Lock()
+
+    def piece(p):
+        # every worker runs a piece that spreads: helpers queue behind the pieces, and each
+        # piece must finish its calls without waiting for them
+        def call(k):
+            with lock:
+                done.append((p, k))
+        pool.spread(call, 25)
+        return p
+
+    try:
+        assert pool.map(piece, range(4)) == [0, 1, 2, 3]
+        assert sorted(done) == [(p, k) for p in range(4) for k in range(25)]
+
+        def fails(k):
+            if k == 7:
+                raise ValueError("injected")
+        with pytest.raises(ValueError, match="injected"):
+            pool.spread(fails, 10)
+    finally:
+        pool.close()
 
 
 def test_traceback_waits_for_the_whole_batch_when_a_hit_list_limit_can_bind(case,
