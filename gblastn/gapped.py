@@ -24,23 +24,40 @@ def _extend_hits(q_start, s_start, length, score, context, context_offset, conte
     """Extend the initial hits in order; returns int64 rows [n, 8] (context, q_start, q_end,
     s_start, s_end, score, q_gapped_start, s_gapped_start) of the kept gapped HSPs, and the
     index of the hit each came from."""
+    _, kept, _, rows, origin, _ = _extend_hits_begin(
+        -1, q_start, s_start, length, score, context, context_offset, context_length, sequence,
+        query_words, packed, chunk_length, cutoffs, xdrop, reward, penalty, gap_open,
+        gap_extend, min_diag_separation)
+    return rows[:kept], origin[:kept]
+
+
+@njit(cache=True, nogil=True)
+def _extend_hits_begin(budget, q_start, s_start, length, score, context, context_offset,
+                       context_length, sequence, query_words, packed, chunk_length, cutoffs,
+                       xdrop, reward, penalty, gap_open, gap_extend, min_diag_separation):
+    """_extend_hits until the alignments found span more than `budget` query letters (no
+    limit when negative). Returns (the next hit, kept, held, rows, origin, tree): the state
+    to go on from."""
     n = q_start.size
     rows = np.empty((n, 8), dtype=np.int64)
     origin = np.empty(n, dtype=np.int64)
-    kept = 0
     tree = alloc_tree(n, min_diag_separation)
+    kept = 0
     held = 0
+    spent = 0
     found = np.empty(GAPPED_FIELDS, dtype=np.int64)
-    for i in range(n):
+    i = 0
+    while i < n and (budget < 0 or spent <= budget):
         # skip hits inside an HSP already found (the test uses the ungapped score)
-        if _contained(i, q_start, s_start, length, score, context, context_offset, tree, held,
-                      min_diag_separation):
-            continue
-        _greedy_from_hit(i, found, q_start, s_start, length, context, context_offset,
-                         context_length, sequence, query_words, packed, chunk_length, xdrop,
-                         reward, penalty, gap_open, gap_extend)
-        kept, held = _keep(i, found, context[i], cutoffs, rows, origin, kept, tree, held)
-    return rows[:kept], origin[:kept]
+        if not _contained(i, q_start, s_start, length, score, context, context_offset, tree,
+                          held, min_diag_separation):
+            _greedy_from_hit(i, found, q_start, s_start, length, context, context_offset,
+                             context_length, sequence, query_words, packed, chunk_length,
+                             xdrop, reward, penalty, gap_open, gap_extend)
+            spent += found[2] - found[1]
+            kept, held = _keep(i, found, context[i], cutoffs, rows, origin, kept, tree, held)
+        i += 1
+    return i, kept, held, rows, origin, tree
 
 
 GAPPED_FIELDS = 7  # score, q_start, q_end, s_start, s_end, q_gapped_start, s_gapped_start
@@ -99,7 +116,10 @@ def _keep(i, found, ctx, cutoffs, rows, origin, kept, tree, held):
 # a piece of many hits, extended ahead on several threads
 
 
-SPECULATE_HITS = 64   # a piece with at least this many initial hits is extended in blocks
+# a piece whose alignments found so far span more query letters goes on in blocks: on synth
+# 8G a few pieces of 280-400 hits along 100 kb alignments took 0.1-0.5 s each on one thread,
+# while most pieces take microseconds, for which a block's Python would cost more than it saves
+HEAVY_LETTERS = 1_000_000
 MAX_BLOCK = 64        # hits extended ahead at once, at most
 
 
@@ -150,22 +170,19 @@ def _apply_block(candidates, found, q_start, s_start, length, score, context, co
     return kept, held, used
 
 
-def _extend_hits_ahead(spread, q_start, s_start, length, score, context, context_offset,
-                       context_length, sequence, query_words, packed, chunk_length, cutoffs,
-                       xdrop, reward, penalty, gap_open, gap_extend, min_diag_separation):
-    """_extend_hits for a piece of many hits, with the same rows: the hits are taken in
-    blocks, each block's extensions (functions of their hits alone) run on several threads
-    (`spread`), then an in-order pass keeps those _extend_hits would have kept. A block
-    grows while all its extensions are used and shrinks when some were not (their hits
-    were inside an HSP found earlier in the same block). On synth 8G five pieces of 280-400
-    hits along 100 kb alignments took 0.1-0.5 s each on one thread."""
-    n = q_start.size
-    rows = np.empty((n, 8), dtype=np.int64)
-    origin = np.empty(n, dtype=np.int64)
-    tree = alloc_tree(n, min_diag_separation)
-    kept = held = start = 0
-    want = 1
-    while start < n:
+def _extend_hits_ahead(spread, *args):
+    """_extend_hits, with the same rows, for a piece that may be heavy: once its alignments
+    span HEAVY_LETTERS, the rest of its hits are taken in blocks, each block's extensions
+    (functions of their hits alone) run on several threads (`spread`), and an in-order pass
+    keeps those _extend_hits would have kept. A block grows while all its extensions are
+    used and shrinks when some were not (their hits were inside an HSP found earlier in the
+    same block)."""
+    (q_start, s_start, length, score, context, context_offset, context_length, sequence,
+     query_words, packed, chunk_length, cutoffs, xdrop, reward, penalty, gap_open, gap_extend,
+     min_diag_separation) = args
+    start, kept, held, rows, origin, tree = _extend_hits_begin(HEAVY_LETTERS, *args)
+    want = 2
+    while start < q_start.size:
         candidates, start = _candidates(start, want, q_start, s_start, length, score, context,
                                         context_offset, tree, held, min_diag_separation)
         found = np.empty((candidates.size, GAPPED_FIELDS), dtype=np.int64)
@@ -278,9 +295,7 @@ def extend_hits(hits_q_start, hits_s_start, hits_length, hits_score, batch, pack
                 batch.query_words, packed, int(chunk_length), cutoffs, int(stats.gap_xdrop),
                 int(options.reward), int(options.penalty), int(options.gapopen),
                 int(options.gapextend), int(options.min_diag_separation))
-        if spread is not None and n >= SPECULATE_HITS:
-            return _extend_hits_ahead(spread, *args)
-        return _extend_hits(*args)
+        return _extend_hits(*args) if spread is None else _extend_hits_ahead(spread, *args)
     seed_q = q_start if hits_seed_q is None else \
         np.ascontiguousarray(hits_seed_q, dtype=np.int64)
     seed_s = s_start if hits_seed_s is None else \

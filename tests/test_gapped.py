@@ -52,16 +52,20 @@ def many_hits_case(seed: int):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_extensions_spread_over_threads_keep_the_serial_rows(seed):
-    from gblastn.gapped import SPECULATE_HITS, extend_hits
+def test_extensions_spread_over_threads_keep_the_serial_rows(seed, monkeypatch):
+    from gblastn import gapped
+    from gblastn.gapped import extend_hits
     from gblastn.tasks import TaskPool
 
     case = many_hits_case(seed)
-    assert case[0].size >= SPECULATE_HITS
     serial_rows, serial_origin = extend_hits(*case)
     assert 1 < len(serial_rows) < case[0].size  # some hits kept, some contained
     backwards = lambda function, count: [function(k) for k in reversed(range(count))]
     with TaskPool(4) as pool:
-        for spread in (pool.spread, backwards):
-            rows, origin = extend_hits(*case, spread=spread)
-            assert np.array_equal(rows, serial_rows) and np.array_equal(origin, serial_origin)
+        # in blocks from the first hit on, or once the alignments span 50 kb
+        for heavy in (0, 50_000):
+            monkeypatch.setattr(gapped, "HEAVY_LETTERS", heavy)
+            for spread in (pool.spread, backwards):
+                rows, origin = extend_hits(*case, spread=spread)
+                assert np.array_equal(rows, serial_rows)
+                assert np.array_equal(origin, serial_origin)

@@ -65,9 +65,9 @@ def test_gapped_stage_in_pieces_by_context_gives_identical_output(case, monkeypa
 def test_gapped_extensions_spread_over_the_pool_give_identical_output(case, monkeypatch):
     from gblastn import gapped
 
-    monkeypatch.setattr(gapped, "SPECULATE_HITS", 10**9)
+    monkeypatch.setattr(gapped, "HEAVY_LETTERS", 10**12)
     reference = search(case, "serial", 1, "serial-in-order.out")
-    monkeypatch.setattr(gapped, "SPECULATE_HITS", 1)  # every piece extended ahead
+    monkeypatch.setattr(gapped, "HEAVY_LETTERS", 0)  # every piece extended ahead
     assert search(case, "serial", 4, "serial-ahead.out") == reference
     assert search(case, "pipeline", 8, "pipeline-ahead.out") == reference
 
