@@ -3,12 +3,13 @@ the subjects of a query's traceback; and the pipeline's pool of them, most urgen
 
 The pieces' compiled kernels release the GIL, so they run in parallel. A task never waits on
 a task still queued (only `spread` waits, and only for calls already running), so the
-drivers' stage threads can all share one pool without deadlock. Results come back in the order of the pieces, which keeps the output
-independent of the thread count.
+drivers' stage threads can all share one pool without deadlock. Results come back in the
+order of the pieces, which keeps the output independent of the thread count.
 """
 
 import heapq
 import itertools
+import queue
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -16,41 +17,31 @@ from concurrent.futures import Future, ThreadPoolExecutor
 class _Spread:
     """function(k) for k in range(count), each index taken by whichever thread comes next:
     the caller and any helper tasks. A helper that comes when every index is taken returns
-    at once, so the caller never waits for a task still queued, only for calls running."""
+    at once, so the caller never waits for a task still queued, only for calls running.
+    Indices are taken with next() on a counter and completions reported on a SimpleQueue,
+    both single C calls: no lock for a preempted thread to hold."""
 
     def __init__(self, function, count: int):
         self.function, self.count = function, count
-        self.taken = self.finished = 0
-        self.error = None
-        self.lock = threading.Lock()
-        self.done = threading.Event()
+        self.indices = itertools.count()
+        self.finished = queue.SimpleQueue()  # one item per call returned: its error or None
 
     def work(self) -> None:
-        while True:
-            with self.lock:
-                if self.taken == self.count:
-                    return
-                k = self.taken
-                self.taken += 1
+        while (k := next(self.indices)) < self.count:
             try:
                 self.function(k)
+                self.finished.put(None)
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
-                with self.lock:
-                    self.error = self.error or exc
-            with self.lock:
-                self.finished += 1
-                if self.finished == self.count:
-                    self.done.set()
+                self.finished.put(exc)
 
     def run(self, submit_helper, helpers: int) -> None:
-        if self.count == 0:
-            return
         for _ in range(min(helpers, self.count - 1)):
             submit_helper(self.work)
         self.work()
-        self.done.wait()
-        if self.error is not None:
-            raise self.error
+        errors = [self.finished.get() for _ in range(self.count)]
+        error = next((e for e in errors if e is not None), None)
+        if error is not None:
+            raise error
 
 
 class TaskPool:
@@ -97,13 +88,19 @@ class PriorityPool:
     priority value; equal ones first come, first served). The pipeline's CPU work (gapped
     pieces, traceback tasks) shares one such pool: two pools of as many threads as cores
     each would give the gapped pieces, which the next tracebacks wait for, half the cores.
-    A task never waits on a task of its pool still queued."""
+    A task never waits on a task of its pool still queued.
+
+    No Python-level lock: the heap is changed by single heapq calls (atomic under the GIL)
+    and a queue.SimpleQueue, whose put and get are C, hands each worker one token per task.
+    A Condition here made a convoy: a thread preempted while holding its lock kept the
+    workers and the submitting threads waiting (py-spy on the 8G search: a quarter of the
+    stage threads' time)."""
 
     def __init__(self, threads: int, name: str = "gblastn-cpu"):
         self.threads = max(1, int(threads))
         self._waiting: list = []
         self._order = itertools.count()
-        self._changed = threading.Condition()
+        self._tokens = queue.SimpleQueue()  # one per task pushed, one per worker on close
         self._closed = False
         self._workers = [threading.Thread(target=self._work, name=f"{name}{i}", daemon=True)
                          for i in range(self.threads)]
@@ -113,12 +110,13 @@ class PriorityPool:
     def submit(self, priority: tuple, function, *args) -> Future:
         """function(*args) as a Future; priority: a tuple, the lowest runs first."""
         future = Future()
-        with self._changed:
-            if self._closed:
-                future.cancel()
-                return future
-            heapq.heappush(self._waiting, (priority, next(self._order), future, function, args))
-            self._changed.notify()
+        if self._closed:
+            future.cancel()
+            return future
+        heapq.heappush(self._waiting, (priority, next(self._order), future, function, args))
+        self._tokens.put(None)
+        if self._closed:  # closed meanwhile: close() may have drained the heap before the push
+            self._cancel_waiting()
         return future
 
     def map(self, function, items, priority=(0,)) -> list:
@@ -133,21 +131,28 @@ class PriorityPool:
 
     def close(self) -> None:
         """Cancel the waiting tasks; the workers leave after their current one."""
-        with self._changed:
-            self._closed = True
-            waiting, self._waiting = self._waiting, []
-            self._changed.notify_all()
-        for *_, future, _, _ in waiting:
+        self._closed = True
+        self._cancel_waiting()
+        for _ in self._workers:
+            self._tokens.put(None)
+
+    def _cancel_waiting(self) -> None:
+        while True:
+            try:
+                _, _, future, _, _ = heapq.heappop(self._waiting)
+            except IndexError:
+                return
             future.cancel()
 
     def _work(self) -> None:
         while True:
-            with self._changed:
-                while not self._waiting and not self._closed:
-                    self._changed.wait()
-                if not self._waiting:
-                    return
+            self._tokens.get()
+            if self._closed:
+                return
+            try:
                 _, _, future, function, args = heapq.heappop(self._waiting)
+            except IndexError:  # taken by close()
+                continue
             if not future.set_running_or_notify_cancel():
                 continue
             try:

@@ -11,10 +11,14 @@ STAGES = ("start-up", "gpu set-up", "database load", "gpu copy", "query setup", 
 
 
 class StageTimes:
+    """Each thread keeps its own sums and spans, merged when they are read: a lock shared by
+    every stage of every thread made a convoy under the GIL (a thread preempted while
+    holding it kept the others waiting; py-spy found the 8G search's CPU threads blocked
+    there a quarter of the time)."""
+
     def __init__(self):
-        self.lock = threading.Lock()
-        self.seconds = dict.fromkeys(STAGES, 0.0)
-        self.spans: dict = {}  # stage -> [first start, last end], perf_counter seconds
+        self._local = threading.local()
+        self._tables: list = []  # every thread's (seconds, spans), in the order they came
         self.origin = time.perf_counter()
         self.report_wanted = False  # -stage_times: print report() when the search ends
         self.untimed_threads: set = set()  # idents of threads whose stages are not counted
@@ -41,20 +45,50 @@ class StageTimes:
         if threading.get_ident() in self.untimed_threads:
             return
         start = time.perf_counter() - seconds if start is None else start
-        with self.lock:
-            self.seconds[name] = self.seconds.get(name, 0.0) + seconds
-            span = self.spans.setdefault(name, [start, start + seconds])
+        sums, spans = self._own_table()
+        sums[name] = sums.get(name, 0.0) + seconds
+        span = spans.get(name)
+        if span is None:
+            spans[name] = [start, start + seconds]
+        else:
             span[0] = min(span[0], start)
             span[1] = max(span[1], start + seconds)
 
+    def _own_table(self) -> tuple:
+        table = getattr(self._local, "table", None)
+        if table is None:
+            table = self._local.table = ({}, {})
+            self._tables.append(table)  # one append per thread, atomic under the GIL
+        return table
+
+    @property
+    def seconds(self) -> dict:
+        """Seconds per stage, summed over the threads."""
+        total = dict.fromkeys(STAGES, 0.0)
+        for sums, _ in list(self._tables):
+            for name, value in list(sums.items()):
+                total[name] = total.get(name, 0.0) + value
+        return total
+
+    @property
+    def spans(self) -> dict:
+        """Per stage, [first start, last end] over the threads (perf_counter seconds)."""
+        merged: dict = {}
+        for _, spans in list(self._tables):
+            for name, (first, last) in list(spans.items()):
+                span = merged.setdefault(name, [first, last])
+                span[0], span[1] = min(span[0], first), max(span[1], last)
+        return merged
+
     def report(self) -> str:
-        total = sum(self.seconds.values())
-        parts = [f"{name} {secs:.2f}s" for name, secs in self.seconds.items() if secs > 0]
-        origin = min([self.origin] + [span[0] for span in self.spans.values()])
-        spans = [f"{name} {span[0] - origin:.2f}-{span[1] - origin:.2f}s"
-                 for name, span in self.spans.items()]
+        seconds, spans = self.seconds, self.spans
+        total = sum(seconds.values())
+        parts = [f"{name} {secs:.2f}s" for name, secs in seconds.items() if secs > 0]
+        origin = min([self.origin] + [span[0] for span in spans.values()])
+        busy = [f"{name} {span[0] - origin:.2f}-{span[1] - origin:.2f}s"
+                for name, span in spans.items()]
         return (f"stage times (summed over threads, {total:.2f}s): " + ", ".join(parts) +
-                "; busy between: " + ", ".join(spans))
+                "; busy between: " + ", ".join(busy))
 
 
 # one per process: a search run is one process
