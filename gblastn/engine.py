@@ -324,11 +324,12 @@ def trace(task: TraceTask, query, batch, stats, db, options: SearchOptions) -> t
     return task.ordinal, final
 
 
-def prefill_letters(by_query: dict, db) -> None:
+def prefill_letters(by_query: dict, db, pool=INLINE) -> None:
     """Unpack, for each long subject of preliminary hits ({query: {ordinal: Hsps}}), the
-    letters around every query's HSPs at once, before their tracebacks start. Left to the
-    tracebacks, 16 threads asking at once for the same subject's letters mostly waited for
-    one another (synth 1G, H200 host: 10 s summed for 0.76 s of traceback)."""
+    letters around every query's HSPs at once, before their tracebacks start, the subjects
+    spread over `pool`. Left to the tracebacks, 16 threads asking at once for the same
+    subject's letters mostly waited for one another (synth 1G, H200 host: 10 s summed for
+    0.76 s of traceback)."""
     from .traceback import letters_around
 
     starts, ends = {}, {}
@@ -336,12 +337,15 @@ def prefill_letters(by_query: dict, db) -> None:
         for ordinal, hsps in subjects.items():
             starts.setdefault(ordinal, []).append(hsps.s_start)
             ends.setdefault(ordinal, []).append(hsps.s_end)
-    with TIMES.stage("subject letters"):
-        for ordinal in starts:
+
+    def fill(ordinal):
+        with TIMES.stage("subject letters"):
             spans = letters_around(np.concatenate(starts[ordinal]),
                                    np.concatenate(ends[ordinal]), int(db.lengths[ordinal]))
             if spans is not None:
                 db.subject_letters(ordinal, spans)
+
+    pool.map(fill, list(starts))
 
 
 def query_result(query_index: int, query, traced: list, options: SearchOptions) -> QueryResult:
@@ -492,7 +496,7 @@ def search_batch(queries: list, first_index: int, db, options: SearchOptions, ba
         prelim_search_volume(plan.batch, plan.table, plan.stats, volume, options, prelim, backend,
                              diag_hash=plan.diag_hash, pool=pool)
     traced = [[] for _ in queries]
-    prefill_letters(prelim.by_query, db)
+    prefill_letters(prelim.by_query, db, pool)
     tasks = trace_tasks(prelim.by_query, options)
     for task, pair in zip(tasks, pool.map(lambda t: trace(t, queries[t.query_index],
                                                           plan.batch, plan.stats, db, options),
