@@ -127,8 +127,7 @@ MAX_BLOCK = 64        # hits extended ahead at once, at most
 def _candidates(start, want, q_start, s_start, length, score, context, context_offset, tree,
                 held, min_diag_separation):
     """The first `want` hits from `start` on that no HSP found so far contains, and the index
-    after the last hit looked at. Every hit before that index and not among them is
-    contained now, so it will be when the in-order pass reaches it (HSPs are only added)."""
+    after the last hit looked at: the hits worth extending ahead."""
     n = q_start.size
     out = np.empty(min(want, n - start), dtype=np.int64)
     got = 0
@@ -153,20 +152,34 @@ def _extend_candidate(k, candidates, found, q_start, s_start, length, context, c
 
 
 @njit(cache=True, nogil=True)
-def _apply_block(candidates, found, q_start, s_start, length, score, context, context_offset,
-                 cutoffs, rows, origin, kept, tree, held, min_diag_separation):
-    """The in-order pass over one block: each candidate, in order, is tested against the
-    HSPs found so far (those of this block's earlier candidates included) and, when not
-    contained, its extension is kept as _extend_hits would. Returns (kept, held, extensions
-    used)."""
+def _apply_block(start, stop, candidates, found, q_start, s_start, length, score, context,
+                 context_offset, context_length, sequence, query_words, packed, chunk_length,
+                 cutoffs, xdrop, reward, penalty, gap_open, gap_extend, min_diag_separation,
+                 rows, origin, kept, tree, held):
+    """The in-order pass over hits [start, stop), as _extend_hits makes it: each hit is
+    tested against the HSPs found so far and, when not contained, its extension is kept,
+    taken from `found` for a candidate. A hit that was contained when the candidates were
+    picked may not be now (a held HSP is dropped when a new one shares an end and wins):
+    it is extended here. Returns (kept, held, candidates' extensions used)."""
     used = 0
-    for k in range(candidates.size):
-        i = candidates[k]
+    k = 0
+    own = np.empty(GAPPED_FIELDS, dtype=np.int64)
+    for i in range(start, stop):
+        candidate = k < candidates.size and candidates[k] == i
+        if candidate:
+            k += 1
         if _contained(i, q_start, s_start, length, score, context, context_offset, tree, held,
                       min_diag_separation):
             continue
-        used += 1
-        kept, held = _keep(i, found[k], context[i], cutoffs, rows, origin, kept, tree, held)
+        if candidate:
+            used += 1
+            extension = found[k - 1]
+        else:
+            _greedy_from_hit(i, own, q_start, s_start, length, context, context_offset,
+                             context_length, sequence, query_words, packed, chunk_length,
+                             xdrop, reward, penalty, gap_open, gap_extend)
+            extension = own
+        kept, held = _keep(i, extension, context[i], cutoffs, rows, origin, kept, tree, held)
     return kept, held, used
 
 
@@ -183,17 +196,20 @@ def _extend_hits_ahead(spread, *args):
     start, kept, held, rows, origin, tree = _extend_hits_begin(HEAVY_LETTERS, *args)
     want = 2
     while start < q_start.size:
-        candidates, start = _candidates(start, want, q_start, s_start, length, score, context,
-                                        context_offset, tree, held, min_diag_separation)
+        candidates, stop = _candidates(start, want, q_start, s_start, length, score, context,
+                                       context_offset, tree, held, min_diag_separation)
         found = np.empty((candidates.size, GAPPED_FIELDS), dtype=np.int64)
         spread(lambda k: _extend_candidate(
             k, candidates, found, q_start, s_start, length, context, context_offset,
             context_length, sequence, query_words, packed, chunk_length, xdrop, reward,
             penalty, gap_open, gap_extend), candidates.size)
-        kept, held, used = _apply_block(candidates, found, q_start, s_start, length, score,
-                                        context, context_offset, cutoffs, rows, origin, kept,
-                                        tree, held, min_diag_separation)
+        kept, held, used = _apply_block(
+            start, stop, candidates, found, q_start, s_start, length, score, context,
+            context_offset, context_length, sequence, query_words, packed, chunk_length,
+            cutoffs, xdrop, reward, penalty, gap_open, gap_extend, min_diag_separation, rows,
+            origin, kept, tree, held)
         want = min(2 * want, MAX_BLOCK) if used == candidates.size else max(1, want // 2)
+        start = stop
     return rows[:kept], origin[:kept]
 
 
