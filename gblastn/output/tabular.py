@@ -20,6 +20,7 @@ from numba import njit
 from ..alphabet import COMPLEMENT_BLASTNA, IUPAC_FROM_BLASTNA, reverse_complement
 from ..errors import OptionsError
 from ..hsp import OP_DEL, OP_INS, OP_SUB
+from .linewriter import LineColumns
 
 PROGRAM_VERSION = "BLASTN 2.12.0+"
 NOT_AVAILABLE = "N/A"
@@ -586,33 +587,53 @@ def _per_subject_value(name: str, query, db, ordinal: int, per_subject: dict):
     return per_subject[name]  # qcovs, qcovus
 
 
-def _query_lines(fmt, query, db, subjects: list) -> list:
-    """The output lines of a query's HSPs (subjects and HSPs in the given order). Formatted
-    a column at a time over all of them (numpy for the coordinates, one list per column),
-    several times faster than HSP by HSP; the aligned rows (qseq, sseq, btop) and HSPs
-    without stored counts take _hsp_fields."""
+def _query_text(fmt, query, db, subjects: list) -> str:
+    """The output lines of a query's HSPs (subjects and HSPs in the given order), each ended
+    by a newline. Formatted a column at a time over all of them and written by compiled code
+    (linewriter); the aligned rows (qseq, sseq, btop) and HSPs without stored counts take
+    _hsp_fields, HSP by HSP."""
     columns = fmt.columns
     qlen = len(query)
     per_subject = [_coverages(fmt, qlen, subject.hsps) for subject in subjects]
     needs_alignment, needs_rows = _column_needs(columns)
     if needs_rows or (needs_alignment and any(s.hsps.counts is None for s in subjects)):
-        return [fmt.delimiter.join(_hsp_fields(fmt, query, db, subject.ordinal, subject.hsps,
-                                               i, extra))
-                for subject, extra in zip(subjects, per_subject)
-                for i in range(len(subject.hsps))]
+        return "".join(fmt.delimiter.join(_hsp_fields(fmt, query, db, subject.ordinal,
+                                                      subject.hsps, i, extra)) + "\n"
+                       for subject, extra in zip(subjects, per_subject)
+                       for i in range(len(subject.hsps)))
     sizes = [len(subject.hsps) for subject in subjects]
     hsps = _concatenated([subject.hsps for subject in subjects], needs_alignment)
-    values = _alignment_columns(columns, hsps, qlen) if needs_alignment else {}
+    lines = LineColumns(int(sum(sizes)))
+    numbers = _alignment_numbers(hsps, qlen) if needs_alignment else {}
+    minus = hsps.context % 2 == 1
     for name in columns:
-        if name in values:
-            continue
-        if name in _PER_HSP:
-            values[name] = _PER_HSP[name](hsps, qlen)
+        if name in numbers:
+            lines.add_int(numbers[name]())
+        elif name in ("pident", "ppos"):
+            length, nident = hsps.counts[:, 0], hsps.counts[:, 1]
+            percent = np.where(length > 0, (nident / np.maximum(length, 1)) * 100, 0.0)
+            lines.add_fixed(percent, 3 if name == "pident" else 2)
+        elif name in _STRAND_TEXT:
+            lines.add_text(list(_STRAND_TEXT[name]), minus.astype(np.int64))
+        elif name == "evalue":
+            lines.add_formatted(hsps.evalue, format_evalue)
+        elif name == "bitscore":
+            lines.add_bitscore(hsps.bitscore, format_bitscore)
+        elif name == "score":
+            lines.add_int(hsps.score)
+        elif name == "qcovhsp":
+            lines.add_int(_coverage_percents(hsps.q_end - hsps.q_start, qlen))
         else:
-            per = [str(_per_subject_value(name, query, db, subject.ordinal, extra))
-                   for subject, extra in zip(subjects, per_subject)]
-            values[name] = [value for value, size in zip(per, sizes) for _ in range(size)]
-    return [fmt.delimiter.join(fields) for fields in zip(*(values[name] for name in columns))]
+            lines.add_repeated_text(
+                [str(_per_subject_value(name, query, db, subject.ordinal, extra))
+                 for subject, extra in zip(subjects, per_subject)], sizes)
+    return lines.write(fmt.delimiter)
+
+
+def _coverage_percents(covered, query_length: int):
+    """coverage_percent of each value of an array."""
+    percent = 100.0 * np.asarray(covered, dtype=np.int64) / query_length
+    return np.where(percent < 99, percent + 0.5, percent).astype(np.int64)
 
 
 def _coverages(fmt, qlen: int, hsps) -> dict:
@@ -644,13 +665,13 @@ def _concatenated(parts: list, with_counts: bool):
     return out
 
 
-def _alignment_columns(columns, hsps, qlen: int) -> dict:
-    """The columns that come from the alignments, as lists of text."""
+def _alignment_numbers(hsps, qlen: int) -> dict:
+    """The integer columns that come from the alignments: name -> a function giving them."""
     minus = hsps.context % 2 == 1
     q_start, q_end = hsps.q_start.astype(np.int64), hsps.q_end.astype(np.int64)
     s_start, s_end = hsps.s_start.astype(np.int64), hsps.s_end.astype(np.int64)
     length, nident, gaps, gap_runs = (hsps.counts[:, k] for k in range(4))
-    numbers = {
+    return {
         "qstart": lambda: np.where(minus, qlen - q_end + 1, q_start + 1),
         "qend": lambda: np.where(minus, qlen - q_start, q_end),
         "sstart": lambda: np.where(minus, s_end, s_start + 1),
@@ -659,18 +680,6 @@ def _alignment_columns(columns, hsps, qlen: int) -> dict:
         "gaps": lambda: gaps, "gapopen": lambda: gap_runs,
         "mismatch": lambda: length - nident - gaps,
     }
-    values = {}
-    for name in columns:
-        if name in numbers:
-            values[name] = [str(v) for v in numbers[name]().tolist()]
-        elif name in ("pident", "ppos"):
-            digits = 3 if name == "pident" else 2
-            values[name] = [format_percent(a, b, digits)
-                            for a, b in zip(nident.tolist(), length.tolist())]
-        elif name in _STRAND_TEXT:
-            text = _STRAND_TEXT[name]
-            values[name] = [text[m] for m in minus.tolist()]
-    return values
 
 
 _STRAND_TEXT = {"sstrand": ("plus", "minus"), "sframe": ("1", "-1"), "frames": ("1/1", "1/-1")}
@@ -683,7 +692,7 @@ def write_query(out: TextIO, fmt: TabularFormat, query, result, db, *, db_name: 
     write_header(out, fmt, query, db_name, num_hits)
     subjects = [subject for subject in result.subjects if len(subject.hsps)]
     if subjects:
-        out.write("\n".join(_query_lines(fmt, query, db, subjects)) + "\n")
+        out.write(_query_text(fmt, query, db, subjects))
 
 
 def format_query(fmt: TabularFormat, query, result, db, *, db_name: str) -> str:
