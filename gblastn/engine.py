@@ -123,8 +123,17 @@ def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHit
     database order: `ungapped_turn`, when given, is a context manager that waits for this
     job's turn around the ungapped stage. With `shared_scans` (a SharedScans), the whole
     volume is scanned once and each subject range takes its share of the seeds."""
-    from .gapped import extend_hits, hit_contexts
-    from .hsp import chunk_rows, hsps_from_rows, merge_chunk_rows
+    gapped = volume_initial_hits(batch, table, stats, volume, options, backend, num_threads,
+                                 subjects, diag_hash, ungapped_turn, pool, shared_scans)
+    gapped.file(pool.map(gapped.extend_piece, gapped.pieces), prelim)
+
+
+def volume_initial_hits(batch, table, stats, volume, options, backend, num_threads=None,
+                        subjects=None, diag_hash=None, ungapped_turn=None, pool=INLINE,
+                        shared_scans=None) -> "VolumeGapped":
+    """prelim_search_volume's scan and ungapped stages (in the calling thread); its gapped
+    stage is returned, ready to run on `pool`."""
+    from .gapped import hit_contexts
     from .ungapped import extend_seeds, uses_diag_hash
 
     with TIMES.stage("database load"):
@@ -164,36 +173,63 @@ def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHit
     contexts = hit_contexts(hits.q_start, batch) if pool.threads > 1 else None
     pieces = [(int(c), part) for c in np.flatnonzero(np.diff(bounds))
               for part in context_pieces(contexts, bounds[c], bounds[c + 1], pool.threads)]
+    return VolumeGapped(batch, stats, options, volume, buffer, chunks, hits, bounds, contexts,
+                        pieces, pool.spread)
 
-    def gapped_piece(piece):
+
+@dataclass
+class VolumeGapped:
+    """A volume's gapped stage: its pieces (chunk, hit indices or None for all), each
+    extended by extend_piece on any thread, then filed in chunk order."""
+
+    batch: object
+    stats: object
+    options: SearchOptions
+    volume: object
+    buffer: np.ndarray
+    chunks: "SubjectChunks"
+    hits: object
+    bounds: np.ndarray
+    contexts: np.ndarray | None
+    pieces: list
+    spread: object
+
+    def extend_piece(self, piece) -> tuple:
+        """The gapped rows of one piece, and the indices of the hits they came from."""
+        from .gapped import extend_hits
+
         c, part = piece
+        hits, chunks, bounds = self.hits, self.chunks, self.bounds
         picked = slice(bounds[c], bounds[c + 1]) if part is None else part + bounds[c]
         first = chunks.byte_offset[c]
-        packed = buffer[first:first + (int(chunks.length[c]) + 3) // 4]
+        packed = self.buffer[first:first + (int(chunks.length[c]) + 3) // 4]
         with TIMES.stage("gapped"):
             rows, origin = extend_hits(
                 hits.q_start[picked], hits.s_start[picked], hits.length[picked],
-                hits.score[picked], batch, packed, int(chunks.length[c]), stats, options,
-                hits.seed_q[picked], hits.seed_s[picked],
-                None if contexts is None else contexts[picked], pool.spread)
+                hits.score[picked], self.batch, packed, int(chunks.length[c]), self.stats,
+                self.options, hits.seed_q[picked], hits.seed_s[picked],
+                None if self.contexts is None else self.contexts[picked], self.spread)
         return rows, origin if part is None else part[origin]
 
-    per_subject: dict = {}
-    results = pool.map(gapped_piece, pieces)
-    # chunks in order, so each subject's chunks are merged in order
-    with TIMES.stage("gapped"):
-        for c, found in _chunk_results(pieces, results):
-            if found.shape[0] == 0:
-                continue
-            start = int(chunks.start[c])
-            rows = chunk_rows(found, start)
-            subject = int(chunks.local_index[c])
-            previous = per_subject.get(subject)
-            per_subject[subject] = rows if previous is None else merge_chunk_rows(
-                previous, rows, start, DBSEQ_CHUNK_OVERLAP, OVERLAP_DIAG_CLOSE)
-    for subject, rows in per_subject.items():
-        file_subject(volume.first_ordinal + subject, hsps_from_rows(rows), batch, stats,
-                     options, prelim)
+    def file(self, results: list, prelim: PrelimHits) -> None:
+        """File the subjects' HSPs from the pieces' results (in the order of the pieces)."""
+        from .hsp import chunk_rows, hsps_from_rows, merge_chunk_rows
+
+        per_subject: dict = {}
+        # chunks in order, so each subject's chunks are merged in order
+        with TIMES.stage("gapped"):
+            for c, found in _chunk_results(self.pieces, results):
+                if found.shape[0] == 0:
+                    continue
+                start = int(self.chunks.start[c])
+                rows = chunk_rows(found, start)
+                subject = int(self.chunks.local_index[c])
+                previous = per_subject.get(subject)
+                per_subject[subject] = rows if previous is None else merge_chunk_rows(
+                    previous, rows, start, DBSEQ_CHUNK_OVERLAP, OVERLAP_DIAG_CLOSE)
+        for subject, rows in per_subject.items():
+            file_subject(self.volume.first_ordinal + subject, hsps_from_rows(rows),
+                         self.batch, self.stats, self.options, prelim)
 
 
 MIN_PIECE_HITS = 256  # a chunk with more initial hits is extended in pieces, by context
@@ -491,10 +527,16 @@ def search_batch(queries: list, first_index: int, db, options: SearchOptions, ba
     plan = plan_batch(queries, first_index, db, options)
     if plan.table is None:
         return [empty_result(first_index + i, q) for i, q in enumerate(queries)]
-    prelim = PrelimHits()
+    # each volume's gapped pieces run on the pool while the next volume is scanned and its
+    # seeds extended here; the volumes' HSPs are filed in database order
+    started = []
     for volume in db.volumes:
-        prelim_search_volume(plan.batch, plan.table, plan.stats, volume, options, prelim, backend,
-                             diag_hash=plan.diag_hash, pool=pool)
+        gapped = volume_initial_hits(plan.batch, plan.table, plan.stats, volume, options,
+                                     backend, diag_hash=plan.diag_hash, pool=pool)
+        started.append((gapped, pool.map_later(gapped.extend_piece, gapped.pieces)))
+    prelim = PrelimHits()
+    for gapped, results in started:
+        gapped.file(results(), prelim)
     traced = [[] for _ in queries]
     prefill_letters(prelim.by_query, db, pool)
     tasks = trace_tasks(prelim.by_query, options)

@@ -59,6 +59,16 @@ class TaskPool:
             return [function(item) for item in items]
         return list(self._executor.map(function, items))
 
+    def map_later(self, function, items):
+        """map, started now: returns a function that waits for the results and gives their
+        list. Without threads the items run now, in the calling thread."""
+        items = list(items)
+        if self._executor is None:
+            results = [function(item) for item in items]
+            return lambda: results
+        futures = [self._executor.submit(function, item) for item in items]
+        return lambda: [future.result() for future in futures]
+
     def spread(self, function, count: int) -> None:
         """function(k) for k in range(count) by the calling thread and the pool's threads
         that are free; returns when every call has. A piece running on the pool may spread
