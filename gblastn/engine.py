@@ -213,23 +213,39 @@ class VolumeGapped:
 
     def file(self, results: list, prelim: PrelimHits) -> None:
         """File the subjects' HSPs from the pieces' results (in the order of the pieces)."""
+        self.file_subjects(self.subject_hits(results, INLINE)(), prelim)
+
+    def subject_hits(self, results: list, pool):
+        """Each subject's HSPs from the pieces' results, per query, worked out on `pool`
+        (one task per subject: its chunks merged in order, E-values, the threshold). Returns
+        a function that waits for them and gives [(ordinal, [(query index, Hsps)])] in
+        subject order."""
+        by_subject: dict = {}
+        for c, found in _chunk_results(self.pieces, results):
+            if found.shape[0]:
+                by_subject.setdefault(int(self.chunks.local_index[c]), []).append((c, found))
+        return pool.map_later(self._subject_hits, list(by_subject.items()))
+
+    def _subject_hits(self, item) -> tuple:
         from .hsp import chunk_rows, hsps_from_rows, merge_chunk_rows
 
-        per_subject: dict = {}
-        # chunks in order, so each subject's chunks are merged in order
+        subject, found_by_chunk = item
+        rows = None
         with TIMES.stage("gapped"):
-            for c, found in _chunk_results(self.pieces, results):
-                if found.shape[0] == 0:
-                    continue
+            # chunks in order, so the subject's chunks are merged in order
+            for c, found in found_by_chunk:
                 start = int(self.chunks.start[c])
-                rows = chunk_rows(found, start)
-                subject = int(self.chunks.local_index[c])
-                previous = per_subject.get(subject)
-                per_subject[subject] = rows if previous is None else merge_chunk_rows(
-                    previous, rows, start, DBSEQ_CHUNK_OVERLAP, OVERLAP_DIAG_CLOSE)
-        for subject, rows in per_subject.items():
-            file_subject(self.volume.first_ordinal + subject, hsps_from_rows(rows),
-                         self.batch, self.stats, self.options, prelim)
+                more = chunk_rows(found, start)
+                rows = more if rows is None else merge_chunk_rows(
+                    rows, more, start, DBSEQ_CHUNK_OVERLAP, OVERLAP_DIAG_CLOSE)
+        ordinal = self.volume.first_ordinal + subject
+        return ordinal, subject_hsps_by_query(hsps_from_rows(rows), self.stats, self.options)
+
+    @staticmethod
+    def file_subjects(subject_hits: list, prelim: PrelimHits) -> None:
+        for ordinal, by_query in subject_hits:
+            for query_index, hsps in by_query:
+                prelim.add(query_index, ordinal, hsps)
 
 
 MIN_PIECE_HITS = 256  # a chunk with more initial hits is extended in pieces, by context
@@ -277,9 +293,9 @@ def _chunk_results(pieces: list, results: list):
         k = end
 
 
-def file_subject(ordinal: int, hsps: Hsps, batch, stats, options, prelim: PrelimHits) -> None:
-    """E-values for a subject's preliminary HSPs, drop those above the threshold, and file the
-    rest under their queries (Blast_HSPResultsInsertHSPList splits by query)."""
+def subject_hsps_by_query(hsps: Hsps, stats, options) -> list:
+    """E-values for a subject's preliminary HSPs, drop those above the threshold, and split
+    the rest by query (Blast_HSPResultsInsertHSPList): [(query index, Hsps)]."""
     from .stats import bit_scores, evalues
 
     hsps = hsps.take(score_order(hsps))
@@ -287,8 +303,7 @@ def file_subject(ordinal: int, hsps: Hsps, batch, stats, options, prelim: Prelim
     hsps.bitscore = bit_scores(hsps.score, hsps.context, stats)
     hsps = hsps.take(hsps.evalue <= options.evalue)
     query_of = hsps.context // 2
-    for q in np.unique(query_of):
-        prelim.add(int(q), ordinal, hsps.take(query_of == q))
+    return [(int(q), hsps.take(query_of == q)) for q in np.unique(query_of)]
 
 
 def prelim_hitlist_size(options: SearchOptions) -> int:
@@ -534,9 +549,11 @@ def search_batch(queries: list, first_index: int, db, options: SearchOptions, ba
         gapped = volume_initial_hits(plan.batch, plan.table, plan.stats, volume, options,
                                      backend, diag_hash=plan.diag_hash, pool=pool)
         started.append((gapped, pool.map_later(gapped.extend_piece, gapped.pieces)))
+    # a volume's subjects are merged and filtered on the pool as soon as its pieces are done
+    hits = [(gapped, gapped.subject_hits(results(), pool)) for gapped, results in started]
     prelim = PrelimHits()
-    for gapped, results in started:
-        gapped.file(results(), prelim)
+    for gapped, subject_hits in hits:
+        gapped.file_subjects(subject_hits(), prelim)
     traced = [[] for _ in queries]
     prefill_letters(prelim.by_query, db, pool)
     tasks = trace_tasks(prelim.by_query, options)
