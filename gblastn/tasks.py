@@ -11,7 +11,7 @@ import heapq
 import itertools
 import queue
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 
 class _Spread:
@@ -45,40 +45,47 @@ class _Spread:
 
 
 class TaskPool:
-    """`threads` worker threads, or none (the caller runs every piece) when threads <= 1."""
+    """`threads` worker threads (a PriorityPool), or none (the caller runs every piece) when
+    threads <= 1. Pieces run first come, first served unless given weights; a spread's
+    helpers go before them all, so a heavy piece that spreads its work gets the next free
+    threads instead of waiting behind every piece queued."""
 
     def __init__(self, threads: int):
         self.threads = max(1, int(threads))
-        self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="gblastn-task") \
-            if self.threads > 1 else None
+        self._pool = PriorityPool(self.threads, "gblastn-task") if self.threads > 1 else None
 
     def map(self, function, items) -> list:
         """[function(item) for item in items], the items spread over the pool's threads."""
         items = list(items)
-        if self._executor is None or len(items) <= 1:
+        if self._pool is None or len(items) <= 1:
             return [function(item) for item in items]
-        return list(self._executor.map(function, items))
+        return self._pool.map(function, items)
 
-    def map_later(self, function, items):
+    def map_later(self, function, items, weights=None):
         """map, started now: returns a function that waits for the results and gives their
-        list. Without threads the items run now, in the calling thread."""
+        list. With `weights`, the heaviest items start first. Without threads the items run
+        now, in the calling thread."""
         items = list(items)
-        if self._executor is None:
+        if self._pool is None:
             results = [function(item) for item in items]
             return lambda: results
-        futures = [self._executor.submit(function, item) for item in items]
+        weights = [0] * len(items) if weights is None else list(weights)
+        futures = [self._pool.submit((0, -weight), function, item)
+                   for item, weight in zip(items, weights)]
         return lambda: [future.result() for future in futures]
 
     def spread(self, function, count: int) -> None:
         """function(k) for k in range(count) by the calling thread and the pool's threads
         that are free; returns when every call has. A piece running on the pool may spread
         its own work: it only ever waits for calls already running."""
-        helpers = 0 if self._executor is None else self.threads - 1
-        _Spread(function, count).run(self._executor and self._executor.submit, helpers)
+        if self._pool is None:
+            _Spread(function, count).run(None, 0)
+        else:
+            self._pool.spread(function, count)
 
     def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.close()
 
     def __enter__(self) -> "TaskPool":
         return self
