@@ -125,7 +125,8 @@ def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHit
     volume is scanned once and each subject range takes its share of the seeds."""
     gapped = volume_initial_hits(batch, table, stats, volume, options, backend, num_threads,
                                  subjects, diag_hash, ungapped_turn, pool, shared_scans)
-    gapped.file(pool.map(gapped.extend_piece, gapped.pieces), prelim)
+    gapped.file(pool.map_later(gapped.extend_piece, gapped.pieces, gapped.piece_hits())(),
+                prelim)
 
 
 def volume_initial_hits(batch, table, stats, volume, options, backend, num_threads=None,

@@ -69,10 +69,7 @@ class TaskPool:
         if self._pool is None:
             results = [function(item) for item in items]
             return lambda: results
-        weights = [0] * len(items) if weights is None else list(weights)
-        futures = [self._pool.submit((0, -weight), function, item)
-                   for item, weight in zip(items, weights)]
-        return lambda: [future.result() for future in futures]
+        return self._pool.map_later(function, items, weights)
 
     def spread(self, function, count: int) -> None:
         """function(k) for k in range(count) by the calling thread and the pool's threads
@@ -140,6 +137,14 @@ class PriorityPool:
         """[function(item) for item in items] on the pool's threads (called from outside it)."""
         futures = [self.submit(priority, function, item) for item in items]
         return [future.result() for future in futures]
+
+    def map_later(self, function, items, weights=None):
+        """As TaskPool.map_later: the items as tasks of priority (0, -weight)."""
+        items = list(items)
+        weights = [0] * len(items) if weights is None else list(weights)
+        futures = [self.submit((0, -weight), function, item)
+                   for item, weight in zip(items, weights)]
+        return lambda: [future.result() for future in futures]
 
     def spread(self, function, count: int) -> None:
         """As TaskPool.spread; the helpers go before every task waiting."""
