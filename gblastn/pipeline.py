@@ -168,7 +168,7 @@ def _search_into(out, fmt, files, db, options, output, backend, settings) -> int
             return format_query(fmt, query, result, db, db_name=output.db_name)
 
     if settings.mode == "serial":
-        texts = (render(q, r) for q, r in _serial_results(files, db, options, backend))
+        texts = _serial_texts(files, db, options, backend, render)
     else:
         texts = Pipeline(files, db, options, backend, settings, render).texts()
     progress = _Progress(files) if settings.progress else None
@@ -200,8 +200,9 @@ def _iter_all_queries(files):
             print(f"gblastn: warning: {path} holds no query sequence", file=sys.stderr)
 
 
-def _serial_results(files, db, options, backend):
-    """(query, result) pairs from the engine, batch by batch, in this thread."""
+def _serial_texts(files, db, options, backend, render):
+    """Each query's output text from the engine, batch by batch; a batch's queries are
+    formatted on the pool (the lines are written by compiled code without the GIL)."""
     from .engine import query_batches, search_batch
     from .tasks import TaskPool
 
@@ -209,9 +210,8 @@ def _serial_results(files, db, options, backend):
     index = 0
     with TaskPool(options.num_threads) as pool:
         for batch in query_batches(_iter_all_queries(files), options):
-            for query, result in zip(batch, search_batch(batch, index, db, options, backend,
-                                                         pool)):
-                yield query, result
+            results = search_batch(batch, index, db, options, backend, pool)
+            yield from pool.map(lambda pair: render(*pair), zip(batch, results))
             index += len(batch)
 
 
