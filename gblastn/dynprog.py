@@ -59,7 +59,7 @@ def _packed_base(packed, i):
 
 
 @njit(cache=True, nogil=True)
-def _grown(array, need):
+def grown(array, need):
     """`array` copied into one of length max(need, 2 * len): BLAST's realloc of its columns."""
     out = np.empty(max(need, 2 * array.size), dtype=array.dtype)
     out[:array.size] = array
@@ -195,7 +195,7 @@ def xdrop_score_in(band, rows, row_origin, row_step, m, rows_packed,
         if first_b == b_size:
             break
         if 2 * (last_b + extra + 3) >= band.size:
-            band = _grown(band, 2 * (last_b + extra + 100))
+            band = grown(band, 2 * (last_b + extra + 100))
         if last_b < b_size - 1:
             b_size = last_b + 1
         else:
@@ -333,10 +333,10 @@ def align_ex(rows, row_origin, row_step, m, cols, col_origin, col_step, n,
         # room for this row: the band so far plus what a row gap can add to it
         need = used + (b_size - first_b) + extra + 2
         if need > cells.size:
-            cells = _grown(cells, need)
+            cells = grown(cells, need)
         if a >= row_start.size:
-            row_start = _grown(row_start, a + 1)
-            row_first = _grown(row_first, a + 1)
+            row_start = grown(row_start, a + 1)
+            row_first = grown(row_first, a + 1)
         row_start[a] = used
         row_first[a] = first_b
         base = used - first_b
@@ -404,7 +404,7 @@ def align_ex(rows, row_origin, row_step, m, cols, col_origin, col_step, n,
         if first_b == b_size:
             break
         if 2 * (last_b + extra + 3) >= band.size:
-            band = _grown(band, 2 * (last_b + extra + 100))
+            band = grown(band, 2 * (last_b + extra + 100))
         if last_b < b_size - 1:
             b_size = last_b + 1
         else:

@@ -23,7 +23,7 @@ from numba import njit
 
 from .alphabet import COMPLEMENT_BLASTNA, score_matrix
 from .dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS, adjust_subject_range, gapped_offsets, \
-    gapped_start_nucl, traceback_dp
+    gapped_start_nucl, grown, traceback_dp
 from .greedy import greedy_gapped_alignment
 from .hsp import Hsps, alloc_tree, count_identities, \
     containment_keep, hsp_rows, hsps_from_rows, purge_rows, ranked_order, \
@@ -371,20 +371,12 @@ def _append_traced(rows, op_start, ops, op_len, kept, ctx, q0, q1, s0, s1, score
     start = op_start[kept]
     end = start + script.size
     if end > ops.size:
-        ops = _grown_to(ops, end)
-        op_len = _grown_to(op_len, end)
+        ops = grown(ops, end)
+        op_len = grown(op_len, end)
     ops[start:end] = script
     op_len[start:end] = lens
     op_start[kept + 1] = end
     return ops, op_len
-
-
-@njit(cache=True, nogil=True)
-def _grown_to(array, need):
-    """`array` copied into one of at least `need` elements (doubling)."""
-    out = np.empty(max(need, 2 * array.size), dtype=array.dtype)
-    out[:array.size] = array
-    return out
 
 
 @njit(cache=True, nogil=True)

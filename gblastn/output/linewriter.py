@@ -23,6 +23,8 @@ import math
 import numpy as np
 from numba import njit
 
+from ..dynprog import grown
+
 INT = 0
 TEXT = 1
 FIXED = 2
@@ -116,7 +118,7 @@ def write_lines(kinds, ints, floats, digits, table, offsets, delimiter):
                 k = ints[c, i]
                 need += offsets[k + 1] - offsets[k]
             if need > out.size:
-                out = _grown(out, need)
+                out = grown(out, need)
             if c > 0:
                 for b in range(delimiter.size):
                     out[size + b] = delimiter[b]
@@ -132,13 +134,6 @@ def write_lines(kinds, ints, floats, digits, table, offsets, delimiter):
         out[size] = 10
         size += 1
     return out[:size]
-
-
-@njit(cache=True, nogil=True)
-def _grown(out, need):
-    bigger = np.empty(max(need, 2 * out.size), dtype=np.uint8)
-    bigger[:out.size] = out
-    return bigger
 
 
 @njit(cache=True, nogil=True)
