@@ -250,6 +250,7 @@ class VolumeGapped:
 
     @staticmethod
     def file_subjects(subject_hits: list, prelim: PrelimHits) -> None:
+        """File subject_hits' result under the queries, in subject order."""
         for ordinal, by_query in subject_hits:
             for query_index, hsps in by_query:
                 prelim.add(query_index, ordinal, hsps)
@@ -519,10 +520,10 @@ def warm_up(options: SearchOptions) -> int:
     for one another); run in the background as a search starts, this takes them off the
     search's path while the GPU is set up (a 1 s set-up simulated: 1.83-1.89 s against
     1.99-2.04 s for a small search). Returns how many HSPs it traced."""
+    from .dynprog import MAX_SUBJECT_OFFSET
+    from .output.linewriter import warm_up as output_warm_up
     from .query import Query
     from .scan import cpu
-
-    from .dynprog import MAX_SUBJECT_OFFSET
 
     rng = np.random.default_rng(0)
     # long enough to be aligned in windows, as chromosomes are
@@ -538,8 +539,10 @@ def warm_up(options: SearchOptions) -> int:
         prelim = PrelimHits()
         prelim_search_volume(plan.batch, plan.table, plan.stats, db, options, prelim, cpu,
                              num_threads=1, diag_hash=plan.diag_hash)
-        return sum(len(trace(task, query, plan.batch, plan.stats, db, options)[1])
-                   for task in trace_tasks(prelim.by_query, options))
+        traced = sum(len(trace(task, query, plan.batch, plan.stats, db, options)[1])
+                     for task in trace_tasks(prelim.by_query, options))
+        output_warm_up()
+        return traced
 
 
 def search_batch(queries: list, first_index: int, db, options: SearchOptions, backend,

@@ -30,7 +30,7 @@ def test_lines_as_python_formats_them(rows, delimiter):
     length = np.array([b for _, b in aligned], dtype=np.int64)
     percent = np.where(length > 0, (nident / np.maximum(length, 1)) * 100, 0.0)
     names = sorted(set(texts))
-    lines = LineColumns(len(rows))
+    lines = LineColumns(len(rows), 6)
     lines.add_int(numbers)
     lines.add_fixed(percent, 3)
     lines.add_fixed(percent, 2)
@@ -45,11 +45,11 @@ def test_lines_as_python_formats_them(rows, delimiter):
 
 
 def test_repeated_texts_and_no_rows():
-    lines = LineColumns(5)
+    lines = LineColumns(5, 2)
     lines.add_repeated_text(["s1", "subject two"], [2, 3])
     lines.add_int([1, -2, 30, 0, 5])
     assert lines.write("\t") == "s1\t1\ns1\t-2\nsubject two\t30\nsubject two\t0\nsubject two\t5\n"
-    assert LineColumns(0).write("\t") == ""
+    assert LineColumns(0, 1).write("\t") == ""
 
 
 @given(st.integers(min_value=1, max_value=10**6).flatmap(

@@ -35,21 +35,25 @@ BITS_AS_EXPONENT = 99999.0
 
 
 class LineColumns:
-    """The columns of a block of lines, gathered as arrays for write_lines."""
+    """The columns of a block of `rows` lines, added in order (at most `columns` of them),
+    gathered as arrays for write_lines."""
 
-    def __init__(self, rows: int):
+    def __init__(self, rows: int, columns: int):
         self.rows = rows
         self.kinds: list = []
-        self.ints: list = []
-        self.floats: list = []
         self.digits: list = []
+        self.ints = np.zeros((columns, rows), dtype=np.int64)
+        self.floats = np.zeros((columns, rows), dtype=np.float64)
         self.texts: list = []   # the shared table of byte strings
 
     def _add(self, kind, ints=None, floats=None, digits=0):
+        c = len(self.kinds)
         self.kinds.append(kind)
-        self.ints.append(np.zeros(self.rows, np.int64) if ints is None else ints)
-        self.floats.append(np.zeros(self.rows, np.float64) if floats is None else floats)
         self.digits.append(digits)
+        if ints is not None:
+            self.ints[c] = ints
+        if floats is not None:
+            self.floats[c] = floats
 
     def _table(self, texts) -> int:
         """Add byte strings to the table; the index of the first."""
@@ -58,7 +62,7 @@ class LineColumns:
         return first
 
     def add_int(self, values) -> None:
-        self._add(INT, ints=np.asarray(values, dtype=np.int64))
+        self._add(INT, ints=values)
 
     def add_text(self, texts: list, index) -> None:
         """Row i shows texts[index[i]] (str)."""
@@ -70,7 +74,7 @@ class LineColumns:
         self.add_text(texts, np.repeat(np.arange(len(texts)), counts))
 
     def add_fixed(self, values, digits: int) -> None:
-        self._add(FIXED, floats=np.asarray(values, dtype=np.float64), digits=digits)
+        self._add(FIXED, floats=values, digits=digits)
 
     def add_formatted(self, values, format_value) -> None:
         """Each distinct value formatted once by `format_value`."""
@@ -80,9 +84,10 @@ class LineColumns:
     def add_bitscore(self, bits, format_value) -> None:
         bits = np.asarray(bits, dtype=np.float64)
         huge = bits > BITS_AS_EXPONENT
-        index = np.zeros(self.rows, np.int64)
+        index = None
         if huge.any():
             distinct, inverse = np.unique(bits[huge], return_inverse=True)
+            index = np.zeros(self.rows, np.int64)
             index[huge] = self._table([format_value(v).encode() for v in distinct.tolist()]) \
                 + inverse
         self._add(BITSCORE, ints=index, floats=bits, digits=1)
@@ -91,15 +96,26 @@ class LineColumns:
         """The lines, each ended by a newline."""
         if self.rows == 0:
             return ""
-        lengths = np.array([len(text) for text in self.texts], dtype=np.int64)
-        offsets = np.zeros(lengths.size + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        table = np.frombuffer(b"".join(self.texts), dtype=np.uint8) if self.texts \
-            else np.zeros(0, np.uint8)
-        out = write_lines(np.array(self.kinds, dtype=np.int64), np.vstack(self.ints),
-                          np.vstack(self.floats), np.array(self.digits, dtype=np.int64),
+        offsets = np.zeros(len(self.texts) + 1, dtype=np.int64)
+        offsets[1:] = [len(text) for text in self.texts]
+        np.cumsum(offsets, out=offsets)
+        table = np.frombuffer(b"".join(self.texts) or b" ", dtype=np.uint8)
+        columns = len(self.kinds)
+        out = write_lines(np.array(self.kinds, dtype=np.int64), self.ints[:columns],
+                          self.floats[:columns], np.array(self.digits, dtype=np.int64),
                           table, offsets, np.frombuffer(delimiter.encode(), dtype=np.uint8))
         return out.tobytes().decode()
+
+
+def warm_up() -> None:
+    """Write a line with a column of each kind: numba loads write_lines' machine code at its
+    first call, which engine.warm_up makes ahead of the search's output."""
+    lines = LineColumns(1, 4)
+    lines.add_int([1])
+    lines.add_text(["text"], [0])
+    lines.add_fixed([1.5], 3)
+    lines.add_bitscore([1.5], str)
+    lines.write("\t")
 
 
 @njit(cache=True, nogil=True)

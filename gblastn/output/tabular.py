@@ -603,7 +603,7 @@ def _query_text(fmt, query, db, subjects: list) -> str:
                        for i in range(len(subject.hsps)))
     sizes = [len(subject.hsps) for subject in subjects]
     hsps = _concatenated([subject.hsps for subject in subjects], needs_alignment)
-    lines = LineColumns(int(sum(sizes)))
+    lines = LineColumns(int(sum(sizes)), len(columns))
     numbers = _alignment_numbers(hsps, qlen) if needs_alignment else {}
     minus = hsps.context % 2 == 1
     for name in columns:
