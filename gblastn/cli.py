@@ -128,7 +128,8 @@ def search_command(
 
     # the GPU's set-up (pycuda, its context) runs while options, files and database are read
     backend = _in_background(select_backend, device, gpu_id)
-    _in_background(_warm_up_compiled_code, task, word_size)
+    files = query_files(query, query_list)
+    _in_background(_warm_up_compiled_code, task, word_size, _query_bytes(files))
     options = make_options(
         task, evalue=evalue, word_size=word_size, reward=reward, penalty=penalty,
         gapopen=gapopen, gapextend=gapextend, xdrop_ungap=xdrop_ungap, xdrop_gap=xdrop_gap,
@@ -136,7 +137,6 @@ def search_command(
         lcase_masking=lcase_masking or None, strand=strand, max_target_seqs=max_target_seqs,
         max_hsps=max_hsps, perc_identity=perc_identity, qcov_hsp_perc=qcov_hsp_perc,
         num_threads=num_threads)
-    files = query_files(query, query_list)
     settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty(),
                            stage_times=stage_times)
     from .timing import TIMES
@@ -144,7 +144,7 @@ def search_command(
     run_search(files, db, options, OutputSpec(outfmt, out, out_dir, db), backend, settings)
 
 
-def _warm_up_compiled_code(task: str, word_size: int | None) -> None:
+def _warm_up_compiled_code(task: str, word_size: int | None, query_letters: int | None) -> None:
     """A made-up search with the task's tables and aligners (engine.warm_up): numba's first
     call in a process sets up its type system (about half a second) and each stage's first
     call loads its machine code; both are better spent while the GPU and the database are
@@ -152,7 +152,15 @@ def _warm_up_compiled_code(task: str, word_size: int | None) -> None:
     from .engine import warm_up
     from .options import make_options
 
-    warm_up(make_options(task, word_size=word_size))
+    warm_up(make_options(task, word_size=word_size), query_letters)
+
+
+def _query_bytes(files: list) -> int | None:
+    """The query files' size, an upper bound of their letters (None for stdin)."""
+    try:
+        return sum(os.path.getsize(path) for path in files)
+    except (OSError, TypeError):
+        return None
 
 
 def _in_background(function, *args):

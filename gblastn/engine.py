@@ -24,7 +24,7 @@ Call hierarchy (each stage its own module):
 """
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
@@ -125,8 +125,8 @@ def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHit
     volume is scanned once and each subject range takes its share of the seeds."""
     gapped = volume_initial_hits(batch, table, stats, volume, options, backend, num_threads,
                                  subjects, diag_hash, ungapped_turn, pool, shared_scans)
-    gapped.file(pool.map_later(gapped.extend_piece, gapped.pieces, gapped.piece_hits())(),
-                prelim)
+    results = pool.map_later(gapped.extend_piece, gapped.pieces, gapped.piece_hits())()
+    gapped.file_subjects(gapped.subject_hits(results, pool)(), prelim)
 
 
 def volume_initial_hits(batch, table, stats, volume, options, backend, num_threads=None,
@@ -217,10 +217,6 @@ class VolumeGapped:
                 self.options, hits.seed_q[picked], hits.seed_s[picked],
                 None if self.contexts is None else self.contexts[picked], self.spread)
         return rows, origin if part is None else part[origin]
-
-    def file(self, results: list, prelim: PrelimHits) -> None:
-        """File the subjects' HSPs from the pieces' results (in the order of the pieces)."""
-        self.file_subjects(self.subject_hits(results, INLINE)(), prelim)
 
     def subject_hits(self, results: list, pool):
         """Each subject's HSPs from the pieces' results, per query, worked out on `pool`
@@ -514,44 +510,63 @@ class _MadeUpSubject:
         return self.letters
 
 
-def warm_up(options: SearchOptions) -> int:
-    """Search a made-up query against a made-up subject, untimed. numba loads each stage's
+WARM_UP_LENGTHS = (8_000, 800)  # made-up queries: a large batch's stages and a small one's
+
+
+def warm_up(options: SearchOptions, query_letters: int | None = None) -> int:
+    """Search made-up queries against a made-up subject, untimed. numba loads each stage's
     machine code from its cache at the stage's first call (0.3 s in all, and the loads wait
     for one another); run in the background as a search starts, this takes them off the
     search's path while the GPU is set up (a 1 s set-up simulated: 1.83-1.89 s against
-    1.99-2.04 s for a small search). Returns how many HSPs it traced."""
+    1.99-2.04 s for a small search). A batch of more than 8,000 letters takes the megablast
+    table and the diagonal hash, a small one the small table and the diagonal array: the
+    kind `query_letters` (the query set's size, when known) calls for is loaded first.
+    Returns how many HSPs it traced."""
     from .dynprog import MAX_SUBJECT_OFFSET
     from .output.linewriter import warm_up as output_warm_up
-    from .query import Query
-    from .scan import cpu
+    from .ungapped import DIAG_HASH_QUERY_LENGTH
 
     rng = np.random.default_rng(0)
     # long enough to be aligned in windows, as chromosomes are
     subject = rng.integers(0, 4, MAX_SUBJECT_OFFSET + 10_000).astype(np.uint8)
-    codes = subject[40_000:40_800].copy()
+    db = _MadeUpSubject(subject)
+    lengths = list(WARM_UP_LENGTHS)
+    if query_letters is not None and 2 * query_letters <= DIAG_HASH_QUERY_LENGTH:
+        lengths.reverse()
+    with TIMES.untimed():
+        traced = sum(_made_up_search(db, subject[40_000:40_000 + n].copy(), options)
+                     for n in lengths)
+        output_warm_up()
+    return traced
+
+
+def _made_up_search(db, codes: np.ndarray, options: SearchOptions) -> int:
+    """warm_up's search of one query cut from the made-up subject; returns HSPs traced."""
+    from .query import Query
+    from .scan import cpu
+
     codes[::97] = (codes[::97] + 1) % 4  # mismatches, for every kind of extension
     query = Query("warm-up", "warm-up", codes, np.zeros(codes.size, dtype=bool))
-    db = _MadeUpSubject(subject)
-    with TIMES.untimed():
-        plan = plan_batch([query], 0, db, options)
-        if plan.table is None:
-            return 0
-        prelim = PrelimHits()
-        prelim_search_volume(plan.batch, plan.table, plan.stats, db, options, prelim, cpu,
-                             num_threads=1, diag_hash=plan.diag_hash)
-        traced = sum(len(trace(task, query, plan.batch, plan.stats, db, options)[1])
-                     for task in trace_tasks(prelim.by_query, options))
-        output_warm_up()
-        return traced
+    plan = plan_batch([query], 0, db, options)
+    if plan.table is None:
+        return 0
+    prelim = PrelimHits()
+    prelim_search_volume(plan.batch, plan.table, plan.stats, db, options, prelim, cpu,
+                         num_threads=1, diag_hash=plan.diag_hash)
+    return sum(len(trace(task, query, plan.batch, plan.stats, db, options)[1])
+               for task in trace_tasks(prelim.by_query, options))
 
 
 def search_batch(queries: list, first_index: int, db, options: SearchOptions, backend,
                  pool=INLINE) -> list:
     """Search one batch of queries against every volume; results in query order. The stages'
-    independent pieces run on `pool`."""
+    independent pieces run on `pool`. `backend` may be a Future (the GPU's set-up), waited
+    for once the batch's queries are masked and indexed."""
     plan = plan_batch(queries, first_index, db, options)
     if plan.table is None:
         return [empty_result(first_index + i, q) for i, q in enumerate(queries)]
+    if isinstance(backend, Future):
+        backend = backend.result()
     # each volume's gapped pieces run on the pool while the next volume is scanned and its
     # seeds extended here; the volumes' HSPs are filed in database order
     started = []

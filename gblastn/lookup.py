@@ -197,38 +197,61 @@ def _build_small(index, offset, size):
 
 
 @njit(cache=True, nogil=True)
-def _fill_megablast(index, offset, hashtable, next_pos, pv, pv_bts, cell_lo, cell_hi):
-    """Insert the words whose cell lies in [cell_lo, cell_hi), in order. Threads given
-    disjoint cell ranges (aligned to whole pv words) write disjoint memory."""
-    for i in range(index.size):
-        cell = index[i]
-        if cell < cell_lo or cell >= cell_hi:
+def _fill_megablast(sequence, segments, word_size, width, hashtable, next_pos, pv, pv_bts,
+                    cell_lo, cell_hi):
+    """Insert the indexable words (as _list_words finds them, in its order) whose cell lies
+    in [cell_lo, cell_hi). Threads given disjoint cell ranges (aligned to whole pv words)
+    write disjoint memory; each reads the whole batch, which costs less than handing the
+    words over in arrays."""
+    mask = (1 << (2 * width)) - 1
+    for k in range(segments.shape[0]):
+        start, end = segments[k, 0], segments[k, 1]
+        if end - start < word_size:
             continue
-        # our offset is BLAST's q_off + 1, so it is stored as is
-        next_pos[offset[i]] = hashtable[cell]
-        hashtable[cell] = offset[i]
-        pv[cell >> pv_bts] |= np.uint32(1) << np.uint32(cell & 31)
+        word = 0
+        valid = 0  # letters since the last ambiguity
+        for p in range(start, end):
+            c = sequence[p]
+            if c >= 4:
+                valid = 0
+                word = 0
+                continue
+            word = ((word << 2) | c) & mask
+            valid += 1
+            if valid >= width and cell_lo <= word < cell_hi:
+                # our offset is BLAST's q_off + 1, so it is stored as is
+                offset = p - width + 1
+                next_pos[offset] = hashtable[word]
+                hashtable[word] = offset
+                pv[word >> pv_bts] |= np.uint32(1) << np.uint32(word & 31)
 
 
 PARALLEL_TABLE_WORDS = 1_000_000  # below this, one thread fills the megablast table
 
 
-def _build_megablast(index, offset, size, seq_len, pv_words, pv_bts, num_threads=1):
+def _build_megablast(sequence, segments, word_size, width, entries, num_threads=1):
+    """hashtable, next_pos and pv of BLAST's megablast table, on num_threads threads."""
+    size = 1 << (2 * width)
+    pv_words, pv_bts = megablast_pv_shape(width, entries)
     hashtable = np.zeros(size, dtype=np.int32)
-    next_pos = np.zeros(seq_len, dtype=np.int32)
+    next_pos = np.zeros(sequence.size, dtype=np.int32)
     pv = np.zeros(pv_words, dtype=np.uint32)
     parts = max(1, min(int(num_threads), pv_words))
-    if parts == 1 or index.size < PARALLEL_TABLE_WORDS:
-        _fill_megablast(index, offset, hashtable, next_pos, pv, pv_bts, 0, size)
-        return hashtable, next_pos, pv
+
+    def fill(cell_lo, cell_hi):
+        _fill_megablast(sequence, segments, word_size, width, hashtable, next_pos, pv, pv_bts,
+                        cell_lo, cell_hi)
+
+    if parts == 1 or entries < PARALLEL_TABLE_WORDS:
+        fill(0, size)
+        return hashtable, next_pos, pv, pv_bts
     # each thread owns a run of whole pv words (1 << pv_bts cells each)
     cells_per_pv_word = 1 << pv_bts
     bounds = [pv_words * k // parts * cells_per_pv_word for k in range(parts)] + [size]
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=parts) as pool:
-        list(pool.map(lambda k: _fill_megablast(index, offset, hashtable, next_pos, pv, pv_bts,
-                                                bounds[k], bounds[k + 1]), range(parts)))
-    return hashtable, next_pos, pv
+        list(pool.map(fill, bounds[:-1], bounds[1:]))
+    return hashtable, next_pos, pv, pv_bts
 
 
 @njit(cache=True, nogil=True)
@@ -272,7 +295,8 @@ def build_lookup(batch: QueryBatch, options: SearchOptions) -> LookupTable:
     entries, max_q_off = estimate_entries(segments)
     kind, width = choose_table(word_size, entries, max_q_off)
     size = 1 << (2 * width)
-    index, offset = _list_words(sequence, segments, word_size, width)
+    if kind != MEGABLAST:
+        index, offset = _list_words(sequence, segments, word_size, width)
     empty16 = np.zeros(0, dtype=np.int16)
     empty32 = np.zeros(0, dtype=np.int32)
     backbone, overflow, hashtable, next_pos = empty16, empty16, empty32, empty32
@@ -283,9 +307,8 @@ def build_lookup(batch: QueryBatch, options: SearchOptions) -> LookupTable:
         if needed >= 32768:
             kind, backbone, overflow = STANDARD, empty16, empty16
     if kind == MEGABLAST:
-        pv_words, pv_bts = megablast_pv_shape(width, entries)
-        hashtable, next_pos, pv = _build_megablast(index, offset, size, sequence.size,
-                                                   pv_words, pv_bts, options.num_threads)
+        hashtable, next_pos, pv, pv_bts = _build_megablast(sequence, segments, word_size,
+                                                           width, entries, options.num_threads)
         longest = 0
     elif kind == STANDARD:
         cell_start, offsets, pv, longest = _build_standard(index, offset, size)

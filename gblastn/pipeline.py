@@ -206,7 +206,6 @@ def _serial_texts(files, db, options, backend, render):
     from .engine import query_batches, search_batch
     from .tasks import TaskPool
 
-    backend = _ready(backend)
     index = 0
     with TaskPool(options.num_threads) as pool:
         for batch in query_batches(_iter_all_queries(files), options):

@@ -63,13 +63,15 @@ class QueryBatch:
 
 def mask_intervals(query: Query, options: SearchOptions) -> np.ndarray:
     """Masked ranges of the plus strand, half-open, merged and sorted: DUST and lower case."""
+    return _all_masks([query], options)[0]
+
+
+def _masked_ranges(query: Query, dusted: np.ndarray | None, options: SearchOptions) -> np.ndarray:
+    """The query's DUST intervals (inclusive ends; None without DUST) and lower-case ranges,
+    as half-open ranges, merged and sorted."""
     pieces = []
-    if options.dust is not None and len(query):
-        from .dust import dust_intervals
-        d = options.dust
-        inclusive = dust_intervals(query.codes, d.level, d.window, d.linker)
-        if len(inclusive):
-            pieces.append(np.column_stack([inclusive[:, 0], inclusive[:, 1] + 1]))
+    if dusted is not None and len(dusted):
+        pieces.append(np.column_stack([dusted[:, 0], dusted[:, 1] + 1]))
     if options.lcase_masking and query.lowercase.any():
         pieces.append(true_ranges(query.lowercase))
     if not pieces:
@@ -109,18 +111,46 @@ PARALLEL_MASK_LETTERS = 200_000  # below this, threads cost more than they save
 
 
 def _all_masks(queries: list, options: SearchOptions) -> list:
-    """mask_intervals of every query, in order; DUST releases the GIL, so large batches are
-    masked on options.num_threads threads."""
+    """mask_intervals of every query, in order. DUST runs without the GIL, so a large batch
+    is split into options.num_threads shares of about equal letters, each masked in one
+    compiled call."""
+    if options.dust is None:
+        return [_masked_ranges(q, None, options) for q in queries]
+    from .dust import dust_intervals_many
+    d = options.dust
     threads = min(int(options.num_threads), len(queries))
-    if threads <= 1 or options.dust is None or \
-            sum(len(q) for q in queries) < PARALLEL_MASK_LETTERS:
-        return [mask_intervals(q, options) for q in queries]
-    from concurrent.futures import ThreadPoolExecutor
-    # the longest first, so that no thread is left with a long query at the end
-    longest_first = sorted(range(len(queries)), key=lambda i: -len(queries[i]))
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        masks = {i: pool.submit(mask_intervals, queries[i], options) for i in longest_first}
-        return [masks[i].result() for i in range(len(queries))]
+    if sum(len(q) for q in queries) < PARALLEL_MASK_LETTERS:
+        threads = 1
+    shares = _balanced_shares([len(q) for q in queries], threads)
+
+    def dust_share(share):
+        return dust_intervals_many([queries[i].codes for i in share], d.level, d.window,
+                                   d.linker)
+
+    if len(shares) <= 1:
+        found = [dust_share(share) for share in shares]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max_workers=len(shares)) as pool:
+            found = list(pool.map(dust_share, shares))
+    dusted = [None] * len(queries)
+    for share, intervals in zip(shares, found):
+        for i, inclusive in zip(share, intervals):
+            dusted[i] = inclusive
+    return [_masked_ranges(q, dusted[i], options) for i, q in enumerate(queries)]
+
+
+def _balanced_shares(lengths: list, parts: int) -> list:
+    """Indices split into at most `parts` lists of about equal total length: the longest
+    first, each to the lightest share so far."""
+    import heapq
+    heap = [(0, k) for k in range(max(1, parts))]
+    shares = [[] for _ in heap]
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        load, k = heapq.heappop(heap)
+        shares[k].append(i)
+        heapq.heappush(heap, (load + lengths[i], k))
+    return [share for share in shares if share]
 
 
 def build_batch(queries: list, options: SearchOptions) -> QueryBatch:

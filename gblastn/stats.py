@@ -18,6 +18,7 @@ The small numeric kernels are numba functions; the orchestration is plain Python
 runs once per query batch.
 """
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -154,6 +155,7 @@ class _ScoringSystem:
     round_down: bool
 
 
+@functools.lru_cache(maxsize=None)
 def _scoring_system(reward: int, penalty: int) -> _ScoringSystem:
     """s_GetNuclValuesArray + s_AdjustGapParametersByGcd. Raises OptionsError when the
     substitution scores have no table."""
@@ -480,32 +482,61 @@ _SUBJECT_PROB = np.zeros(16)
 _SUBJECT_PROB[:4] = 25.0 / 100.0   # nt_prob, normalised: 25 % each of A, C, G, T
 
 
-def _query_probabilities(codes: np.ndarray) -> np.ndarray:
-    """Blast_ResFreqString: letter frequencies of the context, N and gap not counted."""
-    counts = np.bincount(np.asarray(codes, dtype=np.uint8) & 0x0F, minlength=16)[:16]
-    counts = counts.astype(np.int64)
+def _probabilities(counts: np.ndarray) -> np.ndarray:
+    """Blast_ResFreqString: letter frequencies from a context's 16 blastna letter counts, N
+    and gap not counted. BLAST sums the integer counts into a double one by one, which is
+    exact, as is the integer sum here."""
+    counts = np.asarray(counts, dtype=np.int64).copy()
     counts[NUCLEOTIDE_N] = 0
     counts[NUCLEOTIDE_GAP] = 0
-    total = 0.
-    for c in counts:   # BLAST sums the integer counts into a double one by one
-        total += int(c)
+    total = float(counts.sum())
     if total == 0.:
         return np.zeros(16)
-    return np.array([int(c) / total for c in counts])
+    return counts / total
+
+
+@numba.njit(cache=True, nogil=True)
+def _letter_counts(sequence, offsets, lengths):
+    """[contexts, 16] counts of each blastna letter (low four bits) in every context."""
+    counts = np.zeros((offsets.size, 16), dtype=np.int64)
+    local = np.zeros(16, dtype=np.int64)
+    for c in range(offsets.size):
+        local[:] = 0
+        for p in range(offsets[c], offsets[c] + lengths[c]):
+            local[sequence[p] & 0x0F] += 1
+        counts[c, :] = local
+    return counts
+
+
+@numba.njit(cache=True, nogil=True)
+def _ungapped_params(matrix, query_prob, subject_prob, loscore, hiscore):
+    """(lambda, K, H) from the query's letter frequencies, lambda -1 when they do not exist."""
+    sprob, obs_min, obs_max, score_avg = _score_distribution(matrix, query_prob, subject_prob,
+                                                             loscore, hiscore)
+    return _ungapped_from_distribution(sprob, loscore, obs_min, obs_max, score_avg)
+
+
+class _UngappedCalculator:
+    """Ungapped Karlin blocks for one (reward, penalty), from letter counts."""
+
+    def __init__(self, reward: int, penalty: int):
+        matrix = score_matrix(reward, penalty)
+        self.loscore, self.hiscore = _matrix_score_range(matrix)
+        self.matrix = matrix.astype(np.int64)
+
+    def block(self, counts: np.ndarray) -> KarlinBlock | None:
+        lam, k, h = _ungapped_params(self.matrix, _probabilities(counts), _SUBJECT_PROB,
+                                     self.loscore, self.hiscore)
+        if lam < 0.:
+            return None
+        return KarlinBlock(lam, k, math.log(k), h)
 
 
 def ungapped_karlin(codes: np.ndarray, reward: int, penalty: int) -> KarlinBlock | None:
     """Ungapped lambda, K, H for one context's blastna letters against a uniform subject;
     None when they do not exist (no valid letter: BLAST marks the context invalid)."""
-    matrix = score_matrix(reward, penalty)
-    loscore, hiscore = _matrix_score_range(matrix)
-    query_prob = _query_probabilities(codes)
-    sprob, obs_min, obs_max, score_avg = _score_distribution(
-        matrix.astype(np.int64), query_prob, _SUBJECT_PROB, loscore, hiscore)
-    lam, k, h = _ungapped_from_distribution(sprob, loscore, obs_min, obs_max, score_avg)
-    if lam < 0.:
-        return None
-    return KarlinBlock(lam, k, math.log(k), h)
+    counts = np.bincount(np.asarray(codes, dtype=np.uint8) & 0x0F, minlength=16)[:16]
+    return _UngappedCalculator(reward, penalty).block(counts)
 
 
 def _ungapped_beta(reward: int, penalty: int) -> float:
@@ -614,13 +645,13 @@ class SearchStatistics:
     log_ks: np.ndarray              # float64, gapped ln K per context (0 if invalid)
 
 
-def _context_letters(batch, context: int, options) -> np.ndarray:
-    """The letters BLAST takes the composition from: the query as searched, i.e. with
-    hard-masked letters already N when masking is not only for the lookup table."""
-    offset = int(batch.context_offset[context])
-    length = int(batch.context_length[context])
+def _context_compositions(batch, options) -> np.ndarray:
+    """[contexts, 16] letter counts of the query as searched, the composition BLAST takes:
+    hard-masked letters are already N when masking is not only for the lookup table."""
     source = batch.unmasked_sequence if options.soft_masking else batch.sequence
-    return source[offset:offset + length]
+    return _letter_counts(np.ascontiguousarray(source, dtype=np.uint8),
+                          np.asarray(batch.context_offset, dtype=np.int64),
+                          np.asarray(batch.context_length, dtype=np.int64))
 
 
 def prepare_statistics(batch, db_letters: int, db_num_seqs: int, options) -> SearchStatistics:
@@ -639,12 +670,13 @@ def prepare_statistics(batch, db_letters: int, db_num_seqs: int, options) -> Sea
     gapped_cutoff = np.full(n_ctx, INT4_MAX, dtype=np.int32)
     lambdas, log_ks = np.zeros(n_ctx), np.zeros(n_ctx)
     round_down = _scoring_system(options.reward, options.penalty).round_down
+    calculator = _UngappedCalculator(options.reward, options.penalty)
+    compositions = _context_compositions(batch, options)
 
     for c in range(n_ctx):
         if query_length[c] <= 0:
             continue
-        ungapped = ungapped_karlin(_context_letters(batch, c, options),
-                                   options.reward, options.penalty)
+        ungapped = calculator.block(compositions[c])
         if ungapped is None:
             continue
         valid[c] = True

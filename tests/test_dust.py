@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from gblastn.alphabet import decode_blastna, encode_blastna
-from gblastn.dust import dust_intervals, rng_draws
+from gblastn.dust import _symdust, dust_intervals, dust_intervals_many, rng_draws
 
 ACGT = "ACGT"
 
@@ -358,3 +358,20 @@ def test_out_of_range_parameters_fall_back_to_defaults():
     codes = encode_blastna(text)
     assert (dust_intervals(codes, 1, 65, 33) == dust_intervals(codes)).all()
     assert decode_blastna(codes) == text
+
+
+def test_many_sequences_in_one_call_are_each_masked_alone():
+    rng = np.random.default_rng(12)
+    sequences = [np.zeros(0, np.uint8), encode_blastna("A" * 40)]
+    for n in (7, 300, 5000, 64):
+        codes = rng.integers(0, 4, n).astype(np.uint8)
+        codes[n // 3:n // 3 + 90] = np.tile(codes[:3], 30)[:codes[n // 3:n // 3 + 90].size]
+        sequences.append(codes)
+    sequences.append(encode_blastna("ACGTN" * 30 + "T" * 70))
+    together = dust_intervals_many(sequences, 20, 64, 1)
+    assert len(together) == len(sequences)
+    assert sum(len(found) for found in together) > 3
+    for codes, found in zip(sequences, together):
+        alone = _symdust(np.ascontiguousarray(codes), np.int64(20), np.int64(64), np.int64(1))
+        assert found.tolist() == alone.tolist()
+    assert dust_intervals_many([]) == []

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from gblastn.lookup import (MEGABLAST, SMALL, STANDARD, build_lookup, choose_table,
-                            estimate_entries, megablast_pv_shape, words_of)
+from gblastn.lookup import (MEGABLAST, PARALLEL_TABLE_WORDS, SMALL, STANDARD, build_lookup,
+                            choose_table, estimate_entries, megablast_pv_shape, words_of)
 from gblastn.options import make_options
 from gblastn.query import Query, build_batch
 
@@ -121,6 +121,21 @@ def test_megablast_table_contents():
     table = build_lookup(batch, options)
     assert table.kind == MEGABLAST and table.width == 11 and table.scan_step == 18
     check_contents(table, batch)
+
+
+def test_megablast_table_on_threads_is_the_one_thread_table():
+    rng = np.random.default_rng(8)
+    seqs = [with_ambiguity(rng, n) for n in (300_000, 5, 200_000, 40_000)]
+    seqs[1][:] = 14
+    tables = []
+    for threads in (1, 3, 16):
+        batch, options = make_batch(seqs, num_threads=threads)
+        tables.append(build_lookup(batch, options))
+    assert tables[0].kind == MEGABLAST and tables[0].num_entries >= PARALLEL_TABLE_WORDS
+    for table in tables[1:]:
+        for name in ("hashtable", "next_pos", "pv"):
+            assert np.array_equal(getattr(table, name), getattr(tables[0], name))
+    check_contents(tables[2], batch)
 
 
 def test_standard_table_contents():
