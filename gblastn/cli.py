@@ -26,6 +26,10 @@ def main() -> None:
     # which gblastn's compiled code does not use); with scipy installed, that import cost a
     # third of a second of every command's start-up
     sys.modules.setdefault("scipy.linalg.cython_blas", None)
+    # threads that only need the GIL between compiled calls (DUST, the table, the gapped and
+    # traceback workers) wait up to this long while another thread runs Python; at the 5 ms
+    # default, 16 threads starting behind the warm-up's Python took 8 times longer
+    sys.setswitchinterval(0.001)
     try:
         code = app(standalone_mode=False)
     except GblastnError as exc:

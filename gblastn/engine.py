@@ -115,23 +115,26 @@ class PrelimHits:
 def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHits, backend,
                          num_threads: int | None = None, subjects: range | None = None,
                          diag_hash=None, ungapped_turn=None, pool=INLINE,
-                         shared_scans=None) -> None:
+                         shared_scans=None, scan_turn=None) -> None:
     """Scan one volume (or the `subjects` range of its sequences), extend the seeds, and file
     the subjects' preliminary HSPs per query. The chunks' gapped extensions run on `pool`.
 
     `diag_hash` is the batch's diagonal hash (see ungapped.py), which must see the chunks in
     database order: `ungapped_turn`, when given, is a context manager that waits for this
     job's turn around the ungapped stage. With `shared_scans` (a SharedScans), the whole
-    volume is scanned once and each subject range takes its share of the seeds."""
+    volume is scanned once and each subject range takes its share of the seeds;
+    `scan_turn`, likewise, waits for the volume's turn at the scan, so that the volumes are
+    scanned in order and the first one's extension does not wait behind the others' scans."""
     gapped = volume_initial_hits(batch, table, stats, volume, options, backend, num_threads,
-                                 subjects, diag_hash, ungapped_turn, pool, shared_scans)
+                                 subjects, diag_hash, ungapped_turn, pool, shared_scans,
+                                 scan_turn)
     results = pool.map_later(gapped.extend_piece, gapped.pieces, gapped.piece_hits())()
     gapped.file_subjects(gapped.subject_hits(results, pool)(), prelim)
 
 
 def volume_initial_hits(batch, table, stats, volume, options, backend, num_threads=None,
                         subjects=None, diag_hash=None, ungapped_turn=None, pool=INLINE,
-                        shared_scans=None) -> "VolumeGapped":
+                        shared_scans=None, scan_turn=None) -> "VolumeGapped":
     """prelim_search_volume's scan and ungapped stages (in the calling thread); its gapped
     stage is returned, ready to run on `pool`."""
     from .gapped import hit_contexts
@@ -148,7 +151,7 @@ def volume_initial_hits(batch, table, stats, volume, options, backend, num_threa
     threads = options.num_threads if num_threads is None else num_threads
 
     def scan(part):
-        with TIMES.stage("scan"):
+        with scan_turn or nullcontext(), TIMES.stage("scan"):
             return backend.find_seeds(table, buffer, part.byte_offset, part.length, threads)
 
     def extend(seeds, part):
