@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+from numba import njit
 
-from .alphabet import N_CODE, SENTINEL, reverse_complement
+from .alphabet import COMPLEMENT_BLASTNA, N_CODE, SENTINEL
 from .options import SearchOptions
 
 
@@ -98,13 +99,28 @@ def _merge(ranges: np.ndarray) -> np.ndarray:
 
 def _complement_ranges(masked: np.ndarray, length: int) -> np.ndarray:
     """The half-open ranges of [0, length) outside the sorted `masked` ranges, as [k, 2]
-    int64 (a range may start inside an earlier, longer one)."""
-    masked = np.asarray(masked, dtype=np.int64).reshape(-1, 2)
-    covered_to = np.maximum.accumulate(np.concatenate([[0], masked[:, 1]]))
-    starts = np.append(covered_to[:-1], covered_to[-1])
-    ends = np.append(masked[:, 0], length)
-    keep = starts < ends
-    return np.column_stack([starts[keep], ends[keep]])
+    int32 (a range may start inside an earlier, longer one)."""
+    masked = np.ascontiguousarray(masked, dtype=np.int32).reshape(-1, 2)
+    out = np.empty((masked.shape[0] + 1, 2), dtype=np.int32)
+    return out[:_segments_between(masked, int(length), 0, out, 0)]
+
+
+@njit(cache=True, nogil=True)
+def _segments_between(masked, length, base, out, count):
+    """_complement_ranges of one context, shifted by `base`, written into out[count:];
+    returns the new count."""
+    covered = 0
+    for i in range(masked.shape[0]):
+        if covered < masked[i, 0]:
+            out[count, 0] = base + covered
+            out[count, 1] = base + masked[i, 0]
+            count += 1
+        covered = max(covered, masked[i, 1])
+    if covered < length:
+        out[count, 0] = base + covered
+        out[count, 1] = base + length
+        count += 1
+    return count
 
 
 PARALLEL_MASK_LETTERS = 200_000  # below this, threads cost more than they save
@@ -155,40 +171,75 @@ def _balanced_shares(lengths: list, parts: int) -> list:
 
 def build_batch(queries: list, options: SearchOptions) -> QueryBatch:
     """Concatenate the queries' contexts, find their masks and lookup segments."""
-    n_ctx = 2 * len(queries)
+    plus_masks = _all_masks(queries, options)
+    if not queries:
+        empty = np.zeros(0, dtype=np.int32)
+        return QueryBatch([], np.full(1, SENTINEL, dtype=np.uint8), empty, empty, [],
+                          np.zeros((0, 2), dtype=np.int32), np.full(1, SENTINEL, dtype=np.uint8))
+    query_ends = np.cumsum([len(q) for q in queries], dtype=np.int64)
+    mask_ends = np.cumsum([len(m) for m in plus_masks], dtype=np.int64)
+    rows = np.concatenate([np.asarray(m, dtype=np.int32).reshape(-1, 2) for m in plus_masks])
+    sequence, unmasked, offsets, lengths, masks, counts, segments = _assemble_contexts(
+        np.concatenate([np.asarray(q.codes, dtype=np.uint8) for q in queries]), query_ends,
+        rows, mask_ends, options.strand in ("both", "plus"), options.strand in ("both", "minus"),
+        not options.soft_masking, COMPLEMENT_BLASTNA)
+    return QueryBatch(queries, sequence, offsets, lengths, np.split(masks, np.cumsum(counts)[:-1]),
+                      segments, unmasked)
+
+
+@njit(cache=True, nogil=True)
+def _assemble_contexts(joined, query_ends, plus_masks, mask_ends, plus_on, minus_on, hard,
+                       complement):
+    """build_batch's concatenation in one compiled call (its Python waited for the GIL
+    beside the warm-up): each query's plus strand and reverse complement between
+    sentinels, the masks mirrored onto the minus strand, the lookup segments, and masked
+    letters made N when masking is hard. Returns (sequence, unmasked sequence, offsets,
+    lengths, masks of every context back to back, each context's mask count, segments)."""
+    n_ctx = 2 * query_ends.size
     offsets = np.zeros(n_ctx, dtype=np.int32)
     lengths = np.zeros(n_ctx, dtype=np.int32)
-    strands = (options.strand in ("both", "plus"), options.strand in ("both", "minus"))
-    plus_masks = _all_masks(queries, options)
     for c in range(n_ctx):
-        lengths[c] = len(queries[c // 2]) if strands[c % 2] else 0
+        q = c // 2
+        if plus_on if c % 2 == 0 else minus_on:
+            lengths[c] = query_ends[q] - (query_ends[q - 1] if q > 0 else 0)
         offsets[c] = 1 if c == 0 else offsets[c - 1] + lengths[c - 1] + 1
-    total = int(offsets[-1] + lengths[-1] + 1) if n_ctx else 1
-    sequence = np.full(total, SENTINEL, dtype=np.uint8)
-    masks, segments = [], []
+    sequence = np.full(offsets[n_ctx - 1] + lengths[n_ctx - 1] + 1, SENTINEL, dtype=np.uint8)
+    masks = np.empty((2 * plus_masks.shape[0], 2), dtype=np.int32)
+    counts = np.zeros(n_ctx, dtype=np.int64)
+    segments = np.empty((masks.shape[0] + n_ctx, 2), dtype=np.int32)
+    n_masks, n_segments = 0, 0
     for c in range(n_ctx):
-        query, plus_mask = queries[c // 2], plus_masks[c // 2]
-        length = len(query)
-        if c % 2 == 0:
-            codes, mask = query.codes, plus_mask
-        else:
-            codes = reverse_complement(query.codes)
-            mask = np.column_stack([length - plus_mask[:, 1], length - plus_mask[:, 0]])[::-1]
-        mask = np.asarray(mask, dtype=np.int32).reshape(-1, 2)
-        if lengths[c] == 0:
-            masks.append(np.zeros((0, 2), dtype=np.int32))
+        length = lengths[c]
+        if length == 0:
             continue
-        sequence[offsets[c]:offsets[c] + length] = codes
-        masks.append(mask)
-        segments.append(offsets[c] + _complement_ranges(mask, length))
+        q = c // 2
+        first_letter = query_ends[q - 1] if q > 0 else 0
+        first_mask, end_mask = (mask_ends[q - 1] if q > 0 else 0), mask_ends[q]
+        base = offsets[c]
+        first = n_masks
+        if c % 2 == 0:
+            sequence[base:base + length] = joined[first_letter:first_letter + length]
+            for i in range(first_mask, end_mask):
+                masks[n_masks, 0] = plus_masks[i, 0]
+                masks[n_masks, 1] = plus_masks[i, 1]
+                n_masks += 1
+        else:
+            for p in range(length):
+                sequence[base + p] = complement[joined[first_letter + length - 1 - p]]
+            for i in range(end_mask - 1, first_mask - 1, -1):
+                masks[n_masks, 0] = length - plus_masks[i, 1]
+                masks[n_masks, 1] = length - plus_masks[i, 0]
+                n_masks += 1
+        counts[c] = n_masks - first
+        n_segments = _segments_between(masks[first:n_masks], length, base, segments, n_segments)
     unmasked = sequence.copy()
-    if not options.soft_masking:
+    if hard:
+        at = 0
         for c in range(n_ctx):
-            for a, b in masks[c]:
-                sequence[offsets[c] + a:offsets[c] + b] = N_CODE
-    segments = np.concatenate(segments) if segments else np.zeros((0, 2), dtype=np.int64)
-    return QueryBatch(queries, sequence, offsets, lengths, masks,
-                      segments.astype(np.int32).reshape(-1, 2), unmasked)
+            for i in range(at, at + counts[c]):
+                sequence[offsets[c] + masks[i, 0]:offsets[c] + masks[i, 1]] = N_CODE
+            at += counts[c]
+    return sequence, unmasked, offsets, lengths, masks[:n_masks], counts, segments[:n_segments]
 
 
 def read_queries(source) -> list:

@@ -52,3 +52,65 @@ def test_masks_on_threads_are_the_masks_in_query_order():
     assert len(serial) == len(threaded)
     for a, b in zip(serial, threaded):
         assert np.array_equal(a, b)
+
+
+def batch_by_loops(queries, plus_masks, options):
+    """build_batch written out context by context with numpy, as a reference."""
+    from gblastn.alphabet import COMPLEMENT_BLASTNA, N_CODE, SENTINEL
+    strands = (options.strand in ("both", "plus"), options.strand in ("both", "minus"))
+    lengths = [len(queries[c // 2]) if strands[c % 2] else 0 for c in range(2 * len(queries))]
+    offsets = [1]
+    for c in range(1, len(lengths)):
+        offsets.append(offsets[-1] + lengths[c - 1] + 1)
+    sequence = np.full(offsets[-1] + lengths[-1] + 1, SENTINEL, dtype=np.uint8)
+    masks, segments = [], []
+    for c, (offset, length) in enumerate(zip(offsets, lengths)):
+        plus = np.asarray(plus_masks[c // 2]).reshape(-1, 2)
+        codes = queries[c // 2].codes
+        if c % 2:
+            codes = COMPLEMENT_BLASTNA[codes[::-1]]
+            plus = np.column_stack([len(codes) - plus[:, 1], len(codes) - plus[:, 0]])[::-1]
+        if length == 0:
+            masks.append(np.zeros((0, 2), dtype=np.int32))
+            continue
+        sequence[offset:offset + length] = codes
+        masks.append(plus)
+        segments += [(offset + a, offset + b) for a, b in complement_by_loop(plus, length)]
+    unmasked = sequence.copy()
+    if not options.soft_masking:
+        for offset, mask in zip(offsets, masks):
+            for a, b in mask:
+                sequence[offset + a:offset + b] = N_CODE
+    return sequence, unmasked, offsets, lengths, masks, segments
+
+
+@st.composite
+def query_sets(draw):
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    queries = []
+    for i in range(draw(st.integers(1, 5))):
+        n = draw(st.integers(1, 300))
+        codes = rng.integers(0, 4, n).astype(np.uint8)
+        codes[rng.random(n) < 0.03] = 14
+        lower = rng.random(n) < draw(st.sampled_from([0.0, 0.1, 0.5]))
+        if draw(st.booleans()):  # a low-complexity stretch for DUST
+            a = int(rng.integers(0, n))
+            codes[a:a + 80] = 3
+        queries.append(Query(f"q{i}", "", codes, lower))
+    return queries
+
+
+@settings(max_examples=200, deadline=None)
+@given(query_sets(), st.sampled_from(["both", "plus", "minus"]), st.booleans(), st.booleans())
+def test_batch_is_the_contexts_written_out(queries, strand, soft, lcase):
+    from gblastn.query import build_batch
+    options = make_options("megablast", strand=strand, soft_masking=soft, lcase_masking=lcase)
+    batch = build_batch(queries, options)
+    sequence, unmasked, offsets, lengths, masks, segments = batch_by_loops(
+        queries, _all_masks(queries, options), options)
+    assert np.array_equal(batch.sequence, sequence)
+    assert np.array_equal(batch.unmasked_sequence, unmasked)
+    assert batch.context_offset.tolist() == offsets
+    assert batch.context_length.tolist() == lengths
+    assert [m.tolist() for m in batch.masks] == [np.asarray(m).tolist() for m in masks]
+    assert [tuple(r) for r in batch.lookup_segments.tolist()] == segments
