@@ -163,7 +163,7 @@ def _query_bytes(files: list) -> int | None:
     """The query files' size, an upper bound of their letters (None for stdin)."""
     try:
         return sum(os.path.getsize(path) for path in files)
-    except (OSError, TypeError):
+    except OSError:
         return None
 
 

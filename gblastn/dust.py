@@ -379,8 +379,7 @@ def dust_intervals_many(sequences: list, level: int = DEFAULT_LEVEL,
     window = int(window) if 8 <= int(window) <= 64 else DEFAULT_WINDOW
     linker = int(linker) if 1 <= int(linker) <= 32 else DEFAULT_LINKER
     ends = np.cumsum([len(codes) for codes in sequences], dtype=np.int64)
-    joined = np.concatenate([np.asarray(codes, dtype=np.uint8) for codes in sequences]) \
-        if sequences else np.zeros(0, dtype=np.uint8)
+    joined = np.concatenate([np.asarray(codes, dtype=np.uint8) for codes in sequences])
     intervals, counts = _symdust_each(joined, ends, np.int64(level), np.int64(window),
                                       np.int64(linker))
     return np.split(intervals, np.cumsum(counts)[:-1])
