@@ -142,21 +142,23 @@ def _list_words(sequence, segments, word_size, width):
         start, end = segments[k, 0], segments[k, 1]
         if end - start < word_size:
             continue
-        word = 0
-        valid = 0  # letters since the last ambiguity
+        word, valid = 0, 0
         for p in range(start, end):
-            c = sequence[p]
-            if c >= 4:
-                valid = 0
-                word = 0
-                continue
-            word = ((word << 2) | c) & mask
-            valid += 1
+            word, valid = _next_word(word, valid, sequence[p], mask)
             if valid >= width:
                 index[count] = word
                 offset[count] = p - width + 1
                 count += 1
     return index[:count], offset[:count]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _next_word(word, valid, letter, mask):
+    """The word ending at `letter` and the count of letters since the last ambiguity
+    (blastna >= 4), which starts the word again."""
+    if letter >= 4:
+        return 0, 0
+    return ((word << 2) | letter) & mask, valid + 1
 
 
 @njit(cache=True, nogil=True)
@@ -208,16 +210,9 @@ def _fill_megablast(sequence, segments, word_size, width, hashtable, next_pos, p
         start, end = segments[k, 0], segments[k, 1]
         if end - start < word_size:
             continue
-        word = 0
-        valid = 0  # letters since the last ambiguity
+        word, valid = 0, 0
         for p in range(start, end):
-            c = sequence[p]
-            if c >= 4:
-                valid = 0
-                word = 0
-                continue
-            word = ((word << 2) | c) & mask
-            valid += 1
+            word, valid = _next_word(word, valid, sequence[p], mask)
             if valid >= width and cell_lo <= word < cell_hi:
                 # our offset is BLAST's q_off + 1, so it is stored as is
                 offset = p - width + 1
