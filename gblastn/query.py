@@ -62,11 +62,6 @@ class QueryBatch:
         return int(np.searchsorted(self.context_offset, q, side="right") - 1)
 
 
-def mask_intervals(query: Query, options: SearchOptions) -> np.ndarray:
-    """Masked ranges of the plus strand, half-open, merged and sorted: DUST and lower case."""
-    return _all_masks([query], options)[0]
-
-
 def _masked_ranges(query: Query, dusted: np.ndarray | None, options: SearchOptions) -> np.ndarray:
     """The query's DUST intervals (inclusive ends; None without DUST) and lower-case ranges,
     as half-open ranges, merged and sorted."""
@@ -97,17 +92,10 @@ def _merge(ranges: np.ndarray) -> np.ndarray:
     return np.array(merged, dtype=np.int32).reshape(-1, 2)
 
 
-def _complement_ranges(masked: np.ndarray, length: int) -> np.ndarray:
-    """The half-open ranges of [0, length) outside the sorted `masked` ranges, as [k, 2]
-    int32 (a range may start inside an earlier, longer one)."""
-    masked = np.ascontiguousarray(masked, dtype=np.int32).reshape(-1, 2)
-    out = np.empty((masked.shape[0] + 1, 2), dtype=np.int32)
-    return out[:_segments_between(masked, int(length), 0, out, 0)]
-
-
 @njit(cache=True, nogil=True)
 def _segments_between(masked, length, base, out, count):
-    """_complement_ranges of one context, shifted by `base`, written into out[count:];
+    """The half-open ranges of [0, length) outside the sorted `masked` ranges (a range may
+    start inside an earlier, longer one), shifted by `base`, written into out[count:];
     returns the new count."""
     covered = 0
     for i in range(masked.shape[0]):
@@ -127,9 +115,9 @@ PARALLEL_MASK_LETTERS = 200_000  # below this, threads cost more than they save
 
 
 def _all_masks(queries: list, options: SearchOptions) -> list:
-    """mask_intervals of every query, in order. DUST runs without the GIL, so a large batch
-    is split into options.num_threads shares of about equal letters, each masked in one
-    compiled call."""
+    """Every query's masked ranges on the plus strand (DUST and lower case; half-open, merged
+    and sorted), in query order. DUST runs without the GIL, so a large batch is split into
+    options.num_threads shares of about equal letters, each masked in one compiled call."""
     if options.dust is None:
         return [_masked_ranges(q, None, options) for q in queries]
     from .dust import dust_intervals_many
