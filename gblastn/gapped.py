@@ -214,6 +214,28 @@ def _extend_hits_ahead(spread, *args):
 
 
 @njit(cache=True, nogil=True)
+def _extend_hits_given(extensions, q_start, s_start, length, score, context, context_offset,
+                       context_length, sequence, query_words, packed, chunk_length, cutoffs,
+                       xdrop, reward, penalty, gap_open, gap_extend, min_diag_separation):
+    """_extend_hits with the hits' extensions made ahead (InitialHits.extensions): the
+    in-order pass keeps the rows _extend_hits would keep, and extends on the CPU only the
+    hits left undone there."""
+    n = q_start.size
+    rows = np.empty((n, 8), dtype=np.int64)
+    origin = np.empty(n, dtype=np.int64)
+    tree = alloc_tree(n, min_diag_separation)
+    candidates = np.flatnonzero(extensions[:, GAPPED_FIELDS])
+    found = np.empty((candidates.size, GAPPED_FIELDS), dtype=np.int64)
+    for k in range(candidates.size):
+        found[k] = extensions[candidates[k], :GAPPED_FIELDS]
+    kept, _, _ = _apply_block(0, n, candidates, found, q_start, s_start, length, score, context,
+                              context_offset, context_length, sequence, query_words, packed,
+                              chunk_length, cutoffs, xdrop, reward, penalty, gap_open,
+                              gap_extend, min_diag_separation, rows, origin, 0, tree, 0)
+    return rows[:kept], origin[:kept]
+
+
+@njit(cache=True, nogil=True)
 def _extend_hits_dp(q_start, s_start, length, score, seed_q, seed_s, context, context_offset,
                     context_length, sequence, packed, chunk_length, cutoffs, xdrop, matrix,
                     gap_open, gap_extend, min_diag_separation):
@@ -284,14 +306,15 @@ def hit_contexts(hits_q_start, batch) -> np.ndarray:
 
 def extend_hits(hits_q_start, hits_s_start, hits_length, hits_score, batch, packed_chunk,
                 chunk_length, stats, options, hits_seed_q=None, hits_seed_s=None,
-                hits_context=None, spread=None) -> tuple:
+                hits_context=None, spread=None, extensions=None) -> tuple:
     """prelim_gapped's extensions, without the purge: (rows, origin), the kept gapped HSPs
     as int64 rows [k, 8] (hsp_rows) in the order found, and the index of the hit each came
     from. A hit is only ever tested against HSPs of its own context, so the hits of any
     set of contexts, extended apart, give the same rows as extended with the others.
     hits_context: the hits' contexts (hit_contexts), when the caller has them already.
     spread: a pool's spread (tasks.TaskPool.spread), with which the greedy extensions of a
-    piece of many hits run on several threads."""
+    piece of many hits run on several threads. extensions: the hits' greedy extensions made
+    ahead (InitialHits.extensions), for the greedy path."""
     n = int(np.asarray(hits_score).size)
     if n == 0:
         return np.zeros((0, 8), dtype=np.int64), np.zeros(0, dtype=np.int64)
@@ -311,6 +334,8 @@ def extend_hits(hits_q_start, hits_s_start, hits_length, hits_score, batch, pack
                 batch.query_words, packed, int(chunk_length), cutoffs, int(stats.gap_xdrop),
                 int(options.reward), int(options.penalty), int(options.gapopen),
                 int(options.gapextend), int(options.min_diag_separation))
+        if extensions is not None:
+            return _extend_hits_given(np.ascontiguousarray(extensions, dtype=np.int64), *args)
         return _extend_hits(*args) if spread is None else _extend_hits_ahead(spread, *args)
     seed_q = q_start if hits_seed_q is None else \
         np.ascontiguousarray(hits_seed_q, dtype=np.int64)

@@ -1,4 +1,5 @@
-"""Every kernel variant compiles for sm_90 (no GPU needed; skipped without nvcc)."""
+"""Every kernel variant compiles for sm_90, and the greedy kernel (no GPU needed; skipped
+without nvcc)."""
 
 import shutil
 import subprocess
@@ -8,8 +9,8 @@ import pytest
 
 from gblastn.lookup import MEGABLAST, SMALL, STANDARD
 from gblastn.scan.cpu import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND_SMALL_ONE_BYTE
-from gblastn.scan.gpu import (FLUSH_MODE, FLUSH_SLOTS, PROBES_PER_THREAD, SCAN_THREADS,
-                              kernel_source, nvcc_options)
+from gblastn.scan.gpu import (FLUSH_MODE, FLUSH_SLOTS, GREEDY_ROW_CELLS, PROBES_PER_THREAD,
+                              SCAN_THREADS, kernel_source, nvcc_options)
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
@@ -49,13 +50,20 @@ VARIANTS = [
 ]
 
 
-def compile_variant(defines, folder):
-    name = "_".join(f"{v}" for _, v in sorted(defines.items()))
-    src = folder / f"seeds_{name}.cu"
-    src.write_text(kernel_source())
+def compile_variant(defines, folder, source="seeds.cu"):
+    name = source.split(".")[0] + "_" + "_".join(f"{v}" for _, v in sorted(defines.items()))
+    src = folder / f"{name}.cu"
+    src.write_text(kernel_source(source))
     cmd = ["nvcc", "-arch=sm_90", "-cubin", *nvcc_options(defines), "-o",
-           str(folder / f"seeds_{name}.cubin"), str(src)]
+           str(folder / f"{name}.cubin"), str(src)]
     return subprocess.run(cmd, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("row_cells", [GREEDY_ROW_CELLS, 8])
+def test_greedy_kernel_compiles(tmp_path, row_cells):
+    result = compile_variant({"ROW_CELLS": row_cells}, tmp_path, "greedy.cu")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "error" not in result.stderr.lower()
 
 
 def test_every_variant_compiles(tmp_path):

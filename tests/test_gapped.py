@@ -27,18 +27,22 @@ def test_one_hit_extends_and_duplicate_is_contained():
     assert hsps.score[0] == 299 - 3
 
 
-def many_hits_case(seed: int):
+def many_hits_case(seed: int, ambiguous: bool = False):
     """A 20 kb query, its copy with substitutions and indels inside a subject, and 300
     initial hits near the alignment's drifting diagonal (and a few off it), in score order:
-    most are extended again, some fall inside HSPs found before them."""
+    most are extended again, some fall inside HSPs found before them. `ambiguous` puts N
+    letters into the query (the subject copy keeps bases there)."""
     from golden import mutate, random_dna
 
     rng = np.random.default_rng(seed)
     query = random_dna(rng, 20_000)
     subject = np.concatenate([random_dna(rng, 500), mutate(rng, query, 0.03, 0.01),
                               random_dna(rng, 500)])
+    letters = query.copy()
+    if ambiguous:
+        letters[rng.integers(0, query.size, 60)] = ord("N")
     opts = make_options("megablast", dust="no")
-    batch = build_batch([Query("q", "q", encode_blastna(query.tobytes().decode()),
+    batch = build_batch([Query("q", "q", encode_blastna(letters.tobytes().decode()),
                                np.zeros(query.size, bool))], opts)
     q = rng.integers(0, query.size - 40, 300)
     s = np.clip(q + 500 + rng.integers(-150, 150, q.size), 0, subject.size - 40)
@@ -69,3 +73,43 @@ def test_extensions_spread_over_threads_keep_the_serial_rows(seed, monkeypatch):
                 rows, origin = extend_hits(*case, spread=spread)
                 assert np.array_equal(rows, serial_rows)
                 assert np.array_equal(origin, serial_origin)
+
+
+def extensions_on_cpu(q_start, s_start, length, score, batch, packed, chunk_length, stats,
+                      options) -> np.ndarray:
+    """Every hit's greedy extension as the gapped stage makes it, in the layout of
+    InitialHits.extensions (all marked made)."""
+    from gblastn.gapped import GAPPED_FIELDS, _greedy_from_hit, hit_contexts
+
+    n = len(q_start)
+    out = np.zeros((n, GAPPED_FIELDS + 1), dtype=np.int64)
+    found = np.zeros(GAPPED_FIELDS, dtype=np.int64)
+    args = (np.asarray(q_start, dtype=np.int64), np.asarray(s_start, dtype=np.int64),
+            np.asarray(length, dtype=np.int64), hit_contexts(q_start, batch),
+            np.asarray(batch.context_offset, dtype=np.int64),
+            np.asarray(batch.context_length, dtype=np.int64), batch.sequence,
+            batch.query_words, packed, chunk_length, int(stats.gap_xdrop), options.reward,
+            options.penalty, options.gapopen, options.gapextend)
+    for i in range(n):
+        _greedy_from_hit(i, found, *args)
+        out[i, :GAPPED_FIELDS] = found
+        out[i, GAPPED_FIELDS] = 1
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_extensions_made_ahead_keep_the_rows(seed):
+    """Extensions made ahead (as a GPU makes them) give the rows of extending in order; hits
+    left undone are extended on the CPU."""
+    from gblastn.gapped import GAPPED_FIELDS, extend_hits
+
+    case = many_hits_case(seed)
+    rows, origin = extend_hits(*case)
+    ahead = extensions_on_cpu(*case)
+    undone = ahead.copy()
+    undone[::3, GAPPED_FIELDS] = 0
+    undone[::3, :GAPPED_FIELDS] = -1  # never read
+    for extensions in (ahead, undone):
+        got_rows, got_origin = extend_hits(*case, extensions=extensions)
+        assert np.array_equal(got_rows, rows)
+        assert np.array_equal(got_origin, origin)

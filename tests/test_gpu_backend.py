@@ -256,6 +256,31 @@ def test_runs_from_another_thread(gpu, case):
 # the whole search, -device gpu against -device cpu
 
 
+@pytest.mark.parametrize("seed, ambiguous", [(1, False), (2, True), (3, True)])
+def test_greedy_extensions_are_the_cpu_ones(gpu, seed, ambiguous):
+    """Every hit's greedy extension made on the GPU equals the gapped stage's own; with
+    rows too narrow for some bands, those hits are marked undone and the rest still equal."""
+    from test_gapped import extensions_on_cpu, many_hits_case
+
+    from gblastn.gapped import GAPPED_FIELDS, hit_contexts
+
+    case = many_hits_case(seed, ambiguous)
+    q_start, s_start, length, _, batch, packed, chunk_length, stats, options = case
+    want = extensions_on_cpu(*case)
+
+    def on_gpu(**tuning):
+        return gpu.greedy_extensions(packed, np.array([0]), np.array([chunk_length]),
+                                     np.zeros(len(q_start)), q_start, s_start, length,
+                                     hit_contexts(q_start, batch), batch, int(stats.gap_xdrop),
+                                     options.reward, options.penalty, **tuning)
+
+    assert np.array_equal(on_gpu(), want)
+    narrow = on_gpu(row_cells=8)
+    made = narrow[:, GAPPED_FIELDS] == 1
+    assert not made.all()
+    assert np.array_equal(narrow[made], want[made])
+
+
 def write_fasta(path, records):
     with open(path, "w") as f:
         for name, seq in records:

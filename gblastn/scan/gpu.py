@@ -1,5 +1,6 @@
 """GPU scan backend (pycuda): the same Seeds as ``gblastn.scan.cpu``, from the kernels in
-``cuda/seeds.cu``.
+``cuda/seeds.cu``; and the preliminary stage's greedy extensions of the initial hits made
+ahead (``cuda/greedy.cu``), the same as ``gblastn.gapped`` makes them.
 
 Per (query batch, volume):
 
@@ -40,6 +41,9 @@ PROBES_PER_THREAD = 4
 FLUSH_MODE = 2
 FLUSH_SLOTS = 2
 EXTEND_THREADS = 256
+GREEDY_THREADS = 128       # threads per block of greedy_hits
+GREEDY_ROW_CELLS = 256     # diagonals per distance a greedy_hits thread keeps
+GAPPED_FIELDS = 7          # must match GAPPED_FIELDS in greedy.cu and gapped.py
 PADDING = 16               # zero bytes after each device copy of a volume
 UPLOAD_STEP = 16 << 20     # bytes per host-to-device copy of a volume
 UPLOAD_THREADS = 4         # threads filling page-locked buffers for those copies
@@ -55,11 +59,12 @@ def kernel_dir() -> Path:
     raise GpuUnavailableError("-device gpu: no usable GPU (kernel sources cuda/seeds.cu not found)")
 
 
-def kernel_source() -> str:
-    """seeds.cu with its header inlined, so the compiler cache sees every line."""
+def kernel_source(name: str = "seeds.cu") -> str:
+    """A kernel file of cuda/ with its header inlined, so the compiler cache sees every
+    line."""
     folder = kernel_dir()
     common = (folder / "seed_common.cuh").read_text().replace("#pragma once", "")
-    return (folder / "seeds.cu").read_text().replace('#include "seed_common.cuh"', common)
+    return (folder / name).read_text().replace('#include "seed_common.cuh"', common)
 
 
 def variant_defines(table: LookupTable, **tuning) -> dict:
@@ -223,6 +228,8 @@ class GpuBackend:
         self.volumes = {}       # id(buffer) -> (buffer, allocation, nbytes), oldest first
         self.table_key = None   # the resident query table
         self.table_arrays = {}
+        self.words_key = None   # the batch whose packed query words are resident
+        self.words_arrays = ()
         self.buffers = {}       # name -> (allocation, bytes)
         self.stats = {}         # last call's counts and grow events, for tests and benches
 
@@ -241,18 +248,18 @@ class GpuBackend:
 
     # -- kernels ----------------------------------------------------------------------------
 
-    def module(self, defines: dict):
-        key = tuple(sorted(defines.items()))
+    def module(self, defines: dict, source: str = "seeds.cu"):
+        key = (source,) + tuple(sorted(defines.items()))
         if key not in self.modules:
             with TIMES.stage("gpu set-up"):
-                self.modules[key] = self._load_module(defines)
+                self.modules[key] = self._load_module(defines, source)
         return self.modules[key]
 
-    def _load_module(self, defines: dict):
-        """The kernels compiled with `defines` (only the first run of a variant calls nvcc).
-        A cached cubin the driver refuses (damaged, say) is compiled again."""
+    def _load_module(self, defines: dict, source: str):
+        """The kernels of `source` compiled with `defines` (only the first run of a variant
+        calls nvcc). A cached cubin the driver refuses (damaged, say) is compiled again."""
         major, minor = self.device.compute_capability()
-        build = (kernel_source(), nvcc_options(defines), f"sm_{major}{minor}")
+        build = (kernel_source(source), nvcc_options(defines), f"sm_{major}{minor}")
         try:
             return self.drv.module_from_buffer(cached_cubin(*build))
         except self.drv.Error:
@@ -379,16 +386,28 @@ class GpuBackend:
         self.table_key = (table,)
         return self.table_arrays
 
+    def resident_query_words(self, batch) -> tuple:
+        """The device copies of a batch's packed query words (bases, ambiguity bits), each
+        with its WORD_PAD bytes on both sides."""
+        if self.words_key is not None and self.words_key[0] is batch:
+            return self.words_arrays
+        for alloc in self.words_arrays:
+            alloc.free()
+        self.words_arrays = tuple(self.upload(words) for words in batch.query_words)
+        self.words_key = (batch,)
+        return self.words_arrays
+
     def release(self) -> None:
         """Free every device allocation this backend holds."""
         with self:
             for held in self.volumes.values():
                 held[1].free()
-            for alloc in self.table_arrays.values():
+            for alloc in (*self.table_arrays.values(), *self.words_arrays):
                 alloc.free()
             for alloc, _ in self.buffers.values():
                 alloc.free()
             self.volumes, self.table_arrays, self.buffers, self.table_key = {}, {}, {}, None
+            self.words_key, self.words_arrays = None, ()
 
     # -- the contract -----------------------------------------------------------------------
 
@@ -416,6 +435,51 @@ class GpuBackend:
                                          rank_bits))
         rows = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
         return Seeds(*(np.ascontiguousarray(rows[i]) for i in range(5)))
+
+    def greedy_extensions(self, packed: np.ndarray, chunk_byte_offset, chunk_length, hit_chunk,
+                          hit_q_start, hit_s_start, hit_length, hit_context, batch, xdrop: int,
+                          reward: int, penalty: int, row_cells: int = GREEDY_ROW_CELLS) -> np.ndarray:
+        """The score-only greedy extensions (linear gap costs) of initial hits in a volume's
+        chunks, each as gapped._greedy_from_hit makes it: int64 [n, GAPPED_FIELDS + 1], the
+        last column 0 where the hit's band of diagonals outgrew `row_cells` (the CPU
+        extends those). xdrop: the raw preliminary X-drop."""
+        from ..wordrun import WORD_PAD
+
+        n = int(np.asarray(hit_q_start).size)
+        out = np.zeros((n, GAPPED_FIELDS + 1), dtype=np.int64)
+        if n == 0:
+            return out
+        match, mismatch = reward, -penalty
+        if reward % 2 == 1:  # greedy_one_way's doubling
+            match, mismatch, xdrop = 2 * match, 2 * mismatch, 2 * xdrop
+        int32 = [np.ascontiguousarray(a, dtype=np.int32)
+                 for a in (hit_q_start, hit_s_start, hit_length, hit_chunk, hit_context)]
+        int64 = [np.ascontiguousarray(a, dtype=np.int64)
+                 for a in (batch.context_offset, batch.context_length, chunk_byte_offset,
+                           chunk_length)]
+        with self:
+            kernel = self.module({"ROW_CELLS": row_cells}, "greedy.cu").get_function("greedy_hits")
+            volume = self.resident_volume(np.ascontiguousarray(packed, dtype=np.uint8))
+            bases, ambig = self.resident_query_words(batch)
+            inputs = [self.upload(a) for a in int32 + int64]
+            try:
+                found = self.buffer("greedy_found", 8 * GAPPED_FIELDS * n)
+                done = self.buffer("greedy_done", n)
+                kernel(np.int32(n), *inputs, np.uintp(int(bases) + WORD_PAD),
+                       np.uintp(int(ambig) + WORD_PAD), volume, np.int64(xdrop),
+                       np.int64(match), np.int64(mismatch), np.int64(reward), np.int64(penalty),
+                       found, done, block=(GREEDY_THREADS, 1, 1),
+                       grid=((n + GREEDY_THREADS - 1) // GREEDY_THREADS, 1))
+                fields = np.empty((n, GAPPED_FIELDS), dtype=np.int64)
+                flags = np.empty(n, dtype=np.uint8)
+                self.drv.memcpy_dtoh(fields, found)
+                self.drv.memcpy_dtoh(flags, done)
+            finally:
+                for alloc in inputs:
+                    alloc.free()
+        out[:, :GAPPED_FIELDS] = fields
+        out[:, GAPPED_FIELDS] = flags
+        return out
 
     def _group(self, mod, table, tab, dev_packed, packed_size, byte_offset, length, probes,
                chunk_base, rank_bits) -> np.ndarray:

@@ -1,0 +1,284 @@
+// Score-only greedy gapped extension of initial hits (megablast's preliminary gapped stage
+// with linear gap costs), one thread per hit. Each thread computes what
+// gblastn/gapped.py's _greedy_from_hit computes on the CPU (greedy.py's greedy_linear in both
+// directions, on the packed subject, then the start point of _best_start_point); the two
+// must stay in step. An extension whose band of diagonals outgrows ROW_CELLS is marked
+// undone, and the host extends it on the CPU.
+
+typedef long long i64;
+typedef unsigned long long u64;
+
+#ifndef ROW_CELLS
+#define ROW_CELLS 256       // diagonals kept per distance (a power of two)
+#endif
+#define ROW_MASK (ROW_CELLS - 1)
+#define BEST_SLOTS 64       // best scores kept, by distance (a power of two)
+#define BEST_MASK (BEST_SLOTS - 1)
+#define INVALID_OFFSET (-2)
+#define PACKED_STEP 28
+#define DIAG_ORIGIN (1 << 28)  // diagonal of the start point: keeps diagonal numbers positive
+#define GAPPED_FIELDS 7
+
+#ifdef __CUDA_ARCH__
+#define HD __device__ __forceinline__
+__device__ __forceinline__ int clz64(u64 x) { return __clzll(x); }
+__device__ __forceinline__ int ctz64(u64 x) { return x ? __ffsll((i64)x) - 1 : 64; }
+#define LOAD(p) __ldg(p)
+#else
+#define HD static inline
+static inline int clz64(u64 x) { return x ? __builtin_clzll(x) : 64; }
+static inline int ctz64(u64 x) { return x ? __builtin_ctzll(x) : 64; }
+#define LOAD(p) (*(p))
+#endif
+
+// The 8 bytes from p on, the first in the high bits.
+HD u64 load_be64(const unsigned char* p) {
+    u64 v = 0;
+    for (int i = 0; i < 8; ++i) v = (v << 8) | LOAD(p + i);
+    return v;
+}
+
+HD int packed_base(const unsigned char* bases, i64 pos) {
+    return (LOAD(bases + (pos >> 2)) >> (2 * (3 - (pos & 3)))) & 3;
+}
+
+// The query: packed bases and ambiguity bits (gblastn.wordrun.pack_query_words, pointers
+// past its WORD_PAD); the subject: one chunk's packed bytes.
+struct Letters {
+    const unsigned char* q_bases;
+    const unsigned char* q_ambig;
+    const unsigned char* s_bases;
+    i64 s_bytes;
+};
+
+HD i64 letter_run(const Letters& L, i64 q_pos, i64 s_pos, i64 n, i64 limit, int direction) {
+    while (n < limit) {
+        i64 q = q_pos + direction * n;
+        i64 s = s_pos + direction * n;
+        if ((LOAD(L.q_ambig + (q >> 3)) >> (7 - (q & 7))) & 1) break;
+        if (packed_base(L.q_bases, q) != packed_base(L.s_bases, s)) break;
+        ++n;
+    }
+    return n < limit ? n : limit;
+}
+
+// wordrun.packed_run_forward
+HD i64 run_forward(const Letters& L, i64 q_pos, i64 s_pos, i64 limit) {
+    i64 n = 0;
+    while (n < limit) {
+        i64 q = q_pos + n, s = s_pos + n, byte = s >> 2;
+        if (byte + 8 > L.s_bytes) break;
+        u64 qw = load_be64(L.q_bases + (q >> 2)) << (2 * (q & 3));
+        u64 sw = load_be64(L.s_bases + byte) << (2 * (s & 3));
+        u64 aw = load_be64(L.q_ambig + (q >> 3)) << (q & 7);
+        i64 step = clz64(qw ^ sw) >> 1;
+        i64 amb = clz64(aw);
+        if (amb < step) step = amb;
+        if (step > PACKED_STEP) step = PACKED_STEP;
+        n += step;
+        if (step < PACKED_STEP) return n < limit ? n : limit;
+    }
+    return letter_run(L, q_pos, s_pos, n, limit, 1);
+}
+
+// wordrun.packed_run_backward
+HD i64 run_backward(const Letters& L, i64 q_pos, i64 s_pos, i64 limit) {
+    i64 n = 0;
+    while (n < limit) {
+        i64 q = q_pos - n, s = s_pos - n, byte = s >> 2;
+        if (byte < 7) break;
+        u64 qw = load_be64(L.q_bases + (q >> 2) - 7) >> (2 * (3 - (q & 3)));
+        u64 sw = load_be64(L.s_bases + byte - 7) >> (2 * (3 - (s & 3)));
+        u64 aw = load_be64(L.q_ambig + (q >> 3) - 7) >> (7 - (q & 7));
+        i64 step = ctz64(qw ^ sw) >> 1;
+        i64 amb = ctz64(aw);
+        if (amb < step) step = amb;
+        if (step > PACKED_STEP) step = PACKED_STEP;
+        n += step;
+        if (step < PACKED_STEP) return n < limit ? n : limit;
+    }
+    return letter_run(L, q_pos, s_pos, n, limit, -1);
+}
+
+// One direction from (q_origin, s_origin): greedy.exact_run's view of the sequences.
+struct Direction {
+    i64 q_origin, len1, s_origin, len2;
+    bool reverse;
+};
+
+HD i64 exact_run(const Letters& L, const Direction& D, i64 i1, i64 i2) {
+    i64 limit = D.len1 - i1 < D.len2 - i2 ? D.len1 - i1 : D.len2 - i2;
+    if (limit <= 0) return 0;
+    if (D.reverse) return run_backward(L, D.q_origin - 1 - i1, D.s_origin - 1 - i2, limit);
+    return run_forward(L, D.q_origin + i1, D.s_origin + i2, limit);
+}
+
+struct Reach {
+    i64 dist, seq1_len, seq2_len, seed_q, seed_s, seed_len;
+    bool done;  // false: the band outgrew ROW_CELLS
+};
+
+HD i64 ceil_div(i64 a, i64 b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+
+// greedy.greedy_linear without traceback; costs and X-drop already doubled for an odd reward.
+HD Reach greedy_linear(const Letters& L, const Direction& D, i64 xdrop, i64 match_cost,
+                       i64 mismatch_cost, int* row_a, int* row_b, i64* best) {
+    Reach r;
+    r.done = true;
+    const i64 half = match_cost / 2;
+    const i64 op_cost = match_cost + mismatch_cost;
+    const i64 xo = (xdrop + half) / op_cost + 1;
+    i64 index = exact_run(L, D, 0, 0);
+    r.dist = 0;
+    r.seq1_len = r.seq2_len = index;
+    r.seed_q = r.seed_s = 0;
+    r.seed_len = index;
+    i64 longest = index;
+    if (index == D.len1 || index == D.len2) return r;
+    if (xo + 2 > BEST_SLOTS) { r.done = false; return r; }
+
+    const int origin = DIAG_ORIGIN;
+    for (int j = 0; j < BEST_SLOTS; ++j) best[j] = 0;
+    best[xo & BEST_MASK] = index * match_cost;
+    int* prev = row_a;
+    int* here = row_b;
+    for (int k = origin - 2; k <= origin + 2; ++k) prev[k & ROW_MASK] = INVALID_OFFSET;
+    prev[origin & ROW_MASK] = (int)index;
+    int lower = origin - 1, upper = origin + 1;
+    for (int k = lower - 2; k <= upper + 2; ++k) here[k & ROW_MASK] = INVALID_OFFSET;
+    bool end1 = false, end2 = false;
+    for (i64 d = 1;; ++d) {
+        prev[(lower - 1) & ROW_MASK] = INVALID_OFFSET;
+        prev[lower & ROW_MASK] = INVALID_OFFSET;
+        prev[upper & ROW_MASK] = INVALID_OFFSET;
+        prev[(upper + 1) & ROW_MASK] = INVALID_OFFSET;
+        i64 xdrop_score = ceil_div(best[d & BEST_MASK] + op_cost * d - xdrop, half);
+        i64 cur_extent = 0, cur_seq2 = 0;
+        int cur_diag = 0;
+        const int first = lower, last = upper;
+        for (int k = first; k <= last; ++k) {
+            int a = prev[(k + 1) & ROW_MASK], b = prev[k & ROW_MASK], c = prev[(k - 1) & ROW_MASK];
+            i64 seq2 = (a > b ? a : b) + 1;
+            if (c > seq2) seq2 = c;
+            i64 seq1 = seq2 + k - origin;
+            if (seq2 < 0 || seq1 + seq2 < xdrop_score) {
+                if (k == lower) ++lower;
+                else here[k & ROW_MASK] = INVALID_OFFSET;
+                continue;
+            }
+            upper = k;
+            i64 run = exact_run(L, D, seq1, seq2);
+            if (run > longest) {
+                r.seed_q = seq1;
+                r.seed_s = seq2;
+                r.seed_len = run;
+                longest = run;
+            }
+            seq1 += run;
+            seq2 += run;
+            here[k & ROW_MASK] = (int)seq2;
+            if (seq1 + seq2 > cur_extent) {
+                cur_extent = seq1 + seq2;
+                cur_seq2 = seq2;
+                cur_diag = k;
+            }
+            if (seq2 == D.len2) { lower = k + 1; end2 = true; }
+            if (seq1 == D.len1) { upper = k - 1; end1 = true; }
+        }
+        i64 cur_score = cur_extent * half - d * op_cost;
+        i64 before = best[(d - 1 + xo) & BEST_MASK];
+        if (cur_score >= before) {
+            best[(d + xo) & BEST_MASK] = cur_score;
+            r.dist = d;
+            r.seq2_len = cur_seq2;
+            r.seq1_len = cur_seq2 + cur_diag - origin;
+        } else {
+            best[(d + xo) & BEST_MASK] = before;
+        }
+        if (lower > upper) break;
+        if (!end2) --lower;
+        if (!end1) ++upper;
+        if (upper - lower + 5 > ROW_CELLS) { r.done = false; return r; }
+        int* next = prev;  // row d - 1 is no longer read
+        for (int k = lower - 2; k <= upper + 2; ++k) next[k & ROW_MASK] = INVALID_OFFSET;
+        prev = here;
+        here = next;
+    }
+    return r;
+}
+
+// gapped._greedy_from_hit's values (score, q_start, q_end, s_start, s_end, q_seed, s_seed),
+// from greedy.greedy_gapped_alignment (score-only) and greedy._best_start_point.
+HD bool greedy_from_hit(const Letters& L, i64 q_base, i64 q_length, i64 s_length, i64 q_off,
+                        i64 s_off, i64 xdrop, i64 match_cost, i64 mismatch_cost, i64 reward,
+                        i64 penalty, int* row_a, int* row_b, i64* best, i64* found) {
+    Direction right = {q_base + q_off, q_length - q_off, s_off, s_length - s_off, false};
+    Reach rr = greedy_linear(L, right, xdrop, match_cost, mismatch_cost, row_a, row_b, best);
+    if (!rr.done) return false;
+    Direction left = {q_base + q_off, q_off, s_off, s_off, true};
+    Reach rl = greedy_linear(L, left, xdrop, match_cost, mismatch_cost, row_a, row_b, best);
+    if (!rl.done) return false;
+    i64 q_ext_r = rr.seq1_len, s_ext_r = rr.seq2_len, q_ext_l = rl.seq1_len, s_ext_l = rl.seq2_len;
+    found[0] = (q_ext_r + s_ext_r + q_ext_l + s_ext_l) * reward / 2 -
+               (rr.dist + rl.dist) * (reward - penalty);
+    found[1] = q_off - q_ext_l;
+    found[2] = q_off + q_ext_r;
+    found[3] = s_off - s_ext_l;
+    found[4] = s_off + s_ext_r;
+    // _best_start_point
+    i64 q_box_l = q_off - q_ext_l, s_box_l = s_off - s_ext_l;
+    i64 q_box_r = q_off + q_ext_r, s_box_r = s_off + s_ext_r;
+    i64 q_l = q_off - rl.seed_q, s_l = s_off - rl.seed_s;
+    i64 q_r = q_off + rr.seed_q, s_r = s_off + rr.seed_s;
+    i64 valid_l = 0, valid_r = 0;
+    if (q_r < q_box_r && s_r < s_box_r) {
+        i64 room = q_box_r - q_r < s_box_r - s_r ? q_box_r - q_r : s_box_r - s_r;
+        valid_r = (room < rr.seed_len ? room : rr.seed_len) / 2;
+    } else {
+        q_r = q_off;
+        s_r = s_off;
+    }
+    if (q_l > q_box_l && s_l > s_box_l) {
+        i64 room = q_l - q_box_l < s_l - s_box_l ? q_l - q_box_l : s_l - s_box_l;
+        valid_l = (room < rl.seed_len ? room : rl.seed_len) / 2;
+    } else {
+        q_l = q_off;
+        s_l = s_off;
+    }
+    if (valid_r > valid_l) {
+        found[5] = q_r + valid_r;
+        found[6] = s_r + valid_r;
+    } else {
+        found[5] = q_l - valid_l;
+        found[6] = s_l - valid_l;
+    }
+    return true;
+}
+
+#ifdef __CUDACC__
+// One thread per initial hit. Hit i: concatenated query start hit_q[i], chunk-relative
+// subject start hit_s[i], length hit_len[i], in chunk hit_chunk[i] (chunk_byte / chunk_len)
+// and context hit_ctx[i] (ctx_offset / ctx_len). found: GAPPED_FIELDS values per hit; done[i]
+// is 0 where the host must extend the hit itself.
+extern "C" __global__ void greedy_hits(
+    int n, const int* __restrict__ hit_q, const int* __restrict__ hit_s,
+    const int* __restrict__ hit_len, const int* __restrict__ hit_chunk,
+    const int* __restrict__ hit_ctx, const i64* __restrict__ ctx_offset,
+    const i64* __restrict__ ctx_len, const i64* __restrict__ chunk_byte,
+    const i64* __restrict__ chunk_len, const unsigned char* __restrict__ q_bases,
+    const unsigned char* __restrict__ q_ambig, const unsigned char* __restrict__ volume,
+    i64 xdrop, i64 match_cost, i64 mismatch_cost, i64 reward, i64 penalty,
+    i64* __restrict__ found, unsigned char* __restrict__ done) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int row_a[ROW_CELLS], row_b[ROW_CELLS];
+    i64 best[BEST_SLOTS];
+    int c = hit_chunk[i], ctx = hit_ctx[i];
+    i64 length = chunk_len[c];
+    Letters L = {q_bases, q_ambig, volume + chunk_byte[c], (length + 3) / 4};
+    i64 base = ctx_offset[ctx], half = hit_len[i] / 2;
+    done[i] = greedy_from_hit(L, base, ctx_len[ctx], length, hit_q[i] - base + half,
+                              hit_s[i] + half, xdrop, match_cost, mismatch_cost, reward,
+                              penalty, row_a, row_b, best, found + (i64)i * GAPPED_FIELDS);
+}
+#endif
