@@ -114,6 +114,7 @@ HD i64 exact_run(const Letters& L, const Direction& D, i64 i1, i64 i2) {
 }
 
 struct Reach {
+    i64 reach;  // the subject letters read lie below this offset
     i64 dist, seq1_len, seq2_len, seed_q, seed_s, seed_len;
     bool done;  // false: the band outgrew ROW_CELLS
 };
@@ -129,6 +130,7 @@ HD Reach greedy_linear(const Letters& L, const Direction& D, i64 xdrop, i64 matc
     const i64 op_cost = match_cost + mismatch_cost;
     const i64 xo = (xdrop + half) / op_cost + 1;
     i64 index = exact_run(L, D, 0, 0);
+    r.reach = index + 1 < D.len2 ? index + 1 : D.len2;
     r.dist = 0;
     r.seq1_len = r.seq2_len = index;
     r.seed_q = r.seed_s = 0;
@@ -177,6 +179,7 @@ HD Reach greedy_linear(const Letters& L, const Direction& D, i64 xdrop, i64 matc
             seq1 += run;
             seq2 += run;
             here[k & ROW_MASK] = (int)seq2;
+            if (seq2 >= r.reach) r.reach = seq2 + 1 < D.len2 ? seq2 + 1 : D.len2;
             if (seq1 + seq2 > cur_extent) {
                 cur_extent = seq1 + seq2;
                 cur_seq2 = seq2;
@@ -255,7 +258,142 @@ HD bool greedy_from_hit(const Letters& L, i64 q_base, i64 q_length, i64 s_length
     return true;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The traceback's searches, ahead: traceback.py's _greedy_traceback_rows finds each HSP's start
+// point and aligns from it with the final X-drop; most of that aligner's time goes past the
+// alignment's end, where it goes on until every diagonal has dropped. Here the same searches
+// run score-only, so that the CPU stops its traceback search at the best distance.
+
+// Query letter q of a context (from q_base) against subject letter s, by code: an ambiguous
+// query letter equals no base (the subject letters read here are all bases).
+HD bool same_letter(const Letters& L, i64 q_base, i64 q, i64 s) {
+    i64 a = q_base + q;
+    if ((LOAD(L.q_ambig + (a >> 3)) >> (7 - (a & 7))) & 1) return false;
+    return packed_base(L.q_bases, a) == packed_base(L.s_bases, s);
+}
+
+// dynprog.gapped_start_nucl: the start point (qg, sg) is kept, or moved along its diagonal.
+HD void start_point(const Letters& L, i64 q_base, i64 s_len, i64 q_start, i64 q_end,
+                    i64 s_start, i64 s_end, i64& qg, i64& sg) {
+    i64 max_run = 10, score = -1, q = qg, s = sg;
+    while (q < q_end) {
+        bool same = s < s_len && same_letter(L, q_base, q, s);
+        ++q;
+        ++s;
+        if (!same) break;
+        if (++score > max_run) return;
+    }
+    q = qg;
+    s = sg;
+    while (q >= 0) {
+        bool same = s >= 0 && s < s_len && same_letter(L, q_base, q, s);
+        --q;
+        --s;
+        if (!same) break;
+        if (++score > max_run) return;
+    }
+    max_run = 15;
+    i64 back = sg - s_start < qg - q_start ? sg - s_start : qg - q_start;
+    i64 diag_q = qg - back, diag_s = sg - back;
+    i64 length = s_end - diag_s < q_end - diag_q ? s_end - diag_s : q_end - diag_q;
+    i64 max_score = 0, max_offset = diag_q, run = 0, index = diag_q;
+    bool match = false, prev_match = false;
+    while (index < diag_q + length) {
+        match = same_letter(L, q_base, index, index + diag_s - diag_q);
+        if (match != prev_match) {
+            prev_match = match;
+            if (match) {
+                run = 1;
+            } else if (run > max_score) {
+                max_score = run;
+                max_offset = index - run / 2;
+            }
+        } else if (match) {
+            if (++run > max_run) {
+                qg = index - max_run / 2;
+                sg = qg + diag_s - diag_q;
+                return;
+            }
+        }
+        ++index;
+    }
+    if (match && run > max_score) {
+        max_score = run;
+        max_offset = index - run / 2;
+    }
+    if (max_score > 0) {
+        qg = max_offset;
+        sg = max_offset + diag_s - diag_q;
+    }
+}
+
+// Out of one HSP's traceback search: the start point, the best distances to the right and
+// left, and the subject letters read [read_lo, read_hi).
+#define TAIL_FIELDS 6
+
+// The start point, dynprog.adjust_subject_range's window and both directions' searches of
+// one HSP (a row of hsp.hsp_rows). False where the CPU must search: no stored start point, a
+// band too wide, or letters read outside [exact_lo, exact_hi).
+HD bool tail_search(const Letters& L, const i64* row, i64 q_base, i64 q_length, i64 s_len,
+                    i64 exact_lo, i64 exact_hi, i64 xdrop, i64 match_cost, i64 mismatch_cost,
+                    i64 max_subject_offset, i64 max_total_gaps, int* row_a, int* row_b,
+                    i64* best, i64* out) {
+    i64 qg = row[6], sg = row[7];
+    if (qg == 0 && sg == 0) return false;
+    // the start point's runs read up to 12 letters around it, inside the box or near it
+    if (row[3] - 16 < exact_lo || row[4] + 16 > exact_hi || sg - 16 < exact_lo ||
+        sg + 16 > exact_hi) return false;
+    start_point(L, q_base, s_len, row[1], row[2], row[3], row[4], qg, sg);
+    i64 shift = 0, s_in = sg, window = s_len;
+    if (s_len >= max_subject_offset) {
+        i64 max_left = qg + max_total_gaps, max_right = q_length - qg + max_total_gaps;
+        if (sg > max_left) {
+            shift = sg - max_left;
+            s_in = max_left;
+        }
+        window = (s_len < sg + max_right ? s_len : sg + max_right) - shift;
+    }
+    Direction right = {q_base + qg, q_length - qg, shift + s_in, window - s_in, false};
+    Reach rr = greedy_linear(L, right, xdrop, match_cost, mismatch_cost, row_a, row_b, best);
+    if (!rr.done) return false;
+    Direction left = {q_base + qg, qg, shift + s_in, s_in, true};
+    Reach rl = greedy_linear(L, left, xdrop, match_cost, mismatch_cost, row_a, row_b, best);
+    if (!rl.done) return false;
+    i64 read_lo = shift + s_in - rl.reach, read_hi = shift + s_in + rr.reach;
+    if (read_lo < exact_lo || read_hi > exact_hi) return false;
+    out[0] = qg;
+    out[1] = sg;
+    out[2] = rr.dist;
+    out[3] = rl.dist;
+    out[4] = read_lo;
+    out[5] = read_hi;
+    return true;
+}
+
 #ifdef __CUDACC__
+// One thread per HSP: rows (hsp.hsp_rows, 8 values each) of subjects at device addresses
+// subject_addr (packed), subject_len letters, whose letters [exact[2i], exact[2i + 1]) are all
+// bases. out: TAIL_FIELDS values per HSP; done[i] is 0 where the CPU must search.
+extern "C" __global__ void greedy_tails(
+    int n, const i64* __restrict__ rows, const u64* __restrict__ subject_addr,
+    const i64* __restrict__ subject_len, const i64* __restrict__ exact,
+    const i64* __restrict__ ctx_offset, const i64* __restrict__ ctx_len,
+    const unsigned char* __restrict__ q_bases, const unsigned char* __restrict__ q_ambig,
+    i64 xdrop, i64 match_cost, i64 mismatch_cost, i64 max_subject_offset,
+    i64 max_total_gaps, i64* __restrict__ out, unsigned char* __restrict__ done) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int row_a[ROW_CELLS], row_b[ROW_CELLS];
+    i64 best[BEST_SLOTS];
+    const i64* row = rows + (i64)i * 8;
+    i64 length = subject_len[i], ctx = row[0];
+    Letters L = {q_bases, q_ambig, (const unsigned char*)subject_addr[i], (length + 3) / 4};
+    done[i] = tail_search(L, row, ctx_offset[ctx], ctx_len[ctx], length, exact[2 * i],
+                          exact[2 * i + 1], xdrop, match_cost, mismatch_cost,
+                          max_subject_offset, max_total_gaps, row_a, row_b, best,
+                          out + (i64)i * TAIL_FIELDS);
+}
+
 // One thread per initial hit. Hit i: concatenated query start hit_q[i], chunk-relative
 // subject start hit_s[i], length hit_len[i], in chunk hit_chunk[i] (chunk_byte / chunk_len)
 // and context hit_ctx[i] (ctx_offset / ctx_len). found: GAPPED_FIELDS values per hit; done[i]

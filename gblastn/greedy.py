@@ -111,7 +111,8 @@ def _grow_int(buf, need):
 
 @njit(cache=True, nogil=True)
 def greedy_linear(query, query_bases, query_ambig, q_origin, len1, subject, s_origin, len2,
-                  packed, reverse, xdrop, match_cost, mismatch_cost, max_dist, traceback):
+                  packed, reverse, xdrop, match_cost, mismatch_cost, max_dist, traceback,
+                  stop_dist):
     """One direction of the non-affine greedy extension.
 
     match_cost/mismatch_cost/xdrop are already doubled for an odd reward.  Returns
@@ -121,7 +122,9 @@ def greedy_linear(query, query_bases, query_ambig, q_origin, len1, subject, s_or
     longest exact run met, and, with traceback, the edit runs from the far end back to the
     start point.  max_dist only sizes the first allocation: the per-distance arrays grow as
     the search goes on, so the result is the one BLAST reaches after its memory doublings,
-    without redoing the work."""
+    without redoing the work. stop_dist >= 0: the best alignment's distance, known ahead
+    (a GPU's score-only search): the search stops there, past which it only confirms that
+    nothing better follows; every row up to it, and so the result, is the same."""
     half = match_cost // 2
     op_cost = match_cost + mismatch_cost
     xdrop_offset = (xdrop + half) // op_cost + 1
@@ -137,7 +140,7 @@ def greedy_linear(query, query_bases, query_ambig, q_origin, len1, subject, s_or
     seed_s = 0
     seed_len = index
     longest = index
-    if index == len1 or index == len2:
+    if index == len1 or index == len2 or stop_dist == 0:
         if traceback:
             n_ops = _edit_add(ops, nums, n_ops, OP_SUB, index)
         return reach, 0, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, n_ops
@@ -237,7 +240,7 @@ def greedy_linear(query, query_bases, query_ambig, q_origin, len1, subject, s_or
         else:
             best_by_dist[d + xdrop_offset] = best_by_dist[d - 1 + xdrop_offset]
 
-        if lower > upper:
+        if lower > upper or d == stop_dist:
             break
         if not end2_reached:
             lower -= 1
@@ -577,11 +580,12 @@ def greedy_affine(query, query_bases, query_ambig, q_origin, len1, subject, s_or
 
 @njit(cache=True, nogil=True)
 def greedy_one_way(query, query_bases, query_ambig, q_origin, len1, subject, s_origin, len2,
-                   packed, reverse, xdrop, reward, penalty, gap_open, gap_extend, traceback):
+                   packed, reverse, xdrop, reward, penalty, gap_open, gap_extend, traceback,
+                   stop_dist):
     """Extend in one direction with BLAST's cost conventions (penalty negative, the X-drop
     and costs doubled inside for an odd reward).  Returns greedy_linear's or greedy_affine's
     values: the second is the distance (linear costs) or the score in the doubled units
-    (affine costs)."""
+    (affine costs). stop_dist: greedy_linear's (linear costs only; -1 for none)."""
     match = reward
     mismatch = -penalty
     if match % 2 == 1:
@@ -594,7 +598,8 @@ def greedy_one_way(query, query_bases, query_ambig, q_origin, len1, subject, s_o
     # aligners here grow their memory instead, which gives the same result in one pass
     if gap_open == 0 and gap_extend == 0:
         out = greedy_linear(query, query_bases, query_ambig, q_origin, len1, subject, s_origin,
-                            len2, packed, reverse, xdrop, match, mismatch, GREEDY_MAX_COST, traceback)
+                            len2, packed, reverse, xdrop, match, mismatch, GREEDY_MAX_COST, traceback,
+                            stop_dist)
     else:
         out = greedy_affine(query, query_bases, query_ambig, q_origin, len1, subject, s_origin,
                             len2, packed, reverse, xdrop, match, mismatch, gap_open, gap_extend, GREEDY_MAX_COST,
@@ -605,7 +610,7 @@ def greedy_one_way(query, query_bases, query_ambig, q_origin, len1, subject, s_o
 @njit(cache=True, nogil=True)
 def greedy_gapped_alignment(query, query_words, q_base, q_length, subject, s_base, s_length,
                             packed, q_off, s_off, xdrop, reward, penalty, gap_open, gap_extend,
-                            traceback):
+                            traceback, stop_right=-1, stop_left=-1):
     """BLAST_GreedyGappedAlignment: extend right from (q_off, s_off), then left.
 
     query_words: pack_query_words(query), which a packed subject is compared with (unused
@@ -616,14 +621,16 @@ def greedy_gapped_alignment(query, query_words, q_base, q_length, subject, s_bas
     score, the half-open box of the alignment, the new start point estimate (score-only mode;
     the input point with traceback), with traceback the edit script (runs, left to right)
     after gap reduction, and the subject range the search read (no letter outside it can
-    change the result)."""
+    change the result; with stop distances, only what the stopped searches read). stop_right,
+    stop_left: greedy_linear's stop_dist for each direction."""
     bases, ambig = query_words
     r = greedy_one_way(query, bases, ambig, q_base + q_off, q_length - q_off, subject,
                        s_base + s_off, s_length - s_off, packed, False, xdrop, reward, penalty,
-                       gap_open, gap_extend, traceback)
+                       gap_open, gap_extend, traceback, stop_right)
     reach_r, score_r, q_ext_r, s_ext_r, fwd_q, fwd_s, fwd_len, fwd_ops, fwd_nums, fwd_n = r
     l = greedy_one_way(query, bases, ambig, q_base + q_off, q_off, subject, s_base + s_off,
-                       s_off, packed, True, xdrop, reward, penalty, gap_open, gap_extend, traceback)
+                       s_off, packed, True, xdrop, reward, penalty, gap_open, gap_extend, traceback,
+                       stop_left)
     reach_l, score_l, q_ext_l, s_ext_l, rev_q, rev_s, rev_len, rev_ops, rev_nums, rev_n = l
 
     if gap_open == 0 and gap_extend == 0:

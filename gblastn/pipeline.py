@@ -393,7 +393,8 @@ class Pipeline:
                 joins[batch_id] = [_QueryJoin(payload, q) for q in range(len(payload.queries))]
             elif stream:
                 self._post_tasks(batch_id, joins[batch_id],
-                                trace_tasks(payload.by_query, self.options))
+                                 self._ahead(joins[batch_id][0].plan,
+                                             trace_tasks(payload.by_query, self.options)))
                 pending[batch_id] -= 1
             else:
                 for q, subjects in payload.by_query.items():
@@ -404,7 +405,9 @@ class Pipeline:
                 del pending[next_batch]
                 batch_joins, hits = joins.pop(next_batch), merged.pop(next_batch)
                 if hits:
-                    self._post_tasks(next_batch, batch_joins, trace_tasks(hits, self.options))
+                    self._post_tasks(next_batch, batch_joins,
+                                     self._ahead(batch_joins[0].plan,
+                                                 trace_tasks(hits, self.options)))
                 for join in batch_joins:
                     with self.lock:
                         join.sealed = True
@@ -416,6 +419,13 @@ class Pipeline:
         for _ in range(TRACE_BACKLOG * self.traceback_threads):
             self._acquire(self.backlog)
         self._put(self.result_q, _END)
+
+    def _ahead(self, plan, tasks: list) -> list:
+        """The tasks, with their greedy searches made ahead on the GPU (engine.tails_ahead)."""
+        from .engine import tails_ahead
+
+        tails_ahead(tasks, plan.batch, plan.stats, self.db, _ready(self.backend), self.options)
+        return tasks
 
     def _post_tasks(self, batch_id: int, joins: list, tasks: list) -> None:
         """Traceback tasks to the CPU pool: earlier batches first, then the most work."""

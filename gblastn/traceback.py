@@ -55,17 +55,20 @@ def traceback_subject(hsps: Hsps, batch, subject_codes: np.ndarray, stats, optio
 
 
 def traceback_final(hsps: Hsps, batch, query_codes: np.ndarray, subject_codes: np.ndarray,
-                    stats, options, spans: np.ndarray | None = None) -> Hsps | None:
+                    stats, options, spans: np.ndarray | None = None,
+                    ahead: np.ndarray | None = None) -> Hsps | None:
     """traceback_subject, then BLAST's final steps for one subject: E-values and bit scores,
     the E-value threshold, max_hsps, the E-value order, the query coverage test; with each
     HSP's alignment counts (hsps.counts, for the output), counted on the query's letters
     `query_codes`. All in one compiled call. With `spans` (merged_spans), only the letters
     in them are true: None is returned when an alignment read outside them (BLAST's fence
-    hit), and the traceback must be redone with more letters."""
+    hit), and the traceback must be redone with more letters. `ahead`: the greedy searches
+    made ahead for the HSPs in score order (TAIL_FIELDS columns and a done flag, as
+    GpuBackend.greedy_tails gives them), which each greedy traceback stops at."""
     if len(hsps) == 0:
         return Hsps.empty()
     complete, rows, op_start, ops, op_len, evalue, bitscore, counts = _traceback_final_rows(
-        *_traceback_args(hsps, batch, subject_codes, stats, options, spans),
+        *_traceback_args(hsps, batch, subject_codes, stats, options, spans, ahead),
         np.ascontiguousarray(stats.lambdas, dtype=np.float64),
         np.ascontiguousarray(stats.log_ks, dtype=np.float64),
         np.ascontiguousarray(stats.eff_searchsp, dtype=np.int64), bool(stats.round_down),
@@ -133,11 +136,14 @@ def _merged(starts, ends, subject_length):
     return spans[:k + 1].copy()
 
 
-def _traceback_args(hsps: Hsps, batch, subject_codes, stats, options, spans=None) -> tuple:
+def _traceback_args(hsps: Hsps, batch, subject_codes, stats, options, spans=None,
+                    ahead=None) -> tuple:
     """_traceback_rows' arguments: the HSPs as rows in score order, the batch, the subject,
-    the scoring, the spans of true letters."""
+    the scoring, the spans of true letters, the searches made ahead."""
     if spans is None:
         spans = np.array([[0, len(subject_codes)]], dtype=np.int64)
+    if ahead is None:
+        ahead = NOTHING_AHEAD
     return (hsp_rows(hsps)[score_order(hsps)],
             np.ascontiguousarray(batch.context_offset, dtype=np.int64),
             np.ascontiguousarray(batch.context_length, dtype=np.int64),
@@ -149,20 +155,21 @@ def _traceback_args(hsps: Hsps, batch, subject_codes, stats, options, spans=None
             int(options.gapopen), int(options.gapextend), int(options.min_diag_separation),
             float(options.perc_identity),
             np.ascontiguousarray(stats.gapped_cutoff, dtype=np.int64),
-            np.ascontiguousarray(spans, dtype=np.int64))
+            np.ascontiguousarray(spans, dtype=np.int64),
+            np.ascontiguousarray(ahead, dtype=np.int64))
 
 
 @njit(cache=True, nogil=True)
 def _traceback_final_rows(rows, context_offset, context_length, query, unmasked, subject,
                           matrix, greedy, xdrop, reward, penalty, gap_open, gap_extend,
-                          min_diag, perc_identity, cutoffs, spans, lambdas, log_ks, searchsp,
-                          round_down, evalue_max, max_hsps, qcov_percent, query_codes,
+                          min_diag, perc_identity, cutoffs, spans, ahead, lambdas, log_ks,
+                          searchsp, round_down, evalue_max, max_hsps, qcov_percent, query_codes,
                           complement):
     """_traceback_rows, then traceback_final's steps. Returns complete, rows, op_start, ops,
     op_len, evalue, bitscore, counts [n, 4] (nothing when not complete)."""
     complete, rows, op_start, ops, op_len = _traceback_rows(
         rows, context_offset, context_length, query, unmasked, subject, matrix, greedy, xdrop,
-        reward, penalty, gap_open, gap_extend, min_diag, perc_identity, cutoffs, spans)
+        reward, penalty, gap_open, gap_extend, min_diag, perc_identity, cutoffs, spans, ahead)
     n = rows.shape[0]
     evalue = np.empty(n, dtype=np.float64)
     bitscore = np.empty(n, dtype=np.float64)
@@ -194,16 +201,17 @@ def _traceback_final_rows(rows, context_offset, context_length, query, unmasked,
 @njit(cache=True, nogil=True)
 def _traceback_rows(rows, context_offset, context_length, query, unmasked, subject, matrix,
                     greedy, xdrop, reward, penalty, gap_open, gap_extend, min_diag,
-                    perc_identity, cutoffs, spans):
+                    perc_identity, cutoffs, spans, ahead):
     """The whole of traceback_subject in one compiled call (no Python between the steps, so
     the traceback threads hardly need the GIL). rows: int64 [n, 8] (hsp_rows), in score
-    order; the subject's letters are true in `spans` only. Returns complete (no alignment
+    order; the subject's letters are true in `spans` only; `ahead` as traceback_final's
+    (no rows: none). Returns complete (no alignment
     read outside the spans), then the final rows and their edit scripts: rows, op_start,
     ops, op_len (none when not complete)."""
     if greedy:
         complete, rows, op_start, ops, op_len = _greedy_traceback_rows(
             rows, context_offset, context_length, query, subject, matrix, xdrop, reward,
-            penalty, gap_open, gap_extend, min_diag, spans)
+            penalty, gap_open, gap_extend, min_diag, spans, ahead)
     else:
         complete, rows, op_start, ops, op_len = _dp_traceback_rows(
             rows, context_offset, context_length, query, unmasked, subject, matrix, gap_open,
@@ -229,6 +237,8 @@ def _traceback_rows(rows, context_offset, context_length, query, unmasked, subje
 
 # blastna subjects are compared with the query's letters, not its packed words
 NO_WORDS = (np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.uint8))
+TAIL_FIELDS = 6  # a search made ahead: start point, best distances right and left, letters read
+NOTHING_AHEAD = np.zeros((0, TAIL_FIELDS + 1), dtype=np.int64)
 
 
 @lru_cache(maxsize=16)
@@ -240,13 +250,16 @@ def _matrix(reward: int, penalty: int) -> np.ndarray:
 
 @njit(cache=True, nogil=True)
 def _greedy_traceback_rows(rows_in, context_offset, context_length, query, subject, matrix,
-                           xdrop, reward, penalty, gap_open, gap_extend, min_diag, spans):
+                           xdrop, reward, penalty, gap_open, gap_extend, min_diag, spans,
+                           ahead):
     """Containment test, start point (BlastGetStartForGappedAlignmentNucl, or
     BlastGetOffsetsForGappedAlignment without one), then BLAST_GreedyGappedAlignment with
     traceback in the subject window of AdjustSubjectRange, for each HSP in order. rows_in:
     int64 [n, 8] (hsp_rows). Returns complete (every alignment read only letters inside
     `spans`; if not, the loop stops), the traced rows [k, 8] (whole-subject coordinates) and
-    their edit scripts: op_start [k + 1], ops, op_len."""
+    their edit scripts: op_start [k + 1], ops, op_len. A search made ahead (`ahead`, a row
+    per HSP) from the same start point gives the distances where the aligner stops and the
+    letters the whole search read."""
     n = rows_in.shape[0]
     rows = np.empty((n, 8), dtype=np.int64)
     op_start = np.zeros(n + 1, dtype=np.int64)
@@ -275,10 +288,16 @@ def _greedy_traceback_rows(rows_in, context_offset, context_length, query, subje
         else:
             qg, sg = gapped_start_nucl(letters, subject, qs, qe, ss, se, qg, sg)
         shift, s_in_window, window = adjust_subject_range(sg, subject.size, qg, q_length)
+        known = ahead.shape[0] == n and ahead[i, TAIL_FIELDS] != 0 and ahead[i, 0] == qg and \
+            ahead[i, 1] == sg
+        stop_right = ahead[i, 2] if known else -1
+        stop_left = ahead[i, 3] if known else -1
         res = greedy_gapped_alignment(query, NO_WORDS, q_base, q_length, subject, shift, window,
                                       False, qg, s_in_window, xdrop, reward, penalty, gap_open,
-                                      gap_extend, True)
-        if not _within(spans, res[10] + shift, res[11] + shift):
+                                      gap_extend, True, stop_right, stop_left)
+        read_start = ahead[i, 4] if known else res[10] + shift
+        read_end = ahead[i, 5] if known else res[11] + shift
+        if not _within(spans, read_start, read_end):
             return False, rows[:0], op_start[:1], ops[:0], op_len[:0]
         score = res[0]
         q0 = res[1]

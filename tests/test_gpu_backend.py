@@ -281,6 +281,34 @@ def test_greedy_extensions_are_the_cpu_ones(gpu, seed, ambiguous):
     assert np.array_equal(narrow[made], want[made])
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_greedy_tails_are_the_cpu_searches(gpu, seed):
+    """The traceback's greedy searches made on the GPU equal the CPU's; a search that reads
+    letters outside the window given as bases only is left to the CPU."""
+    from test_traceback import tails_on_cpu, traced_case
+
+    from gblastn.hsp import hsp_rows, score_order
+    from gblastn.traceback import TAIL_FIELDS
+
+    hsps, batch, _, subject, stats, options = traced_case(seed)
+    want = tails_on_cpu(hsps, batch, subject, stats, options)
+    packed = pack_2bit(subject)
+    assert gpu.preload(packed)
+    rows = hsp_rows(hsps)[score_order(hsps)]
+    n = rows.shape[0]
+
+    def on_gpu(exact):
+        return gpu.greedy_tails(rows, np.full(n, gpu.resident_address(packed), dtype=np.uint64),
+                                np.full(n, subject.size), exact, batch,
+                                int(stats.gap_xdrop_final), options.reward, options.penalty)
+
+    assert np.array_equal(on_gpu(np.tile([0, subject.size], (n, 1))), want)
+    narrow = on_gpu(np.stack([rows[:, 3] - 20, rows[:, 4] + 20], axis=1))
+    made = narrow[:, TAIL_FIELDS] == 1
+    assert not made.all()
+    assert np.array_equal(narrow[made], want[made])
+
+
 def write_fasta(path, records):
     with open(path, "w") as f:
         for name, seq in records:

@@ -185,3 +185,25 @@ def test_missing_granules_are_those_the_spans_touch_and_not_filled():
                    for g in range(start // reader.GRANULE, -(-end // reader.GRANULE))}
         expected = sorted(g for g in touched if not filled[g])
         assert reader._missing_granules(filled, spans).tolist() == expected
+
+
+def test_windows_of_bases_only(long_subjects):
+    """Volume.bases_only: a window is bases only exactly when no letter in it is an
+    ambiguity code (checked against the unpacked letters, at random windows and at windows
+    ending or starting at ambiguity runs)."""
+    db_path, _ = long_subjects
+    with open_db(db_path) as db:
+        volume = db.volumes[0]
+        rng = np.random.default_rng(3)
+        for ordinal in range(db.num_seqs):
+            letters = db.blastna(ordinal)
+            offsets, lengths, _ = db.ambiguities(ordinal)
+            edges = np.concatenate([offsets, offsets + lengths]).astype(np.int64)
+            starts = np.concatenate([rng.integers(0, letters.size, 300), edges, edges - 5])
+            ends = starts + rng.integers(1, 3000, starts.size)
+            starts, ends = np.clip(starts, 0, letters.size), np.clip(ends, 0, letters.size)
+            local = np.full(starts.size, ordinal - volume.first_ordinal)
+            got = volume.bases_only(local, starts, ends)
+            want = [bool((letters[a:b] < 4).all()) for a, b in zip(starts, ends)]
+            assert got.tolist() == want
+            assert not all(want) or offsets.size == 0

@@ -113,3 +113,93 @@ def test_against_blastn(tmp_path, seed):
     mine = [str(tb.q_start[0] + 1), str(tb.q_end[0]), str(tb.s_start[0] + 1), str(tb.s_end[0]),
             str(tb.score[0]), _btop(batch, subj, tb, 0)]
     assert mine == out
+
+
+def tails_on_cpu(hsps, batch, subject, stats, options):
+    """The greedy traceback's searches of `hsps` (in score order) made score-only on the CPU,
+    in the layout of TraceTask.ahead (as GpuBackend.greedy_tails gives them)."""
+    from gblastn.dynprog import adjust_subject_range, gapped_start_nucl
+    from gblastn.greedy import greedy_one_way
+    from gblastn.hsp import hsp_rows, score_order
+    from gblastn.traceback import TAIL_FIELDS
+
+    rows = hsp_rows(hsps)[score_order(hsps)]
+    out = np.zeros((rows.shape[0], TAIL_FIELDS + 1), dtype=np.int64)
+    none = np.zeros(0, dtype=np.uint8)
+    scoring = (int(stats.gap_xdrop_final), options.reward, options.penalty, 0, 0, False, -1)
+    for i, (ctx, qs, qe, ss, se, _, qg, sg) in enumerate(rows.tolist()):
+        if qg == 0 and sg == 0:
+            continue
+        base = int(batch.context_offset[ctx])
+        length = int(batch.context_length[ctx])
+        qg, sg = gapped_start_nucl(batch.sequence[base:base + length], subject, qs, qe, ss, se,
+                                   qg, sg)
+        shift, s_in, window = adjust_subject_range(sg, subject.size, qg, length)
+        right = greedy_one_way(batch.sequence, none, none, base + qg, length - qg, subject,
+                               shift + s_in, window - s_in, False, False, *scoring)
+        left = greedy_one_way(batch.sequence, none, none, base + qg, qg, subject, shift + s_in,
+                              s_in, False, True, *scoring)
+        out[i] = (qg, sg, right[1], left[1], shift + s_in - left[0], shift + s_in + right[0], 1)
+    return out
+
+
+def traced_case(seed: int):
+    """Six mutated pieces of a 6 kb query (substitutions and indels) apart in a subject, a
+    hit at the start of each, extended: (preliminary HSPs, batch, query codes, subject
+    letters, stats, options) for traceback."""
+    from golden import mutate, random_dna
+
+    from gblastn.gapped import extend_hits
+    from gblastn.hsp import chunk_rows, hsps_from_rows
+
+    rng = np.random.default_rng(seed)
+    query = random_dna(rng, 6000)
+    parts, q_hits, s_hits, at = [random_dna(rng, 300)], [], [], 300
+    for _ in range(6):
+        a = int(rng.integers(0, 5000))
+        piece = np.concatenate([query[a:a + 30], mutate(rng, query[a + 30:a + 1000], 0.03, 0.01)])
+        q_hits.append(a)
+        s_hits.append(at)
+        parts += [piece, random_dna(rng, 300)]
+        at += piece.size + 300
+    subject = encode_blastna(np.concatenate(parts).tobytes().decode())
+    options = make_options("megablast", dust="no")
+    batch = build_batch([Query("q", "q", encode_blastna(query.tobytes().decode()),
+                               np.zeros(query.size, bool))], options)
+    stats = SimpleNamespace(gapped_cutoff=np.array([30, 30]), gap_xdrop=13, gap_xdrop_final=54,
+                            lambdas=np.array([1.28, 1.28]), log_ks=np.log([0.46, 0.46]),
+                            eff_searchsp=np.array([10 ** 9, 10 ** 9]), round_down=False)
+    off = int(batch.context_offset[0])
+    rows, _ = extend_hits(off + np.array(q_hits), np.array(s_hits), np.full(6, 30),
+                          np.full(6, 30), batch, pack_2bit(subject), subject.size, stats, options)
+    hsps = hsps_from_rows(chunk_rows(np.ascontiguousarray(rows, dtype=np.int64), 0))
+    return hsps, batch, batch.queries[0].codes, subject, stats, options
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_searches_made_ahead_give_the_same_traceback(seed):
+    """Stopping each greedy traceback at the best distance found ahead gives the same HSPs,
+    scripts and counts; searches not made, or from another start point, are redone."""
+    from gblastn.traceback import TAIL_FIELDS, traceback_final
+
+    hsps, batch, codes, subject, stats, options = traced_case(seed)
+    assert len(hsps) == 6
+    plain = traceback_final(hsps, batch, codes, subject, stats, options)
+    ahead = tails_on_cpu(hsps, batch, subject, stats, options)
+    assert ahead[:, TAIL_FIELDS].all()
+    partly = ahead.copy()
+    partly[::2, TAIL_FIELDS] = 0
+    partly[::2, 2:4] = 0  # would stop at once, if read
+    moved = ahead.copy()
+    moved[1::2, 0] += 1
+    moved[1::2, 2:4] = 0
+    wrong = ahead.copy()
+    wrong[:, 2:4] = 0  # read: each alignment stops at its first mismatches
+    assert not np.array_equal(
+        traceback_final(hsps, batch, codes, subject, stats, options, ahead=wrong).score,
+        plain.score)
+    for given in (ahead, partly, moved):
+        got = traceback_final(hsps, batch, codes, subject, stats, options, ahead=given)
+        for name in ("context", "q_start", "q_end", "s_start", "s_end", "score", "op_start",
+                     "ops", "op_len", "evalue", "counts"):
+            assert np.array_equal(getattr(got, name), getattr(plain, name)), name

@@ -92,6 +92,20 @@ def _fill_ranges(out, offset, ranges, packed, amb_offset, amb_length, amb_end, a
                            amb_offset[skip:], amb_length[skip:], amb_code[skip:], code_of)
 
 
+@njit(cache=True, nogil=True)
+def _bases_only(local, starts, ends, amb_start, amb_offset, amb_length):
+    """For each window [starts[i], ends[i]) of volume sequence local[i], whether no
+    ambiguity run (in increasing offset order, disjoint) overlaps it."""
+    out = np.empty(local.size, dtype=np.bool_)
+    for i in range(local.size):
+        lo = amb_start[local[i]]
+        hi = amb_start[local[i] + 1]
+        # the last run starting before the window's end is the only one that may reach into it
+        k = lo + np.searchsorted(amb_offset[lo:hi], ends[i])
+        out[i] = k == lo or np.int64(amb_offset[k - 1]) + np.int64(amb_length[k - 1]) <= starts[i]
+    return out
+
+
 def _resolve(path: str) -> str:
     path = os.fspath(path)
     for candidate in (path, path + fmt.DB_SUFFIX):
@@ -189,6 +203,14 @@ class Volume:
     def ambiguities(self, i_local: int):
         lo, hi = int(self._amb_start[i_local]), int(self._amb_start[i_local + 1])
         return self._amb_offset[lo:hi], self._amb_length[lo:hi], self._amb_code[lo:hi]
+
+    def bases_only(self, local: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Whether each window [starts[i], ends[i]) of local sequence local[i] holds bases
+        only (no ambiguity code), so that its 2-bit letters are its true letters."""
+        return _bases_only(np.ascontiguousarray(local, dtype=np.int64),
+                           np.ascontiguousarray(starts, dtype=np.int64),
+                           np.ascontiguousarray(ends, dtype=np.int64), self._amb_start,
+                           self._amb_offset, self._amb_length)
 
     def defline(self, i_local: int) -> str:
         value = self._txn.get(fmt.defline_key(i_local))

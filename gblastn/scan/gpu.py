@@ -44,6 +44,7 @@ EXTEND_THREADS = 256
 GREEDY_THREADS = 128       # threads per block of greedy_hits
 GREEDY_ROW_CELLS = 256     # diagonals per distance a greedy_hits thread keeps
 GAPPED_FIELDS = 7          # must match GAPPED_FIELDS in greedy.cu and gapped.py
+TAIL_FIELDS = 6            # must match TAIL_FIELDS in greedy.cu and traceback.py
 PADDING = 16               # zero bytes after each device copy of a volume
 UPLOAD_STEP = 16 << 20     # bytes per host-to-device copy of a volume
 UPLOAD_THREADS = 4         # threads filling page-locked buffers for those copies
@@ -354,6 +355,11 @@ class GpuBackend:
             done[slot].record(stream)
         stream.synchronize()
 
+    def resident_address(self, packed: np.ndarray) -> int | None:
+        """The device address of a volume's buffer if it is resident (nothing is copied)."""
+        held = self.volumes.get(id(packed))
+        return int(held[1]) if held is not None and held[0] is packed else None
+
     def preload(self, packed: np.ndarray) -> bool:
         """Copy a volume to the GPU ahead of its first scan, if it fits beside the volumes
         already there (a preload never evicts one). Returns whether it is resident."""
@@ -479,6 +485,53 @@ class GpuBackend:
                     alloc.free()
         out[:, :GAPPED_FIELDS] = fields
         out[:, GAPPED_FIELDS] = flags
+        return out
+
+    def greedy_tails(self, rows: np.ndarray, subject_address: np.ndarray,
+                     subject_length: np.ndarray, exact: np.ndarray, batch, xdrop: int,
+                     reward: int, penalty: int, row_cells: int = GREEDY_ROW_CELLS) -> np.ndarray:
+        """The greedy traceback's searches (linear gap costs), score-only, of HSPs (rows of
+        hsp.hsp_rows) in resident subjects (device addresses of their packed letters; their
+        letters exact[i, 0]:exact[i, 1] are all bases): int64 [n, TAIL_FIELDS + 1], the start
+        point, the best distances right and left, the letters read, and 1 where the search
+        was made (0: the CPU searches). xdrop: the raw final X-drop."""
+        from ..dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS
+        from ..wordrun import WORD_PAD
+
+        n = int(rows.shape[0])
+        out = np.zeros((n, TAIL_FIELDS + 1), dtype=np.int64)
+        if n == 0:
+            return out
+        match, mismatch = reward, -penalty
+        if reward % 2 == 1:  # greedy_one_way's doubling
+            match, mismatch, xdrop = 2 * match, 2 * mismatch, 2 * xdrop
+        arrays = [np.ascontiguousarray(rows, dtype=np.int64),
+                  np.ascontiguousarray(subject_address, dtype=np.uint64),
+                  np.ascontiguousarray(subject_length, dtype=np.int64),
+                  np.ascontiguousarray(exact, dtype=np.int64),
+                  np.ascontiguousarray(batch.context_offset, dtype=np.int64),
+                  np.ascontiguousarray(batch.context_length, dtype=np.int64)]
+        with self:
+            kernel = self.module({"ROW_CELLS": row_cells}, "greedy.cu").get_function("greedy_tails")
+            bases, ambig = self.resident_query_words(batch)
+            inputs = [self.upload(a) for a in arrays]
+            try:
+                found = self.buffer("tails_found", 8 * TAIL_FIELDS * n)
+                done = self.buffer("tails_done", n)
+                kernel(np.int32(n), *inputs, np.uintp(int(bases) + WORD_PAD),
+                       np.uintp(int(ambig) + WORD_PAD), np.int64(xdrop), np.int64(match),
+                       np.int64(mismatch), np.int64(MAX_SUBJECT_OFFSET),
+                       np.int64(MAX_TOTAL_GAPS), found, done, block=(GREEDY_THREADS, 1, 1),
+                       grid=((n + GREEDY_THREADS - 1) // GREEDY_THREADS, 1))
+                fields = np.empty((n, TAIL_FIELDS), dtype=np.int64)
+                flags = np.empty(n, dtype=np.uint8)
+                self.drv.memcpy_dtoh(fields, found)
+                self.drv.memcpy_dtoh(flags, done)
+            finally:
+                for alloc in inputs:
+                    alloc.free()
+        out[:, :TAIL_FIELDS] = fields
+        out[:, TAIL_FIELDS] = flags
         return out
 
     def _group(self, mod, table, tab, dev_packed, packed_size, byte_offset, length, probes,
