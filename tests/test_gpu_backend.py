@@ -259,7 +259,8 @@ def test_runs_from_another_thread(gpu, case):
 @pytest.mark.parametrize("seed, ambiguous", [(1, False), (2, True), (3, True)])
 def test_greedy_extensions_are_the_cpu_ones(gpu, seed, ambiguous):
     """Every hit's greedy extension made on the GPU equals the gapped stage's own; with
-    rows too narrow for some bands, those hits are marked undone and the rest still equal."""
+    rows too narrow for some bands, or a search too short for some alignments, those hits
+    are marked undone and the rest still equal."""
     from test_gapped import extensions_on_cpu, many_hits_case
 
     from gblastn.gapped import GAPPED_FIELDS, hit_contexts
@@ -275,16 +276,18 @@ def test_greedy_extensions_are_the_cpu_ones(gpu, seed, ambiguous):
                                      options.reward, options.penalty, **tuning)
 
     assert np.array_equal(on_gpu(), want)
-    narrow = on_gpu(row_cells=8)
-    made = narrow[:, GAPPED_FIELDS] == 1
-    assert not made.all()
-    assert np.array_equal(narrow[made], want[made])
+    for tuning in ({"row_cells": 8}, {"max_distance": 20}):
+        cut = on_gpu(**tuning)
+        made = cut[:, GAPPED_FIELDS] == 1
+        assert not made.all()
+        assert np.array_equal(cut[made], want[made])
 
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_greedy_tails_are_the_cpu_searches(gpu, seed):
     """The traceback's greedy searches made on the GPU equal the CPU's; a search that reads
-    letters outside the window given as bases only is left to the CPU."""
+    letters outside the window given as bases only, or goes on too long, is left to the
+    CPU."""
     from test_traceback import tails_on_cpu, traced_case
 
     from gblastn.hsp import hsp_rows, score_order
@@ -297,16 +300,20 @@ def test_greedy_tails_are_the_cpu_searches(gpu, seed):
     rows = hsp_rows(hsps)[score_order(hsps)]
     n = rows.shape[0]
 
-    def on_gpu(exact):
+    def on_gpu(exact, **tuning):
         return gpu.greedy_tails(rows, np.full(n, gpu.resident_address(packed), dtype=np.uint64),
                                 np.full(n, subject.size), exact, batch,
-                                int(stats.gap_xdrop_final), options.reward, options.penalty)
+                                int(stats.gap_xdrop_final), options.reward, options.penalty,
+                                **tuning)
 
-    assert np.array_equal(on_gpu(np.tile([0, subject.size], (n, 1))), want)
-    narrow = on_gpu(np.stack([rows[:, 3] - 20, rows[:, 4] + 20], axis=1))
-    made = narrow[:, TAIL_FIELDS] == 1
-    assert not made.all()
-    assert np.array_equal(narrow[made], want[made])
+    whole = np.tile([0, subject.size], (n, 1))
+    assert np.array_equal(on_gpu(whole), want)
+    narrow = np.stack([rows[:, 3] - 20, rows[:, 4] + 20], axis=1)
+    distances = want[:, 2:4].max(axis=1)
+    for cut in (on_gpu(narrow), on_gpu(whole, max_distance=int(np.median(distances)))):
+        made = cut[:, TAIL_FIELDS] == 1
+        assert not made.all()
+        assert np.array_equal(cut[made], want[made])
 
 
 def write_fasta(path, records):

@@ -43,6 +43,7 @@ FLUSH_SLOTS = 2
 EXTEND_THREADS = 256
 GREEDY_THREADS = 128       # threads per block of greedy_hits
 GREEDY_ROW_CELLS = 256     # diagonals per distance a greedy_hits thread keeps
+GREEDY_MAX_DISTANCE = 1000  # distances a greedy thread goes before it leaves the search to the CPU
 GAPPED_FIELDS = 7          # must match GAPPED_FIELDS in greedy.cu and gapped.py
 TAIL_FIELDS = 6            # must match TAIL_FIELDS in greedy.cu and traceback.py
 PADDING = 16               # zero bytes after each device copy of a volume
@@ -444,11 +445,12 @@ class GpuBackend:
 
     def greedy_extensions(self, packed: np.ndarray, chunk_byte_offset, chunk_length, hit_chunk,
                           hit_q_start, hit_s_start, hit_length, hit_context, batch, xdrop: int,
-                          reward: int, penalty: int, row_cells: int = GREEDY_ROW_CELLS) -> np.ndarray:
+                          reward: int, penalty: int, row_cells: int = GREEDY_ROW_CELLS,
+                          max_distance: int = GREEDY_MAX_DISTANCE) -> np.ndarray:
         """The score-only greedy extensions (linear gap costs) of initial hits in a volume's
         chunks, each as gapped._greedy_from_hit makes it: int64 [n, GAPPED_FIELDS + 1], the
-        last column 0 where the hit's band of diagonals outgrew `row_cells` (the CPU
-        extends those). xdrop: the raw preliminary X-drop."""
+        last column 0 where the hit's band of diagonals outgrew `row_cells` or the search
+        `max_distance` (the CPU extends those). xdrop: the raw preliminary X-drop."""
         from ..wordrun import WORD_PAD
 
         n = int(np.asarray(hit_q_start).size)
@@ -474,7 +476,7 @@ class GpuBackend:
                 kernel(np.int32(n), *inputs, np.uintp(int(bases) + WORD_PAD),
                        np.uintp(int(ambig) + WORD_PAD), volume, np.int64(xdrop),
                        np.int64(match), np.int64(mismatch), np.int64(reward), np.int64(penalty),
-                       found, done, block=(GREEDY_THREADS, 1, 1),
+                       np.int64(max_distance), found, done, block=(GREEDY_THREADS, 1, 1),
                        grid=((n + GREEDY_THREADS - 1) // GREEDY_THREADS, 1))
                 fields = np.empty((n, GAPPED_FIELDS), dtype=np.int64)
                 flags = np.empty(n, dtype=np.uint8)
@@ -489,12 +491,14 @@ class GpuBackend:
 
     def greedy_tails(self, rows: np.ndarray, subject_address: np.ndarray,
                      subject_length: np.ndarray, exact: np.ndarray, batch, xdrop: int,
-                     reward: int, penalty: int, row_cells: int = GREEDY_ROW_CELLS) -> np.ndarray:
+                     reward: int, penalty: int, row_cells: int = GREEDY_ROW_CELLS,
+                     max_distance: int = GREEDY_MAX_DISTANCE) -> np.ndarray:
         """The greedy traceback's searches (linear gap costs), score-only, of HSPs (rows of
         hsp.hsp_rows) in resident subjects (device addresses of their packed letters; their
         letters exact[i, 0]:exact[i, 1] are all bases): int64 [n, TAIL_FIELDS + 1], the start
         point, the best distances right and left, the letters read, and 1 where the search
-        was made (0: the CPU searches). xdrop: the raw final X-drop."""
+        was made (0: the CPU searches; as greedy_extensions'). xdrop: the raw final
+        X-drop."""
         from ..dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS
         from ..wordrun import WORD_PAD
 
@@ -521,7 +525,8 @@ class GpuBackend:
                 kernel(np.int32(n), *inputs, np.uintp(int(bases) + WORD_PAD),
                        np.uintp(int(ambig) + WORD_PAD), np.int64(xdrop), np.int64(match),
                        np.int64(mismatch), np.int64(MAX_SUBJECT_OFFSET),
-                       np.int64(MAX_TOTAL_GAPS), found, done, block=(GREEDY_THREADS, 1, 1),
+                       np.int64(MAX_TOTAL_GAPS), np.int64(max_distance), found, done,
+                       block=(GREEDY_THREADS, 1, 1),
                        grid=((n + GREEDY_THREADS - 1) // GREEDY_THREADS, 1))
                 fields = np.empty((n, TAIL_FIELDS), dtype=np.int64)
                 flags = np.empty(n, dtype=np.uint8)
