@@ -13,10 +13,14 @@ Call hierarchy (each stage its own module):
           subject_chunks                 (here)         subjects cut in 5,000,000-letter chunks
           find_seeds                     scan/          scan + lookup + mini-extension (CPU or GPU)
           extend_seeds                   ungapped.py    diagonal bookkeeping, ungapped X-drop
+          greedy_ahead                   (here)         on a GPU: every hit's score-only greedy
+                                                        extension at once (cuda/greedy.cu)
           extend_hits per chunk          gapped.py      score-only gapped extension
           chunk_rows, merge_chunk_rows   hsp.py         purge and sort per chunk, chunks of one
                                                         subject merged
           E-values, reap, split by query                per-query preliminary hit lists
+        tails_ahead                      (here)         on a GPU: the traceback's greedy searches,
+                                                        score-only, for where they may stop
         trace per (query, subject)       (here)         the tasks, longest first, on threads
           traceback_final                traceback.py   alignment on the true letters, then
                                                         E-values, max_hsps, order, counts

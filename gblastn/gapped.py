@@ -6,6 +6,9 @@ BLAST's: greedy (megablast) from the middle of the ungapped alignment, and X-dro
 (s_BlastDynProgNtGappedAlignment; blastn, blastn-short) from the hit's seed.  In both, an
 initial hit contained in an HSP already found (same context, no better score, close
 diagonal) is skipped, and a gapped HSP is kept when it reaches the context's cutoff.
+
+Each greedy extension is a function of its hit alone: a GPU makes them all ahead
+(engine.greedy_ahead, cuda/greedy.cu), and the in-order pass here only picks those it keeps.
 """
 
 import numpy as np

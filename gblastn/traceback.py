@@ -14,6 +14,10 @@ paths: greedy (megablast) and X-drop dynamic programming (blastn, blastn-short).
    HSP after a greedy traceback (the greedy aligner ignored ambiguities), only for the
    trimmed ones after DP;
 4. common endpoints purged, sorted by score, contained HSPs dropped.
+
+With a GPU, each greedy alignment's search was made ahead, score-only (engine.tails_ahead):
+the aligner here stops at the best distance it found instead of going on until the X-drop
+ends the search, and takes the letters that search read for the fence test.
 """
 
 from functools import lru_cache
