@@ -451,43 +451,19 @@ class GpuBackend:
         chunks, each as gapped._greedy_from_hit makes it: int64 [n, GAPPED_FIELDS + 1], the
         last column 0 where the hit's band of diagonals outgrew `row_cells` or the search
         `max_distance` (the CPU extends those). xdrop: the raw preliminary X-drop."""
-        from ..wordrun import WORD_PAD
-
-        n = int(np.asarray(hit_q_start).size)
-        out = np.zeros((n, GAPPED_FIELDS + 1), dtype=np.int64)
-        if n == 0:
-            return out
-        match, mismatch = reward, -penalty
-        if reward % 2 == 1:  # greedy_one_way's doubling
-            match, mismatch, xdrop = 2 * match, 2 * mismatch, 2 * xdrop
-        int32 = [np.ascontiguousarray(a, dtype=np.int32)
-                 for a in (hit_q_start, hit_s_start, hit_length, hit_chunk, hit_context)]
-        int64 = [np.ascontiguousarray(a, dtype=np.int64)
-                 for a in (batch.context_offset, batch.context_length, chunk_byte_offset,
-                           chunk_length)]
+        arrays = [np.ascontiguousarray(a, dtype=np.int32)
+                  for a in (hit_q_start, hit_s_start, hit_length, hit_chunk, hit_context)]
+        arrays += [np.ascontiguousarray(a, dtype=np.int64)
+                   for a in (batch.context_offset, batch.context_length, chunk_byte_offset,
+                             chunk_length)]
+        if arrays[0].size == 0:
+            return np.zeros((0, GAPPED_FIELDS + 1), dtype=np.int64)
         with self:
-            kernel = self.module({"ROW_CELLS": row_cells}, "greedy.cu").get_function("greedy_hits")
             volume = self.resident_volume(np.ascontiguousarray(packed, dtype=np.uint8))
-            bases, ambig = self.resident_query_words(batch)
-            inputs = [self.upload(a) for a in int32 + int64]
-            try:
-                found = self.buffer("greedy_found", 8 * GAPPED_FIELDS * n)
-                done = self.buffer("greedy_done", n)
-                kernel(np.int32(n), *inputs, np.uintp(int(bases) + WORD_PAD),
-                       np.uintp(int(ambig) + WORD_PAD), volume, np.int64(xdrop),
-                       np.int64(match), np.int64(mismatch), np.int64(reward), np.int64(penalty),
-                       np.int64(max_distance), found, done, block=(GREEDY_THREADS, 1, 1),
-                       grid=((n + GREEDY_THREADS - 1) // GREEDY_THREADS, 1))
-                fields = np.empty((n, GAPPED_FIELDS), dtype=np.int64)
-                flags = np.empty(n, dtype=np.uint8)
-                self.drv.memcpy_dtoh(fields, found)
-                self.drv.memcpy_dtoh(flags, done)
-            finally:
-                for alloc in inputs:
-                    alloc.free()
-        out[:, :GAPPED_FIELDS] = fields
-        out[:, GAPPED_FIELDS] = flags
-        return out
+            scalars = [volume, *_doubled_costs(xdrop, reward, penalty), np.int64(reward),
+                       np.int64(penalty), np.int64(max_distance)]
+            return self._greedy_launch("greedy_hits", batch, arrays, scalars, GAPPED_FIELDS,
+                                       row_cells)
 
     def greedy_tails(self, rows: np.ndarray, subject_address: np.ndarray,
                      subject_length: np.ndarray, exact: np.ndarray, batch, xdrop: int,
@@ -500,43 +476,50 @@ class GpuBackend:
         was made (0: the CPU searches; as greedy_extensions'). xdrop: the raw final
         X-drop."""
         from ..dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS
-        from ..wordrun import WORD_PAD
 
-        n = int(rows.shape[0])
-        out = np.zeros((n, TAIL_FIELDS + 1), dtype=np.int64)
-        if n == 0:
-            return out
-        match, mismatch = reward, -penalty
-        if reward % 2 == 1:  # greedy_one_way's doubling
-            match, mismatch, xdrop = 2 * match, 2 * mismatch, 2 * xdrop
         arrays = [np.ascontiguousarray(rows, dtype=np.int64),
                   np.ascontiguousarray(subject_address, dtype=np.uint64),
                   np.ascontiguousarray(subject_length, dtype=np.int64),
                   np.ascontiguousarray(exact, dtype=np.int64),
                   np.ascontiguousarray(batch.context_offset, dtype=np.int64),
                   np.ascontiguousarray(batch.context_length, dtype=np.int64)]
+        scalars = [*_doubled_costs(xdrop, reward, penalty), np.int64(MAX_SUBJECT_OFFSET),
+                   np.int64(MAX_TOTAL_GAPS), np.int64(max_distance)]
         with self:
-            kernel = self.module({"ROW_CELLS": row_cells}, "greedy.cu").get_function("greedy_tails")
-            bases, ambig = self.resident_query_words(batch)
-            inputs = [self.upload(a) for a in arrays]
-            try:
-                found = self.buffer("tails_found", 8 * TAIL_FIELDS * n)
-                done = self.buffer("tails_done", n)
-                kernel(np.int32(n), *inputs, np.uintp(int(bases) + WORD_PAD),
-                       np.uintp(int(ambig) + WORD_PAD), np.int64(xdrop), np.int64(match),
-                       np.int64(mismatch), np.int64(MAX_SUBJECT_OFFSET),
-                       np.int64(MAX_TOTAL_GAPS), np.int64(max_distance), found, done,
-                       block=(GREEDY_THREADS, 1, 1),
-                       grid=((n + GREEDY_THREADS - 1) // GREEDY_THREADS, 1))
-                fields = np.empty((n, TAIL_FIELDS), dtype=np.int64)
-                flags = np.empty(n, dtype=np.uint8)
-                self.drv.memcpy_dtoh(fields, found)
-                self.drv.memcpy_dtoh(flags, done)
-            finally:
-                for alloc in inputs:
-                    alloc.free()
-        out[:, :TAIL_FIELDS] = fields
-        out[:, TAIL_FIELDS] = flags
+            return self._greedy_launch("greedy_tails", batch, arrays, scalars, TAIL_FIELDS,
+                                       row_cells)
+
+    def _greedy_launch(self, name: str, batch, arrays: list, scalars: list, width: int,
+                       row_cells: int) -> np.ndarray:
+        """One launch of greedy.cu's kernel `name` over the items of `arrays` (one thread
+        each), with the context held: the arrays uploaded, then the batch's query words and
+        `scalars` as its arguments. Returns int64 [n, width + 1]: the kernel's `width` values
+        per item and its done flag."""
+        from ..wordrun import WORD_PAD
+
+        n = int(arrays[0].shape[0])
+        out = np.zeros((n, width + 1), dtype=np.int64)
+        if n == 0:
+            return out
+        kernel = self.module({"ROW_CELLS": row_cells}, "greedy.cu").get_function(name)
+        bases, ambig = self.resident_query_words(batch)
+        inputs = [self.upload(a) for a in arrays]
+        try:
+            found = self.buffer(f"{name}_found", 8 * width * n)
+            done = self.buffer(f"{name}_done", n)
+            kernel(np.int32(n), *inputs, np.uintp(int(bases) + WORD_PAD),
+                   np.uintp(int(ambig) + WORD_PAD), *scalars, found, done,
+                   block=(GREEDY_THREADS, 1, 1),
+                   grid=((n + GREEDY_THREADS - 1) // GREEDY_THREADS, 1))
+            fields = np.empty((n, width), dtype=np.int64)
+            flags = np.empty(n, dtype=np.uint8)
+            self.drv.memcpy_dtoh(fields, found)
+            self.drv.memcpy_dtoh(flags, done)
+        finally:
+            for alloc in inputs:
+                alloc.free()
+        out[:, :width] = fields
+        out[:, width] = flags
         return out
 
     def _group(self, mod, table, tab, dev_packed, packed_size, byte_offset, length, probes,
@@ -630,6 +613,13 @@ class GpuBackend:
         rows = np.empty((5, n), dtype=np.int32)
         drv.memcpy_dtoh(rows, rows_dev)
         return rows
+
+
+def _doubled_costs(xdrop: int, reward: int, penalty: int) -> list:
+    """The greedy kernels' X-drop, match and mismatch costs: greedy_one_way's, doubled for an
+    odd reward."""
+    factor = 2 if reward % 2 == 1 else 1
+    return [np.int64(factor * xdrop), np.int64(factor * reward), np.int64(-factor * penalty)]
 
 
 def bitonic_sort(mod, keys, order, n: int) -> None:
