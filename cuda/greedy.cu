@@ -3,9 +3,8 @@
 // gblastn/gapped.py's _greedy_from_hit computes on the CPU (greedy.py's greedy_linear in both
 // directions, on the packed subject, then the start point of _best_start_point); the two
 // must stay in step. An extension whose band of diagonals outgrows ROW_CELLS, or that goes on
-// for more than max_dist distances, is marked undone, and the host extends it on the CPU: a
-// launch lasts as long as its longest thread, and one along a 100 kb alignment took
-// milliseconds where the others take microseconds.
+// for more than max_dist distances (a bound the host sets: a launch lasts as long as its
+// longest thread), is marked undone, and the host extends it on the CPU.
 
 typedef long long i64;
 typedef unsigned long long u64;

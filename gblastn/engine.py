@@ -371,7 +371,6 @@ class TraceTask:
     query_index: int      # within its batch
     ordinal: int          # the subject
     hsps: Hsps            # its preliminary HSPs
-    ahead: np.ndarray | None = None  # their greedy searches made ahead (tails_ahead)
 
     @property
     def work(self) -> int:
@@ -403,7 +402,7 @@ def trace(task: TraceTask, query, batch, stats, db, options: SearchOptions) -> t
             letters = db.subject_letters(task.ordinal, spans)
         with TIMES.stage("traceback"):
             return traceback_final(task.hsps, batch, query.codes, letters, stats, options,
-                                   spans, task.ahead)
+                                   spans, task.hsps.ahead)
 
     length = int(db.lengths[task.ordinal])
     final = on_letters(fetch_spans(task.hsps, length))
@@ -412,23 +411,25 @@ def trace(task: TraceTask, query, batch, stats, db, options: SearchOptions) -> t
     return task.ordinal, final
 
 
-def tails_ahead(tasks: list, batch, stats, db, backend, options: SearchOptions) -> None:
-    """The greedy traceback's searches of the tasks' HSPs, made score-only on the GPU before
-    the tracebacks start (TraceTask.ahead), when the backend makes them (greedy.cu: linear
-    gap costs, subjects resident on the GPU, windows of bases only). Most of a greedy
-    traceback's time went past the alignment's end, confirming that nothing better follows
-    (on synth 1G, 55 %); knowing the best distances, the CPU stops there."""
+def tails_ahead(by_query: dict, batch, stats, db, backend, options: SearchOptions) -> None:
+    """The greedy traceback's searches of preliminary HSPs ({query: {ordinal: Hsps}}), made
+    score-only on the GPU before their tracebacks start (Hsps.ahead), when the backend makes
+    them (greedy.cu: linear gap costs, subjects resident on the GPU, windows of bases only).
+    Most of a greedy traceback's time went past the alignment's end, confirming that nothing
+    better follows (on synth 1G, 55 %); knowing the best distances, the CPU stops there."""
     from .hsp import hsp_rows
     from .traceback import FETCH_MARGIN, TAIL_FIELDS
 
-    if not (options.greedy and options.gapopen == 0 and options.gapextend == 0 and tasks
+    pairs = [(ordinal, hsps) for subjects in by_query.values()
+             for ordinal, hsps in subjects.items() if len(hsps)]
+    if not (options.greedy and options.gapopen == 0 and options.gapextend == 0 and pairs
             and hasattr(backend, "greedy_tails")):
         return
     with TIMES.stage("traceback"):
-        parts = [hsp_rows(task.hsps)[score_order(task.hsps)] for task in tasks]
+        parts = [hsp_rows(hsps)[score_order(hsps)] for _, hsps in pairs]
         counts = np.array([part.shape[0] for part in parts], dtype=np.int64)
         rows = np.concatenate(parts)
-        ordinal = np.repeat(np.array([task.ordinal for task in tasks], dtype=np.int64), counts)
+        ordinal = np.repeat(np.array([o for o, _ in pairs], dtype=np.int64), counts)
         length = db.lengths[ordinal]
         exact = np.stack([np.maximum(rows[:, 3] - FETCH_MARGIN, 0),
                           np.minimum(rows[:, 4] + FETCH_MARGIN, length)], axis=1)
@@ -448,8 +449,8 @@ def tails_ahead(tasks: list, batch, stats, db, backend, options: SearchOptions) 
         ahead[usable] = backend.greedy_tails(rows[usable], address[usable], length[usable],
                                              exact[usable], batch, int(stats.gap_xdrop_final),
                                              int(options.reward), int(options.penalty))
-        for task, first, last in zip(tasks, np.cumsum(counts) - counts, np.cumsum(counts)):
-            task.ahead = ahead[first:last]
+        for (_, hsps), first, last in zip(pairs, np.cumsum(counts) - counts, np.cumsum(counts)):
+            hsps.ahead = ahead[first:last]
 
 
 def prefill_letters(by_query: dict, db, pool=INLINE) -> None:
@@ -648,15 +649,19 @@ def search_batch(queries: list, first_index: int, db, options: SearchOptions, ba
                                      backend, diag_hash=plan.diag_hash, pool=pool)
         started.append((gapped, pool.map_later(gapped.extend_piece, gapped.pieces,
                                                gapped.piece_hits())))
-    # a volume's subjects are merged and filtered on the pool as soon as its pieces are done
+    # a volume's subjects are merged and filtered on the pool as soon as its pieces are done,
+    # and their traceback searches made on the GPU while the next volume's run
     hits = [(gapped, gapped.subject_hits(results(), pool)) for gapped, results in started]
     prelim = PrelimHits()
     for gapped, subject_hits in hits:
-        gapped.file_subjects(subject_hits(), prelim)
+        volume_hits = PrelimHits()
+        gapped.file_subjects(subject_hits(), volume_hits)
+        tails_ahead(volume_hits.by_query, plan.batch, plan.stats, db, backend, options)
+        for q, subjects in volume_hits.by_query.items():
+            prelim.by_query.setdefault(q, {}).update(subjects)
     traced = [[] for _ in queries]
     prefill_letters(prelim.by_query, db, pool)
     tasks = trace_tasks(prelim.by_query, options)
-    tails_ahead(tasks, plan.batch, plan.stats, db, backend, options)
     for task, pair in zip(tasks, pool.map(lambda t: trace(t, queries[t.query_index],
                                                           plan.batch, plan.stats, db, options),
                                           tasks)):

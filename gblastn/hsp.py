@@ -40,6 +40,9 @@ class Hsps:
     ops: np.ndarray = None       # uint8 (OP_*)
     op_len: np.ndarray = None    # int32
     counts: np.ndarray = None    # int64 [n, 4]: columns, identities, gaps, gap runs (output)
+    # preliminary only: the greedy traceback's searches made ahead (engine.tails_ahead), a row
+    # per HSP in score order
+    ahead: np.ndarray = None
 
     def __len__(self) -> int:
         return int(self.score.size)

@@ -348,7 +348,7 @@ class Pipeline:
             self.volume_rank.setdefault(id(volume), len(self.volume_rank))
 
     def _prelim_worker(self):
-        from .engine import PrelimHits, prefill_letters, prelim_search_volume
+        from .engine import PrelimHits, prefill_letters, prelim_search_volume, tails_ahead
 
         while (job := self._get(self.job_q)) is not _END:
             batch_id, plan, volume, subjects, turns, scan_turns, number = job
@@ -367,6 +367,9 @@ class Pipeline:
                                  pool=self.pool, shared_scans=shared,
                                  scan_turn=scan_turns.turn(rank) if shared else None)
             prefill_letters(hits.by_query, self.db, self.pool)
+            # the job's traceback searches, on the GPU, here rather than in the one collector
+            tails_ahead(hits.by_query, plan.batch, plan.stats, self.db, self.backend,
+                        self.options)
             self._put(self.prelim_q, ("volume", batch_id, hits))
         self._put(self.prelim_q, _END)
 
@@ -393,8 +396,7 @@ class Pipeline:
                 joins[batch_id] = [_QueryJoin(payload, q) for q in range(len(payload.queries))]
             elif stream:
                 self._post_tasks(batch_id, joins[batch_id],
-                                 self._ahead(joins[batch_id][0].plan,
-                                             trace_tasks(payload.by_query, self.options)))
+                                 trace_tasks(payload.by_query, self.options))
                 pending[batch_id] -= 1
             else:
                 for q, subjects in payload.by_query.items():
@@ -405,9 +407,7 @@ class Pipeline:
                 del pending[next_batch]
                 batch_joins, hits = joins.pop(next_batch), merged.pop(next_batch)
                 if hits:
-                    self._post_tasks(next_batch, batch_joins,
-                                     self._ahead(batch_joins[0].plan,
-                                                 trace_tasks(hits, self.options)))
+                    self._post_tasks(next_batch, batch_joins, trace_tasks(hits, self.options))
                 for join in batch_joins:
                     with self.lock:
                         join.sealed = True
@@ -419,13 +419,6 @@ class Pipeline:
         for _ in range(TRACE_BACKLOG * self.traceback_threads):
             self._acquire(self.backlog)
         self._put(self.result_q, _END)
-
-    def _ahead(self, plan, tasks: list) -> list:
-        """The tasks, with their greedy searches made ahead on the GPU (engine.tails_ahead)."""
-        from .engine import tails_ahead
-
-        tails_ahead(tasks, plan.batch, plan.stats, self.db, _ready(self.backend), self.options)
-        return tasks
 
     def _post_tasks(self, batch_id: int, joins: list, tasks: list) -> None:
         """Traceback tasks to the CPU pool: earlier batches first, then the most work."""

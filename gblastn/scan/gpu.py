@@ -43,7 +43,12 @@ FLUSH_SLOTS = 2
 EXTEND_THREADS = 256
 GREEDY_THREADS = 128       # threads per block of greedy_hits
 GREEDY_ROW_CELLS = 256     # diagonals per distance a greedy_hits thread keeps
-GREEDY_MAX_DISTANCE = 1000  # distances a greedy thread goes before it leaves the search to the CPU
+# distances a traceback search goes on the GPU before it is left to the CPU: the CPU saves
+# little on a long alignment's search, and one along a 100 kb alignment held its launch for
+# milliseconds; the preliminary extensions have no such limit (the CPU would extend a long one
+# on one thread, as slowly as a GPU thread)
+TAIL_MAX_DISTANCE = 1000
+NO_MAX_DISTANCE = 1 << 62
 GAPPED_FIELDS = 7          # must match GAPPED_FIELDS in greedy.cu and gapped.py
 TAIL_FIELDS = 6            # must match TAIL_FIELDS in greedy.cu and traceback.py
 PADDING = 16               # zero bytes after each device copy of a volume
@@ -446,7 +451,7 @@ class GpuBackend:
     def greedy_extensions(self, packed: np.ndarray, chunk_byte_offset, chunk_length, hit_chunk,
                           hit_q_start, hit_s_start, hit_length, hit_context, batch, xdrop: int,
                           reward: int, penalty: int, row_cells: int = GREEDY_ROW_CELLS,
-                          max_distance: int = GREEDY_MAX_DISTANCE) -> np.ndarray:
+                          max_distance: int = NO_MAX_DISTANCE) -> np.ndarray:
         """The score-only greedy extensions (linear gap costs) of initial hits in a volume's
         chunks, each as gapped._greedy_from_hit makes it: int64 [n, GAPPED_FIELDS + 1], the
         last column 0 where the hit's band of diagonals outgrew `row_cells` or the search
@@ -468,7 +473,7 @@ class GpuBackend:
     def greedy_tails(self, rows: np.ndarray, subject_address: np.ndarray,
                      subject_length: np.ndarray, exact: np.ndarray, batch, xdrop: int,
                      reward: int, penalty: int, row_cells: int = GREEDY_ROW_CELLS,
-                     max_distance: int = GREEDY_MAX_DISTANCE) -> np.ndarray:
+                     max_distance: int = TAIL_MAX_DISTANCE) -> np.ndarray:
         """The greedy traceback's searches (linear gap costs), score-only, of HSPs (rows of
         hsp.hsp_rows) in resident subjects (device addresses of their packed letters; their
         letters exact[i, 0]:exact[i, 1] are all bases): int64 [n, TAIL_FIELDS + 1], the start
