@@ -417,7 +417,7 @@ def tails_ahead(by_query: dict, batch, stats, db, backend, options: SearchOption
     them (greedy.cu: linear gap costs, subjects resident on the GPU, windows of bases only).
     Most of a greedy traceback's time went past the alignment's end, confirming that nothing
     better follows (on synth 1G, 55 %); knowing the best distances, the CPU stops there."""
-    from .hsp import hsp_rows
+    from .hsp import rows_by_score
     from .traceback import FETCH_MARGIN, TAIL_FIELDS
 
     pairs = [(ordinal, hsps) for subjects in by_query.values()
@@ -426,9 +426,8 @@ def tails_ahead(by_query: dict, batch, stats, db, backend, options: SearchOption
             and hasattr(backend, "greedy_tails")):
         return
     with TIMES.stage("traceback"):
-        parts = [hsp_rows(hsps)[score_order(hsps)] for _, hsps in pairs]
-        counts = np.array([part.shape[0] for part in parts], dtype=np.int64)
-        rows = np.concatenate(parts)
+        rows = rows_by_score([hsps for _, hsps in pairs])
+        counts = np.array([len(hsps) for _, hsps in pairs], dtype=np.int64)
         ordinal = np.repeat(np.array([o for o, _ in pairs], dtype=np.int64), counts)
         length = db.lengths[ordinal]
         exact = np.stack([np.maximum(rows[:, 3] - FETCH_MARGIN, 0),
@@ -453,12 +452,12 @@ def tails_ahead(by_query: dict, batch, stats, db, backend, options: SearchOption
             hsps.ahead = ahead[first:last]
 
 
-def prefill_letters(by_query: dict, db, pool=INLINE) -> None:
-    """Unpack, for each long subject of preliminary hits ({query: {ordinal: Hsps}}), the
-    letters around every query's HSPs at once, before their tracebacks start, the subjects
-    spread over `pool`. Left to the tracebacks, 16 threads asking at once for the same
-    subject's letters mostly waited for one another (synth 1G, H200 host: 10 s summed for
-    0.76 s of traceback)."""
+def prefill_letters(by_query: dict, db, pool=INLINE):
+    """Start unpacking, for each long subject of preliminary hits ({query: {ordinal: Hsps}}),
+    the letters around every query's HSPs at once, before their tracebacks start, the
+    subjects spread over `pool`; returns the function that waits for them. Left to the
+    tracebacks, 16 threads asking at once for the same subject's letters mostly waited for
+    one another (synth 1G, H200 host: 10 s summed for 0.76 s of traceback)."""
     from .traceback import letters_around
 
     starts, ends = {}, {}
@@ -474,7 +473,7 @@ def prefill_letters(by_query: dict, db, pool=INLINE) -> None:
             if spans is not None:
                 db.subject_letters(ordinal, spans)
 
-    pool.map(fill, list(starts))
+    return pool.map_later(fill, list(starts))
 
 
 def query_result(query_index: int, query, traced: list, options: SearchOptions) -> QueryResult:
@@ -652,15 +651,17 @@ def search_batch(queries: list, first_index: int, db, options: SearchOptions, ba
     # a volume's subjects are merged and filtered on the pool as soon as its pieces are done,
     # and their traceback searches made on the GPU while the next volume's run
     hits = [(gapped, gapped.subject_hits(results(), pool)) for gapped, results in started]
-    prelim = PrelimHits()
+    prelim, letters = PrelimHits(), []
     for gapped, subject_hits in hits:
         volume_hits = PrelimHits()
         gapped.file_subjects(subject_hits(), volume_hits)
+        letters.append(prefill_letters(volume_hits.by_query, db, pool))
         tails_ahead(volume_hits.by_query, plan.batch, plan.stats, db, backend, options)
         for q, subjects in volume_hits.by_query.items():
             prelim.by_query.setdefault(q, {}).update(subjects)
+    for wait in letters:
+        wait()
     traced = [[] for _ in queries]
-    prefill_letters(prelim.by_query, db, pool)
     tasks = trace_tasks(prelim.by_query, options)
     for task, pair in zip(tasks, pool.map(lambda t: trace(t, queries[t.query_index],
                                                           plan.batch, plan.stats, db, options),

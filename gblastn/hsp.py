@@ -133,6 +133,20 @@ def hsp_rows(hsps: Hsps) -> np.ndarray:
         .reshape(-1, 8)
 
 
+def rows_by_score(lists: list) -> np.ndarray:
+    """hsp_rows(h)[score_order(h)] of each Hsps in `lists`, one after the other: a few numpy
+    calls for all of them (a job of synth 8G has about 2,000 lists, and at 30 microseconds a
+    list the calls for each on its own held its traceback searches back by 0.1 s)."""
+    if not lists:
+        return np.zeros((0, 8), dtype=np.int64)
+    rows = np.column_stack([np.concatenate([getattr(h, f) for h in lists]).astype(np.int64)
+                            for f in _HSP_FIELDS]).reshape(-1, 8)
+    owner = np.repeat(np.arange(len(lists)), [len(h) for h in lists])
+    # score_order's keys, the list first: each list's rows stay together, in its own order
+    order = np.lexsort((-rows[:, 2], rows[:, 1], -rows[:, 4], rows[:, 3], -rows[:, 5], owner))
+    return rows[order]
+
+
 # ----------------------------------------------------------------------------------------------
 # containment "tree" (BlastIntervalTree used with eQueryAndSubject).  The interval tree only
 # speeds up exhaustive searches, so any index that finds the same HSPs gives the same answers.

@@ -366,10 +366,12 @@ class Pipeline:
                                  diag_hash=plan.diag_hash, ungapped_turn=turn,
                                  pool=self.pool, shared_scans=shared,
                                  scan_turn=scan_turns.turn(rank) if shared else None)
-            prefill_letters(hits.by_query, self.db, self.pool)
-            # the job's traceback searches, on the GPU, here rather than in the one collector
+            letters = prefill_letters(hits.by_query, self.db, self.pool)
+            # the job's traceback searches, on the GPU, here rather than in the one collector,
+            # while the pool unpacks the subjects' letters
             tails_ahead(hits.by_query, plan.batch, plan.stats, self.db, self.backend,
                         self.options)
+            letters()
             self._put(self.prelim_q, ("volume", batch_id, hits))
         self._put(self.prelim_q, _END)
 

@@ -3,9 +3,12 @@
 import numpy as np
 
 from gblastn.alphabet import encode_blastna, score_matrix
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gblastn.hsp import Hsps, chunk_rows, containment_keep, hsp_rows, hsps_from_rows, \
-    merge_chunk_rows, new_tree, purge_rows, reevaluate_with_ambiguities, score_order, \
-    score_order_rows, tree_add, tree_contains
+    merge_chunk_rows, new_tree, purge_rows, reevaluate_with_ambiguities, rows_by_score, \
+    score_order, score_order_rows, tree_add, tree_contains
 
 
 def purge_common_endpoints(hsps: Hsps, purge: bool = True) -> Hsps:
@@ -235,3 +238,15 @@ def test_chunk_rows_purge_sort_and_shift():
             assert getattr(got, name).tolist() == getattr(expected, name).tolist()
         for name in ("s_start", "s_end", "s_gapped_start"):
             assert getattr(got, name).tolist() == (getattr(expected, name) + 700).tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 12), max_size=8), st.integers(0, 2**32 - 1))
+def test_rows_by_score_equals_each_list_sorted(sizes, seed):
+    """All lists' rows at once (engine.tails_ahead) = each list's rows in score order, one
+    list after the other; small value ranges make ties, which keep their order."""
+    rng = np.random.default_rng(seed)
+    lists = [hsps_from_rows(rng.integers(0, 4, (n, 8))) for n in sizes]
+    expected = [hsp_rows(h)[score_order(h)] for h in lists]
+    expected = np.concatenate(expected) if expected else np.zeros((0, 8), dtype=np.int64)
+    assert np.array_equal(rows_by_score(lists), expected)

@@ -43,17 +43,23 @@ FLUSH_SLOTS = 2
 EXTEND_THREADS = 256
 GREEDY_THREADS = 128       # threads per block of greedy_hits
 GREEDY_ROW_CELLS = 256     # diagonals per distance a greedy_hits thread keeps
-# distances a traceback search goes on the GPU before it is left to the CPU: the CPU saves
-# little on a long alignment's search, and one along a 100 kb alignment held its launch for
-# milliseconds; the preliminary extensions have no such limit (the CPU would extend a long one
-# on one thread, as slowly as a GPU thread)
+# Distances a greedy search goes on the GPU before it is left to the CPU: a launch lasts as
+# long as its longest thread, and one thread along a long alignment is many times slower than
+# a CPU core (bench/gpu_greedy.py has the variants' table). The traceback's searches: the CPU
+# saves little on a long alignment's search. The preliminary extensions: on synth 8G, 3,000
+# left 1,829 of 83,388 to the CPU (in order, most are then contained in an HSP found before
+# them) and took the launches from 287 to 203 ms; 1,000 left the long ones to one CPU thread
+# each, for longer than the launches it saved.
 TAIL_MAX_DISTANCE = 1000
-NO_MAX_DISTANCE = 1 << 62
+HIT_MAX_DISTANCE = 3000
 GAPPED_FIELDS = 7          # must match GAPPED_FIELDS in greedy.cu and gapped.py
 TAIL_FIELDS = 6            # must match TAIL_FIELDS in greedy.cu and traceback.py
 PADDING = 16               # zero bytes after each device copy of a volume
-UPLOAD_STEP = 16 << 20     # bytes per host-to-device copy of a volume
-UPLOAD_THREADS = 4         # threads filling page-locked buffers for those copies
+# a volume goes to the GPU through UPLOAD_THREADS lanes of two page-locked buffers of
+# UPLOAD_STEP bytes (bench/gpu_upload.py: 8 lanes of 8 MB moved 680 MB in 24 ms, and in 81-86
+# ms beside a thread running Python; fewer or smaller buffers lost more to the GIL)
+UPLOAD_STEP = 8 << 20      # bytes per host-to-device copy of a volume
+UPLOAD_THREADS = 8         # threads filling page-locked buffers for those copies
 
 
 def kernel_dir() -> Path:
@@ -238,6 +244,8 @@ class GpuBackend:
         self.words_key = None   # the batch whose packed query words are resident
         self.words_arrays = ()
         self.buffers = {}       # name -> (allocation, bytes)
+        # ((threads, step), [(stream, two page-locked buffers)]), made at the first copy
+        self.upload_lanes = None
         self.stats = {}         # last call's counts and grow events, for tests and benches
 
     # -- context ----------------------------------------------------------------------------
@@ -315,25 +323,47 @@ class GpuBackend:
         return alloc
 
     def _copy_in(self, alloc, data: np.ndarray) -> None:
-        """Host to device in UPLOAD_THREADS shares, each through two small page-locked
-        buffers in turn on its own stream. Pinning the whole volume would cost more than the
-        copy itself; one thread filling the page-locked buffers moved 3 GB/s."""
+        """Host to device in UPLOAD_THREADS shares, each through its lane's two page-locked
+        buffers in turn on the lane's stream. Pinning the whole volume would cost more than
+        the copy itself; one thread filling the page-locked buffers moved 3 GB/s. Runs with
+        the context pushed and the lock held, so the lanes serve one volume at a time."""
         steps = np.arange(-(-data.size // UPLOAD_STEP))
         shares = [share for share in np.array_split(steps, UPLOAD_THREADS) if share.size]
+        lanes = self._upload_lanes()
 
-        def copy_share(share):
+        def copy_share(lane, share):
             self.context.push()
             try:
-                self._copy_steps(alloc, data, share.tolist())
+                self._copy_steps(alloc, data, share.tolist(), *lane)
             finally:
                 self.drv.Context.pop()
 
         if len(shares) <= 1:
             for share in shares:
-                copy_share(share)
+                self._copy_steps(alloc, data, share.tolist(), *lanes[0])
             return
         with ThreadPoolExecutor(len(shares), thread_name_prefix="gblastn-upload") as pool:
-            list(pool.map(copy_share, shares))
+            list(pool.map(copy_share, lanes, shares))
+
+    def _upload_lanes(self) -> list:
+        """The copies' streams and page-locked buffers, made once (again only if
+        UPLOAD_THREADS or UPLOAD_STEP change): page-locking cost 0.7 ms a MB on an H200 host,
+        and made for each volume the buffers took longer than the copy (0.09 of 0.16 s for
+        680 MB)."""
+        shape = (UPLOAD_THREADS, UPLOAD_STEP)
+        if self.upload_lanes is None or self.upload_lanes[0] != shape:
+            self._free_upload_lanes()
+            self.upload_lanes = (shape, [
+                (self.drv.Stream(), [self.drv.pagelocked_empty(UPLOAD_STEP, np.uint8)
+                                     for _ in range(2)])
+                for _ in range(UPLOAD_THREADS)])
+        return self.upload_lanes[1]
+
+    def _free_upload_lanes(self) -> None:
+        for _, staging in self.upload_lanes[1] if self.upload_lanes else ():
+            for buffer in staging:
+                buffer.base.free()
+        self.upload_lanes = None
 
     def _volume_budget(self) -> int:
         return int(self.drv.mem_get_info()[1] * self.memory_fraction)
@@ -341,13 +371,9 @@ class GpuBackend:
     def _resident_bytes(self) -> int:
         return sum(held[2] for held in self.volumes.values())
 
-    def _copy_steps(self, alloc, data: np.ndarray, steps: list) -> None:
-        """The copies of `steps` (UPLOAD_STEP-byte pieces of data) through two page-locked
-        buffers on a stream of their own. Runs with the context pushed; its stream, events
-        and buffers are freed on return, while the context is still there (pycuda warns
-        about objects freed out of their context)."""
-        stream = self.drv.Stream()
-        staging = [self.drv.pagelocked_empty(UPLOAD_STEP, np.uint8) for _ in range(2)]
+    def _copy_steps(self, alloc, data: np.ndarray, steps: list, stream, staging: list) -> None:
+        """The copies of `steps` (UPLOAD_STEP-byte pieces of data) through the two page-locked
+        buffers `staging` in turn, on `stream`; returns when they have all arrived."""
         done = [None, None]
         for k, step in enumerate(steps):
             part = data[step * UPLOAD_STEP:(step + 1) * UPLOAD_STEP]
@@ -418,6 +444,7 @@ class GpuBackend:
                 alloc.free()
             for alloc, _ in self.buffers.values():
                 alloc.free()
+            self._free_upload_lanes()
             self.volumes, self.table_arrays, self.buffers, self.table_key = {}, {}, {}, None
             self.words_key, self.words_arrays = None, ()
 
@@ -451,7 +478,7 @@ class GpuBackend:
     def greedy_extensions(self, packed: np.ndarray, chunk_byte_offset, chunk_length, hit_chunk,
                           hit_q_start, hit_s_start, hit_length, hit_context, batch, xdrop: int,
                           reward: int, penalty: int, row_cells: int = GREEDY_ROW_CELLS,
-                          max_distance: int = NO_MAX_DISTANCE) -> np.ndarray:
+                          max_distance: int = HIT_MAX_DISTANCE) -> np.ndarray:
         """The score-only greedy extensions (linear gap costs) of initial hits in a volume's
         chunks, each as gapped._greedy_from_hit makes it: int64 [n, GAPPED_FIELDS + 1], the
         last column 0 where the hit's band of diagonals outgrew `row_cells` or the search
