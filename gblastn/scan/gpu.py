@@ -47,9 +47,8 @@ GREEDY_ROW_CELLS = 256     # diagonals per distance a greedy_hits thread keeps
 # long as its longest thread, and one thread along a long alignment is many times slower than
 # a CPU core (bench/gpu_greedy.py has the variants' table). The traceback's searches: the CPU
 # saves little on a long alignment's search. The preliminary extensions: on synth 8G, 3,000
-# left 1,829 of 83,388 to the CPU (in order, most are then contained in an HSP found before
-# them) and took the launches from 287 to 203 ms; 1,000 left the long ones to one CPU thread
-# each, for longer than the launches it saved.
+# left 1,829 of 83,388 to the CPU and took the launches from 287 to 203 ms; 1,000 left the
+# long ones to one CPU thread each, for longer than the launches it saved.
 TAIL_MAX_DISTANCE = 1000
 HIT_MAX_DISTANCE = 3000
 GAPPED_FIELDS = 7          # must match GAPPED_FIELDS in greedy.cu and gapped.py
