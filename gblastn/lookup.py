@@ -31,6 +31,7 @@ positions), the query, its contexts, and ``blast_length``.
 """
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from numba import njit
@@ -73,6 +74,13 @@ class LookupTable:
     sequence: np.ndarray        # uint8 blastna, QueryBatch.sequence
     context_offset: np.ndarray  # int32
     context_length: np.ndarray  # int32
+
+    @cached_property
+    def query_words(self) -> tuple:
+        """`sequence` as packed bases and ambiguity bits (wordrun.pack_query_words), which
+        the CPU scan's mini-extension compares with packed subjects a word at a time."""
+        from .wordrun import pack_query_words
+        return pack_query_words(self.sequence)
 
     @property
     def blast_length(self) -> int:

@@ -19,6 +19,7 @@ import numpy as np
 from numba import njit
 
 from ..lookup import MEGABLAST, SMALL, LookupTable
+from ..wordrun import WORD_PAD, packed_run_backward, packed_run_forward
 from . import Seeds
 
 # mini-extension routines (BlastChooseNaExtend)
@@ -144,28 +145,25 @@ def word_has_offset(kind, backbone, overflow, hashtable, next_pos, cell_start, o
 
 @njit(cache=True, nogil=True)
 def mini_extend(extend_kind, sequence, context_offset, context_length, packed, byte_off,
-                s_range, q_hit, s_hit, word_size, width):
+                s_range, q_hit, s_hit, word_size, width, q_bases, q_ambig):
     """Extend a w-mer hit to a W-mer as BLAST's chosen routine does.
-    Returns (accepted, q_seed, s_seed)."""
+    Returns (accepted, q_seed, s_seed). q_bases/q_ambig: addresses of the batch's packed
+    query (wordrun.pack_query_words, past its WORD_PAD), for the base-wise routine, whose
+    runs are measured a machine word at a time (a query letter that is no base, as the
+    sentinels between contexts, never matches, as in BLAST's letter compare)."""
     if extend_kind == EXTEND_DIRECT:
         return True, q_hit, s_hit
     ext_to = word_size - width
     if extend_kind == EXTEND_BASEWISE:
-        left = 0
-        limit = min(ext_to, s_hit)
-        while left < limit:
-            if subject_base(packed, byte_off, s_hit - left - 1) != sequence[q_hit - left - 1]:
-                break
-            left += 1
+        s_bases = packed.ctypes.data + byte_off
+        left = packed_run_backward(q_bases, q_ambig, q_hit - 1, s_bases, s_hit - 1,
+                                   min(ext_to, s_hit))
         if left < ext_to:
             s_next = s_hit + width
             if s_next + ext_to - left > s_range:
                 return False, 0, 0
-            right = 0
-            while right < ext_to - left:
-                if subject_base(packed, byte_off, s_next + right) != sequence[q_hit + width + right]:
-                    break
-                right += 1
+            right = packed_run_forward(q_bases, q_ambig, q_hit + width, s_bases,
+                                       packed.size - byte_off, s_next, ext_to - left)
             if left + right < ext_to:
                 return False, 0, 0
         return True, q_hit - left, s_hit - left
@@ -276,11 +274,12 @@ SCAN_BLOCK = 32  # scan positions whose table entries are fetched before any is 
 @njit(cache=True, nogil=True, inline="always")
 def _emit(extend_kind, check_masks, kind, backbone, overflow, hashtable, next_pos, cell_start,
           offsets, pv, pv_bts, sequence, context_offset, context_length, packed, byte_off,
-          s_range, q_hit, s_hit, word_size, width, c, out, n):
+          s_range, q_hit, s_hit, word_size, width, c, out, n, q_bases, q_ambig):
     """Mini-extension and s_TypeOfWord of one table hit; the seed, if any, goes to out[:, n].
     Returns the new seed count, or -1 when out is full."""
     ok, q_seed, s_seed = mini_extend(extend_kind, sequence, context_offset, context_length,
-                                     packed, byte_off, s_range, q_hit, s_hit, word_size, width)
+                                     packed, byte_off, s_range, q_hit, s_hit, word_size, width,
+                                     q_bases, q_ambig)
     if not ok:
         return n
     ok, q_fin, s_fin = type_of_word(check_masks, kind, backbone, overflow, hashtable, next_pos,
@@ -302,7 +301,7 @@ def _emit(extend_kind, check_masks, kind, backbone, overflow, hashtable, next_po
 @njit(cache=True, nogil=True)
 def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
               backbone, overflow, hashtable, next_pos, cell_start, offsets, pv, pv_bts,
-              sequence, context_offset, context_length,
+              sequence, context_offset, context_length, query_bases, query_ambig,
               packed, chunk_byte_offset, chunk_length, first_chunk, first_s, last_chunk,
               out, n):
     """Seeds from position first_s of chunk first_chunk up to chunk last_chunk, in BLAST's
@@ -316,6 +315,8 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
     table of a large query is far bigger than the caches)."""
     heads = np.zeros(SCAN_BLOCK, dtype=np.int64)
     follow = np.zeros(SCAN_BLOCK, dtype=np.int64)
+    q_bases = query_bases.ctypes.data + WORD_PAD
+    q_ambig = query_ambig.ctypes.data + WORD_PAD
     for c in range(first_chunk, last_chunk):
         byte_off = chunk_byte_offset[c]
         length = np.int64(chunk_length[c])
@@ -349,7 +350,7 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
                         n = _emit(extend_kind, check_masks, kind, backbone, overflow, hashtable,
                                   next_pos, cell_start, offsets, pv, pv_bts, sequence,
                                   context_offset, context_length, packed, byte_off, s_range,
-                                  q_hit, s_hit, word_size, width, c, out, n)
+                                  q_hit, s_hit, word_size, width, c, out, n, q_bases, q_ambig)
                         if n < 0:
                             return n0, c, s_hit
                         q_hit = nxt
@@ -361,7 +362,7 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
                         n = _emit(extend_kind, check_masks, kind, backbone, overflow, hashtable,
                                   next_pos, cell_start, offsets, pv, pv_bts, sequence,
                                   context_offset, context_length, packed, byte_off, s_range,
-                                  v, s_hit, word_size, width, c, out, n)
+                                  v, s_hit, word_size, width, c, out, n, q_bases, q_ambig)
                         if n < 0:
                             return n0, c, s_hit
                     elif v < -1:
@@ -371,7 +372,7 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
                                       hashtable, next_pos, cell_start, offsets, pv, pv_bts,
                                       sequence, context_offset, context_length, packed,
                                       byte_off, s_range, np.int64(overflow[k]), s_hit,
-                                      word_size, width, c, out, n)
+                                      word_size, width, c, out, n, q_bases, q_ambig)
                             if n < 0:
                                 return n0, c, s_hit
                             k += 1
@@ -383,7 +384,7 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
                                       hashtable, next_pos, cell_start, offsets, pv, pv_bts,
                                       sequence, context_offset, context_length, packed,
                                       byte_off, s_range, np.int64(offsets[j]), s_hit,
-                                      word_size, width, c, out, n)
+                                      word_size, width, c, out, n, q_bases, q_ambig)
                             if n < 0:
                                 return n0, c, s_hit
             s += m * scan_step
@@ -393,7 +394,7 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
 @njit(cache=True, nogil=True)
 def scan_chunks(kind, extend_kind, check_masks, word_size, width, scan_step,
                 backbone, overflow, hashtable, next_pos, cell_start, offsets, pv, pv_bts,
-                sequence, context_offset, context_length,
+                sequence, context_offset, context_length, query_bases, query_ambig,
                 packed, chunk_byte_offset, chunk_length, first_chunk, last_chunk):
     """Seeds of chunks [first_chunk, last_chunk), in BLAST's order: (chunk, q_off, s_off,
     s_first, hit_s) arrays."""
@@ -402,8 +403,9 @@ def scan_chunks(kind, extend_kind, check_masks, word_size, width, scan_step,
     while True:
         n, c, s = scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
                             backbone, overflow, hashtable, next_pos, cell_start, offsets, pv,
-                            pv_bts, sequence, context_offset, context_length, packed,
-                            chunk_byte_offset, chunk_length, c, s, last_chunk, out, n)
+                            pv_bts, sequence, context_offset, context_length, query_bases,
+                            query_ambig, packed, chunk_byte_offset, chunk_length, c, s,
+                            last_chunk, out, n)
         if c == last_chunk:
             break
         bigger = np.empty((5, 2 * out.shape[1]), dtype=np.int32)
@@ -417,7 +419,7 @@ def _table_args(table: LookupTable) -> tuple:
     return (table.kind, choose_extend(table), table.check_masks, table.word_size, table.width,
             table.scan_step, table.backbone, table.overflow, table.hashtable, table.next_pos,
             table.cell_start, table.offsets, table.pv, table.pv_bts, table.sequence,
-            table.context_offset, table.context_length)
+            table.context_offset, table.context_length, *table.query_words)
 
 
 def _split_chunks(chunk_length: np.ndarray, parts: int) -> list:
