@@ -7,8 +7,8 @@ same output; the script says so.
 
 The variants change, one at a time from the defaults: the distance limits of the traceback's
 searches (TAIL_MAX_DISTANCE) and of the preliminary extensions (HIT_MAX_DISTANCE; 1 << 62 is
-none), the diagonals a thread keeps per distance (GREEDY_ROW_CELLS) and the threads per
-block (GREEDY_THREADS).
+none), the diagonals a warp keeps per distance (GREEDY_ROW_CELLS) and the items (warps) per
+block (GREEDY_ITEM_WARPS).
 """
 
 import argparse
@@ -25,10 +25,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 VARIANTS = [
     {},
-    {"tail_max_distance": 300},
     {"hit_max_distance": 1 << 62},
-    {"hit_max_distance": 1000},
-    {"threads": 64},
+    {"tail_max_distance": 1 << 62},
+    {"hit_max_distance": 1 << 62, "tail_max_distance": 1 << 62},
+    {"item_warps": 8},
 ]
 
 # Runs one search with a variant's settings (argv[1], JSON) and writes the kernels' launches
@@ -39,7 +39,7 @@ sys.path.insert(0, sys.argv[3])
 import gblastn.scan.gpu as G
 settings, report = json.loads(sys.argv[1]), sys.argv[2]
 row_cells = settings.get("row_cells", G.GREEDY_ROW_CELLS)
-G.GREEDY_THREADS = settings.get("threads", G.GREEDY_THREADS)
+G.GREEDY_ITEM_WARPS = settings.get("item_warps", G.GREEDY_ITEM_WARPS)
 G.GpuBackend.greedy_tails.__defaults__ = (
     row_cells, settings.get("tail_max_distance", G.TAIL_MAX_DISTANCE))
 G.GpuBackend.greedy_extensions.__defaults__ = (

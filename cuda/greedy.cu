@@ -1,10 +1,10 @@
 // Score-only greedy gapped extension of initial hits (megablast's preliminary gapped stage
-// with linear gap costs), one thread per hit. Each thread computes what
+// with linear gap costs), one warp per hit. Each warp computes what
 // gblastn/gapped.py's _greedy_from_hit computes on the CPU (greedy.py's greedy_linear in both
 // directions, on the packed subject, then the start point of _best_start_point); the two
 // must stay in step. An extension whose band of diagonals outgrows ROW_CELLS, or that goes on
 // for more than max_dist distances (a bound the host sets: a launch lasts as long as its
-// longest thread), is marked undone, and the host extends it on the CPU.
+// longest warp), is marked undone, and the host extends it on the CPU.
 
 typedef long long i64;
 typedef unsigned long long u64;
@@ -212,6 +212,154 @@ HD Reach greedy_linear(const Letters& L, const Direction& D, i64 xdrop, i64 matc
     return r;
 }
 
+#ifdef __CUDA_ARCH__
+#define FULL_WARP 0xffffffffu
+
+// greedy_linear on the 32 lanes of a warp, which all call it with the same arguments and get
+// the same Reach: the lanes take a distance's diagonals 32 at a time, and warp votes give
+// what the one-thread loop's order decides (the band's new ends, the first longest run, the
+// first furthest diagonal). One thread per hit waited on a long alignment's loads one
+// diagonal at a time, and a launch lasted as long as its longest hit. row_a, row_b and best
+// are the warp's own, in shared memory.
+__device__ Reach greedy_linear_warp(const Letters& L, const Direction& D, i64 xdrop,
+                                    i64 match_cost, i64 mismatch_cost, i64 max_dist,
+                                    int* row_a, int* row_b, i64* best) {
+    const int lane = threadIdx.x & 31;
+    Reach r;
+    r.done = true;
+    const i64 half = match_cost / 2;
+    const i64 op_cost = match_cost + mismatch_cost;
+    const i64 xo = (xdrop + half) / op_cost + 1;
+    i64 index = exact_run(L, D, 0, 0);
+    r.reach = index + 1 < D.len2 ? index + 1 : D.len2;
+    r.dist = 0;
+    r.seq1_len = r.seq2_len = index;
+    r.seed_q = r.seed_s = 0;
+    r.seed_len = index;
+    i64 longest = index;
+    if (index == D.len1 || index == D.len2) return r;
+    if (xo + 2 > BEST_SLOTS) { r.done = false; return r; }
+
+    const int origin = DIAG_ORIGIN;
+    for (int j = lane; j < BEST_SLOTS; j += 32) best[j] = 0;
+    int* prev = row_a;
+    int* here = row_b;
+    for (int k = origin - 2 + lane; k <= origin + 2; k += 32) prev[k & ROW_MASK] = INVALID_OFFSET;
+    int lower = origin - 1, upper = origin + 1;
+    for (int k = lower - 2 + lane; k <= upper + 2; k += 32) here[k & ROW_MASK] = INVALID_OFFSET;
+    __syncwarp();
+    if (lane == 0) {
+        best[xo & BEST_MASK] = index * match_cost;
+        prev[origin & ROW_MASK] = (int)index;
+    }
+    __syncwarp();
+    bool end1 = false, end2 = false;
+    for (i64 d = 1;; ++d) {
+        if (d > max_dist) { r.done = false; return r; }
+        if (lane == 0) {
+            prev[(lower - 1) & ROW_MASK] = INVALID_OFFSET;
+            prev[lower & ROW_MASK] = INVALID_OFFSET;
+            prev[upper & ROW_MASK] = INVALID_OFFSET;
+            prev[(upper + 1) & ROW_MASK] = INVALID_OFFSET;
+        }
+        __syncwarp();
+        i64 xdrop_score = ceil_div(best[d & BEST_MASK] + op_cost * d - xdrop, half);
+        i64 cur_extent = 0, cur_seq2 = 0;
+        int cur_diag = 0;
+        const int first = lower, last = upper;
+        for (int base = first; base <= last; base += 32) {
+            const int k = base + lane;
+            const bool active = k <= last;
+            bool valid = false;
+            int seq1 = 0, seq2 = 0, run = -1;
+            if (active) {
+                int a = prev[(k + 1) & ROW_MASK], b = prev[k & ROW_MASK],
+                    c = prev[(k - 1) & ROW_MASK];
+                i64 s2 = (a > b ? a : b) + 1;
+                if (c > s2) s2 = c;
+                i64 s1 = s2 + k - origin;
+                valid = !(s2 < 0 || s1 + s2 < xdrop_score);
+                if (valid) {
+                    run = (int)exact_run(L, D, s1, s2);
+                    seq1 = (int)s1;
+                    seq2 = (int)s2;
+                }
+            }
+            const unsigned valid_lanes = __ballot_sync(FULL_WARP, valid);
+            const unsigned pruned_lanes = __ballot_sync(FULL_WARP, active && !valid);
+            // the first longest run of this distance, if longer than any before
+            const int top_run = __reduce_max_sync(FULL_WARP, run);
+            if (top_run > longest) {
+                int from = __ffs(__ballot_sync(FULL_WARP, valid && run == top_run)) - 1;
+                r.seed_q = __shfl_sync(FULL_WARP, seq1, from);
+                r.seed_s = __shfl_sync(FULL_WARP, seq2, from);
+                r.seed_len = top_run;
+                longest = top_run;
+            }
+            if (valid) {
+                seq1 += run;
+                seq2 += run;
+                here[k & ROW_MASK] = seq2;
+            } else if (active) {
+                here[k & ROW_MASK] = INVALID_OFFSET;
+            }
+            const int top_seq2 = __reduce_max_sync(FULL_WARP, valid ? seq2 : -1);
+            if (top_seq2 >= r.reach) r.reach = top_seq2 + 1 < D.len2 ? top_seq2 + 1 : D.len2;
+            const int extent = valid ? seq1 + seq2 : -1;
+            const int top_extent = __reduce_max_sync(FULL_WARP, extent);
+            if (top_extent > cur_extent) {
+                int from = __ffs(__ballot_sync(FULL_WARP, extent == top_extent)) - 1;
+                cur_extent = top_extent;
+                cur_seq2 = __shfl_sync(FULL_WARP, seq2, from);
+                cur_diag = base + from;
+            }
+            const unsigned ends2 = __ballot_sync(FULL_WARP, valid && seq2 == D.len2);
+            const unsigned ends1 = __ballot_sync(FULL_WARP, valid && seq1 == D.len1);
+            if (valid_lanes) {
+                int last_valid = 31 - __clz(valid_lanes);
+                upper = base + last_valid - ((ends1 >> last_valid) & 1);
+            }
+            end1 = end1 || ends1;
+            end2 = end2 || ends2;
+            // the band's lower end: just past the last diagonal that reached the subject's
+            // end, then past the pruned diagonals that follow it
+            int from = ends2 ? 32 - __clz(ends2) : lower - base;
+            if (from >= 0 && from < 32) {
+                unsigned rest = ~(pruned_lanes >> from);
+                lower = base + from + (rest ? __ffs(rest) - 1 : 32 - from);
+            } else if (from == 32) {
+                lower = base + 32;
+            }
+        }
+        __syncwarp();
+        i64 cur_score = cur_extent * half - d * op_cost;
+        i64 before = best[(d - 1 + xo) & BEST_MASK];
+        __syncwarp();
+        if (cur_score >= before) {
+            if (lane == 0) best[(d + xo) & BEST_MASK] = cur_score;
+            r.dist = d;
+            r.seq2_len = cur_seq2;
+            r.seq1_len = cur_seq2 + cur_diag - origin;
+        } else if (lane == 0) {
+            best[(d + xo) & BEST_MASK] = before;
+        }
+        if (lower > upper) break;
+        if (!end2) --lower;
+        if (!end1) ++upper;
+        if (upper - lower + 5 > ROW_CELLS) { r.done = false; return r; }
+        int* next = prev;  // row d - 1 is no longer read
+        for (int k = lower - 2 + lane; k <= upper + 2; k += 32) next[k & ROW_MASK] = INVALID_OFFSET;
+        prev = here;
+        here = next;
+        __syncwarp();
+    }
+    return r;
+}
+#define GREEDY_LINEAR greedy_linear_warp
+#else
+#define GREEDY_LINEAR greedy_linear
+#endif
+
 // gapped._greedy_from_hit's values (score, q_start, q_end, s_start, s_end, q_seed, s_seed),
 // from greedy.greedy_gapped_alignment (score-only) and greedy._best_start_point.
 HD bool greedy_from_hit(const Letters& L, i64 q_base, i64 q_length, i64 s_length, i64 q_off,
@@ -219,11 +367,11 @@ HD bool greedy_from_hit(const Letters& L, i64 q_base, i64 q_length, i64 s_length
                         i64 penalty, i64 max_dist, int* row_a, int* row_b, i64* best,
                         i64* found) {
     Direction right = {q_base + q_off, q_length - q_off, s_off, s_length - s_off, false};
-    Reach rr = greedy_linear(L, right, xdrop, match_cost, mismatch_cost, max_dist, row_a, row_b,
+    Reach rr = GREEDY_LINEAR(L, right, xdrop, match_cost, mismatch_cost, max_dist, row_a, row_b,
                              best);
     if (!rr.done) return false;
     Direction left = {q_base + q_off, q_off, s_off, s_off, true};
-    Reach rl = greedy_linear(L, left, xdrop, match_cost, mismatch_cost, max_dist, row_a, row_b,
+    Reach rl = GREEDY_LINEAR(L, left, xdrop, match_cost, mismatch_cost, max_dist, row_a, row_b,
                              best);
     if (!rl.done) return false;
     i64 q_ext_r = rr.seq1_len, s_ext_r = rr.seq2_len, q_ext_l = rl.seq1_len, s_ext_l = rl.seq2_len;
@@ -359,11 +507,11 @@ HD bool tail_search(const Letters& L, const i64* row, i64 q_base, i64 q_length, 
         window = (s_len < sg + max_right ? s_len : sg + max_right) - shift;
     }
     Direction right = {q_base + qg, q_length - qg, shift + s_in, window - s_in, false};
-    Reach rr = greedy_linear(L, right, xdrop, match_cost, mismatch_cost, max_dist, row_a, row_b,
+    Reach rr = GREEDY_LINEAR(L, right, xdrop, match_cost, mismatch_cost, max_dist, row_a, row_b,
                              best);
     if (!rr.done) return false;
     Direction left = {q_base + qg, qg, shift + s_in, s_in, true};
-    Reach rl = greedy_linear(L, left, xdrop, match_cost, mismatch_cost, max_dist, row_a, row_b,
+    Reach rl = GREEDY_LINEAR(L, left, xdrop, match_cost, mismatch_cost, max_dist, row_a, row_b,
                              best);
     if (!rl.done) return false;
     i64 read_lo = shift + s_in - rl.reach, read_hi = shift + s_in + rr.reach;
@@ -378,9 +526,24 @@ HD bool tail_search(const Letters& L, const i64* row, i64 q_base, i64 q_length, 
 }
 
 #ifdef __CUDACC__
-// One thread per HSP: rows (hsp.hsp_rows, 8 values each) of subjects at device addresses
-// subject_addr (packed), subject_len letters, whose letters [exact[2i], exact[2i + 1]) are all
-// bases. out: TAIL_FIELDS values per HSP; done[i] is 0 where the CPU must search.
+// One warp per item (all its lanes compute the item, and write the same values); each warp
+// has its rows of diagonals and its best scores in shared memory.
+#ifndef ITEM_WARPS
+#define ITEM_WARPS 4
+#endif
+#define WARP_ITEM(n)                                                                       \
+    __shared__ int rows_of_warp[ITEM_WARPS][2][ROW_CELLS];                                 \
+    __shared__ i64 best_of_warp[ITEM_WARPS][BEST_SLOTS];                                   \
+    const int warp = threadIdx.x >> 5;                                                     \
+    const int i = blockIdx.x * ITEM_WARPS + warp;                                          \
+    if (i >= (n)) return;                                                                  \
+    int* row_a = rows_of_warp[warp][0];                                                    \
+    int* row_b = rows_of_warp[warp][1];                                                    \
+    i64* best = best_of_warp[warp];
+
+// HSPs: rows (hsp.hsp_rows, 8 values each) of subjects at device addresses subject_addr
+// (packed), subject_len letters, whose letters [exact[2i], exact[2i + 1]) are all bases.
+// out: TAIL_FIELDS values per HSP; done[i] is 0 where the CPU must search.
 extern "C" __global__ void greedy_tails(
     int n, const i64* __restrict__ rows, const u64* __restrict__ subject_addr,
     const i64* __restrict__ subject_len, const i64* __restrict__ exact,
@@ -388,23 +551,21 @@ extern "C" __global__ void greedy_tails(
     const unsigned char* __restrict__ q_bases, const unsigned char* __restrict__ q_ambig,
     i64 xdrop, i64 match_cost, i64 mismatch_cost, i64 max_subject_offset,
     i64 max_total_gaps, i64 max_dist, i64* __restrict__ out, unsigned char* __restrict__ done) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    int row_a[ROW_CELLS], row_b[ROW_CELLS];
-    i64 best[BEST_SLOTS];
+    WARP_ITEM(n)
     const i64* row = rows + (i64)i * 8;
     i64 length = subject_len[i], ctx = row[0];
     Letters L = {q_bases, q_ambig, (const unsigned char*)subject_addr[i], (length + 3) / 4};
-    done[i] = tail_search(L, row, ctx_offset[ctx], ctx_len[ctx], length, exact[2 * i],
-                          exact[2 * i + 1], xdrop, match_cost, mismatch_cost,
-                          max_subject_offset, max_total_gaps, max_dist, row_a, row_b, best,
-                          out + (i64)i * TAIL_FIELDS);
+    bool made = tail_search(L, row, ctx_offset[ctx], ctx_len[ctx], length, exact[2 * i],
+                            exact[2 * i + 1], xdrop, match_cost, mismatch_cost,
+                            max_subject_offset, max_total_gaps, max_dist, row_a, row_b, best,
+                            out + (i64)i * TAIL_FIELDS);
+    if ((threadIdx.x & 31) == 0) done[i] = made;
 }
 
-// One thread per initial hit. Hit i: concatenated query start hit_q[i], chunk-relative
-// subject start hit_s[i], length hit_len[i], in chunk hit_chunk[i] (chunk_byte / chunk_len)
-// and context hit_ctx[i] (ctx_offset / ctx_len). found: GAPPED_FIELDS values per hit; done[i]
-// is 0 where the host must extend the hit itself.
+// Initial hits: hit i has concatenated query start hit_q[i], chunk-relative subject start
+// hit_s[i], length hit_len[i], in chunk hit_chunk[i] (chunk_byte / chunk_len) and context
+// hit_ctx[i] (ctx_offset / ctx_len). found: GAPPED_FIELDS values per hit; done[i] is 0 where
+// the host must extend the hit itself.
 extern "C" __global__ void greedy_hits(
     int n, const int* __restrict__ hit_q, const int* __restrict__ hit_s,
     const int* __restrict__ hit_len, const int* __restrict__ hit_chunk,
@@ -414,17 +575,15 @@ extern "C" __global__ void greedy_hits(
     const unsigned char* __restrict__ q_ambig, const unsigned char* __restrict__ volume,
     i64 xdrop, i64 match_cost, i64 mismatch_cost, i64 reward, i64 penalty, i64 max_dist,
     i64* __restrict__ found, unsigned char* __restrict__ done) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    int row_a[ROW_CELLS], row_b[ROW_CELLS];
-    i64 best[BEST_SLOTS];
+    WARP_ITEM(n)
     int c = hit_chunk[i], ctx = hit_ctx[i];
     i64 length = chunk_len[c];
     Letters L = {q_bases, q_ambig, volume + chunk_byte[c], (length + 3) / 4};
     i64 base = ctx_offset[ctx], half = hit_len[i] / 2;
-    done[i] = greedy_from_hit(L, base, ctx_len[ctx], length, hit_q[i] - base + half,
-                              hit_s[i] + half, xdrop, match_cost, mismatch_cost, reward,
-                              penalty, max_dist, row_a, row_b, best,
-                              found + (i64)i * GAPPED_FIELDS);
+    bool made = greedy_from_hit(L, base, ctx_len[ctx], length, hit_q[i] - base + half,
+                                hit_s[i] + half, xdrop, match_cost, mismatch_cost, reward,
+                                penalty, max_dist, row_a, row_b, best,
+                                found + (i64)i * GAPPED_FIELDS);
+    if ((threadIdx.x & 31) == 0) done[i] = made;
 }
 #endif

@@ -41,16 +41,16 @@ PROBES_PER_THREAD = 4
 FLUSH_MODE = 2
 FLUSH_SLOTS = 2
 EXTEND_THREADS = 256
-GREEDY_THREADS = 128       # threads per block of greedy_hits
-GREEDY_ROW_CELLS = 256     # diagonals per distance a greedy_hits thread keeps
+GREEDY_ITEM_WARPS = 4      # items per block of greedy.cu's kernels (a warp each)
+GREEDY_ROW_CELLS = 256     # diagonals per distance a greedy.cu warp keeps
 # Distances a greedy search goes on the GPU before it is left to the CPU: a launch lasts as
-# long as its longest thread, and one thread along a long alignment is many times slower than
-# a CPU core (bench/gpu_greedy.py has the variants' table). The traceback's searches: the CPU
-# saves little on a long alignment's search. The preliminary extensions: on synth 8G, 3,000
-# left 1,829 of 83,388 to the CPU and took the launches from 287 to 203 ms; 1,000 left the
-# long ones to one CPU thread each, for longer than the launches it saved.
+# long as its longest warp (bench/gpu_greedy.py has the variants' table). The traceback's
+# searches: past 1,000 the CPU saves little on a long alignment's search, and on synth 8G
+# the launches took 101 ms with the limit against 131-168 ms without. The preliminary
+# extensions: none; since a warp takes each hit, the launches took 67-74 ms on synth 8G
+# without a limit, and 3,000 had left 1,829 long extensions to one CPU thread each.
 TAIL_MAX_DISTANCE = 1000
-HIT_MAX_DISTANCE = 3000
+HIT_MAX_DISTANCE = 1 << 62
 GAPPED_FIELDS = 7          # must match GAPPED_FIELDS in greedy.cu and gapped.py
 TAIL_FIELDS = 6            # must match TAIL_FIELDS in greedy.cu and traceback.py
 PADDING = 16               # zero bytes after each device copy of a volume
@@ -522,7 +522,7 @@ class GpuBackend:
 
     def _greedy_launch(self, name: str, batch, arrays: list, scalars: list, width: int,
                        row_cells: int) -> np.ndarray:
-        """One launch of greedy.cu's kernel `name` over the items of `arrays` (one thread
+        """One launch of greedy.cu's kernel `name` over the items of `arrays` (one warp
         each), with the context held: the arrays uploaded, then the batch's query words and
         `scalars` as its arguments. Returns int64 [n, width + 1]: the kernel's `width` values
         per item and its done flag."""
@@ -532,7 +532,8 @@ class GpuBackend:
         out = np.zeros((n, width + 1), dtype=np.int64)
         if n == 0:
             return out
-        kernel = self.module({"ROW_CELLS": row_cells}, "greedy.cu").get_function(name)
+        kernel = self.module({"ROW_CELLS": row_cells, "ITEM_WARPS": GREEDY_ITEM_WARPS},
+                             "greedy.cu").get_function(name)
         bases, ambig = self.resident_query_words(batch)
         inputs = [self.upload(a) for a in arrays]
         try:
@@ -540,8 +541,8 @@ class GpuBackend:
             done = self.buffer(f"{name}_done", n)
             kernel(np.int32(n), *inputs, np.uintp(int(bases) + WORD_PAD),
                    np.uintp(int(ambig) + WORD_PAD), *scalars, found, done,
-                   block=(GREEDY_THREADS, 1, 1),
-                   grid=((n + GREEDY_THREADS - 1) // GREEDY_THREADS, 1))
+                   block=(32 * GREEDY_ITEM_WARPS, 1, 1),
+                   grid=((n + GREEDY_ITEM_WARPS - 1) // GREEDY_ITEM_WARPS, 1))
             fields = np.empty((n, width), dtype=np.int64)
             flags = np.empty(n, dtype=np.uint8)
             self.drv.memcpy_dtoh(fields, found)
