@@ -450,6 +450,7 @@ def tails_ahead(by_query: dict, batch, stats, db, backend, options: SearchOption
                                              int(options.reward), int(options.penalty))
         for (_, hsps), first, last in zip(pairs, np.cumsum(counts) - counts, np.cumsum(counts)):
             hsps.ahead = ahead[first:last]
+            hsps.score_rows = rows[first:last]
 
 
 def prefill_letters(by_query: dict, db, pool=INLINE):

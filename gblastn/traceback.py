@@ -148,7 +148,9 @@ def _traceback_args(hsps: Hsps, batch, subject_codes, stats, options, spans=None
         spans = np.array([[0, len(subject_codes)]], dtype=np.int64)
     if ahead is None:
         ahead = NOTHING_AHEAD
-    return (hsp_rows(hsps)[score_order(hsps)],
+    rows = hsps.score_rows if hsps.score_rows is not None else \
+        hsp_rows(hsps)[score_order(hsps)]
+    return (rows,
             np.ascontiguousarray(batch.context_offset, dtype=np.int64),
             np.ascontiguousarray(batch.context_length, dtype=np.int64),
             np.ascontiguousarray(batch.sequence, dtype=np.uint8),
