@@ -122,23 +122,56 @@ struct Reach {
 
 HD i64 ceil_div(i64 a, i64 b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 
-// greedy.greedy_linear without traceback; costs and X-drop already doubled for an odd reward.
-HD Reach greedy_linear(const Letters& L, const Direction& D, i64 xdrop, i64 match_cost,
-                       i64 mismatch_cost, i64 max_dist, int* row_a, int* row_b, i64* best) {
+// The exact run from the origin (`index` letters) and the Reach if the search ends there;
+// its dist is -1 where the search goes on. Not done: the X-drop reaches back more distances
+// than BEST_SLOTS holds.
+HD Reach greedy_opening(const Letters& L, const Direction& D, i64 xo, i64& index) {
     Reach r;
     r.done = true;
-    const i64 half = match_cost / 2;
-    const i64 op_cost = match_cost + mismatch_cost;
-    const i64 xo = (xdrop + half) / op_cost + 1;
-    i64 index = exact_run(L, D, 0, 0);
+    index = exact_run(L, D, 0, 0);
     r.reach = index + 1 < D.len2 ? index + 1 : D.len2;
     r.dist = 0;
     r.seq1_len = r.seq2_len = index;
     r.seed_q = r.seed_s = 0;
     r.seed_len = index;
-    i64 longest = index;
     if (index == D.len1 || index == D.len2) return r;
-    if (xo + 2 > BEST_SLOTS) { r.done = false; return r; }
+    if (xo + 2 > BEST_SLOTS) r.done = false;
+    else r.dist = -1;
+    return r;
+}
+
+// After distance d: its best score kept (by the writer: one lane of a warp), the best
+// alignment so far updated, then the band's next ends. False where the search stops: done,
+// or not done when the band outgrows ROW_CELLS (r.done).
+HD bool greedy_next(Reach& r, i64* best, bool writer, i64 d, i64 xo, i64 cur_score,
+                    i64 cur_seq2, int cur_diag, int& lower, int& upper, bool end1, bool end2) {
+    i64 before = best[(d - 1 + xo) & BEST_MASK];
+    if (cur_score >= before) {
+        if (writer) best[(d + xo) & BEST_MASK] = cur_score;
+        r.dist = d;
+        r.seq2_len = cur_seq2;
+        r.seq1_len = cur_seq2 + cur_diag - DIAG_ORIGIN;
+    } else if (writer) {
+        best[(d + xo) & BEST_MASK] = before;
+    }
+    if (lower > upper) return false;
+    if (!end2) --lower;
+    if (!end1) ++upper;
+    if (upper - lower + 5 > ROW_CELLS) { r.done = false; return false; }
+    return true;
+}
+
+// greedy.greedy_linear without traceback; costs and X-drop already doubled for an odd reward.
+HD Reach greedy_linear(const Letters& L, const Direction& D, i64 xdrop, i64 match_cost,
+                       i64 mismatch_cost, i64 max_dist, int* row_a, int* row_b, i64* best) {
+    const i64 half = match_cost / 2;
+    const i64 op_cost = match_cost + mismatch_cost;
+    const i64 xo = (xdrop + half) / op_cost + 1;
+    i64 index;
+    Reach r = greedy_opening(L, D, xo, index);
+    if (r.dist >= 0) return r;
+    r.dist = 0;
+    i64 longest = index;
 
     const int origin = DIAG_ORIGIN;
     for (int j = 0; j < BEST_SLOTS; ++j) best[j] = 0;
@@ -190,20 +223,8 @@ HD Reach greedy_linear(const Letters& L, const Direction& D, i64 xdrop, i64 matc
             if (seq2 == D.len2) { lower = k + 1; end2 = true; }
             if (seq1 == D.len1) { upper = k - 1; end1 = true; }
         }
-        i64 cur_score = cur_extent * half - d * op_cost;
-        i64 before = best[(d - 1 + xo) & BEST_MASK];
-        if (cur_score >= before) {
-            best[(d + xo) & BEST_MASK] = cur_score;
-            r.dist = d;
-            r.seq2_len = cur_seq2;
-            r.seq1_len = cur_seq2 + cur_diag - origin;
-        } else {
-            best[(d + xo) & BEST_MASK] = before;
-        }
-        if (lower > upper) break;
-        if (!end2) --lower;
-        if (!end1) ++upper;
-        if (upper - lower + 5 > ROW_CELLS) { r.done = false; return r; }
+        if (!greedy_next(r, best, true, d, xo, cur_extent * half - d * op_cost, cur_seq2,
+                         cur_diag, lower, upper, end1, end2)) break;
         int* next = prev;  // row d - 1 is no longer read
         for (int k = lower - 2; k <= upper + 2; ++k) next[k & ROW_MASK] = INVALID_OFFSET;
         prev = here;
@@ -225,20 +246,14 @@ __device__ Reach greedy_linear_warp(const Letters& L, const Direction& D, i64 xd
                                     i64 match_cost, i64 mismatch_cost, i64 max_dist,
                                     int* row_a, int* row_b, i64* best) {
     const int lane = threadIdx.x & 31;
-    Reach r;
-    r.done = true;
     const i64 half = match_cost / 2;
     const i64 op_cost = match_cost + mismatch_cost;
     const i64 xo = (xdrop + half) / op_cost + 1;
-    i64 index = exact_run(L, D, 0, 0);
-    r.reach = index + 1 < D.len2 ? index + 1 : D.len2;
+    i64 index;
+    Reach r = greedy_opening(L, D, xo, index);
+    if (r.dist >= 0) return r;
     r.dist = 0;
-    r.seq1_len = r.seq2_len = index;
-    r.seed_q = r.seed_s = 0;
-    r.seed_len = index;
     i64 longest = index;
-    if (index == D.len1 || index == D.len2) return r;
-    if (xo + 2 > BEST_SLOTS) { r.done = false; return r; }
 
     const int origin = DIAG_ORIGIN;
     for (int j = lane; j < BEST_SLOTS; j += 32) best[j] = 0;
@@ -332,21 +347,8 @@ __device__ Reach greedy_linear_warp(const Letters& L, const Direction& D, i64 xd
             }
         }
         __syncwarp();
-        i64 cur_score = cur_extent * half - d * op_cost;
-        i64 before = best[(d - 1 + xo) & BEST_MASK];
-        __syncwarp();
-        if (cur_score >= before) {
-            if (lane == 0) best[(d + xo) & BEST_MASK] = cur_score;
-            r.dist = d;
-            r.seq2_len = cur_seq2;
-            r.seq1_len = cur_seq2 + cur_diag - origin;
-        } else if (lane == 0) {
-            best[(d + xo) & BEST_MASK] = before;
-        }
-        if (lower > upper) break;
-        if (!end2) --lower;
-        if (!end1) ++upper;
-        if (upper - lower + 5 > ROW_CELLS) { r.done = false; return r; }
+        if (!greedy_next(r, best, lane == 0, d, xo, cur_extent * half - d * op_cost, cur_seq2,
+                         cur_diag, lower, upper, end1, end2)) break;
         int* next = prev;  // row d - 1 is no longer read
         for (int k = lower - 2 + lane; k <= upper + 2; k += 32) next[k & ROW_MASK] = INVALID_OFFSET;
         prev = here;
