@@ -25,10 +25,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 VARIANTS = [
     {},
-    {"hit_max_distance": 1 << 62},
+    {"hit_max_distance": 3000},
     {"tail_max_distance": 1 << 62},
-    {"hit_max_distance": 1 << 62, "tail_max_distance": 1 << 62},
     {"item_warps": 8},
+    {"row_cells": 128},
 ]
 
 # Runs one search with a variant's settings (argv[1], JSON) and writes the kernels' launches
