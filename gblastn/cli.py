@@ -22,10 +22,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
-    # numba's first compilation checks whether scipy's BLAS bindings import (for np.dot,
-    # which gblastn's compiled code does not use); with scipy installed, that import cost a
-    # third of a second of every command's start-up
-    sys.modules.setdefault("scipy.linalg.cython_blas", None)
     _skip_numba_extras()
     # threads that only need the GIL between compiled calls (DUST, the table, the gapped and
     # traceback workers) wait up to this long while another thread runs Python; at the 5 ms
@@ -65,14 +61,27 @@ def main() -> None:
 
 
 def _skip_numba_extras() -> None:
-    """numba's import also imports, when installed, coverage (to follow compiled code under
-    coverage.py) and yaml (to read a .numba_config.yaml in the working directory). A search
-    runs with the GIL held nearly throughout (synth 8G, 16 threads: 2.3 s of a 2.5 s run),
-    and these took 0.05-0.17 s of it on the H200 host. They are left out unless in use: a
-    config file present, or coverage already running."""
+    """numba's import also imports, when installed, scipy (to check its version, and at the
+    first compilation its BLAS bindings, for np.dot: a third of a second), coverage (to
+    follow compiled code under coverage.py) and yaml (to read a .numba_config.yaml in the
+    working directory). gblastn's compiled code needs none of them, and a search runs with
+    the GIL held nearly throughout (synth 8G, 16 threads: 2.3 s of a 2.5 s run), so they are
+    left out unless in use: a config file present, or coverage already running."""
+    sys.modules.setdefault("scipy", None)
+    sys.modules.setdefault("scipy.linalg.cython_blas", None)  # in case scipy came first
     sys.modules.setdefault("coverage", None)
     if not os.path.isfile(".numba_config.yaml"):
         sys.modules.setdefault("yaml", None)
+
+
+def _skip_numba_extensions() -> None:
+    """numba looks for extensions (the numba_extensions entry points of every installed
+    distribution) before its first compilation: 60-80 ms of the GIL on the H200 host.
+    gblastn's compiled code uses none, so a search's process marks them loaded; should a
+    compilation come first, the scan merely runs."""
+    from numba.core import entrypoints
+
+    entrypoints._already_initialized = True
 
 
 def _terminate(signum, frame) -> None:
@@ -168,6 +177,7 @@ def _warm_up_compiled_code(task: str, word_size: int | None, query_letters: int 
     from .engine import warm_up
     from .options import make_options
 
+    _skip_numba_extensions()
     warm_up(make_options(task, word_size=word_size), query_letters)
 
 

@@ -16,7 +16,7 @@ Call hierarchy (each stage its own module):
           greedy_ahead                   (here)         on a GPU: every hit's score-only greedy
                                                         extension at once (cuda/greedy.cu)
           extend_hits per chunk          gapped.py      score-only gapped extension
-          chunk_rows, merge_chunk_rows   hsp.py         purge and sort per chunk, chunks of one
+          subject_rows                   hsp.py         purge and sort per chunk, chunks of one
                                                         subject merged
           E-values, reap, split by query                per-query preliminary hit lists
         tails_ahead                      (here)         on a GPU: the traceback's greedy searches,
@@ -258,17 +258,15 @@ class VolumeGapped:
         return pool.map_later(self._subject_hits, list(by_subject.items()))
 
     def _subject_hits(self, item) -> tuple:
-        from .hsp import chunk_rows, hsps_from_rows, merge_chunk_rows
+        from .hsp import hsps_from_rows, subject_rows
 
         subject, found_by_chunk = item
-        rows = None
         with TIMES.stage("gapped"):
             # chunks in order, so the subject's chunks are merged in order
-            for c, found in found_by_chunk:
-                start = int(self.chunks.start[c])
-                more = chunk_rows(found, start)
-                rows = more if rows is None else merge_chunk_rows(
-                    rows, more, start, DBSEQ_CHUNK_OVERLAP, OVERLAP_DIAG_CLOSE)
+            found = np.concatenate([found for _, found in found_by_chunk])
+            bounds = np.cumsum([0] + [found.shape[0] for _, found in found_by_chunk])
+            starts = self.chunks.start[[c for c, _ in found_by_chunk]]
+            rows = subject_rows(found, bounds, starts, DBSEQ_CHUNK_OVERLAP, OVERLAP_DIAG_CLOSE)
         ordinal = self.volume.first_ordinal + subject
         return ordinal, subject_hsps_by_query(hsps_from_rows(rows), self.stats, self.options)
 

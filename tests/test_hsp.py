@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from gblastn.hsp import Hsps, chunk_rows, containment_keep, hsp_rows, hsps_from_rows, \
     merge_chunk_rows, new_tree, purge_rows, reevaluate_with_ambiguities, rows_by_score, \
-    score_order, score_order_rows, tree_add, tree_contains
+    score_order, score_order_rows, subject_rows, tree_add, tree_contains
 
 
 def purge_common_endpoints(hsps: Hsps, purge: bool = True) -> Hsps:
@@ -224,6 +224,46 @@ def test_chunk_merge_matches_blasts_rule():
         assert got.tolist() == expected
         merges += old.shape[0] + new.shape[0] - got.shape[0]
     assert merges > 100
+
+
+def test_subject_rows_is_the_chunks_merged_one_by_one():
+    """subject_rows in one call gives what chunk_rows and merge_chunk_rows give chunk by
+    chunk, on chunks whose HSPs cross into the strips where they overlap, where the next
+    chunk has HSPs starting on their diagonals."""
+    rng = np.random.default_rng(5)
+    step, overlap = 5000, 100
+    merges = 0
+    for _ in range(60):
+        count = int(rng.integers(1, 7))
+        starts = np.arange(count, dtype=np.int64) * step
+        found = []
+        for k in range(count):
+            rows = _chunk_hsp_rows(rng, int(rng.integers(1, 25)), 0, step - 400)
+            rows[::2, 3] = rng.integers(step - 140, step - 60, rows[::2].shape[0])
+            rows[::2, 4] = rows[::2, 3] + 150  # into the strip [step, step + overlap)
+            rows[::2, 2] = rows[::2, 1] + 150
+            if k:
+                # starting in the strip inside one of the previous chunk's HSPs, on its
+                # diagonal
+                for j in range(1, rows.shape[0], 2):
+                    crossing = found[k - 1][::2]
+                    i = int(rng.integers(crossing.shape[0]))
+                    into = int(rng.integers(0, 10))
+                    rows[j, 0] = crossing[i, 0]
+                    rows[j, 3] = into
+                    rows[j, 1] = crossing[i, 1] + step + into - crossing[i, 3]
+                    rows[j, 2], rows[j, 4] = rows[j, 1] + 120, rows[j, 3] + 120
+            found.append(rows)
+        expected = chunk_rows(found[0], starts[0])
+        for k in range(1, count):
+            more = chunk_rows(found[k], starts[k])
+            before = expected.shape[0] + more.shape[0]
+            expected = merge_chunk_rows(expected, more, starts[k], overlap, 10)
+            merges += before - expected.shape[0]
+        bounds = np.cumsum([0] + [rows.shape[0] for rows in found])
+        got = subject_rows(np.concatenate(found), bounds, starts, overlap, 10)
+        assert got.tolist() == expected.tolist()
+    assert merges > 50
 
 
 def test_chunk_rows_purge_sort_and_shift():
