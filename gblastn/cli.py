@@ -74,14 +74,33 @@ def _skip_numba_extras() -> None:
         sys.modules.setdefault("yaml", None)
 
 
-def _skip_numba_extensions() -> None:
-    """numba looks for extensions (the numba_extensions entry points of every installed
-    distribution) before its first compilation: 60-80 ms of the GIL on the H200 host.
-    gblastn's compiled code uses none, so a search's process marks them loaded; should a
-    compilation come first, the scan merely runs."""
-    from numba.core import entrypoints
+def _lighten_numba_start() -> None:
+    """Two of numba's start-up steps that gblastn's cached, extension-free compiled code does
+    not need, skipped in a search's process (by the warm-up thread, once numba is imported;
+    should another thread's compilation come first, that one merely takes them):
+
+    * the scan of every installed distribution's entry points for numba extensions (60-80 ms
+      of the GIL on the H200 host);
+    * filling the type system's registries before cached machine code is loaded (0.26 s of
+      the GIL on the H200 host, by py-spy --gil): loaded code needs only numba's runtime, and
+      a compilation (a cache miss) still fills them first.
+
+    Where numba's internals differ from those this was written for, it is left as it is."""
+    from numba.core import caching, entrypoints
+    from numba.core.runtime import nrt
 
     entrypoints._already_initialized = True
+    cache = caching.Cache
+    if not (hasattr(nrt, "rtsys") and hasattr(cache, "_load_overload") and
+            hasattr(cache, "_guard_against_spurious_io_errors")):
+        return
+
+    def load_overload(self, sig, target_context):
+        nrt.rtsys.initialize(target_context)
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+
+    cache.load_overload = load_overload
 
 
 def _terminate(signum, frame) -> None:
@@ -177,7 +196,7 @@ def _warm_up_compiled_code(task: str, word_size: int | None, query_letters: int 
     from .engine import warm_up
     from .options import make_options
 
-    _skip_numba_extensions()
+    _lighten_numba_start()
     warm_up(make_options(task, word_size=word_size), query_letters)
 
 
