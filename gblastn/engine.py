@@ -263,10 +263,11 @@ class VolumeGapped:
         subject, found_by_chunk = item
         with TIMES.stage("gapped"):
             # chunks in order, so the subject's chunks are merged in order
-            found = np.concatenate([found for _, found in found_by_chunk])
-            bounds = np.cumsum([0] + [found.shape[0] for _, found in found_by_chunk])
+            parts = [found for _, found in found_by_chunk]
+            bounds = np.cumsum([0] + [part.shape[0] for part in parts])
             starts = self.chunks.start[[c for c, _ in found_by_chunk]]
-            rows = subject_rows(found, bounds, starts, DBSEQ_CHUNK_OVERLAP, OVERLAP_DIAG_CLOSE)
+            rows = subject_rows(np.concatenate(parts), bounds, starts, DBSEQ_CHUNK_OVERLAP,
+                                OVERLAP_DIAG_CLOSE)
         ordinal = self.volume.first_ordinal + subject
         return ordinal, subject_hsps_by_query(hsps_from_rows(rows), self.stats, self.options)
 
