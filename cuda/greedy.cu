@@ -122,11 +122,20 @@ struct Reach {
 
 HD i64 ceil_div(i64 a, i64 b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 
-// The exact run from the origin (`index` letters) and the Reach if the search ends there;
-// its dist is -1 where the search goes on. Not done: the X-drop reaches back more distances
-// than BEST_SLOTS holds.
-HD Reach greedy_opening(const Letters& L, const Direction& D, i64 xo, i64& index) {
-    Reach r;
+// The X-drop search's costs, from costs and X-drop already doubled for an odd reward: half a
+// match, an edit's cost, and how many distances back the X-drop reaches.
+struct Costs {
+    i64 half, op, xo;
+};
+
+// The search's opening: its costs, and the exact run from the origin (`index` letters).
+// Returns whether the search ends there, with its Reach in r; otherwise r is the search's
+// start at distance 0. Not done: the X-drop reaches back more distances than BEST_SLOTS holds.
+HD bool greedy_opening(const Letters& L, const Direction& D, i64 xdrop, i64 match_cost,
+                       i64 mismatch_cost, Costs& c, Reach& r, i64& index) {
+    c.half = match_cost / 2;
+    c.op = match_cost + mismatch_cost;
+    c.xo = (xdrop + c.half) / c.op + 1;
     r.done = true;
     index = exact_run(L, D, 0, 0);
     r.reach = index + 1 < D.len2 ? index + 1 : D.len2;
@@ -134,10 +143,12 @@ HD Reach greedy_opening(const Letters& L, const Direction& D, i64 xo, i64& index
     r.seq1_len = r.seq2_len = index;
     r.seed_q = r.seed_s = 0;
     r.seed_len = index;
-    if (index == D.len1 || index == D.len2) return r;
-    if (xo + 2 > BEST_SLOTS) r.done = false;
-    else r.dist = -1;
-    return r;
+    if (index == D.len1 || index == D.len2) return true;
+    if (c.xo + 2 > BEST_SLOTS) {
+        r.done = false;
+        return true;
+    }
+    return false;
 }
 
 // After distance d: its best score kept (by the writer: one lane of a warp), the best
@@ -164,13 +175,11 @@ HD bool greedy_next(Reach& r, i64* best, bool writer, i64 d, i64 xo, i64 cur_sco
 // greedy.greedy_linear without traceback; costs and X-drop already doubled for an odd reward.
 HD Reach greedy_linear(const Letters& L, const Direction& D, i64 xdrop, i64 match_cost,
                        i64 mismatch_cost, i64 max_dist, int* row_a, int* row_b, i64* best) {
-    const i64 half = match_cost / 2;
-    const i64 op_cost = match_cost + mismatch_cost;
-    const i64 xo = (xdrop + half) / op_cost + 1;
+    Costs c;
+    Reach r;
     i64 index;
-    Reach r = greedy_opening(L, D, xo, index);
-    if (r.dist >= 0) return r;
-    r.dist = 0;
+    if (greedy_opening(L, D, xdrop, match_cost, mismatch_cost, c, r, index)) return r;
+    const i64 half = c.half, op_cost = c.op, xo = c.xo;
     i64 longest = index;
 
     const int origin = DIAG_ORIGIN;
@@ -246,13 +255,11 @@ __device__ Reach greedy_linear_warp(const Letters& L, const Direction& D, i64 xd
                                     i64 match_cost, i64 mismatch_cost, i64 max_dist,
                                     int* row_a, int* row_b, i64* best) {
     const int lane = threadIdx.x & 31;
-    const i64 half = match_cost / 2;
-    const i64 op_cost = match_cost + mismatch_cost;
-    const i64 xo = (xdrop + half) / op_cost + 1;
+    Costs c;
+    Reach r;
     i64 index;
-    Reach r = greedy_opening(L, D, xo, index);
-    if (r.dist >= 0) return r;
-    r.dist = 0;
+    if (greedy_opening(L, D, xdrop, match_cost, mismatch_cost, c, r, index)) return r;
+    const i64 half = c.half, op_cost = c.op, xo = c.xo;
     i64 longest = index;
 
     const int origin = DIAG_ORIGIN;
