@@ -117,6 +117,7 @@ HD i64 exact_run(const Letters& L, const Direction& D, i64 i1, i64 i2) {
 struct Reach {
     i64 reach;  // the subject letters read lie below this offset
     i64 dist, seq1_len, seq2_len, seed_q, seed_s, seed_len;
+    int diag;   // the best alignment's diagonal (DIAG_ORIGIN: the start point's)
     bool done;  // false: the band outgrew ROW_CELLS, or the search max_dist
 };
 
@@ -141,6 +142,7 @@ HD bool greedy_opening(const Letters& L, const Direction& D, i64 xdrop, i64 matc
     r.reach = index + 1 < D.len2 ? index + 1 : D.len2;
     r.dist = 0;
     r.seq1_len = r.seq2_len = index;
+    r.diag = DIAG_ORIGIN;
     r.seed_q = r.seed_s = 0;
     r.seed_len = index;
     if (index == D.len1 || index == D.len2) return true;
@@ -160,6 +162,7 @@ HD bool greedy_next(Reach& r, i64* best, bool writer, i64 d, i64 xo, i64 cur_sco
     if (cur_score >= before) {
         if (writer) best[(d + xo) & BEST_MASK] = cur_score;
         r.dist = d;
+        r.diag = cur_diag;
         r.seq2_len = cur_seq2;
         r.seq1_len = cur_seq2 + cur_diag - DIAG_ORIGIN;
     } else if (writer) {
@@ -172,9 +175,127 @@ HD bool greedy_next(Reach& r, i64* best, bool writer, i64 d, i64 xo, i64 cur_sco
     return true;
 }
 
+// The rows of one direction's search, kept for its traceback (greedy.greedy_linear's walk
+// back): row d holds the cells of diagonals [lo[d], lo[d] + its width) from cells[at[d]], as
+// the CPU's row d holds them once the search has gone past it. Rows stop being kept when
+// STORE_CELLS or STORE_ROWS would be exceeded (the CPU then searches itself).
+#define STORE_CELLS 8192
+#define STORE_ROWS 512
+#define STORE_WORDS (STORE_CELLS + 2 * STORE_ROWS)
+
+struct RowStore {
+    int* cells;  // STORE_WORDS ints: the cells, then at[], then lo[]
+    int used, rows;
+    bool full;
+};
+
+HD void store_reset(RowStore* s) {
+    if (s == nullptr) return;
+    s->used = 0;
+    s->rows = 0;
+    s->full = false;
+}
+
+// Row d (its final cells, in the ring `row`), by `lanes` lanes from `lane` on; rows come in
+// order, once each.
+HD void keep_row(RowStore* s, i64 d, const int* row, int lo, int width, int lane, int lanes) {
+    if (s == nullptr || s->full) return;
+    if (d >= STORE_ROWS || s->used + width > STORE_CELLS) {
+        s->full = true;
+        return;
+    }
+    int* at = s->cells + STORE_CELLS;
+    for (int j = lane; j < width; j += lanes) s->cells[s->used + j] = row[(lo + j) & ROW_MASK];
+    at[d] = s->used;
+    at[STORE_ROWS + d] = lo;
+    s->used += width;
+    s->rows = (int)d + 1;
+}
+
+HD int kept_cell(const RowStore& s, i64 d, int diag) {
+    const int* at = s.cells + STORE_CELLS;
+    return s.cells[at[d] + (diag - at[STORE_ROWS + d])];
+}
+
+// An edit script's runs, as (count << 2 | op) with gblastn.hsp's OP_* codes, far end first
+// (greedy.py's order). Every lane of a warp adds the same runs and writes the same words.
+#define SCRIPT_RUNS 64
+#define OP_SUB 0
+#define OP_DEL 1
+#define OP_INS 2
+
+struct Script {
+    unsigned* out;
+    int n;
+    unsigned last;  // the run being added to: out[n - 1] once the next one starts
+    bool over;      // more than SCRIPT_RUNS runs
+};
+
+HD void script_add(Script& s, int op, i64 count) {
+    if (count <= 0 || s.over) return;
+    if (s.n > 0 && (int)(s.last & 3u) == op) {
+        s.last += (unsigned)count << 2;
+        return;
+    }
+    if (s.n == SCRIPT_RUNS) {
+        s.over = true;
+        return;
+    }
+    if (s.n > 0) s.out[s.n - 1] = s.last;
+    s.last = ((unsigned)count << 2) | (unsigned)op;
+    ++s.n;
+}
+
+// greedy.greedy_linear's walk back, from the best alignment's cell over the kept rows, into
+// out (SCRIPT_RUNS words). Returns the number of runs, or -1 where the rows or the runs did
+// not fit.
+HD int walk_back(const RowStore& s, const Reach& r, unsigned* out) {
+    Script script = {out, 0, 0u, false};
+    if (r.dist == 0) {
+        script_add(script, OP_SUB, r.seq2_len);
+    } else {
+        if (r.dist > s.rows) return -1;
+        i64 d = r.dist, seq2 = r.seq2_len;
+        int diag = r.diag;
+        while (d > 0) {
+            const int left = kept_cell(s, d - 1, diag - 1), mid = kept_cell(s, d - 1, diag),
+                      right = kept_cell(s, d - 1, diag + 1);
+            int new_diag;
+            i64 new_seq2;
+            if (left > (mid > right ? mid : right)) {
+                new_diag = diag - 1;
+                new_seq2 = left;
+            } else if (mid > right) {
+                new_diag = diag;
+                new_seq2 = mid;
+            } else {
+                new_diag = diag + 1;
+                new_seq2 = right;
+            }
+            if (new_diag == diag) {
+                script_add(script, OP_SUB, seq2 - new_seq2);
+            } else if (new_diag < diag) {
+                script_add(script, OP_SUB, seq2 - new_seq2);
+                script_add(script, OP_INS, 1);
+            } else {
+                script_add(script, OP_SUB, seq2 - new_seq2 - 1);
+                script_add(script, OP_DEL, 1);
+            }
+            --d;
+            diag = new_diag;
+            seq2 = new_seq2;
+        }
+        script_add(script, OP_SUB, kept_cell(s, 0, DIAG_ORIGIN));
+    }
+    if (script.over) return -1;
+    if (script.n > 0) out[script.n - 1] = script.last;
+    return script.n;
+}
+
 // greedy.greedy_linear without traceback; costs and X-drop already doubled for an odd reward.
 HD Reach greedy_linear(const Letters& L, const Direction& D, i64 xdrop, i64 match_cost,
-                       i64 mismatch_cost, i64 max_dist, int* row_a, int* row_b, i64* best) {
+                       i64 mismatch_cost, i64 max_dist, int* row_a, int* row_b, i64* best,
+                       RowStore* store) {
     Costs c;
     Reach r;
     i64 index;
@@ -191,6 +312,8 @@ HD Reach greedy_linear(const Letters& L, const Direction& D, i64 xdrop, i64 matc
     prev[origin & ROW_MASK] = (int)index;
     int lower = origin - 1, upper = origin + 1;
     for (int k = lower - 2; k <= upper + 2; ++k) here[k & ROW_MASK] = INVALID_OFFSET;
+    // each row's diagonals as first set: [lo, lo + width)
+    int prev_lo = origin - 2, prev_width = 5, here_lo = lower - 2, here_width = upper - lower + 5;
     bool end1 = false, end2 = false;
     for (i64 d = 1;; ++d) {
         if (d > max_dist) { r.done = false; return r; }
@@ -198,6 +321,7 @@ HD Reach greedy_linear(const Letters& L, const Direction& D, i64 xdrop, i64 matc
         prev[lower & ROW_MASK] = INVALID_OFFSET;
         prev[upper & ROW_MASK] = INVALID_OFFSET;
         prev[(upper + 1) & ROW_MASK] = INVALID_OFFSET;
+        keep_row(store, d - 1, prev, prev_lo, prev_width, 0, 1);
         i64 xdrop_score = ceil_div(best[d & BEST_MASK] + op_cost * d - xdrop, half);
         i64 cur_extent = 0, cur_seq2 = 0;
         int cur_diag = 0;
@@ -238,6 +362,10 @@ HD Reach greedy_linear(const Letters& L, const Direction& D, i64 xdrop, i64 matc
         for (int k = lower - 2; k <= upper + 2; ++k) next[k & ROW_MASK] = INVALID_OFFSET;
         prev = here;
         here = next;
+        prev_lo = here_lo;
+        prev_width = here_width;
+        here_lo = lower - 2;
+        here_width = upper - lower + 5;
     }
     return r;
 }
@@ -253,7 +381,7 @@ HD Reach greedy_linear(const Letters& L, const Direction& D, i64 xdrop, i64 matc
 // are the warp's own, in shared memory.
 __device__ Reach greedy_linear_warp(const Letters& L, const Direction& D, i64 xdrop,
                                     i64 match_cost, i64 mismatch_cost, i64 max_dist,
-                                    int* row_a, int* row_b, i64* best) {
+                                    int* row_a, int* row_b, i64* best, RowStore* store) {
     const int lane = threadIdx.x & 31;
     Costs c;
     Reach r;
@@ -275,6 +403,7 @@ __device__ Reach greedy_linear_warp(const Letters& L, const Direction& D, i64 xd
         prev[origin & ROW_MASK] = (int)index;
     }
     __syncwarp();
+    int prev_lo = origin - 2, prev_width = 5, here_lo = lower - 2, here_width = upper - lower + 5;
     bool end1 = false, end2 = false;
     for (i64 d = 1;; ++d) {
         if (d > max_dist) { r.done = false; return r; }
@@ -285,6 +414,7 @@ __device__ Reach greedy_linear_warp(const Letters& L, const Direction& D, i64 xd
             prev[(upper + 1) & ROW_MASK] = INVALID_OFFSET;
         }
         __syncwarp();
+        keep_row(store, d - 1, prev, prev_lo, prev_width, lane, 32);
         i64 xdrop_score = ceil_div(best[d & BEST_MASK] + op_cost * d - xdrop, half);
         i64 cur_extent = 0, cur_seq2 = 0;
         int cur_diag = 0;
@@ -360,8 +490,13 @@ __device__ Reach greedy_linear_warp(const Letters& L, const Direction& D, i64 xd
         for (int k = lower - 2 + lane; k <= upper + 2; k += 32) next[k & ROW_MASK] = INVALID_OFFSET;
         prev = here;
         here = next;
+        prev_lo = here_lo;
+        prev_width = here_width;
+        here_lo = lower - 2;
+        here_width = upper - lower + 5;
         __syncwarp();
     }
+    __syncwarp();  // the kept rows, for a walk back that reads every lane's writes
     return r;
 }
 #define GREEDY_LINEAR greedy_linear_warp
@@ -377,11 +512,11 @@ HD bool greedy_from_hit(const Letters& L, i64 q_base, i64 q_length, i64 s_length
                         i64* found) {
     Direction right = {q_base + q_off, q_length - q_off, s_off, s_length - s_off, false};
     Reach rr = GREEDY_LINEAR(L, right, xdrop, match_cost, mismatch_cost, max_dist, row_a, row_b,
-                             best);
+                             best, nullptr);
     if (!rr.done) return false;
     Direction left = {q_base + q_off, q_off, s_off, s_off, true};
     Reach rl = GREEDY_LINEAR(L, left, xdrop, match_cost, mismatch_cost, max_dist, row_a, row_b,
-                             best);
+                             best, nullptr);
     if (!rl.done) return false;
     i64 q_ext_r = rr.seq1_len, s_ext_r = rr.seq2_len, q_ext_l = rl.seq1_len, s_ext_l = rl.seq2_len;
     found[0] = (q_ext_r + s_ext_r + q_ext_l + s_ext_l) * reward / 2 -
@@ -490,16 +625,20 @@ HD void start_point(const Letters& L, i64 q_base, i64 s_len, i64 q_start, i64 q_
 }
 
 // Out of one HSP's traceback search: the start point, the best distances to the right and
-// left, and the subject letters read [read_lo, read_hi).
-#define TAIL_FIELDS 6
+// left, the subject letters read [read_lo, read_hi), the best alignment's extents (query and
+// subject letters to the right, then to the left), and the number of runs of each
+// direction's edit script (right, left; -1: none made).
+#define TAIL_FIELDS 12
 
 // The start point, dynprog.adjust_subject_range's window and both directions' searches of
-// one HSP (a row of hsp.hsp_rows). False where the CPU must search: no stored start point, a
-// band too wide, or letters read outside [exact_lo, exact_hi).
+// one HSP (a row of hsp.hsp_rows), with their edit scripts where `store` keeps the rows they
+// need: script[0, SCRIPT_RUNS) right, script[SCRIPT_RUNS, 2 SCRIPT_RUNS) left. False where
+// the CPU must search: no stored start point, a band too wide, or letters read outside
+// [exact_lo, exact_hi).
 HD bool tail_search(const Letters& L, const i64* row, i64 q_base, i64 q_length, i64 s_len,
                     i64 exact_lo, i64 exact_hi, i64 xdrop, i64 match_cost, i64 mismatch_cost,
                     i64 max_subject_offset, i64 max_total_gaps, i64 max_dist, int* row_a,
-                    int* row_b, i64* best, i64* out) {
+                    int* row_b, i64* best, RowStore* store, unsigned* script, i64* out) {
     i64 qg = row[6], sg = row[7];
     if (qg == 0 && sg == 0) return false;
     // the start point's runs read up to 12 letters around it, inside the box or near it
@@ -516,13 +655,17 @@ HD bool tail_search(const Letters& L, const i64* row, i64 q_base, i64 q_length, 
         window = (s_len < sg + max_right ? s_len : sg + max_right) - shift;
     }
     Direction right = {q_base + qg, q_length - qg, shift + s_in, window - s_in, false};
+    store_reset(store);
     Reach rr = GREEDY_LINEAR(L, right, xdrop, match_cost, mismatch_cost, max_dist, row_a, row_b,
-                             best);
+                             best, store);
     if (!rr.done) return false;
+    const int runs_right = store ? walk_back(*store, rr, script) : -1;
     Direction left = {q_base + qg, qg, shift + s_in, s_in, true};
+    store_reset(store);
     Reach rl = GREEDY_LINEAR(L, left, xdrop, match_cost, mismatch_cost, max_dist, row_a, row_b,
-                             best);
+                             best, store);
     if (!rl.done) return false;
+    const int runs_left = store ? walk_back(*store, rl, script + SCRIPT_RUNS) : -1;
     i64 read_lo = shift + s_in - rl.reach, read_hi = shift + s_in + rr.reach;
     if (read_lo < exact_lo || read_hi > exact_hi) return false;
     out[0] = qg;
@@ -531,6 +674,13 @@ HD bool tail_search(const Letters& L, const i64* row, i64 q_base, i64 q_length, 
     out[3] = rl.dist;
     out[4] = read_lo;
     out[5] = read_hi;
+    out[6] = rr.seq1_len;
+    out[7] = rr.seq2_len;
+    out[8] = rl.seq1_len;
+    out[9] = rl.seq2_len;
+    const bool both = runs_right >= 0 && runs_left >= 0;
+    out[10] = both ? runs_right : -1;
+    out[11] = both ? runs_left : -1;
     return true;
 }
 
@@ -552,23 +702,35 @@ HD bool tail_search(const Letters& L, const i64* row, i64 q_base, i64 q_length, 
 
 // HSPs: rows (hsp.hsp_rows, 8 values each) of subjects at device addresses subject_addr
 // (packed), subject_len letters, whose letters [exact[2i], exact[2i + 1]) are all bases.
-// out: TAIL_FIELDS values per HSP; done[i] is 0 where the CPU must search.
+// out: TAIL_FIELDS values per HSP; done[i] is 0 where the CPU must search; scripts: each HSP's
+// edit scripts (2 SCRIPT_RUNS words, tail_search's). The warps take HSPs in turn, each with
+// its own STORE_WORDS of `rows` for the rows it keeps.
 extern "C" __global__ void greedy_tails(
     int n, const i64* __restrict__ rows, const u64* __restrict__ subject_addr,
     const i64* __restrict__ subject_len, const i64* __restrict__ exact,
     const i64* __restrict__ ctx_offset, const i64* __restrict__ ctx_len,
     const unsigned char* __restrict__ q_bases, const unsigned char* __restrict__ q_ambig,
     i64 xdrop, i64 match_cost, i64 mismatch_cost, i64 max_subject_offset,
-    i64 max_total_gaps, i64 max_dist, i64* __restrict__ out, unsigned char* __restrict__ done) {
-    WARP_ITEM(n)
-    const i64* row = rows + (i64)i * 8;
-    i64 length = subject_len[i], ctx = row[0];
-    Letters L = {q_bases, q_ambig, (const unsigned char*)subject_addr[i], (length + 3) / 4};
-    bool made = tail_search(L, row, ctx_offset[ctx], ctx_len[ctx], length, exact[2 * i],
-                            exact[2 * i + 1], xdrop, match_cost, mismatch_cost,
-                            max_subject_offset, max_total_gaps, max_dist, row_a, row_b, best,
-                            out + (i64)i * TAIL_FIELDS);
-    if ((threadIdx.x & 31) == 0) done[i] = made;
+    i64 max_total_gaps, i64 max_dist, int* __restrict__ kept_rows,
+    unsigned* __restrict__ scripts, i64* __restrict__ out, unsigned char* __restrict__ done) {
+    __shared__ int rows_of_warp[ITEM_WARPS][2][ROW_CELLS];
+    __shared__ i64 best_of_warp[ITEM_WARPS][BEST_SLOTS];
+    const int warp = threadIdx.x >> 5;
+    const int slot = blockIdx.x * ITEM_WARPS + warp;
+    RowStore store = {kept_rows + (i64)slot * STORE_WORDS, 0, 0, false};
+    for (int i = slot; i < n; i += gridDim.x * ITEM_WARPS) {
+        const i64* row = rows + (i64)i * 8;
+        i64 length = subject_len[i], ctx = row[0];
+        Letters L = {q_bases, q_ambig, (const unsigned char*)subject_addr[i], (length + 3) / 4};
+        bool made = tail_search(L, row, ctx_offset[ctx], ctx_len[ctx], length, exact[2 * i],
+                                exact[2 * i + 1], xdrop, match_cost, mismatch_cost,
+                                max_subject_offset, max_total_gaps, max_dist,
+                                rows_of_warp[warp][0], rows_of_warp[warp][1], best_of_warp[warp],
+                                &store, scripts + (i64)i * 2 * SCRIPT_RUNS,
+                                out + (i64)i * TAIL_FIELDS);
+        if ((threadIdx.x & 31) == 0) done[i] = made;
+        __syncwarp();
+    }
 }
 
 // Initial hits: hit i has concatenated query start hit_q[i], chunk-relative subject start

@@ -401,7 +401,7 @@ def trace(task: TraceTask, query, batch, stats, db, options: SearchOptions) -> t
             letters = db.subject_letters(task.ordinal, spans)
         with TIMES.stage("traceback"):
             return traceback_final(task.hsps, batch, query.codes, letters, stats, options,
-                                   spans, task.hsps.ahead)
+                                   spans, task.hsps.ahead, task.hsps.ahead_runs)
 
     length = int(db.lengths[task.ordinal])
     final = on_letters(fetch_spans(task.hsps, length))
@@ -412,12 +412,14 @@ def trace(task: TraceTask, query, batch, stats, db, options: SearchOptions) -> t
 
 def tails_ahead(by_query: dict, batch, stats, db, backend, options: SearchOptions) -> None:
     """The greedy traceback's searches of preliminary HSPs ({query: {ordinal: Hsps}}), made
-    score-only on the GPU before their tracebacks start (Hsps.ahead), when the backend makes
-    them (greedy.cu: linear gap costs, subjects resident on the GPU, windows of bases only).
-    Most of a greedy traceback's time went past the alignment's end, confirming that nothing
-    better follows (on synth 1G, 55 %); knowing the best distances, the CPU stops there."""
+    on the GPU before their tracebacks start (Hsps.ahead, Hsps.ahead_runs), when the backend
+    makes them (greedy.cu: linear gap costs, subjects resident on the GPU, windows of bases
+    only). With an alignment's edit runs, the CPU only joins and tidies them; without (a
+    search too long to keep its rows), it searches again, knowing the best distances, and
+    stops there: most of a search's time went past the alignment's end, confirming that
+    nothing better follows (on synth 1G, 55 %)."""
     from .hsp import rows_by_score
-    from .traceback import FETCH_MARGIN, TAIL_FIELDS
+    from .traceback import FETCH_MARGIN
 
     pairs = [(ordinal, hsps) for subjects in by_query.values()
              for ordinal, hsps in subjects.items() if len(hsps)]
@@ -443,13 +445,22 @@ def tails_ahead(by_query: dict, batch, stats, db, backend, options: SearchOption
             local = ordinal[mine] - volume.first_ordinal
             address[mine] = np.uint64(base) + byte_offset[local].astype(np.uint64)
             usable[mine] = volume.bases_only(local, exact[mine, 0], exact[mine, 1])
-        ahead = np.zeros((rows.shape[0], TAIL_FIELDS + 1), dtype=np.int64)
-        ahead[usable] = backend.greedy_tails(rows[usable], address[usable], length[usable],
-                                             exact[usable], batch, int(stats.gap_xdrop_final),
-                                             int(options.reward), int(options.penalty))
+        ahead, runs = backend.greedy_tails(
+            rows[usable], address[usable], length[usable], exact[usable], batch,
+            int(stats.gap_xdrop_final), int(options.reward), int(options.penalty))
+        if not usable.all():
+            ahead, runs = _spread(ahead, usable), _spread(runs, usable)
         for (_, hsps), first, last in zip(pairs, np.cumsum(counts) - counts, np.cumsum(counts)):
             hsps.ahead = ahead[first:last]
+            hsps.ahead_runs = runs[first:last]
             hsps.score_rows = rows[first:last]
+
+
+def _spread(made: np.ndarray, usable: np.ndarray) -> np.ndarray:
+    """Rows made for the usable items, in place among zero rows for the others."""
+    out = np.zeros((usable.size,) + made.shape[1:], dtype=made.dtype)
+    out[usable] = made
+    return out
 
 
 def prefill_letters(by_query: dict, db, pool=INLINE):

@@ -643,19 +643,53 @@ def greedy_gapped_alignment(query, query_words, q_base, q_length, subject, s_bas
 
     q_seed = q_off
     s_seed = s_off
-    n_ops = 0
-    ops = np.empty(rev_n + fwd_n + 1, dtype=np.uint8)
-    nums = np.empty(rev_n + fwd_n + 1, dtype=np.int32)
     if traceback:
-        n_ops = _join_edit_blocks(rev_ops, rev_nums, rev_n, fwd_ops, fwd_nums, fwd_n, ops, nums)
-        n_ops = reduce_gaps(ops, nums, n_ops, query, q_base + q_off - q_ext_l,
-                            q_base + q_off + q_ext_r, subject, s_base + s_off - s_ext_l,
-                            s_base + s_off + s_ext_r)
+        ops, nums, n_ops = _edit_script(query, q_base, q_off, q_ext_l, q_ext_r, subject, s_base,
+                                        s_off, s_ext_l, s_ext_r, rev_ops, rev_nums, rev_n,
+                                        fwd_ops, fwd_nums, fwd_n)
     else:
+        n_ops = 0
+        ops = np.empty(0, dtype=np.uint8)
+        nums = np.empty(0, dtype=np.int32)
         q_seed, s_seed = _best_start_point(q_off, s_off, q_ext_l, s_ext_l, q_ext_r, s_ext_r,
                                            fwd_q, fwd_s, fwd_len, rev_q, rev_s, rev_len)
     return (score, q_off - q_ext_l, q_off + q_ext_r, s_off - s_ext_l, s_off + s_ext_r,
             q_seed, s_seed, ops, nums, n_ops, s_off - reach_l, s_off + reach_r)
+
+
+@njit(cache=True, nogil=True)
+def greedy_alignment_from_runs(query, q_base, subject, s_base, q_off, s_off, reward, penalty,
+                               dist_r, dist_l, q_ext_r, s_ext_r, q_ext_l, s_ext_l, runs, n_right,
+                               n_left, half):
+    """greedy_gapped_alignment's traceback (linear gap costs) from both directions' searches
+    made elsewhere (greedy.cu's tail_search): their best distances, extents and walked-back
+    edit runs, as greedy_linear leaves them, packed (count << 2 | op); `runs` holds the right
+    direction's n_right from 0 and the left's n_left from `half`. Returns score, q_start,
+    q_end, s_start, s_end, ops, nums, n_ops (as greedy_gapped_alignment's)."""
+    fwd_ops = (runs[:n_right] & 3).astype(np.uint8)
+    fwd_nums = (runs[:n_right] >> 2).astype(np.int32)
+    rev_ops = (runs[half:half + n_left] & 3).astype(np.uint8)
+    rev_nums = (runs[half:half + n_left] >> 2).astype(np.int32)
+    score = (q_ext_r + s_ext_r + q_ext_l + s_ext_l) * reward // 2 - \
+        (dist_r + dist_l) * (reward - penalty)
+    ops, nums, n_ops = _edit_script(query, q_base, q_off, q_ext_l, q_ext_r, subject, s_base,
+                                    s_off, s_ext_l, s_ext_r, rev_ops, rev_nums, n_left, fwd_ops,
+                                    fwd_nums, n_right)
+    return (score, q_off - q_ext_l, q_off + q_ext_r, s_off - s_ext_l, s_off + s_ext_r, ops, nums,
+            n_ops)
+
+
+@njit(cache=True, nogil=True)
+def _edit_script(query, q_base, q_off, q_ext_l, q_ext_r, subject, s_base, s_off, s_ext_l,
+                 s_ext_r, rev_ops, rev_nums, rev_n, fwd_ops, fwd_nums, fwd_n):
+    """Both directions' edit runs joined, then their gaps reduced: ops, nums, n_ops."""
+    ops = np.empty(rev_n + fwd_n + 1, dtype=np.uint8)
+    nums = np.empty(rev_n + fwd_n + 1, dtype=np.int32)
+    n_ops = _join_edit_blocks(rev_ops, rev_nums, rev_n, fwd_ops, fwd_nums, fwd_n, ops, nums)
+    n_ops = reduce_gaps(ops, nums, n_ops, query, q_base + q_off - q_ext_l,
+                        q_base + q_off + q_ext_r, subject, s_base + s_off - s_ext_l,
+                        s_base + s_off + s_ext_r)
+    return ops, nums, n_ops
 
 
 @njit(cache=True, nogil=True)

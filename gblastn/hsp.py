@@ -41,8 +41,10 @@ class Hsps:
     op_len: np.ndarray = None    # int32
     counts: np.ndarray = None    # int64 [n, 4]: columns, identities, gaps, gap runs (output)
     # preliminary only: the greedy traceback's searches made ahead (engine.tails_ahead), a row
-    # per HSP in score order, and the HSPs' rows in that order (hsp_rows(h)[score_order(h)])
+    # per HSP in score order, their edit runs, and the HSPs' rows in that order
+    # (hsp_rows(h)[score_order(h)])
     ahead: np.ndarray = None
+    ahead_runs: np.ndarray = None
     score_rows: np.ndarray = None
 
     def __len__(self) -> int:

@@ -28,7 +28,7 @@ from numba import njit
 from .alphabet import COMPLEMENT_BLASTNA, score_matrix
 from .dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS, adjust_subject_range, gapped_offsets, \
     gapped_start_nucl, grown, traceback_dp
-from .greedy import greedy_gapped_alignment
+from .greedy import greedy_alignment_from_runs, greedy_gapped_alignment
 from .hsp import Hsps, alloc_tree, count_identities, \
     containment_keep, hsp_rows, hsps_from_rows, purge_rows, ranked_order, \
     reevaluate_with_ambiguities, score_order, score_order_rows, take_rows, tree_add, \
@@ -60,7 +60,8 @@ def traceback_subject(hsps: Hsps, batch, subject_codes: np.ndarray, stats, optio
 
 def traceback_final(hsps: Hsps, batch, query_codes: np.ndarray, subject_codes: np.ndarray,
                     stats, options, spans: np.ndarray | None = None,
-                    ahead: np.ndarray | None = None) -> Hsps | None:
+                    ahead: np.ndarray | None = None,
+                    ahead_runs: np.ndarray | None = None) -> Hsps | None:
     """traceback_subject, then BLAST's final steps for one subject: E-values and bit scores,
     the E-value threshold, max_hsps, the E-value order, the query coverage test; with each
     HSP's alignment counts (hsps.counts, for the output), counted on the query's letters
@@ -68,11 +69,12 @@ def traceback_final(hsps: Hsps, batch, query_codes: np.ndarray, subject_codes: n
     in them are true: None is returned when an alignment read outside them (BLAST's fence
     hit), and the traceback must be redone with more letters. `ahead`: the greedy searches
     made ahead for the HSPs in score order (TAIL_FIELDS columns and a done flag, as
-    GpuBackend.greedy_tails gives them), which each greedy traceback stops at."""
+    GpuBackend.greedy_tails gives them), which each greedy traceback stops at, or takes the
+    edit runs of (`ahead_runs`, where made)."""
     if len(hsps) == 0:
         return Hsps.empty()
     complete, rows, op_start, ops, op_len, evalue, bitscore, counts = _traceback_final_rows(
-        *_traceback_args(hsps, batch, subject_codes, stats, options, spans, ahead),
+        *_traceback_args(hsps, batch, subject_codes, stats, options, spans, ahead, ahead_runs),
         np.ascontiguousarray(stats.lambdas, dtype=np.float64),
         np.ascontiguousarray(stats.log_ks, dtype=np.float64),
         np.ascontiguousarray(stats.eff_searchsp, dtype=np.int64), bool(stats.round_down),
@@ -141,13 +143,15 @@ def _merged(starts, ends, subject_length):
 
 
 def _traceback_args(hsps: Hsps, batch, subject_codes, stats, options, spans=None,
-                    ahead=None) -> tuple:
+                    ahead=None, ahead_runs=None) -> tuple:
     """_traceback_rows' arguments: the HSPs as rows in score order, the batch, the subject,
-    the scoring, the spans of true letters, the searches made ahead."""
+    the scoring, the spans of true letters, the searches made ahead and their edit runs."""
     if spans is None:
         spans = np.array([[0, len(subject_codes)]], dtype=np.int64)
     if ahead is None:
         ahead = NOTHING_AHEAD
+    if ahead_runs is None or ahead_runs.shape[0] != ahead.shape[0]:
+        ahead_runs = np.zeros((ahead.shape[0], 2 * SCRIPT_RUNS), dtype=np.uint32)
     rows = hsps.score_rows if hsps.score_rows is not None else \
         hsp_rows(hsps)[score_order(hsps)]
     return (rows,
@@ -162,20 +166,23 @@ def _traceback_args(hsps: Hsps, batch, subject_codes, stats, options, spans=None
             float(options.perc_identity),
             np.ascontiguousarray(stats.gapped_cutoff, dtype=np.int64),
             np.ascontiguousarray(spans, dtype=np.int64),
-            np.ascontiguousarray(ahead, dtype=np.int64))
+            np.ascontiguousarray(ahead, dtype=np.int64),
+            np.ascontiguousarray(ahead_runs, dtype=np.uint32))
 
 
 @njit(cache=True, nogil=True)
 def _traceback_final_rows(rows, context_offset, context_length, query, unmasked, subject,
                           matrix, greedy, xdrop, reward, penalty, gap_open, gap_extend,
-                          min_diag, perc_identity, cutoffs, spans, ahead, lambdas, log_ks,
+                          min_diag, perc_identity, cutoffs, spans, ahead, ahead_runs, lambdas,
+                          log_ks,
                           searchsp, round_down, evalue_max, max_hsps, qcov_percent, query_codes,
                           complement):
     """_traceback_rows, then traceback_final's steps. Returns complete, rows, op_start, ops,
     op_len, evalue, bitscore, counts [n, 4] (nothing when not complete)."""
     complete, rows, op_start, ops, op_len = _traceback_rows(
         rows, context_offset, context_length, query, unmasked, subject, matrix, greedy, xdrop,
-        reward, penalty, gap_open, gap_extend, min_diag, perc_identity, cutoffs, spans, ahead)
+        reward, penalty, gap_open, gap_extend, min_diag, perc_identity, cutoffs, spans, ahead,
+        ahead_runs)
     n = rows.shape[0]
     evalue = np.empty(n, dtype=np.float64)
     bitscore = np.empty(n, dtype=np.float64)
@@ -207,17 +214,17 @@ def _traceback_final_rows(rows, context_offset, context_length, query, unmasked,
 @njit(cache=True, nogil=True)
 def _traceback_rows(rows, context_offset, context_length, query, unmasked, subject, matrix,
                     greedy, xdrop, reward, penalty, gap_open, gap_extend, min_diag,
-                    perc_identity, cutoffs, spans, ahead):
+                    perc_identity, cutoffs, spans, ahead, ahead_runs):
     """The whole of traceback_subject in one compiled call (no Python between the steps, so
     the traceback threads hardly need the GIL). rows: int64 [n, 8] (hsp_rows), in score
     order; the subject's letters are true in `spans` only; `ahead` as traceback_final's
-    (no rows: none). Returns complete (no alignment
+    (no rows: none), with ahead_runs its edit runs. Returns complete (no alignment
     read outside the spans), then the final rows and their edit scripts: rows, op_start,
     ops, op_len (none when not complete)."""
     if greedy:
         complete, rows, op_start, ops, op_len = _greedy_traceback_rows(
             rows, context_offset, context_length, query, subject, matrix, xdrop, reward,
-            penalty, gap_open, gap_extend, min_diag, spans, ahead)
+            penalty, gap_open, gap_extend, min_diag, spans, ahead, ahead_runs)
     else:
         complete, rows, op_start, ops, op_len = _dp_traceback_rows(
             rows, context_offset, context_length, query, unmasked, subject, matrix, gap_open,
@@ -243,7 +250,10 @@ def _traceback_rows(rows, context_offset, context_length, query, unmasked, subje
 
 # blastna subjects are compared with the query's letters, not its packed words
 NO_WORDS = (np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.uint8))
-TAIL_FIELDS = 6  # a search made ahead: start point, best distances right and left, letters read
+# a search made ahead (greedy.cu's tail_search): start point, best distances right and left,
+# letters read, extents right (query, subject) and left, edit runs right and left (-1: none)
+TAIL_FIELDS = 12
+SCRIPT_RUNS = 64  # edit runs per direction of a search made ahead (a run ends at a gap)
 NOTHING_AHEAD = np.zeros((0, TAIL_FIELDS + 1), dtype=np.int64)
 
 
@@ -257,7 +267,7 @@ def _matrix(reward: int, penalty: int) -> np.ndarray:
 @njit(cache=True, nogil=True)
 def _greedy_traceback_rows(rows_in, context_offset, context_length, query, subject, matrix,
                            xdrop, reward, penalty, gap_open, gap_extend, min_diag, spans,
-                           ahead):
+                           ahead, ahead_runs):
     """Containment test, start point (BlastGetStartForGappedAlignmentNucl, or
     BlastGetOffsetsForGappedAlignment without one), then BLAST_GreedyGappedAlignment with
     traceback in the subject window of AdjustSubjectRange, for each HSP in order. rows_in:
@@ -265,7 +275,7 @@ def _greedy_traceback_rows(rows_in, context_offset, context_length, query, subje
     `spans`; if not, the loop stops), the traced rows [k, 8] (whole-subject coordinates) and
     their edit scripts: op_start [k + 1], ops, op_len. A search made ahead (`ahead`, a row
     per HSP) from the same start point gives the distances where the aligner stops and the
-    letters the whole search read."""
+    letters the whole search read, or, with its edit runs, the alignment itself."""
     n = rows_in.shape[0]
     rows = np.empty((n, 8), dtype=np.int64)
     op_start = np.zeros(n + 1, dtype=np.int64)
@@ -296,25 +306,29 @@ def _greedy_traceback_rows(rows_in, context_offset, context_length, query, subje
         shift, s_in_window, window = adjust_subject_range(sg, subject.size, qg, q_length)
         known = ahead.shape[0] == n and ahead[i, TAIL_FIELDS] != 0 and ahead[i, 0] == qg and \
             ahead[i, 1] == sg
-        stop_right = ahead[i, 2] if known else -1
-        stop_left = ahead[i, 3] if known else -1
-        res = greedy_gapped_alignment(query, NO_WORDS, q_base, q_length, subject, shift, window,
-                                      False, qg, s_in_window, xdrop, reward, penalty, gap_open,
-                                      gap_extend, True, stop_right, stop_left)
-        read_start = ahead[i, 4] if known else res[10] + shift
-        read_end = ahead[i, 5] if known else res[11] + shift
+        if known and ahead[i, 10] >= 0:
+            read_start = ahead[i, 4]
+            read_end = ahead[i, 5]
+            score, q0, q1, s0, s1, script, lens, n_ops = greedy_alignment_from_runs(
+                query, q_base, subject, shift, qg, s_in_window, reward, penalty, ahead[i, 2],
+                ahead[i, 3], ahead[i, 6], ahead[i, 7], ahead[i, 8], ahead[i, 9], ahead_runs[i],
+                ahead[i, 10], ahead[i, 11], SCRIPT_RUNS)
+        else:
+            res = greedy_gapped_alignment(query, NO_WORDS, q_base, q_length, subject, shift,
+                                          window, False, qg, s_in_window, xdrop, reward, penalty,
+                                          gap_open, gap_extend, True,
+                                          ahead[i, 2] if known else -1,
+                                          ahead[i, 3] if known else -1)
+            read_start = ahead[i, 4] if known else res[10] + shift
+            read_end = ahead[i, 5] if known else res[11] + shift
+            score, q0, q1, s0, s1 = res[0], res[1], res[2], res[3], res[4]
+            script, lens, n_ops = res[7], res[8], res[9]
         if not _within(spans, read_start, read_end):
             return False, rows[:0], op_start[:1], ops[:0], op_len[:0]
-        score = res[0]
-        q0 = res[1]
-        q1 = res[2]
-        s0 = res[3] + shift
-        s1 = res[4] + shift
-        n_ops = res[9]
-        ops, op_len = _append_traced(rows, op_start, ops, op_len, kept, ctx, q0, q1, s0, s1,
-                                     score, qg, sg, res[7][:n_ops], res[8][:n_ops])
+        ops, op_len = _append_traced(rows, op_start, ops, op_len, kept, ctx, q0, q1, s0 + shift,
+                                     s1 + shift, score, qg, sg, script[:n_ops], lens[:n_ops])
         kept += 1
-        held = tree_add(tree, held, ctx, q0, q1, s0, s1, score)
+        held = tree_add(tree, held, ctx, q0, q1, s0 + shift, s1 + shift, score)
     used = op_start[kept]
     return True, rows[:kept].copy(), op_start[:kept + 1].copy(), ops[:used].copy(), \
         op_len[:used].copy()

@@ -285,16 +285,16 @@ def test_greedy_extensions_are_the_cpu_ones(gpu, seed, ambiguous):
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_greedy_tails_are_the_cpu_searches(gpu, seed):
-    """The traceback's greedy searches made on the GPU equal the CPU's; a search that reads
-    letters outside the window given as bases only, or goes on too long, is left to the
-    CPU."""
+    """The traceback's greedy searches made on the GPU, and their edit runs, equal the
+    CPU's; a search that reads letters outside the window given as bases only, or goes on
+    too long, is left to the CPU."""
     from test_traceback import tails_on_cpu, traced_case
 
     from gblastn.hsp import hsp_rows, score_order
     from gblastn.traceback import TAIL_FIELDS
 
     hsps, batch, _, subject, stats, options = traced_case(seed)
-    want = tails_on_cpu(hsps, batch, subject, stats, options)
+    want, want_runs = tails_on_cpu(hsps, batch, subject, stats, options)
     packed = pack_2bit(subject)
     assert gpu.preload(packed)
     rows = hsp_rows(hsps)[score_order(hsps)]
@@ -307,13 +307,16 @@ def test_greedy_tails_are_the_cpu_searches(gpu, seed):
                                 **tuning)
 
     whole = np.tile([0, subject.size], (n, 1))
-    assert np.array_equal(on_gpu(whole), want)
+    got, got_runs = on_gpu(whole)
+    assert np.array_equal(got, want) and np.array_equal(got_runs, want_runs)
+    assert (got[:, 10:12] >= 1).all()
     narrow = np.stack([rows[:, 3] - 20, rows[:, 4] + 20], axis=1)
     distances = want[:, 2:4].max(axis=1)
-    for cut in (on_gpu(narrow), on_gpu(whole, max_distance=int(np.median(distances)))):
+    for cut, cut_runs in (on_gpu(narrow), on_gpu(whole, max_distance=int(np.median(distances)))):
         made = cut[:, TAIL_FIELDS] == 1
         assert not made.all()
         assert np.array_equal(cut[made], want[made])
+        assert np.array_equal(cut_runs[made], want_runs[made])
 
 
 def write_fasta(path, records):

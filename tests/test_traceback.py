@@ -116,17 +116,19 @@ def test_against_blastn(tmp_path, seed):
 
 
 def tails_on_cpu(hsps, batch, subject, stats, options):
-    """The greedy traceback's searches of `hsps` (in score order) made score-only on the CPU,
-    in the layout of TraceTask.ahead (as GpuBackend.greedy_tails gives them)."""
+    """The greedy traceback's searches of `hsps` (in score order) made on the CPU, in the
+    layout of Hsps.ahead and Hsps.ahead_runs (as GpuBackend.greedy_tails gives them): each
+    direction's walked-back edit runs packed as (count << 2 | op), where both fit."""
     from gblastn.dynprog import adjust_subject_range, gapped_start_nucl
     from gblastn.greedy import greedy_one_way
     from gblastn.hsp import hsp_rows, score_order
-    from gblastn.traceback import TAIL_FIELDS
+    from gblastn.traceback import SCRIPT_RUNS, TAIL_FIELDS
 
     rows = hsp_rows(hsps)[score_order(hsps)]
     out = np.zeros((rows.shape[0], TAIL_FIELDS + 1), dtype=np.int64)
+    runs = np.zeros((rows.shape[0], 2 * SCRIPT_RUNS), dtype=np.uint32)
     none = np.zeros(0, dtype=np.uint8)
-    scoring = (int(stats.gap_xdrop_final), options.reward, options.penalty, 0, 0, False, -1)
+    scoring = (int(stats.gap_xdrop_final), options.reward, options.penalty, 0, 0, True, -1)
     for i, (ctx, qs, qe, ss, se, _, qg, sg) in enumerate(rows.tolist()):
         if qg == 0 and sg == 0:
             continue
@@ -139,8 +141,14 @@ def tails_on_cpu(hsps, batch, subject, stats, options):
                                shift + s_in, window - s_in, False, False, *scoring)
         left = greedy_one_way(batch.sequence, none, none, base + qg, qg, subject, shift + s_in,
                               s_in, False, True, *scoring)
-        out[i] = (qg, sg, right[1], left[1], shift + s_in - left[0], shift + s_in + right[0], 1)
-    return out
+        fit = max(right[9], left[9]) <= SCRIPT_RUNS
+        for half, way in enumerate((right, left)):
+            packed = (way[8][:way[9]].astype(np.uint32) << 2) | way[7][:way[9]]
+            runs[i, half * SCRIPT_RUNS:half * SCRIPT_RUNS + way[9]] = packed if fit else 0
+        out[i] = (qg, sg, right[1], left[1], shift + s_in - left[0], shift + s_in + right[0],
+                  right[2], right[3], left[2], left[3], right[9] if fit else -1,
+                  left[9] if fit else -1, 1)
+    return out, runs
 
 
 def traced_case(seed: int):
@@ -178,28 +186,36 @@ def traced_case(seed: int):
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_searches_made_ahead_give_the_same_traceback(seed):
-    """Stopping each greedy traceback at the best distance found ahead gives the same HSPs,
-    scripts and counts; searches not made, or from another start point, are redone."""
+    """Taking each greedy alignment's edit runs from the searches made ahead, or stopping
+    each greedy traceback at the best distance found ahead, gives the same HSPs, scripts and
+    counts; searches not made, or from another start point, are redone."""
     from gblastn.traceback import TAIL_FIELDS, traceback_final
 
     hsps, batch, codes, subject, stats, options = traced_case(seed)
     assert len(hsps) == 6
     plain = traceback_final(hsps, batch, codes, subject, stats, options)
-    ahead = tails_on_cpu(hsps, batch, subject, stats, options)
-    assert ahead[:, TAIL_FIELDS].all()
+    ahead, runs = tails_on_cpu(hsps, batch, subject, stats, options)
+    assert ahead[:, TAIL_FIELDS].all() and (ahead[:, 10:12] >= 1).all()
+    searched = ahead.copy()
+    searched[:, 10:12] = -1  # no runs: the CPU searches, to the distances given
     partly = ahead.copy()
     partly[::2, TAIL_FIELDS] = 0
     partly[::2, 2:4] = 0  # would stop at once, if read
     moved = ahead.copy()
     moved[1::2, 0] += 1
     moved[1::2, 2:4] = 0
-    wrong = ahead.copy()
+    wrong = searched.copy()
     wrong[:, 2:4] = 0  # read: each alignment stops at its first mismatches
-    assert not np.array_equal(
-        traceback_final(hsps, batch, codes, subject, stats, options, ahead=wrong).score,
-        plain.score)
-    for given in (ahead, partly, moved):
-        got = traceback_final(hsps, batch, codes, subject, stats, options, ahead=given)
+    garbled = runs.copy()
+    garbled[:, 0] ^= 1  # read: the last run's operation changed
+    for bad, bad_runs in ((wrong, runs), (ahead, garbled)):
+        got = traceback_final(hsps, batch, codes, subject, stats, options, ahead=bad,
+                              ahead_runs=bad_runs)
+        assert not (np.array_equal(got.score, plain.score) and
+                    np.array_equal(got.ops, plain.ops))
+    for given in (ahead, searched, partly, moved):
+        got = traceback_final(hsps, batch, codes, subject, stats, options, ahead=given,
+                              ahead_runs=runs)
         for name in ("context", "q_start", "q_end", "s_start", "s_end", "score", "op_start",
                      "ops", "op_len", "evalue", "counts"):
             assert np.array_equal(getattr(got, name), getattr(plain, name)), name

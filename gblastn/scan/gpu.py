@@ -52,7 +52,13 @@ GREEDY_ROW_CELLS = 256     # diagonals per distance a greedy.cu warp keeps
 TAIL_MAX_DISTANCE = 1000
 HIT_MAX_DISTANCE = 1 << 62
 GAPPED_FIELDS = 7          # must match GAPPED_FIELDS in greedy.cu and gapped.py
-TAIL_FIELDS = 6            # must match TAIL_FIELDS in greedy.cu and traceback.py
+TAIL_FIELDS = 12           # must match TAIL_FIELDS in greedy.cu and traceback.py
+SCRIPT_RUNS = 64           # edit runs per direction of a traceback search (greedy.cu, traceback.py)
+# the traceback searches' warps at once, each keeping its rows in STORE_WORDS ints of device
+# memory (greedy.cu: 9,216 ints, 36 kB; 8,192 warps hold 302 MB), about as many as the
+# GPU keeps running
+TAIL_WARPS = 8192
+STORE_WORDS = 8192 + 2 * 512
 PADDING = 16               # zero bytes after each device copy of a volume
 # a volume goes to the GPU through UPLOAD_THREADS lanes of two page-locked buffers of
 # UPLOAD_STEP bytes (bench/gpu_upload.py: 8 lanes of 8 MB moved 680 MB in 24 ms, and in 81-86
@@ -499,13 +505,14 @@ class GpuBackend:
     def greedy_tails(self, rows: np.ndarray, subject_address: np.ndarray,
                      subject_length: np.ndarray, exact: np.ndarray, batch, xdrop: int,
                      reward: int, penalty: int, row_cells: int = GREEDY_ROW_CELLS,
-                     max_distance: int = TAIL_MAX_DISTANCE) -> np.ndarray:
-        """The greedy traceback's searches (linear gap costs), score-only, of HSPs (rows of
-        hsp.hsp_rows) in resident subjects (device addresses of their packed letters; their
-        letters exact[i, 0]:exact[i, 1] are all bases): int64 [n, TAIL_FIELDS + 1], the start
-        point, the best distances right and left, the letters read, and 1 where the search
-        was made (0: the CPU searches; as greedy_extensions'). xdrop: the raw final
-        X-drop."""
+                     max_distance: int = TAIL_MAX_DISTANCE) -> tuple:
+        """The greedy traceback's searches (linear gap costs) of HSPs (rows of hsp.hsp_rows)
+        in resident subjects (device addresses of their packed letters; their letters
+        exact[i, 0]:exact[i, 1] are all bases), with their edit scripts. Returns int64
+        [n, TAIL_FIELDS + 1], the start point, the best distances right and left, the letters
+        read, the extents, the scripts' runs, and 1 where the search was made (0: the CPU
+        searches; as greedy_extensions'); and uint32 [n, 2 * SCRIPT_RUNS], the scripts
+        (greedy.cu's tail_search). xdrop: the raw final X-drop."""
         from ..dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS
 
         arrays = [np.ascontiguousarray(rows, dtype=np.int64),
@@ -514,18 +521,29 @@ class GpuBackend:
                   np.ascontiguousarray(exact, dtype=np.int64),
                   np.ascontiguousarray(batch.context_offset, dtype=np.int64),
                   np.ascontiguousarray(batch.context_length, dtype=np.int64)]
-        scalars = [*_doubled_costs(xdrop, reward, penalty), np.int64(MAX_SUBJECT_OFFSET),
-                   np.int64(MAX_TOTAL_GAPS), np.int64(max_distance)]
+        n = int(arrays[0].shape[0])
+        scripts = np.zeros((n, 2 * SCRIPT_RUNS), dtype=np.uint32)
+        if n == 0:
+            return np.zeros((0, TAIL_FIELDS + 1), dtype=np.int64), scripts
+        blocks = min(-(-n // GREEDY_ITEM_WARPS), TAIL_WARPS // GREEDY_ITEM_WARPS)
         with self:
-            return self._greedy_launch("greedy_tails", batch, arrays, scalars, TAIL_FIELDS,
-                                       row_cells)
+            kept_rows = self.buffer("greedy_tails_rows",
+                                    4 * STORE_WORDS * blocks * GREEDY_ITEM_WARPS)
+            device_scripts = self.buffer("greedy_tails_scripts", scripts.nbytes)
+            scalars = [*_doubled_costs(xdrop, reward, penalty), np.int64(MAX_SUBJECT_OFFSET),
+                       np.int64(MAX_TOTAL_GAPS), np.int64(max_distance), kept_rows,
+                       device_scripts]
+            ahead = self._greedy_launch("greedy_tails", batch, arrays, scalars, TAIL_FIELDS,
+                                        row_cells, blocks)
+            self.drv.memcpy_dtoh(scripts, device_scripts)
+        return ahead, scripts
 
     def _greedy_launch(self, name: str, batch, arrays: list, scalars: list, width: int,
-                       row_cells: int) -> np.ndarray:
-        """One launch of greedy.cu's kernel `name` over the items of `arrays` (one warp
-        each), with the context held: the arrays uploaded, then the batch's query words and
-        `scalars` as its arguments. Returns int64 [n, width + 1]: the kernel's `width` values
-        per item and its done flag."""
+                       row_cells: int, blocks: int | None = None) -> np.ndarray:
+        """One launch of greedy.cu's kernel `name` over the items of `arrays` (a warp each,
+        or `blocks` blocks of warps taking them in turn), with the context held: the arrays
+        uploaded, then the batch's query words and `scalars` as its arguments. Returns int64
+        [n, width + 1]: the kernel's `width` values per item and its done flag."""
         from ..wordrun import WORD_PAD
 
         n = int(arrays[0].shape[0])
@@ -542,7 +560,7 @@ class GpuBackend:
             kernel(np.int32(n), *inputs, np.uintp(int(bases) + WORD_PAD),
                    np.uintp(int(ambig) + WORD_PAD), *scalars, found, done,
                    block=(32 * GREEDY_ITEM_WARPS, 1, 1),
-                   grid=((n + GREEDY_ITEM_WARPS - 1) // GREEDY_ITEM_WARPS, 1))
+                   grid=(blocks or (n + GREEDY_ITEM_WARPS - 1) // GREEDY_ITEM_WARPS, 1))
             fields = np.empty((n, width), dtype=np.int64)
             flags = np.empty(n, dtype=np.uint8)
             self.drv.memcpy_dtoh(fields, found)
