@@ -465,26 +465,27 @@ def _spread(made: np.ndarray, usable: np.ndarray) -> np.ndarray:
 
 def prefill_letters(by_query: dict, db, pool=INLINE):
     """Start unpacking, for each long subject of preliminary hits ({query: {ordinal: Hsps}}),
-    the letters around every query's HSPs at once, before their tracebacks start, the
-    subjects spread over `pool`; returns the function that waits for them. Left to the
-    tracebacks, 16 threads asking at once for the same subject's letters mostly waited for
-    one another (synth 1G, H200 host: 10 s summed for 0.76 s of traceback)."""
-    from .traceback import letters_around
+    the letters every query's tracebacks read first (traceback.fetch_spans: around the HSPs,
+    or what their searches made ahead read), before those tracebacks start, the subjects
+    spread over `pool`; returns the function that waits for them. Left to the tracebacks,
+    16 threads asking at once for the same subject's letters mostly waited for one another
+    (synth 1G, H200 host: 10 s summed for 0.76 s of traceback)."""
+    from .dynprog import MAX_SUBJECT_OFFSET
+    from .traceback import fetch_ranges, merged_spans
 
-    starts, ends = {}, {}
+    ranges = {}
     for subjects in by_query.values():
         for ordinal, hsps in subjects.items():
-            starts.setdefault(ordinal, []).append(hsps.s_start)
-            ends.setdefault(ordinal, []).append(hsps.s_end)
+            if len(hsps) and db.lengths[ordinal] >= MAX_SUBJECT_OFFSET:
+                ranges.setdefault(ordinal, []).append(fetch_ranges(hsps))
 
     def fill(ordinal):
         with TIMES.stage("subject letters"):
-            spans = letters_around(np.concatenate(starts[ordinal]),
-                                   np.concatenate(ends[ordinal]), int(db.lengths[ordinal]))
-            if spans is not None:
-                db.subject_letters(ordinal, spans)
+            starts, ends = zip(*ranges[ordinal])
+            spans = np.stack([np.concatenate(starts), np.concatenate(ends)], axis=1)
+            db.subject_letters(ordinal, merged_spans(spans, int(db.lengths[ordinal])))
 
-    return pool.map_later(fill, list(starts))
+    return pool.map_later(fill, list(ranges))
 
 
 def query_result(query_index: int, query, traced: list, options: SearchOptions) -> QueryResult:
@@ -666,8 +667,8 @@ def search_batch(queries: list, first_index: int, db, options: SearchOptions, ba
     for gapped, subject_hits in hits:
         volume_hits = PrelimHits()
         gapped.file_subjects(subject_hits(), volume_hits)
-        letters.append(prefill_letters(volume_hits.by_query, db, pool))
         tails_ahead(volume_hits.by_query, plan.batch, plan.stats, db, backend, options)
+        letters.append(prefill_letters(volume_hits.by_query, db, pool))
         for q, subjects in volume_hits.by_query.items():
             prelim.by_query.setdefault(q, {}).update(subjects)
     for wait in letters:

@@ -366,12 +366,11 @@ class Pipeline:
                                  diag_hash=plan.diag_hash, ungapped_turn=turn,
                                  pool=self.pool, shared_scans=shared,
                                  scan_turn=scan_turns.turn(rank) if shared else None)
-            letters = prefill_letters(hits.by_query, self.db, self.pool)
-            # the job's traceback searches, on the GPU, here rather than in the one collector,
-            # while the pool unpacks the subjects' letters
+            # the job's traceback searches, on the GPU, here rather than in the one collector;
+            # then the letters they will read are unpacked on the pool
             tails_ahead(hits.by_query, plan.batch, plan.stats, self.db, self.backend,
                         self.options)
-            letters()
+            prefill_letters(hits.by_query, self.db, self.pool)()
             self._put(self.prelim_q, ("volume", batch_id, hits))
         self._put(self.prelim_q, _END)
 

@@ -90,17 +90,27 @@ def traceback_final(hsps: Hsps, batch, query_codes: np.ndarray, subject_codes: n
 
 def fetch_spans(hsps: Hsps, subject_length: int) -> np.ndarray | None:
     """The subject letters to unpack first for the traceback of `hsps` (merged_spans): as
-    BLAST's partial fetching, each HSP's range and FETCH_MARGIN letters either side. None
-    (all letters) for a subject shorter than MAX_SUBJECT_OFFSET, which is aligned whole."""
-    return letters_around(hsps.s_start, hsps.s_end, subject_length)
-
-
-def letters_around(s_start: np.ndarray, s_end: np.ndarray, subject_length: int):
-    """fetch_spans of HSPs given by their subject starts and ends."""
+    BLAST's partial fetching, each HSP's range and FETCH_MARGIN letters either side; for an
+    HSP whose search was made ahead, its range and the letters that search read, SPAN_MARGIN
+    more either side. None (all letters) for a subject shorter than MAX_SUBJECT_OFFSET,
+    which is aligned whole."""
     if subject_length < MAX_SUBJECT_OFFSET:
         return None
-    return _merged(np.asarray(s_start, dtype=np.int64) - FETCH_MARGIN,
-                   np.asarray(s_end, dtype=np.int64) + FETCH_MARGIN, subject_length)
+    return _merged(*fetch_ranges(hsps), subject_length)
+
+
+def fetch_ranges(hsps: Hsps) -> tuple:
+    """fetch_spans' letter ranges of each HSP, unmerged: (starts, ends), int64."""
+    if hsps.ahead is None or hsps.ahead.shape[0] != len(hsps):
+        return (hsps.s_start.astype(np.int64) - FETCH_MARGIN,
+                hsps.s_end.astype(np.int64) + FETCH_MARGIN)
+    rows, ahead = hsps.score_rows, hsps.ahead
+    made = ahead[:, TAIL_FIELDS] != 0
+    starts = np.where(made, np.minimum(rows[:, 3], ahead[:, 4]) - SPAN_MARGIN,
+                      rows[:, 3] - FETCH_MARGIN)
+    ends = np.where(made, np.maximum(rows[:, 4], ahead[:, 5]) + SPAN_MARGIN,
+                    rows[:, 4] + FETCH_MARGIN)
+    return starts, ends
 
 
 def subject_spans(hsps: Hsps, batch, subject_length: int) -> np.ndarray | None:

@@ -207,3 +207,22 @@ def test_windows_of_bases_only(long_subjects):
             want = [bool((letters[a:b] < 4).all()) for a, b in zip(starts, ends)]
             assert got.tolist() == want
             assert not all(want) or offsets.size == 0
+
+
+def test_spans_of_searches_made_ahead_are_what_they_read():
+    """An HSP whose traceback search was made ahead needs its range and the letters that
+    search read, SPAN_MARGIN more either side; the others FETCH_MARGIN either side."""
+    from gblastn.hsp import Hsps, hsp_rows, score_order
+
+    hsps = Hsps.empty()
+    for name, values in (("context", [0, 0]), ("q_start", [0, 0]), ("q_end", [500, 600]),
+                         ("s_start", [200_000, 100_000]), ("s_end", [200_500, 100_600]),
+                         ("score", [500, 600]), ("q_gapped_start", [10, 10]),
+                         ("s_gapped_start", [200_010, 100_010])):
+        setattr(hsps, name, np.array(values, dtype=np.int32))
+    hsps.score_rows = hsp_rows(hsps)[score_order(hsps)]  # the 600 first
+    hsps.ahead = np.zeros((2, traceback.TAIL_FIELDS + 1), dtype=np.int64)
+    hsps.ahead[0, [4, 5, traceback.TAIL_FIELDS]] = (99_950, 100_630, 1)
+    margin, near = traceback.FETCH_MARGIN, traceback.SPAN_MARGIN
+    assert fetch_spans(hsps, 1_000_000).tolist() == [[99_950 - near, 100_630 + near],
+                                                     [200_000 - margin, 200_500 + margin]]

@@ -530,6 +530,7 @@ class GpuBackend:
             kept_rows = self.buffer("greedy_tails_rows",
                                     4 * STORE_WORDS * blocks * GREEDY_ITEM_WARPS)
             device_scripts = self.buffer("greedy_tails_scripts", scripts.nbytes)
+            self.drv.memset_d32(device_scripts, 0, scripts.size)  # words past each script
             scalars = [*_doubled_costs(xdrop, reward, penalty), np.int64(MAX_SUBJECT_OFFSET),
                        np.int64(MAX_TOTAL_GAPS), np.int64(max_distance), kept_rows,
                        device_scripts]
