@@ -7,8 +7,9 @@ same output; the script says so.
 
 The variants change, one at a time from the defaults: the distance limits of the traceback's
 searches (TAIL_MAX_DISTANCE) and of the preliminary extensions (HIT_MAX_DISTANCE; 1 << 62 is
-none), the diagonals a warp keeps per distance (GREEDY_ROW_CELLS) and the items (warps) per
-block (GREEDY_ITEM_WARPS).
+none), the diagonals a warp keeps per distance (GREEDY_ROW_CELLS), the items (warps) per
+block (GREEDY_ITEM_WARPS), and the traceback's searches without their edit runs (the CPU
+then searches again, to the best distances).
 """
 
 import argparse
@@ -28,6 +29,7 @@ VARIANTS = [
     {"hit_max_distance": 3000},
     {"tail_max_distance": 1 << 62},
     {"item_warps": 8},
+    {"edit_runs": 0},
     {"row_cells": 128},
 ]
 
@@ -41,7 +43,8 @@ settings, report = json.loads(sys.argv[1]), sys.argv[2]
 row_cells = settings.get("row_cells", G.GREEDY_ROW_CELLS)
 G.GREEDY_ITEM_WARPS = settings.get("item_warps", G.GREEDY_ITEM_WARPS)
 G.GpuBackend.greedy_tails.__defaults__ = (
-    row_cells, settings.get("tail_max_distance", G.TAIL_MAX_DISTANCE))
+    row_cells, settings.get("tail_max_distance", G.TAIL_MAX_DISTANCE),
+    bool(settings.get("edit_runs", 1)))
 G.GpuBackend.greedy_extensions.__defaults__ = (
     row_cells, settings.get("hit_max_distance", G.HIT_MAX_DISTANCE))
 launches = []

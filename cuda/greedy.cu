@@ -704,7 +704,8 @@ HD bool tail_search(const Letters& L, const i64* row, i64 q_base, i64 q_length, 
 // (packed), subject_len letters, whose letters [exact[2i], exact[2i + 1]) are all bases.
 // out: TAIL_FIELDS values per HSP; done[i] is 0 where the CPU must search; scripts: each HSP's
 // edit scripts (2 SCRIPT_RUNS words, tail_search's). The warps take HSPs in turn, each with
-// its own STORE_WORDS of `rows` for the rows it keeps.
+// its own STORE_WORDS of kept_rows for the rows it keeps (none kept, no scripts made, when
+// kept_rows is null).
 extern "C" __global__ void greedy_tails(
     int n, const i64* __restrict__ rows, const u64* __restrict__ subject_addr,
     const i64* __restrict__ subject_len, const i64* __restrict__ exact,
@@ -718,6 +719,7 @@ extern "C" __global__ void greedy_tails(
     const int warp = threadIdx.x >> 5;
     const int slot = blockIdx.x * ITEM_WARPS + warp;
     RowStore store = {kept_rows + (i64)slot * STORE_WORDS, 0, 0, false};
+    RowStore* keep = kept_rows ? &store : nullptr;
     for (int i = slot; i < n; i += gridDim.x * ITEM_WARPS) {
         const i64* row = rows + (i64)i * 8;
         i64 length = subject_len[i], ctx = row[0];
@@ -726,7 +728,7 @@ extern "C" __global__ void greedy_tails(
                                 exact[2 * i + 1], xdrop, match_cost, mismatch_cost,
                                 max_subject_offset, max_total_gaps, max_dist,
                                 rows_of_warp[warp][0], rows_of_warp[warp][1], best_of_warp[warp],
-                                &store, scripts + (i64)i * 2 * SCRIPT_RUNS,
+                                keep, scripts + (i64)i * 2 * SCRIPT_RUNS,
                                 out + (i64)i * TAIL_FIELDS);
         if ((threadIdx.x & 31) == 0) done[i] = made;
         __syncwarp();

@@ -310,6 +310,10 @@ def test_greedy_tails_are_the_cpu_searches(gpu, seed):
     got, got_runs = on_gpu(whole)
     assert np.array_equal(got, want) and np.array_equal(got_runs, want_runs)
     assert (got[:, 10:12] >= 1).all()
+    searched, _ = on_gpu(whole, edit_runs=False)  # the searches alone
+    assert (searched[:, 10:12] == -1).all()
+    assert np.array_equal(np.delete(searched, [10, 11], axis=1),
+                          np.delete(want, [10, 11], axis=1))
     narrow = np.stack([rows[:, 3] - 20, rows[:, 4] + 20], axis=1)
     distances = want[:, 2:4].max(axis=1)
     for cut, cut_runs in (on_gpu(narrow), on_gpu(whole, max_distance=int(np.median(distances)))):

@@ -505,14 +505,15 @@ class GpuBackend:
     def greedy_tails(self, rows: np.ndarray, subject_address: np.ndarray,
                      subject_length: np.ndarray, exact: np.ndarray, batch, xdrop: int,
                      reward: int, penalty: int, row_cells: int = GREEDY_ROW_CELLS,
-                     max_distance: int = TAIL_MAX_DISTANCE) -> tuple:
+                     max_distance: int = TAIL_MAX_DISTANCE, edit_runs: bool = True) -> tuple:
         """The greedy traceback's searches (linear gap costs) of HSPs (rows of hsp.hsp_rows)
         in resident subjects (device addresses of their packed letters; their letters
         exact[i, 0]:exact[i, 1] are all bases), with their edit scripts. Returns int64
         [n, TAIL_FIELDS + 1], the start point, the best distances right and left, the letters
         read, the extents, the scripts' runs, and 1 where the search was made (0: the CPU
         searches; as greedy_extensions'); and uint32 [n, 2 * SCRIPT_RUNS], the scripts
-        (greedy.cu's tail_search). xdrop: the raw final X-drop."""
+        (greedy.cu's tail_search; none made without edit_runs). xdrop: the raw final
+        X-drop."""
         from ..dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS
 
         arrays = [np.ascontiguousarray(rows, dtype=np.int64),
@@ -528,15 +529,18 @@ class GpuBackend:
         blocks = min(-(-n // GREEDY_ITEM_WARPS), TAIL_WARPS // GREEDY_ITEM_WARPS)
         with self:
             kept_rows = self.buffer("greedy_tails_rows",
-                                    4 * STORE_WORDS * blocks * GREEDY_ITEM_WARPS)
+                                    4 * STORE_WORDS * blocks * GREEDY_ITEM_WARPS) \
+                if edit_runs else np.uintp(0)
             device_scripts = self.buffer("greedy_tails_scripts", scripts.nbytes)
-            self.drv.memset_d32(device_scripts, 0, scripts.size)  # words past each script
+            if edit_runs:
+                self.drv.memset_d32(device_scripts, 0, scripts.size)  # words past each script
             scalars = [*_doubled_costs(xdrop, reward, penalty), np.int64(MAX_SUBJECT_OFFSET),
                        np.int64(MAX_TOTAL_GAPS), np.int64(max_distance), kept_rows,
                        device_scripts]
             ahead = self._greedy_launch("greedy_tails", batch, arrays, scalars, TAIL_FIELDS,
                                         row_cells, blocks)
-            self.drv.memcpy_dtoh(scripts, device_scripts)
+            if edit_runs:
+                self.drv.memcpy_dtoh(scripts, device_scripts)
         return ahead, scripts
 
     def _greedy_launch(self, name: str, batch, arrays: list, scalars: list, width: int,
