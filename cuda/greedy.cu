@@ -292,7 +292,8 @@ HD int walk_back(const RowStore& s, const Reach& r, unsigned* out) {
     return script.n;
 }
 
-// greedy.greedy_linear without traceback; costs and X-drop already doubled for an odd reward.
+// greedy.greedy_linear's search; costs and X-drop already doubled for an odd reward. With a
+// store, the rows its walk back reads are kept there (walk_back makes the edit script).
 HD Reach greedy_linear(const Letters& L, const Direction& D, i64 xdrop, i64 match_cost,
                        i64 mismatch_cost, i64 max_dist, int* row_a, int* row_b, i64* best,
                        RowStore* store) {
@@ -378,7 +379,8 @@ HD Reach greedy_linear(const Letters& L, const Direction& D, i64 xdrop, i64 matc
 // what the one-thread loop's order decides (the band's new ends, the first longest run, the
 // first furthest diagonal). One thread per hit waited on a long alignment's loads one
 // diagonal at a time, and a launch lasted as long as its longest hit. row_a, row_b and best
-// are the warp's own, in shared memory.
+// are the warp's own, in shared memory; the store (if any) is in global memory, and the rows
+// the lanes keep there are visible to all of them on return.
 __device__ Reach greedy_linear_warp(const Letters& L, const Direction& D, i64 xdrop,
                                     i64 match_cost, i64 mismatch_cost, i64 max_dist,
                                     int* row_a, int* row_b, i64* best, RowStore* store) {

@@ -160,7 +160,9 @@ def _traceback_args(hsps: Hsps, batch, subject_codes, stats, options, spans=None
         spans = np.array([[0, len(subject_codes)]], dtype=np.int64)
     if ahead is None:
         ahead = NOTHING_AHEAD
-    if ahead_runs is None or ahead_runs.shape[0] != ahead.shape[0]:
+    if ahead_runs is None:  # searches without their edit runs: the CPU searches again
+        ahead = ahead.copy()
+        ahead[:, 10:12] = -1
         ahead_runs = np.zeros((ahead.shape[0], 2 * SCRIPT_RUNS), dtype=np.uint32)
     rows = hsps.score_rows if hsps.score_rows is not None else \
         hsp_rows(hsps)[score_order(hsps)]
