@@ -438,29 +438,23 @@ def tails_ahead(by_query: dict, batch, stats, db, backend, options: SearchOption
         for volume in db.volumes:
             mine = (ordinal >= volume.first_ordinal) & \
                 (ordinal < volume.first_ordinal + volume.num_seqs)
+            if not mine.any():
+                continue
             buffer, byte_offset = volume.concat_packed()
-            base = backend.resident_address(buffer) if mine.any() else None
+            base = backend.resident_address(buffer)
             if base is None:
                 continue
             local = ordinal[mine] - volume.first_ordinal
             address[mine] = np.uint64(base) + byte_offset[local].astype(np.uint64)
             usable[mine] = volume.bases_only(local, exact[mine, 0], exact[mine, 1])
-        ahead, runs = backend.greedy_tails(
-            rows[usable], address[usable], length[usable], exact[usable], batch,
-            int(stats.gap_xdrop_final), int(options.reward), int(options.penalty))
-        if not usable.all():
-            ahead, runs = _spread(ahead, usable), _spread(runs, usable)
+        exact[~usable] = 0  # a window of no letters: the GPU leaves the search to the CPU
+        ahead, runs = backend.greedy_tails(rows, address, length, exact, batch,
+                                           int(stats.gap_xdrop_final), int(options.reward),
+                                           int(options.penalty))
         for (_, hsps), first, last in zip(pairs, np.cumsum(counts) - counts, np.cumsum(counts)):
             hsps.ahead = ahead[first:last]
             hsps.ahead_runs = runs[first:last]
             hsps.score_rows = rows[first:last]
-
-
-def _spread(made: np.ndarray, usable: np.ndarray) -> np.ndarray:
-    """Rows made for the usable items, in place among zero rows for the others."""
-    out = np.zeros((usable.size,) + made.shape[1:], dtype=made.dtype)
-    out[usable] = made
-    return out
 
 
 def prefill_letters(by_query: dict, db, pool=INLINE):
