@@ -106,9 +106,9 @@ def fetch_ranges(hsps: Hsps) -> tuple:
                 hsps.s_end.astype(np.int64) + FETCH_MARGIN)
     rows, ahead = hsps.score_rows, hsps.ahead
     made = ahead[:, TAIL_FIELDS] != 0
-    starts = np.where(made, np.minimum(rows[:, 3], ahead[:, 4]) - SPAN_MARGIN,
+    starts = np.where(made, np.minimum(rows[:, 3], ahead[:, AHEAD_READ]) - SPAN_MARGIN,
                       rows[:, 3] - FETCH_MARGIN)
-    ends = np.where(made, np.maximum(rows[:, 4], ahead[:, 5]) + SPAN_MARGIN,
+    ends = np.where(made, np.maximum(rows[:, 4], ahead[:, AHEAD_READ + 1]) + SPAN_MARGIN,
                     rows[:, 4] + FETCH_MARGIN)
     return starts, ends
 
@@ -162,7 +162,7 @@ def _traceback_args(hsps: Hsps, batch, subject_codes, stats, options, spans=None
         ahead = NOTHING_AHEAD
     if ahead_runs is None:  # searches without their edit runs: the CPU searches again
         ahead = ahead.copy()
-        ahead[:, 10:12] = -1
+        ahead[:, AHEAD_RUNS:AHEAD_RUNS + 2] = -1
         ahead_runs = np.zeros((ahead.shape[0], 2 * SCRIPT_RUNS), dtype=np.uint32)
     rows = hsps.score_rows if hsps.score_rows is not None else \
         hsp_rows(hsps)[score_order(hsps)]
@@ -263,8 +263,13 @@ def _traceback_rows(rows, context_offset, context_length, query, unmasked, subje
 # blastna subjects are compared with the query's letters, not its packed words
 NO_WORDS = (np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.uint8))
 # a search made ahead (greedy.cu's tail_search): start point, best distances right and left,
-# letters read, extents right (query, subject) and left, edit runs right and left (-1: none)
+# letters read, extents right (query, subject) and left, edit runs right and left (-1: none);
+# the columns where each pair starts
 TAIL_FIELDS = 12
+AHEAD_DISTANCES = 2
+AHEAD_READ = 4
+AHEAD_EXTENTS = 6
+AHEAD_RUNS = 10
 SCRIPT_RUNS = 64  # edit runs per direction of a search made ahead (a run ends at a gap)
 NOTHING_AHEAD = np.zeros((0, TAIL_FIELDS + 1), dtype=np.int64)
 
@@ -318,21 +323,23 @@ def _greedy_traceback_rows(rows_in, context_offset, context_length, query, subje
         shift, s_in_window, window = adjust_subject_range(sg, subject.size, qg, q_length)
         known = ahead.shape[0] == n and ahead[i, TAIL_FIELDS] != 0 and ahead[i, 0] == qg and \
             ahead[i, 1] == sg
-        if known and ahead[i, 10] >= 0:
-            read_start = ahead[i, 4]
-            read_end = ahead[i, 5]
+        if known and ahead[i, AHEAD_RUNS] >= 0:
+            read_start = ahead[i, AHEAD_READ]
+            read_end = ahead[i, AHEAD_READ + 1]
+            e = AHEAD_EXTENTS
             score, q0, q1, s0, s1, script, lens, n_ops = greedy_alignment_from_runs(
-                query, q_base, subject, shift, qg, s_in_window, reward, penalty, ahead[i, 2],
-                ahead[i, 3], ahead[i, 6], ahead[i, 7], ahead[i, 8], ahead[i, 9], ahead_runs[i],
-                ahead[i, 10], ahead[i, 11], SCRIPT_RUNS)
+                query, q_base, subject, shift, qg, s_in_window, reward, penalty,
+                ahead[i, AHEAD_DISTANCES], ahead[i, AHEAD_DISTANCES + 1], ahead[i, e],
+                ahead[i, e + 1], ahead[i, e + 2], ahead[i, e + 3], ahead_runs[i],
+                ahead[i, AHEAD_RUNS], ahead[i, AHEAD_RUNS + 1], SCRIPT_RUNS)
         else:
             res = greedy_gapped_alignment(query, NO_WORDS, q_base, q_length, subject, shift,
                                           window, False, qg, s_in_window, xdrop, reward, penalty,
                                           gap_open, gap_extend, True,
-                                          ahead[i, 2] if known else -1,
-                                          ahead[i, 3] if known else -1)
-            read_start = ahead[i, 4] if known else res[10] + shift
-            read_end = ahead[i, 5] if known else res[11] + shift
+                                          ahead[i, AHEAD_DISTANCES] if known else -1,
+                                          ahead[i, AHEAD_DISTANCES + 1] if known else -1)
+            read_start = ahead[i, AHEAD_READ] if known else res[10] + shift
+            read_end = ahead[i, AHEAD_READ + 1] if known else res[11] + shift
             score, q0, q1, s0, s1 = res[0], res[1], res[2], res[3], res[4]
             script, lens, n_ops = res[7], res[8], res[9]
         if not _within(spans, read_start, read_end):
