@@ -26,7 +26,7 @@ import tempfile
 import time
 
 COLUMNS = "6 qseqid sseqid pident length mismatch gapopen qstart qend sstart send evalue bitscore score sstrand"
-CPU_STAGES = ("query setup", "ungapped", "gapped", "subject letters", "traceback", "output")
+CPU_STAGES = ("query setup", "ungapped", "gapped", "traceback", "output")
 
 
 # what a search imports: gblastn and its dependencies

@@ -21,9 +21,11 @@ Call hierarchy (each stage its own module):
           E-values, reap, split by query                per-query preliminary hit lists
         tails_ahead                      (here)         on a GPU: the traceback's greedy searches,
                                                         score-only, for where they may stop
-        trace per (query, subject)       (here)         the tasks, longest first, on threads
-          traceback_final                traceback.py   alignment on the true letters, then
-                                                        E-values, max_hsps, order, counts
+        trace_group                      (here)         the (query, subject) tasks, in groups of
+                                                        one volume, the most work first, on threads
+          traceback_group                traceback.py   letters unpacked around the HSPs, alignment
+                                                        on them, then E-values, max_hsps, order,
+                                                        counts: one compiled call per group
         query_result                     (here)         subjects in order, max_target_seqs
 """
 
@@ -387,27 +389,70 @@ def trace_tasks(hits_by_query: dict, options: SearchOptions) -> list:
     return sorted(tasks, key=lambda task: -task.work)
 
 
-def trace(task: TraceTask, query, batch, stats, db, options: SearchOptions) -> tuple:
-    """Traceback of one task, then BLAST's final filtering and order of its HSPs (with the
-    alignment counts the output needs). Returns (ordinal, final HSPs).
+TRACE_GROUP_TASKS = 16  # traceback tasks in one compiled call, at most
+
+
+def trace_groups(tasks: list, db, threads: int) -> list:
+    """Traceback tasks (the most work first) in groups of one volume, for one compiled call
+    each (traceback.traceback_group): a call per task spent most of the tracebacks' time in
+    Python, one thread at a time under the GIL. A group takes at most TRACE_GROUP_TASKS
+    tasks and about a quarter of a thread's share of the work, so that the threads finish
+    together; the groups come the most work first."""
+    share = max(1, sum(task.work for task in tasks) // (4 * max(1, threads)))
+    groups, open_groups = [], {}
+    for task in tasks:
+        volume = _volume_of(db, task.ordinal)
+        group = open_groups.get(id(volume))
+        if group is None or len(group) == TRACE_GROUP_TASKS or \
+                sum(t.work for t in group) >= share:
+            group = open_groups[id(volume)] = []
+            groups.append(group)
+        group.append(task)
+    return groups
+
+
+def _volume_of(db, ordinal: int):
+    volumes = db.volumes
+    if len(volumes) == 1:
+        return volumes[0]
+    firsts = [volume.first_ordinal for volume in volumes]
+    return volumes[int(np.searchsorted(firsts, ordinal, side="right")) - 1]
+
+
+_SCRATCH = threading.local()  # each thread's buffer of subject letters for traceback
+
+
+def _letter_scratch(length: int) -> np.ndarray:
+    """The calling thread's buffer for a subject's letters, at least `length` long, reused
+    by all its tracebacks: a subject-long array for each would map and unmap memory, which
+    serialises the threads on the process's memory map. Pages never written are never
+    faulted in, so a chromosome's buffer costs the letters around its HSPs."""
+    from .db.reader import sparse_letters
+
+    letters = getattr(_SCRATCH, "letters", None)
+    if letters is None or letters.size < length:
+        letters = _SCRATCH.letters = sparse_letters(length)
+    return letters
+
+
+def trace_group(group: list, queries: list, batch, stats, db, options: SearchOptions) -> list:
+    """Traceback of a group of tasks of one volume (trace_groups), then BLAST's final
+    filtering and order of each task's HSPs (with the alignment counts the output needs).
+    Returns (ordinal, final HSPs) for each task, in order.
 
     As BLAST's partial fetching, only the subject's letters around the HSPs are unpacked;
     when an alignment reads beyond them (BLAST's fence hit), the traceback is redone on
     every letter it may read."""
-    from .traceback import fetch_spans, subject_spans, traceback_final
+    from .traceback import traceback_group
 
-    def on_letters(spans):
-        with TIMES.stage("subject letters"):
-            letters = db.subject_letters(task.ordinal, spans)
-        with TIMES.stage("traceback"):
-            return traceback_final(task.hsps, batch, query.codes, letters, stats, options,
-                                   spans, task.hsps.ahead, task.hsps.ahead_runs)
-
-    length = int(db.lengths[task.ordinal])
-    final = on_letters(fetch_spans(task.hsps, length))
-    if final is None:
-        final = on_letters(subject_spans(task.hsps, batch, length))
-    return task.ordinal, final
+    volume = _volume_of(db, group[0].ordinal)
+    subjects = [task.ordinal - volume.first_ordinal for task in group]
+    scratch = _letter_scratch(int(max(db.lengths[task.ordinal] for task in group)))
+    with TIMES.stage("traceback"):
+        final, _ = traceback_group([task.hsps for task in group], subjects,
+                                   [queries[task.query_index] for task in group],
+                                   volume.packed_subjects(), batch, stats, options, scratch)
+    return [(task.ordinal, hsps) for task, hsps in zip(group, final)]
 
 
 def tails_ahead(by_query: dict, batch, stats, db, backend, options: SearchOptions) -> None:
@@ -455,31 +500,6 @@ def tails_ahead(by_query: dict, batch, stats, db, backend, options: SearchOption
             hsps.ahead = ahead[first:last]
             hsps.ahead_runs = runs[first:last]
             hsps.score_rows = rows[first:last]
-
-
-def prefill_letters(by_query: dict, db, pool=INLINE):
-    """Start unpacking, for each long subject of preliminary hits ({query: {ordinal: Hsps}}),
-    the letters every query's tracebacks read first (traceback.fetch_spans: around the HSPs,
-    or what their searches made ahead read), before those tracebacks start, the subjects
-    spread over `pool`; returns the function that waits for them. Left to the tracebacks,
-    16 threads asking at once for the same subject's letters mostly waited for one another
-    (synth 1G, H200 host: 10 s summed for 0.76 s of traceback)."""
-    from .dynprog import MAX_SUBJECT_OFFSET
-    from .traceback import fetch_ranges, merged_spans
-
-    ranges = {}
-    for subjects in by_query.values():
-        for ordinal, hsps in subjects.items():
-            if len(hsps) and db.lengths[ordinal] >= MAX_SUBJECT_OFFSET:
-                ranges.setdefault(ordinal, []).append(fetch_ranges(hsps))
-
-    def fill(ordinal):
-        with TIMES.stage("subject letters"):
-            starts, ends = zip(*ranges[ordinal])
-            spans = np.stack([np.concatenate(starts), np.concatenate(ends)], axis=1)
-            db.subject_letters(ordinal, merged_spans(spans, int(db.lengths[ordinal])))
-
-    return pool.map_later(fill, list(ranges))
 
 
 def query_result(query_index: int, query, traced: list, options: SearchOptions) -> QueryResult:
@@ -585,8 +605,19 @@ class _MadeUpSubject:
     def concat_packed(self):
         return self._concat
 
-    def subject_letters(self, ordinal: int, spans=None) -> np.ndarray:
-        return self.letters
+    def packed_subjects(self):
+        """As Volume.packed_subjects, no ambiguity codes; read-only where a volume's arrays
+        are (LMDB's memory), so that the same compiled code serves both."""
+        from .db.reader import PackedSubjects
+
+        def read_only(array):
+            array.flags.writeable = False
+            return array
+
+        none = read_only(np.zeros(0, dtype=np.int64))
+        return PackedSubjects(*self._concat, self.lengths, read_only(np.zeros(2, np.int64)),
+                              none, none, np.zeros(0, dtype=np.int64),
+                              read_only(np.zeros(0, dtype=np.uint8)))
 
 
 WARM_UP_LENGTHS = (8_000, 800)  # made-up queries: a large batch's stages and a small one's
@@ -632,8 +663,9 @@ def _made_up_search(db, codes: np.ndarray, options: SearchOptions) -> int:
     prelim = PrelimHits()
     prelim_search_volume(plan.batch, plan.table, plan.stats, db, options, prelim, cpu,
                          num_threads=1, diag_hash=plan.diag_hash)
-    return sum(len(trace(task, query, plan.batch, plan.stats, db, options)[1])
-               for task in trace_tasks(prelim.by_query, options))
+    groups = trace_groups(trace_tasks(prelim.by_query, options), db, 1)
+    return sum(len(hsps) for group in groups
+               for _, hsps in trace_group(group, [query], plan.batch, plan.stats, db, options))
 
 
 def search_batch(queries: list, first_index: int, db, options: SearchOptions, backend,
@@ -657,22 +689,20 @@ def search_batch(queries: list, first_index: int, db, options: SearchOptions, ba
     # a volume's subjects are merged and filtered on the pool as soon as its pieces are done,
     # and their traceback searches made on the GPU while the next volume's run
     hits = [(gapped, gapped.subject_hits(results(), pool)) for gapped, results in started]
-    prelim, letters = PrelimHits(), []
+    prelim = PrelimHits()
     for gapped, subject_hits in hits:
         volume_hits = PrelimHits()
         gapped.file_subjects(subject_hits(), volume_hits)
         tails_ahead(volume_hits.by_query, plan.batch, plan.stats, db, backend, options)
-        letters.append(prefill_letters(volume_hits.by_query, db, pool))
         for q, subjects in volume_hits.by_query.items():
             prelim.by_query.setdefault(q, {}).update(subjects)
-    for wait in letters:
-        wait()
     traced = [[] for _ in queries]
-    tasks = trace_tasks(prelim.by_query, options)
-    for task, pair in zip(tasks, pool.map(lambda t: trace(t, queries[t.query_index],
-                                                          plan.batch, plan.stats, db, options),
-                                          tasks)):
-        traced[task.query_index].append(pair)
+    groups = trace_groups(trace_tasks(prelim.by_query, options), db, pool.threads)
+    for group, pairs in zip(groups, pool.map(
+            lambda group: trace_group(group, queries, plan.batch, plan.stats, db, options),
+            groups)):
+        for task, pair in zip(group, pairs):
+            traced[task.query_index].append(pair)
     return [query_result(first_index + q, query, traced[q], options)
             for q, query in enumerate(queries)]
 
@@ -712,7 +742,6 @@ def search(queries, db, columns: str = "std score sstrand qlen slen", backend=No
     settings = make_options(**options)
     own_db = not hasattr(db, "volumes")
     database = open_db(db) if own_db else db
-    database.unpack_threads = max(database.unpack_threads, settings.num_threads)
     try:
         queries = read_queries(queries)
         return [QueryHits(q.id, q.defline, len(q), hit_records(q, r, database, columns))

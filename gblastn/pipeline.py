@@ -13,10 +13,11 @@ Two drivers give byte-identical output:
   builds each batch's masks, statistics and lookup table, then posts one job per (batch, part
   of a volume); prelim workers scan (CPU or GPU backend), run the ungapped stage and hand the
   score-only gapped extensions, in pieces, to the CPU pool; the collector waits until every
-  volume of a batch is in and posts one traceback task per (query, subject) to the same pool.
-  The pool's threads take gapped pieces before traceback tasks (the next tracebacks wait for
-  them), and traceback tasks the most work first; the thread that traces a query's last
-  subject formats its output; the writer prints results in input order. Queue depths bound
+  volume of a batch is in and posts the traceback tasks, one per (query, subject), in groups
+  of one compiled call each, to the same pool. The pool's threads take gapped pieces before
+  traceback groups (the next tracebacks wait for them), and groups the most work first; the
+  thread that traces a query's last subject formats its output; the writer prints results in
+  input order. Queue depths bound
   what is in flight, so a list of 100,000 queries is never held in memory at once. The numba
   stages release the GIL, so the workers run in parallel.
 
@@ -37,7 +38,7 @@ from .errors import InputError, OutputError
 from .timing import TIMES
 
 POLL_SECONDS = 0.1  # how often a blocked thread looks at the stop flag
-TRACE_BACKLOG = 64  # traceback tasks waiting per CPU thread, at most
+TRACE_BACKLOG = 8  # traceback groups waiting per CPU thread, at most
 WHOLE_VOLUME_JOBS = 4  # jobs per volume when the backend scans whole volumes
 
 
@@ -108,7 +109,6 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
         from .scan import cpu as backend
     with TIMES.stage("database load"):
         db = open_db(db_path)
-    db.unpack_threads = options.num_threads
     with db:
         loader = _preload(db, backend)
         try:
@@ -348,7 +348,7 @@ class Pipeline:
             self.volume_rank.setdefault(id(volume), len(self.volume_rank))
 
     def _prelim_worker(self):
-        from .engine import PrelimHits, prefill_letters, prelim_search_volume, tails_ahead
+        from .engine import PrelimHits, prelim_search_volume, tails_ahead
 
         while (job := self._get(self.job_q)) is not _END:
             batch_id, plan, volume, subjects, turns, scan_turns, number = job
@@ -366,11 +366,9 @@ class Pipeline:
                                  diag_hash=plan.diag_hash, ungapped_turn=turn,
                                  pool=self.pool, shared_scans=shared,
                                  scan_turn=scan_turns.turn(rank) if shared else None)
-            # the job's traceback searches, on the GPU, here rather than in the one collector;
-            # then the letters they will read are unpacked on the pool
+            # the job's traceback searches, on the GPU, here rather than in the one collector
             tails_ahead(hits.by_query, plan.batch, plan.stats, self.db, self.backend,
                         self.options)
-            prefill_letters(hits.by_query, self.db, self.pool)()
             self._put(self.prelim_q, ("volume", batch_id, hits))
         self._put(self.prelim_q, _END)
 
@@ -422,13 +420,17 @@ class Pipeline:
         self._put(self.result_q, _END)
 
     def _post_tasks(self, batch_id: int, joins: list, tasks: list) -> None:
-        """Traceback tasks to the CPU pool: earlier batches first, then the most work."""
-        for task in tasks:
-            join = joins[task.query_index]
+        """Traceback tasks to the CPU pool, in groups (engine.trace_groups): earlier batches
+        first, then the most work."""
+        from .engine import trace_groups
+
+        for group in trace_groups(tasks, self.db, self.traceback_threads):
             self._acquire(self.backlog)
             with self.lock:
-                join.remaining += 1
-            self.pool.submit((1, batch_id, -task.work), self._trace_task, join, task)
+                for task in group:
+                    joins[task.query_index].remaining += 1
+            self.pool.submit((1, batch_id, -sum(task.work for task in group)),
+                             self._trace_group, joins, group)
 
     def _acquire(self, semaphore) -> None:
         while not semaphore.acquire(timeout=POLL_SECONDS):
@@ -444,24 +446,28 @@ class Pipeline:
         result = query_result(plan.first_index + join.q, query, join.traced, self.options)
         self._put(self.result_q, (result.query_index, self.render(query, result)))
 
-    def _trace_task(self, join, task) -> None:
-        """Trace one (query, subject) task on the CPU pool; the task that traces the last
-        subject of a query whose batch is complete assembles and formats that query's
-        result. A failure stops the run, as in the stage threads."""
-        from .engine import trace
+    def _trace_group(self, joins: list, group: list) -> None:
+        """Trace a group of (query, subject) tasks on the CPU pool; the group that traces
+        the last subject of a query whose batch is complete assembles and formats that
+        query's result. A failure stops the run, as in the stage threads."""
+        from .engine import trace_group
 
         try:
             with self._failure_stops_the_run():
                 if self.stop.is_set():
                     return
-                plan = join.plan
-                pair = trace(task, plan.queries[join.q], plan.batch, plan.stats, self.db,
-                             self.options)
+                plan = joins[group[0].query_index].plan
+                pairs = trace_group(group, plan.queries, plan.batch, plan.stats, self.db,
+                                    self.options)
+                complete = []
                 with self.lock:
-                    join.traced.append(pair)
-                    join.remaining -= 1
-                    complete = join.sealed and join.remaining == 0
-                if complete:
+                    for task, pair in zip(group, pairs):
+                        join = joins[task.query_index]
+                        join.traced.append(pair)
+                        join.remaining -= 1
+                        if join.sealed and join.remaining == 0:
+                            complete.append(join)
+                for join in complete:
                     self._finish(join)
         finally:
             self.backlog.release()

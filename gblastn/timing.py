@@ -7,7 +7,7 @@ import time
 from contextlib import contextmanager
 
 STAGES = ("start-up", "gpu set-up", "database load", "gpu copy", "query setup", "scan",
-          "ungapped", "gapped", "subject letters", "traceback", "output")
+          "ungapped", "gapped", "traceback", "output")
 
 
 class StageTimes:

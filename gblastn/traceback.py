@@ -26,6 +26,7 @@ import numpy as np
 from numba import njit
 
 from .alphabet import COMPLEMENT_BLASTNA, score_matrix
+from .db.reader import CODE_OF, fill_ranges
 from .dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS, adjust_subject_range, gapped_offsets, \
     gapped_start_nucl, grown, traceback_dp
 from .greedy import greedy_alignment_from_runs, greedy_gapped_alignment
@@ -65,7 +66,7 @@ def traceback_final(hsps: Hsps, batch, query_codes: np.ndarray, subject_codes: n
     """traceback_subject, then BLAST's final steps for one subject: E-values and bit scores,
     the E-value threshold, max_hsps, the E-value order, the query coverage test; with each
     HSP's alignment counts (hsps.counts, for the output), counted on the query's letters
-    `query_codes`. All in one compiled call. With `spans` (merged_spans), only the letters
+    `query_codes`. All in one compiled call. With `spans` (letter_spans), only the letters
     in them are true: None is returned when an alignment read outside them (BLAST's fence
     hit), and the traceback must be redone with more letters. `ahead`: the greedy searches
     made ahead for the HSPs in score order (TAIL_FIELDS columns and a done flag, as
@@ -75,68 +76,170 @@ def traceback_final(hsps: Hsps, batch, query_codes: np.ndarray, subject_codes: n
         return Hsps.empty()
     complete, rows, op_start, ops, op_len, evalue, bitscore, counts = _traceback_final_rows(
         *_traceback_args(hsps, batch, subject_codes, stats, options, spans, ahead, ahead_runs),
-        np.ascontiguousarray(stats.lambdas, dtype=np.float64),
-        np.ascontiguousarray(stats.log_ks, dtype=np.float64),
-        np.ascontiguousarray(stats.eff_searchsp, dtype=np.int64), bool(stats.round_down),
-        float(options.evalue), int(options.max_hsps or 0), float(options.qcov_hsp_perc or 0),
-        np.ascontiguousarray(query_codes, dtype=np.uint8), COMPLEMENT_BLASTNA)
+        *_final_args(stats, options), np.ascontiguousarray(query_codes, dtype=np.uint8),
+        COMPLEMENT_BLASTNA)
     if not complete:
         return None
+    return _final_hsps(rows, op_start, ops, op_len, evalue, bitscore, counts)
+
+
+def _final_hsps(rows, op_start, ops, op_len, evalue, bitscore, counts) -> Hsps:
     final = hsps_from_rows(rows)
     final.op_start, final.ops, final.op_len = op_start, ops, op_len
     final.evalue, final.bitscore, final.counts = evalue, bitscore, counts
     return final
 
 
-def fetch_spans(hsps: Hsps, subject_length: int) -> np.ndarray | None:
-    """The subject letters to unpack first for the traceback of `hsps` (merged_spans): as
-    BLAST's partial fetching, each HSP's range and FETCH_MARGIN letters either side; for an
-    HSP whose search was made ahead, its range and the letters that search read, SPAN_MARGIN
-    more either side. None (all letters) for a subject shorter than MAX_SUBJECT_OFFSET,
-    which is aligned whole."""
+def traceback_group(hsps_list: list, subjects: list, queries: list, packed, batch, stats,
+                    options, scratch: np.ndarray) -> tuple:
+    """traceback_final for the HSPs of many subjects of one volume (`packed`, its
+    PackedSubjects), all in one compiled call: each of `hsps_list` against volume subject
+    subjects[i] (a local index), with the letters of query `queries[i]` (a Query). Each
+    subject's letters are unpacked into `scratch` (a buffer at least as long as the longest
+    subject, reused: letters outside what was unpacked are left from before) as trace
+    would: around the HSPs, and, when an alignment read outside them, around every letter
+    it may read (letter_spans). Returns the final Hsps of each, and
+    how many tracebacks were redone with more letters."""
+    rows, ahead, runs = zip(*(_rows_and_ahead(h) for h in hsps_list))
+    distinct = {id(q): q for q in queries}
+    position = {key: k for k, key in enumerate(distinct)}
+    codes = [q.codes for q in distinct.values()]
+    task_query = np.array([position[id(q)] for q in queries], dtype=np.int64)
+    final = _trace_group(
+        np.asarray(subjects, dtype=np.int64), task_query, _starts(rows), np.concatenate(rows),
+        _starts(ahead), np.concatenate(ahead), np.concatenate(runs), *packed, CODE_OF,
+        np.concatenate(codes).astype(np.uint8, copy=False), _starts(codes),
+        *_batch_args(batch), *_scoring_args(stats, options), *_final_args(stats, options),
+        COMPLEMENT_BLASTNA, FETCH_MARGIN, scratch)
+    task_start, rows, op_start, ops, op_len, evalue, bitscore, counts, redone = final
+    columns = [rows[:, i].astype(np.int32) for i in range(8)]
+    out = []
+    for a, b in zip(task_start[:-1].tolist(), task_start[1:].tolist()):
+        hsps = Hsps(*(column[a:b] for column in columns))
+        first, last = op_start[a], op_start[b]
+        hsps.op_start = op_start[a:b + 1] - first
+        hsps.ops, hsps.op_len = ops[first:last], op_len[first:last]
+        hsps.evalue, hsps.bitscore, hsps.counts = evalue[a:b], bitscore[a:b], counts[a:b]
+        out.append(hsps)
+    return out, int(redone)
+
+
+def _starts(arrays) -> np.ndarray:
+    """Where each of `arrays` starts once they are concatenated, and the end: int64."""
+    starts = np.zeros(len(arrays) + 1, dtype=np.int64)
+    np.cumsum([len(a) for a in arrays], out=starts[1:])
+    return starts
+
+
+@njit(cache=True, nogil=True)
+def _trace_group(task_subject, task_query, task_rows, rows, task_ahead, ahead, ahead_runs,
+                 packed, byte_offset, lengths, amb_start, amb_offset, amb_length, amb_end,
+                 amb_code, code_of, query_codes, query_start, context_offset, context_length,
+                 query, unmasked, matrix, greedy, xdrop, reward, penalty, gap_open, gap_extend,
+                 min_diag, perc_identity, cutoffs, lambdas, log_ks, searchsp, round_down,
+                 evalue_max, max_hsps, qcov_percent, complement, fetch_margin, scratch):
+    """traceback_group's loop. Task i: volume subject task_subject[i], query
+    task_query[i] (its letters query_codes[query_start[q]:query_start[q + 1]]), HSP rows
+    task_rows[i]:task_rows[i + 1] of `rows` (score order), searches made ahead
+    task_ahead[i]:task_ahead[i + 1]. Returns task_start [t + 1] (each task's final HSPs),
+    then the final HSPs of all, as _traceback_final_rows gives them, and the count of
+    tracebacks redone."""
+    tasks = task_subject.size
+    total = task_rows[tasks]
+    task_start = np.zeros(tasks + 1, dtype=np.int64)
+    out_rows = np.empty((total, 8), dtype=np.int64)
+    op_start = np.zeros(total + 1, dtype=np.int64)
+    ops = np.empty(1024, dtype=np.uint8)
+    op_len = np.empty(1024, dtype=np.int32)
+    evalue = np.empty(total, dtype=np.float64)
+    bitscore = np.empty(total, dtype=np.float64)
+    counts = np.empty((total, 4), dtype=np.int64)
+    redone = 0
+    k = 0
+    for i in range(tasks):
+        local = task_subject[i]
+        length = lengths[local]
+        subject = scratch[:length]
+        bases = packed[byte_offset[local]:byte_offset[local + 1]]
+        a, b = amb_start[local], amb_start[local + 1]
+        task_hsps = rows[task_rows[i]:task_rows[i + 1]]
+        task_ahead_rows = ahead[task_ahead[i]:task_ahead[i + 1]]
+        q = task_query[i]
+        letters = query_codes[query_start[q]:query_start[q + 1]]
+        for attempt in range(2):
+            redone += attempt
+            spans = letter_spans(task_hsps, task_ahead_rows, context_length, length,
+                                 fetch_margin, attempt == 1)
+            fill_ranges(subject, 0, spans, bases, amb_offset[a:b], amb_length[a:b],
+                        amb_end[a:b], amb_code[a:b], code_of)
+            complete, f_rows, f_start, f_ops, f_len, f_evalue, f_bits, f_counts = \
+                _traceback_final_rows(
+                    task_hsps, context_offset, context_length, query, unmasked, subject,
+                    matrix, greedy, xdrop, reward, penalty, gap_open, gap_extend, min_diag,
+                    perc_identity, cutoffs, spans, task_ahead_rows,
+                    ahead_runs[task_ahead[i]:task_ahead[i + 1]], lambdas, log_ks, searchsp,
+                    round_down, evalue_max, max_hsps, qcov_percent, letters, complement)
+            if complete:
+                break
+        n = f_rows.shape[0]
+        out_rows[k:k + n] = f_rows
+        evalue[k:k + n] = f_evalue
+        bitscore[k:k + n] = f_bits
+        counts[k:k + n] = f_counts
+        used = op_start[k]
+        if used + f_ops.size > ops.size:
+            ops = grown(ops, used + f_ops.size)
+            op_len = grown(op_len, used + f_ops.size)
+        ops[used:used + f_ops.size] = f_ops
+        op_len[used:used + f_ops.size] = f_len
+        for h in range(n):
+            op_start[k + h + 1] = used + f_start[h + 1]
+        k += n
+        task_start[i + 1] = k
+    used = op_start[k]
+    return task_start, out_rows[:k].copy(), op_start[:k + 1].copy(), ops[:used].copy(), \
+        op_len[:used].copy(), evalue[:k].copy(), bitscore[:k].copy(), counts[:k].copy(), redone
+
+
+@njit(cache=True, nogil=True)
+def letter_spans(rows, ahead, context_length, subject_length, fetch_margin, every_read):
+    """The subject letters a traceback of HSP rows (hsp_rows, score order) unpacks: int64
+    [k, 2] ranges, in order, disjoint. A subject shorter than MAX_SUBJECT_OFFSET is aligned
+    whole. On a longer one, first (not every_read) as BLAST's partial fetching: each HSP's
+    range and `fetch_margin` letters either side; for an HSP whose search was made ahead
+    (`ahead`, a row per HSP, or none), its range and the letters that search read,
+    SPAN_MARGIN more either side. After an alignment read outside those (BLAST's fence
+    hit), every letter the tracebacks may read: each read stays in AdjustSubjectRange's
+    window around the HSP's start point (which lies in the HSP), the context's length plus
+    MAX_TOTAL_GAPS on either side of it, and a few letters more for the word-wide reads of
+    the greedy aligner."""
     if subject_length < MAX_SUBJECT_OFFSET:
-        return None
-    return _merged(*fetch_ranges(hsps), subject_length)
-
-
-def fetch_ranges(hsps: Hsps) -> tuple:
-    """fetch_spans' letter ranges of each HSP, unmerged: (starts, ends), int64."""
-    if hsps.ahead is None or hsps.ahead.shape[0] != len(hsps):
-        return (hsps.s_start.astype(np.int64) - FETCH_MARGIN,
-                hsps.s_end.astype(np.int64) + FETCH_MARGIN)
-    rows, ahead = hsps.score_rows, hsps.ahead
-    made = ahead[:, TAIL_FIELDS] != 0
-    starts = np.where(made, np.minimum(rows[:, 3], ahead[:, AHEAD_READ]) - SPAN_MARGIN,
-                      rows[:, 3] - FETCH_MARGIN)
-    ends = np.where(made, np.maximum(rows[:, 4], ahead[:, AHEAD_READ + 1]) + SPAN_MARGIN,
-                    rows[:, 4] + FETCH_MARGIN)
-    return starts, ends
-
-
-def subject_spans(hsps: Hsps, batch, subject_length: int) -> np.ndarray | None:
-    """Every subject letter the traceback of `hsps` may read (merged_spans), or None for
-    all of them. A subject shorter than MAX_SUBJECT_OFFSET is aligned whole. On a longer one
-    every read stays in AdjustSubjectRange's window around the HSP's start point (which
-    lies in the HSP): the context's length plus MAX_TOTAL_GAPS on either side of it, and a
-    few letters more for the word-wide reads of the greedy aligner."""
-    if subject_length < MAX_SUBJECT_OFFSET:
-        return None
-    reach = np.asarray(batch.context_length, dtype=np.int64)[hsps.context] + \
-        MAX_TOTAL_GAPS + SPAN_MARGIN
-    return _merged(hsps.s_start - reach, hsps.s_end + reach, subject_length)
-
-
-def merged_spans(spans: np.ndarray, subject_length: int) -> np.ndarray:
-    """Letter ranges ([n, 2] starts and ends) cut to the subject and merged where they
-    overlap or touch: int64 [k, 2], in order, disjoint."""
-    spans = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
-    return _merged(spans[:, 0].copy(), spans[:, 1].copy(), int(subject_length))
+        whole = np.empty((1, 2), dtype=np.int64)
+        whole[0, 0] = 0
+        whole[0, 1] = subject_length
+        return whole
+    n = rows.shape[0]
+    starts = np.empty(n, dtype=np.int64)
+    ends = np.empty(n, dtype=np.int64)
+    made_ahead = ahead.shape[0] == n
+    for i in range(n):
+        if every_read:
+            reach = context_length[rows[i, 0]] + MAX_TOTAL_GAPS + SPAN_MARGIN
+            starts[i] = rows[i, 3] - reach
+            ends[i] = rows[i, 4] + reach
+        elif made_ahead and ahead[i, TAIL_FIELDS] != 0:
+            starts[i] = min(rows[i, 3], ahead[i, AHEAD_READ]) - SPAN_MARGIN
+            ends[i] = max(rows[i, 4], ahead[i, AHEAD_READ + 1]) + SPAN_MARGIN
+        else:
+            starts[i] = rows[i, 3] - fetch_margin
+            ends[i] = rows[i, 4] + fetch_margin
+    return _merged(starts, ends, subject_length)
 
 
 @njit(cache=True, nogil=True)
 def _merged(starts, ends, subject_length):
-    """merged_spans of the ranges [starts[i], ends[i]) (in one compiled call: the traceback
-    threads make one for every task)."""
+    """The ranges [starts[i], ends[i]) cut to the subject and merged where they overlap or
+    touch: int64 [k, 2], in order, disjoint."""
     order = np.argsort(starts, kind="mergesort")
     spans = np.empty((starts.size, 2), dtype=np.int64)
     k = -1
@@ -158,28 +261,65 @@ def _traceback_args(hsps: Hsps, batch, subject_codes, stats, options, spans=None
     the scoring, the spans of true letters, the searches made ahead and their edit runs."""
     if spans is None:
         spans = np.array([[0, len(subject_codes)]], dtype=np.int64)
+    rows = _score_rows(hsps)
+    ahead, ahead_runs = _ahead_and_runs(ahead, ahead_runs)
+    return (rows, *_batch_args(batch), np.ascontiguousarray(subject_codes, dtype=np.uint8),
+            *_scoring_args(stats, options), np.ascontiguousarray(spans, dtype=np.int64),
+            ahead, ahead_runs)
+
+
+def _score_rows(hsps: Hsps) -> np.ndarray:
+    """The HSPs as rows in score order (hsp_rows(h)[score_order(h)])."""
+    return hsps.score_rows if hsps.score_rows is not None else \
+        hsp_rows(hsps)[score_order(hsps)]
+
+
+def _ahead_and_runs(ahead, ahead_runs) -> tuple:
+    """A traceback's searches made ahead and their edit runs as the aligners take them:
+    none made gives no rows; searches without their edit runs are searched again."""
     if ahead is None:
         ahead = NOTHING_AHEAD
     if ahead_runs is None:  # searches without their edit runs: the CPU searches again
         ahead = ahead.copy()
         ahead[:, AHEAD_RUNS:AHEAD_RUNS + 2] = -1
         ahead_runs = np.zeros((ahead.shape[0], 2 * SCRIPT_RUNS), dtype=np.uint32)
-    rows = hsps.score_rows if hsps.score_rows is not None else \
-        hsp_rows(hsps)[score_order(hsps)]
-    return (rows,
-            np.ascontiguousarray(batch.context_offset, dtype=np.int64),
+    return np.ascontiguousarray(ahead, dtype=np.int64), \
+        np.ascontiguousarray(ahead_runs, dtype=np.uint32)
+
+
+def _rows_and_ahead(hsps: Hsps) -> tuple:
+    """A subject's HSPs as rows in score order, with their searches made ahead (a row per
+    HSP, or none) and edit runs."""
+    ahead = hsps.ahead if hsps.ahead is not None and hsps.ahead.shape[0] == len(hsps) else None
+    ahead, runs = _ahead_and_runs(ahead, hsps.ahead_runs if ahead is not None else None)
+    return _score_rows(hsps), ahead, runs
+
+
+def _batch_args(batch) -> tuple:
+    """The query batch as the aligners take it: contexts' offsets and lengths, the masked
+    and the unmasked letters."""
+    return (np.ascontiguousarray(batch.context_offset, dtype=np.int64),
             np.ascontiguousarray(batch.context_length, dtype=np.int64),
             np.ascontiguousarray(batch.sequence, dtype=np.uint8),
-            np.ascontiguousarray(batch.unmasked_sequence, dtype=np.uint8),
-            np.ascontiguousarray(subject_codes, dtype=np.uint8),
-            _matrix(int(options.reward), int(options.penalty)), bool(options.greedy),
+            np.ascontiguousarray(batch.unmasked_sequence, dtype=np.uint8))
+
+
+def _scoring_args(stats, options) -> tuple:
+    """The traceback's scoring: matrix, aligner, X-drop, costs, separation, identity and
+    the contexts' cutoffs."""
+    return (_matrix(int(options.reward), int(options.penalty)), bool(options.greedy),
             int(stats.gap_xdrop_final), int(options.reward), int(options.penalty),
             int(options.gapopen), int(options.gapextend), int(options.min_diag_separation),
             float(options.perc_identity),
-            np.ascontiguousarray(stats.gapped_cutoff, dtype=np.int64),
-            np.ascontiguousarray(spans, dtype=np.int64),
-            np.ascontiguousarray(ahead, dtype=np.int64),
-            np.ascontiguousarray(ahead_runs, dtype=np.uint32))
+            np.ascontiguousarray(stats.gapped_cutoff, dtype=np.int64))
+
+
+def _final_args(stats, options) -> tuple:
+    """traceback_final's E-value statistics and hit-list limits."""
+    return (np.ascontiguousarray(stats.lambdas, dtype=np.float64),
+            np.ascontiguousarray(stats.log_ks, dtype=np.float64),
+            np.ascontiguousarray(stats.eff_searchsp, dtype=np.int64), bool(stats.round_down),
+            float(options.evalue), int(options.max_hsps or 0), float(options.qcov_hsp_perc or 0))
 
 
 @njit(cache=True, nogil=True)

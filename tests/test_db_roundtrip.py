@@ -93,21 +93,30 @@ def test_pack_matches_alphabet_packing(tmp_path):
         assert np.array_equal(db.packed(0), pack_2bit(db.blastna(0)))
 
 
-def test_unpacking_on_threads_gives_the_same_letters(tmp_path, monkeypatch):
-    """A long subject unpacked in pieces on several threads, whole or in part, equals the
-    one-thread unpacking, ambiguity runs across the pieces' borders included."""
-    import gblastn.db.reader as reader
+def test_letters_unpacked_from_a_volumes_packed_subjects(tmp_path):
+    """fill_ranges on a volume's PackedSubjects (as the traceback unpacks a subject's
+    letters) gives, in each range, the letters blastna gives, ambiguity runs included."""
+    from gblastn.db.reader import CODE_OF, fill_ranges
 
     rng = np.random.default_rng(7)
     seq = "".join(rng.choice(list("ACGT"), 9_999))
     seq = seq[:995] + "N" * 20 + seq[1015:2998] + "RYKM" + seq[3002:]
     fasta = tmp_path / "long.fa"
-    fasta.write_text(">long\n" + seq + "\n")
+    fasta.write_text(">short\nACGTNACGT\n>long\n" + seq + "\n")
     make_db([str(fasta)], str(tmp_path / "db"), progress=False)
-    monkeypatch.setattr(reader, "UNPACK_PIECE", 1000)
     with open_db(str(tmp_path / "db")) as db:
-        alone = db.blastna(0)
-        db.unpack_threads = 4
-        assert decode_blastna(db.blastna(0)) == expected_letters(seq)
-        assert np.array_equal(db.blastna(0), alone)
-        assert np.array_equal(db.blastna(0, 997, 8_003), alone[997:8_003])
+        truth = db.blastna(1)
+        assert decode_blastna(truth) == expected_letters(seq)
+        subjects = db.volumes[0].packed_subjects()
+        a, b = subjects.amb_start[1], subjects.amb_start[2]
+        bases = subjects.packed[subjects.byte_offset[1]:subjects.byte_offset[2]]
+        for _ in range(50):
+            cuts = np.sort(rng.choice(len(seq) + 1, size=4, replace=False))
+            ranges = cuts.reshape(2, 2).astype(np.int64)
+            out = np.full(len(seq), 99, dtype=np.uint8)
+            fill_ranges(out, 0, ranges, bases, subjects.amb_offset[a:b],
+                        subjects.amb_length[a:b], subjects.amb_end[a:b],
+                        subjects.amb_code[a:b], CODE_OF)
+            for start, end in ranges:
+                assert np.array_equal(out[start:end], truth[start:end])
+        assert np.array_equal(db.blastna(1, 997, 8_003), truth[997:8_003])

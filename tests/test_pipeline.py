@@ -226,7 +226,7 @@ def test_failing_stage_stops_the_run_and_leaves_no_output(case, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("injected traceback fault")
 
-    monkeypatch.setattr(engine, "trace", broken)
+    monkeypatch.setattr(engine, "trace_group", broken)
     out = case["folder"] / "broken.out"
     started = time.monotonic()
     with pytest.raises(RuntimeError, match="injected traceback fault"):

@@ -5,12 +5,10 @@ from whole subjects."""
 import numpy as np
 import pytest
 
-from gblastn import traceback
-from gblastn.db import reader
-from gblastn.db.reader import Database, open_db
+from gblastn import engine, traceback
+from gblastn.db.reader import open_db
 from gblastn.db.writer import make_db
 from gblastn.engine import search
-from gblastn.traceback import fetch_spans, merged_spans, subject_spans
 
 from golden import mutate, random_dna, revcomp, sprinkle, write_fasta
 
@@ -45,24 +43,16 @@ def long_subjects(tmp_path_factory):
 
 
 def _poisoned_outside_spans(monkeypatch):
-    """Database.subject_letters giving, outside the asked-for spans, letters unlike the
-    subject's (each base code turned into another): a traceback that read there would
-    align differently (spans cut 100 letters inside the HSPs change every alignment)."""
-    def letters(self, ordinal, spans=None):
-        truth = self.blastna(ordinal)
-        if spans is None:
-            return truth
-        inside = np.zeros(truth.size + 1, dtype=np.int64)
-        for start, end in np.clip(spans, 0, truth.size).tolist():
-            if end > start:
-                inside[start] += 1
-                inside[end] -= 1
-        outside = np.cumsum(inside[:-1]) == 0
-        poisoned = truth.copy()
-        poisoned[outside & (truth < 4)] ^= 1
-        return poisoned
+    """Each group of tracebacks given a fresh letter buffer full of random bases: letters
+    outside the unpacked spans are unlike the subject's, so a traceback that read there
+    would align differently (spans cut 100 letters inside the HSPs change every
+    alignment)."""
+    rng = np.random.default_rng(11)
 
-    monkeypatch.setattr(Database, "subject_letters", letters)
+    def poisoned(length):
+        return rng.integers(0, 4, length).astype(np.uint8)
+
+    monkeypatch.setattr(engine, "_letter_scratch", poisoned)
 
 
 @pytest.mark.parametrize("task", ["megablast", "blastn"])
@@ -76,17 +66,17 @@ def test_traceback_reads_only_its_subject_spans(long_subjects, monkeypatch, task
 
 
 def _counting_redone(monkeypatch) -> list:
-    """Tracebacks that read outside their letters, as a list that grows with each."""
+    """Tracebacks that read outside their letters, as a list that grows with each group's
+    count."""
     redone = []
-    real = traceback.traceback_final
+    real = traceback.traceback_group
 
     def counting(*args, **kwargs):
-        final = real(*args, **kwargs)
-        if final is None:
-            redone.append(args[0])
-        return final
+        final, count = real(*args, **kwargs)
+        redone.append(count)
+        return final, count
 
-    monkeypatch.setattr(traceback, "traceback_final", counting)
+    monkeypatch.setattr(traceback, "traceback_group", counting)
     return redone
 
 
@@ -103,88 +93,40 @@ def test_alignments_reading_past_the_fetched_letters_are_redone(long_subjects, m
     _poisoned_outside_spans(monkeypatch)
     redone = _counting_redone(monkeypatch)
     assert search("".join(queries), db, columns, task=task) == whole
-    assert len(redone) >= 10
+    assert sum(redone) >= 10
+
+
+NOTHING_AHEAD = traceback.NOTHING_AHEAD
+
+
+def _rows(context, s_start, s_end) -> np.ndarray:
+    """HSP rows (hsp_rows' columns) with the fields letter_spans reads."""
+    rows = np.zeros((len(context), 8), dtype=np.int64)
+    rows[:, 0], rows[:, 3], rows[:, 4] = context, s_start, s_end
+    return rows
 
 
 def test_spans_around_the_hsps_and_the_alignment_windows():
-    from types import SimpleNamespace
-    from gblastn.hsp import Hsps
-
-    hsps = Hsps.empty()
-    hsps.context = np.array([0, 1, 0], dtype=np.int32)
-    hsps.s_start = np.array([100_000, 5, 101_000], dtype=np.int32)
-    hsps.s_end = np.array([100_700, 900, 101_500], dtype=np.int32)
+    rows = _rows([0, 1, 0], [100_000, 5, 101_000], [100_700, 900, 101_500])
+    lengths = np.array([1000, 1000], dtype=np.int64)
     margin = traceback.FETCH_MARGIN
-    assert fetch_spans(hsps, 1_000_000).tolist() == [[0, 900 + margin],
-                                                     [100_000 - margin, 101_500 + margin]]
-    batch = SimpleNamespace(context_length=np.array([1000, 1000]))
+
+    def spans(length, every_read):
+        return traceback.letter_spans(rows, NOTHING_AHEAD, lengths, length, margin,
+                                      every_read).tolist()
+
+    assert spans(1_000_000, False) == [[0, 900 + margin], [100_000 - margin, 101_500 + margin]]
     reach = 1000 + traceback.MAX_TOTAL_GAPS + traceback.SPAN_MARGIN
-    assert subject_spans(hsps, batch, 1_000_000).tolist() == [
-        [0, 900 + reach], [100_000 - reach, 101_500 + reach]]
-    assert fetch_spans(hsps, 89_999) is None  # short subjects are aligned whole
-    assert subject_spans(hsps, batch, 89_999) is None
+    assert spans(1_000_000, True) == [[0, 900 + reach], [100_000 - reach, 101_500 + reach]]
+    assert spans(89_999, False) == spans(89_999, True) == [[0, 89_999]]  # aligned whole
 
 
 def test_merged_spans():
     spans = np.array([[50, 60], [-5, 10], [10, 20], [55, 58], [100, 300], [30, 40]])
-    assert merged_spans(spans, 200).tolist() == [[0, 20], [30, 40], [50, 60], [100, 200]]
-    assert merged_spans(np.zeros((0, 2)), 10).shape == (0, 2)
-
-
-def test_letters_of_spans_and_of_whole_subjects(long_subjects):
-    db_path, _ = long_subjects
-    with open_db(db_path) as db:
-        truth = db.blastna(0)
-        spans = merged_spans(np.array([[10, 20], [70_000, 90_000], [truth.size - 3,
-                                                                  truth.size]]), truth.size)
-        letters = db.subject_letters(0, spans)
-        assert letters.size == truth.size and not letters.flags.writeable
-        for start, end in spans:
-            assert np.array_equal(letters[start:end], truth[start:end])
-        assert db.subject_letters(0, spans) is letters  # the subject's tracebacks share it
-        entry = db._shared[0]
-        size = reader.GRANULE
-        touched = {g for start, end in spans.tolist() for g in range(start // size, -(-end // size))}
-        assert entry.filled.sum() == len(touched)  # each granule unpacked once
-        assert entry.filled.sum() == entry.claimed.sum()
-        whole = db.subject_letters(0)
-        assert np.array_equal(whole, truth) and not whole.flags.writeable
-        assert db.subject_letters(0) is whole  # kept for the next traceback
-
-
-def test_threads_asking_for_letters_get_true_letters(long_subjects):
-    from concurrent.futures import ThreadPoolExecutor
-
-    db_path, _ = long_subjects
-    rng = np.random.default_rng(3)
-    with open_db(db_path) as db:
-        truths = [db.blastna(ordinal) for ordinal in range(3)]
-
-        def ask(k):
-            ordinal = k % 3
-            truth = truths[ordinal]
-            if k % 2:
-                return np.array_equal(db.subject_letters(ordinal), truth)
-            start = int(rng.integers(0, truth.size))
-            span = merged_spans(np.array([[start, start + 5000]]), truth.size)
-            letters = db.subject_letters(ordinal, span)
-            return np.array_equal(letters[span[0, 0]:span[0, 1]], truth[span[0, 0]:span[0, 1]])
-
-        with ThreadPoolExecutor(8) as pool:
-            assert all(pool.map(ask, range(96)))
-
-
-def test_missing_granules_are_those_the_spans_touch_and_not_filled():
-    rng = np.random.default_rng(3)
-    size = reader.GRANULE * 40
-    for _ in range(200):
-        cuts = np.sort(rng.choice(size, size=2 * int(rng.integers(1, 6)), replace=False))
-        spans = cuts.reshape(-1, 2).astype(np.int64)
-        filled = rng.random(40) < 0.5
-        touched = {g for start, end in spans.tolist()
-                   for g in range(start // reader.GRANULE, -(-end // reader.GRANULE))}
-        expected = sorted(g for g in touched if not filled[g])
-        assert reader._missing_granules(filled, spans).tolist() == expected
+    merged = traceback._merged(spans[:, 0].copy(), spans[:, 1].copy(), 200)
+    assert merged.tolist() == [[0, 20], [30, 40], [50, 60], [100, 200]]
+    none = np.zeros(0, dtype=np.int64)
+    assert traceback._merged(none, none, 10).shape == (0, 2)
 
 
 def test_windows_of_bases_only(long_subjects):
@@ -212,17 +154,10 @@ def test_windows_of_bases_only(long_subjects):
 def test_spans_of_searches_made_ahead_are_what_they_read():
     """An HSP whose traceback search was made ahead needs its range and the letters that
     search read, SPAN_MARGIN more either side; the others FETCH_MARGIN either side."""
-    from gblastn.hsp import Hsps, hsp_rows, score_order
-
-    hsps = Hsps.empty()
-    for name, values in (("context", [0, 0]), ("q_start", [0, 0]), ("q_end", [500, 600]),
-                         ("s_start", [200_000, 100_000]), ("s_end", [200_500, 100_600]),
-                         ("score", [500, 600]), ("q_gapped_start", [10, 10]),
-                         ("s_gapped_start", [200_010, 100_010])):
-        setattr(hsps, name, np.array(values, dtype=np.int32))
-    hsps.score_rows = hsp_rows(hsps)[score_order(hsps)]  # the 600 first
-    hsps.ahead = np.zeros((2, traceback.TAIL_FIELDS + 1), dtype=np.int64)
-    hsps.ahead[0, [4, 5, traceback.TAIL_FIELDS]] = (99_950, 100_630, 1)
+    rows = _rows([0, 0], [100_000, 200_000], [100_600, 200_500])
+    ahead = np.zeros((2, traceback.TAIL_FIELDS + 1), dtype=np.int64)
+    ahead[0, [4, 5, traceback.TAIL_FIELDS]] = (99_950, 100_630, 1)
     margin, near = traceback.FETCH_MARGIN, traceback.SPAN_MARGIN
-    assert fetch_spans(hsps, 1_000_000).tolist() == [[99_950 - near, 100_630 + near],
-                                                     [200_000 - margin, 200_500 + margin]]
+    spans = traceback.letter_spans(rows, ahead, np.array([1000]), 1_000_000, margin, False)
+    assert spans.tolist() == [[99_950 - near, 100_630 + near],
+                              [200_000 - margin, 200_500 + margin]]

@@ -13,9 +13,8 @@ import mmap
 import os
 import threading
 import zlib
-from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
+from typing import NamedTuple
 
 import lmdb
 import numpy as np
@@ -26,21 +25,7 @@ from ..errors import DatabaseError, InputError
 from . import format as fmt
 from .seqid import describe
 
-def _letters_cache_bytes() -> int:
-    """Room for unpacked subjects kept for traceback: a quarter of the machine's memory,
-    between 1 and 16 GiB. Queries of a batch hit the same subjects in turn, so a cache that
-    cannot hold them all is emptied by every query (measured: 53 s of a 96 s search of a
-    1 Gbp genome went to unpacking chromosomes again under a 512 MiB cap)."""
-    try:
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        memory = 8 << 30
-    return int(min(16 << 30, max(1 << 30, memory // 4)))
-
-
-LETTERS_CACHE_BYTES = _letters_cache_bytes()
-UNPACK_PIECE = 1 << 22  # letters of a subject unpacked by one thread at a time
-_CODE_OF = np.ascontiguousarray(BLASTNA_FROM_NCBI4NA, dtype=np.uint8)
+CODE_OF = np.ascontiguousarray(BLASTNA_FROM_NCBI4NA, dtype=np.uint8)
 
 
 @njit(cache=True, nogil=True)
@@ -79,7 +64,7 @@ def _fill_true_letters(out, packed, start, end, amb_offset, amb_length, amb_code
 
 
 @njit(cache=True, nogil=True)
-def _fill_ranges(out, offset, ranges, packed, amb_offset, amb_length, amb_end, amb_code,
+def fill_ranges(out, offset, ranges, packed, amb_offset, amb_length, amb_end, amb_code,
                  code_of):
     """_fill_true_letters for each range [start, end) of `ranges` (int64 [k, 2]), into
     out[start - offset:end - offset]; amb_end: the ambiguity runs' ends, which step over
@@ -131,12 +116,29 @@ def _read_manifest(directory: str, name: str) -> dict:
     return manifest
 
 
+class PackedSubjects(NamedTuple):
+    """A volume's subjects as compiled code unpacks them (fill_ranges): the packed 2-bit
+    bases back to back (subject i at byte_offset[i]), the lengths, and the ambiguity runs
+    (those of subject i at amb_start[i]:amb_start[i + 1]; offset, length, end, ncbi4na
+    code)."""
+
+    packed: np.ndarray
+    byte_offset: np.ndarray
+    lengths: np.ndarray
+    amb_start: np.ndarray
+    amb_offset: np.ndarray
+    amb_length: np.ndarray
+    amb_end: np.ndarray
+    amb_code: np.ndarray
+
+
 class Volume:
     """One LMDB volume: sequences first_ordinal .. first_ordinal + num_seqs - 1."""
 
     def __init__(self, directory: str, index: int, entry: dict, db_name: str):
         self.index = index
         self._concat = None
+        self._packed_subjects = None
         self._concat_lock = threading.Lock()
         self.first_ordinal = int(entry["first_ordinal"])
         self.num_seqs = int(entry["num_seqs"])
@@ -212,6 +214,17 @@ class Volume:
                            np.ascontiguousarray(ends, dtype=np.int64), self._amb_start,
                            self._amb_offset, self._amb_length)
 
+    def packed_subjects(self) -> "PackedSubjects":
+        """The volume's subjects as the traceback unpacks them; built once."""
+        with self._concat_lock:
+            if self._packed_subjects is None:
+                buffer, byte_offset = self._concat_packed()
+                amb_end = self._amb_offset.astype(np.int64) + self._amb_length
+                self._packed_subjects = PackedSubjects(
+                    buffer, byte_offset, self.lengths.astype(np.int64), self._amb_start,
+                    self._amb_offset, self._amb_length, amb_end, self._amb_code)
+            return self._packed_subjects
+
     def defline(self, i_local: int) -> str:
         value = self._txn.get(fmt.defline_key(i_local))
         if value is None:
@@ -280,13 +293,10 @@ class Volume:
             self._env = None
 
 
-GRANULE = 1 << 12  # letters of a subject unpacked together for traceback (a page)
-
-
-def _sparse_letters(length: int) -> np.ndarray:
-    """A subject-long letter array in fresh anonymous memory: pages never written are never
-    faulted in, so tracebacks that fill a few thousand letters around each HSP of a
-    chromosome pay for those alone. Small pages: a huge page would be faulted in whole."""
+def sparse_letters(length: int) -> np.ndarray:
+    """A letter array in fresh anonymous memory: pages never written are never faulted in,
+    so tracebacks that fill a few thousand letters around each HSP of a chromosome pay for
+    those alone. Small pages: a huge page would be faulted in whole."""
     if length < mmap.PAGESIZE:
         return np.empty(length, dtype=np.uint8)
     area = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
@@ -295,105 +305,11 @@ def _sparse_letters(length: int) -> np.ndarray:
     return np.frombuffer(area, dtype=np.uint8)
 
 
-class _SharedLetters:
-    """A long subject's letters, shared by every traceback of it and unpacked granule by
-    granule as their spans ask for them. Mapping and unmapping memory for each traceback
-    instead serialised 16 threads on the process's memory map (measured on 8G: 18 s summed
-    for letters). A granule is claimed by the first thread that needs it; others that need
-    it wait for it, while unpacking the granules nobody claimed yet."""
-
-    def __init__(self, length: int):
-        self.writable = _sparse_letters(length)
-        self.letters = self.writable.view()
-        self.letters.flags.writeable = False  # handed out read-only
-        granules = -(-length // GRANULE)
-        self.claimed = np.zeros(granules, dtype=bool)
-        self.filled = np.zeros(granules, dtype=bool)
-        self.unpacked_bytes = 0
-        self.changed = threading.Condition()
-
-    def claim(self, need: np.ndarray) -> np.ndarray | None:
-        """Granules of `need` (indices) the caller must unpack, now claimed by it; empty
-        when it must wait for others'; None when all are unpacked."""
-        with self.changed:
-            missing = need[~self.filled[need]]
-            if missing.size == 0:
-                return None
-            mine = missing[~self.claimed[missing]]
-            if mine.size == 0:
-                self.changed.wait()
-            self.claimed[mine] = True
-            return mine
-
-    def finish(self, mine: np.ndarray, done: bool) -> None:
-        """The caller's claimed granules are unpacked (done) or given up (not done)."""
-        with self.changed:
-            if done:
-                self.filled[mine] = True
-                self.unpacked_bytes += mine.size * GRANULE
-            else:
-                self.claimed[mine] = False
-            self.changed.notify_all()
-
-
-@njit(cache=True, nogil=True)
-def _missing_granules(filled, spans):
-    """The granules (increasing indices) that letter ranges `spans` (int64 [k, 2], in order
-    and disjoint) touch and `filled` does not mark. One compiled call: every traceback task
-    asks, and the prefilled subjects have none missing."""
-    total = 0
-    for k in range(spans.shape[0]):
-        total += max(0, -(-spans[k, 1] // GRANULE) - spans[k, 0] // GRANULE)
-    out = np.empty(total, dtype=np.int64)
-    n = 0
-    last = -1
-    for k in range(spans.shape[0]):
-        end = -(-spans[k, 1] // GRANULE)
-        for g in range(max(spans[k, 0] // GRANULE, last + 1), end):
-            if not filled[g]:
-                out[n] = g
-                n += 1
-        last = max(last, end - 1)
-    return out[:n]
-
-
-def _granule_ranges(granules: np.ndarray, length: int) -> np.ndarray:
-    """Letter ranges [k, 2] of sorted granule indices, neighbours joined."""
-    breaks = np.flatnonzero(np.diff(granules) != 1) + 1
-    firsts = granules[np.concatenate([[0], breaks])]
-    lasts = granules[np.concatenate([breaks - 1, [granules.size - 1]])]
-    return np.stack([firsts * GRANULE, np.minimum((lasts + 1) * GRANULE, length)], axis=1)
-
-
-def _pieces(ranges: list, size: int) -> list:
-    """`ranges` ([start, end) pairs) cut and grouped into pieces of about `size` letters:
-    lists of ranges, for one thread each."""
-    pieces, piece, letters = [], [], 0
-    for first, end in ranges:
-        for start in range(first, end, size):
-            stop = min(start + size, end)
-            piece.append((start, stop))
-            letters += stop - start
-            if letters >= size:
-                pieces.append(piece)
-                piece, letters = [], 0
-    if piece:
-        pieces.append(piece)
-    return pieces
-
-
 class Database:
     """A whole database: counts, ids and titles by global ordinal, sequences by ordinal."""
 
     def __init__(self, name: str):
         self.name = os.fspath(name)
-        self._letters: OrderedDict = OrderedDict()
-        self._letters_bytes = 0
-        self._letters_lock = threading.Lock()
-        self._shared: OrderedDict = OrderedDict()  # ordinal -> _SharedLetters
-        self._shared_bytes = 0
-        self.unpack_threads = 1  # threads that unpack one long subject (the search's own)
-        self._unpacker = None
         self.directory = _resolve(self.name)
         manifest = _read_manifest(self.directory, self.name)
         try:
@@ -476,93 +392,15 @@ class Database:
             self._locate(ordinal)  # an ordinal outside the database is an error
             return np.zeros(0, dtype=np.uint8)
         letters = np.empty(end - start, dtype=np.uint8)
-        self._unpack_ranges(ordinal, letters, start, np.array([[start, end]], dtype=np.int64))
-        return letters
-
-    def _unpack_ranges(self, ordinal: int, out: np.ndarray, offset: int,
-                       ranges: np.ndarray) -> None:
-        """Letters [start, end) of a subject, for each range of `ranges` (int64 [k, 2]),
-        into out[start - offset:end - offset]; in pieces on the unpacking threads when they
-        add up to more than one (a whole chromosome)."""
         volume, local = self._locate(ordinal)
         offsets, run_lengths, run_codes = volume.ambiguities(local)
-        run_ends = offsets + run_lengths
-        packed = volume.packed(local)
-
-        def fill(piece):
-            _fill_ranges(out, offset, piece, packed, offsets, run_lengths, run_ends, run_codes,
-                         _CODE_OF)
-
-        if self.unpack_threads > 1 and int((ranges[:, 1] - ranges[:, 0]).sum()) > UNPACK_PIECE:
-            pieces = _pieces(ranges.tolist(), UNPACK_PIECE)
-            list(self._unpack_pool().map(fill, [np.array(p, dtype=np.int64) for p in pieces]))
-        else:
-            fill(ranges)
-
-    def _unpack_pool(self):
-        with self._letters_lock:
-            if self._unpacker is None:
-                self._unpacker = ThreadPoolExecutor(self.unpack_threads,
-                                                    thread_name_prefix="gblastn-unpack")
-            return self._unpacker
-
-    def subject_letters(self, ordinal: int, spans: np.ndarray | None = None) -> np.ndarray:
-        """The subject's true letters (blastna), subject-long, read-only. With `spans`
-        (int64 [n, 2] ranges, in order and disjoint), at least those letters are unpacked and
-        the rest is undefined: a traceback reads a few thousand letters around each HSP of a
-        chromosome. The tracebacks of a subject share one array, filled in granules as
-        their spans first ask for them. Without spans, every letter, kept in a small cache
-        that threads share (the same short subjects come again for every query of a
-        batch)."""
-        ordinal = int(ordinal)
-        self._locate(ordinal)
-        if spans is not None:
-            return self._shared_letters(ordinal, spans)
-        with self._letters_lock:
-            letters = self._letters.get(ordinal)
-            if letters is not None:
-                self._letters.move_to_end(ordinal)  # most recently used last
-                return letters
-        letters = self.blastna(ordinal)
-        letters.flags.writeable = False
-        with self._letters_lock:
-            if ordinal not in self._letters:
-                self._letters[ordinal] = letters
-                self._letters_bytes += letters.size
-                while self._letters_bytes > LETTERS_CACHE_BYTES and len(self._letters) > 1:
-                    _, old = self._letters.popitem(last=False)
-                    self._letters_bytes -= old.size
+        fill_ranges(letters, start, np.array([[start, end]], dtype=np.int64),
+                    volume.packed(local), offsets, run_lengths, offsets + run_lengths,
+                    run_codes, CODE_OF)
         return letters
-
-    def _shared_letters(self, ordinal: int, spans: np.ndarray) -> np.ndarray:
-        with self._letters_lock:
-            entry = self._shared.pop(ordinal, None)
-            if entry is None:
-                entry = _SharedLetters(int(self.lengths[ordinal]))
-            self._shared[ordinal] = entry  # most recently used last
-        need = _missing_granules(entry.filled, np.ascontiguousarray(spans, dtype=np.int64))
-        while need.size and (mine := entry.claim(need)) is not None:
-            if mine.size == 0:
-                continue  # another thread unpacked (or gave up) some of ours: look again
-            done = False
-            try:
-                self._unpack_ranges(ordinal, entry.writable, 0,
-                                    _granule_ranges(mine, entry.letters.size))
-                done = True
-            finally:
-                entry.finish(mine, done)
-            with self._letters_lock:
-                if self._shared.get(ordinal) is entry:
-                    self._shared_bytes += mine.size * GRANULE
-                while self._shared_bytes > LETTERS_CACHE_BYTES and len(self._shared) > 1:
-                    _, old = self._shared.popitem(last=False)
-                    self._shared_bytes -= old.unpacked_bytes
-        return entry.letters
 
     # -- life cycle ------------------------------------------------------------------------
     def close(self) -> None:
-        if self._unpacker is not None:
-            self._unpacker.shutdown(wait=True, cancel_futures=True)  # before the maps go
         for volume in self.volumes:
             volume.close()
 
