@@ -323,6 +323,43 @@ def test_greedy_tails_are_the_cpu_searches(gpu, seed):
         assert np.array_equal(cut_runs[made], want_runs[made])
 
 
+def test_greedy_tails_called_from_many_threads_at_once(gpu):
+    """Calls waiting for the device while another runs are made in one launch: each thread
+    gets its own searches, as from a call alone, whatever the calls made together."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from test_traceback import traced_case
+
+    from gblastn.hsp import hsp_rows, score_order
+
+    hsps, batch, _, subject, stats, options = traced_case(1)
+    packed = pack_2bit(subject)
+    assert gpu.preload(packed)
+    rows = hsp_rows(hsps)[score_order(hsps)]
+    n = rows.shape[0]
+    address = np.full(n, gpu.resident_address(packed), dtype=np.uint64)
+    whole = np.tile([0, subject.size], (n, 1))
+
+    def tails(part):
+        return gpu.greedy_tails(rows[part], address[part], np.full(part.size, subject.size),
+                                whole[part], batch, int(stats.gap_xdrop_final),
+                                options.reward, options.penalty)
+
+    want, want_runs = tails(np.arange(n))
+    parts = [np.arange(k, n, 7) for k in range(7)] * 4
+    launches = []
+    real = gpu._greedy_tails
+    gpu._greedy_tails = lambda *args: launches.append(len(args[0])) or real(*args)
+    try:
+        with ThreadPoolExecutor(len(parts)) as pool:
+            results = list(pool.map(tails, parts))
+    finally:
+        del gpu._greedy_tails
+    for part, (got, got_runs) in zip(parts, results):
+        assert np.array_equal(got, want[part]) and np.array_equal(got_runs, want_runs[part])
+    assert sum(launches) == sum(part.size for part in parts)
+
+
 def write_fasta(path, records):
     with open(path, "w") as f:
         for name, seq in records:
