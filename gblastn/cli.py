@@ -4,6 +4,7 @@ The only place that prints errors: every GblastnError becomes one line on stderr
 (`gblastn: error: ...`) and its exit code.
 """
 
+import gc
 import os
 import signal
 import sys
@@ -198,6 +199,9 @@ def _warm_up_compiled_code(task: str, word_size: int | None, query_letters: int 
 
     _lighten_numba_start()
     warm_up(make_options(task, word_size=word_size), query_letters)
+    # the imported modules' and numba's objects (about a million) never become garbage:
+    # kept out of the collector's full passes, each of which held the GIL for tens of ms
+    gc.freeze()
 
 
 def _query_bytes(files: list) -> int | None:

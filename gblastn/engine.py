@@ -33,6 +33,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -373,7 +374,7 @@ class TraceTask:
     ordinal: int          # the subject
     hsps: Hsps            # its preliminary HSPs
 
-    @property
+    @cached_property
     def work(self) -> int:
         """An estimate of the work: the query letters the HSPs align, plus a share for the
         fixed costs."""
@@ -399,15 +400,16 @@ def trace_groups(tasks: list, db, threads: int) -> list:
     tasks and about a quarter of a thread's share of the work, so that the threads finish
     together; the groups come the most work first."""
     share = max(1, sum(task.work for task in tasks) // (4 * max(1, threads)))
-    groups, open_groups = [], {}
-    for task in tasks:
-        volume = _volume_of(db, task.ordinal)
-        group = open_groups.get(id(volume))
-        if group is None or len(group) == TRACE_GROUP_TASKS or \
-                sum(t.work for t in group) >= share:
-            group = open_groups[id(volume)] = []
+    volume_of = np.searchsorted([volume.first_ordinal for volume in db.volumes],
+                                [task.ordinal for task in tasks], side="right").tolist()
+    groups, open_groups = [], {}  # volume -> (its open group, that group's work)
+    for task, volume in zip(tasks, volume_of):
+        group, work = open_groups.get(volume, (None, 0))
+        if group is None or len(group) == TRACE_GROUP_TASKS or work >= share:
+            group, work = [], 0
             groups.append(group)
         group.append(task)
+        open_groups[volume] = (group, work + task.work)
     return groups
 
 
