@@ -393,13 +393,16 @@ def trace_tasks(hits_by_query: dict, options: SearchOptions) -> list:
 TRACE_GROUP_TASKS = 16  # traceback tasks in one compiled call, at most
 
 
-def trace_groups(tasks: list, db, threads: int) -> list:
+GROUPS_PER_THREAD = 4  # traceback groups of a batch per thread: the threads finish together
+
+
+def trace_groups(tasks: list, db, groups: int) -> list:
     """Traceback tasks (the most work first) in groups of one volume, for one compiled call
     each (traceback.traceback_group): a call per task spent most of the tracebacks' time in
     Python, one thread at a time under the GIL. A group takes at most TRACE_GROUP_TASKS
-    tasks and about a quarter of a thread's share of the work, so that the threads finish
-    together; the groups come the most work first."""
-    share = max(1, sum(task.work for task in tasks) // (4 * max(1, threads)))
+    tasks and about 1 / `groups` of the work (GROUPS_PER_THREAD per thread for a batch's
+    tasks), so that the threads finish together; the groups come the most work first."""
+    share = max(1, sum(task.work for task in tasks) // max(1, groups))
     volume_of = np.searchsorted([volume.first_ordinal for volume in db.volumes],
                                 [task.ordinal for task in tasks], side="right").tolist()
     groups, open_groups = [], {}  # volume -> (its open group, that group's work)
@@ -699,7 +702,8 @@ def search_batch(queries: list, first_index: int, db, options: SearchOptions, ba
         for q, subjects in volume_hits.by_query.items():
             prelim.by_query.setdefault(q, {}).update(subjects)
     traced = [[] for _ in queries]
-    groups = trace_groups(trace_tasks(prelim.by_query, options), db, pool.threads)
+    groups = trace_groups(trace_tasks(prelim.by_query, options), db,
+                          GROUPS_PER_THREAD * pool.threads)
     for group, pairs in zip(groups, pool.map(
             lambda group: trace_group(group, queries, plan.batch, plan.stats, db, options),
             groups)):

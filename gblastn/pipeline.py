@@ -395,7 +395,7 @@ class Pipeline:
                 joins[batch_id] = [_QueryJoin(payload, q) for q in range(len(payload.queries))]
             elif stream:
                 self._post_tasks(batch_id, joins[batch_id],
-                                 trace_tasks(payload.by_query, self.options))
+                                 trace_tasks(payload.by_query, self.options), len(self.jobs))
                 pending[batch_id] -= 1
             else:
                 for q, subjects in payload.by_query.items():
@@ -419,12 +419,16 @@ class Pipeline:
             self._acquire(self.backlog)
         self._put(self.result_q, _END)
 
-    def _post_tasks(self, batch_id: int, joins: list, tasks: list) -> None:
+    def _post_tasks(self, batch_id: int, joins: list, tasks: list, jobs: int = 1) -> None:
         """Traceback tasks to the CPU pool, in groups (engine.trace_groups): earlier batches
-        first, then the most work."""
-        from .engine import trace_groups
+        first, then the most work. `jobs`: how many parts of the batch's tasks come this way
+        (one per job when they go as each job ends), which share the batch's groups: cut for
+        each job as for a whole batch, groups held a few tasks each (synth 8G: 386 groups
+        against the serial driver's 104, their calls summing 3.6 s against 1.8 s)."""
+        from .engine import GROUPS_PER_THREAD, trace_groups
 
-        for group in trace_groups(tasks, self.db, self.traceback_threads):
+        groups = max(1, GROUPS_PER_THREAD * self.traceback_threads // jobs)
+        for group in trace_groups(tasks, self.db, groups):
             self._acquire(self.backlog)
             with self.lock:
                 for task in group:
