@@ -391,8 +391,6 @@ def trace_tasks(hits_by_query: dict, options: SearchOptions) -> list:
 
 
 TRACE_GROUP_TASKS = 16  # traceback tasks in one compiled call, at most
-
-
 GROUPS_PER_THREAD = 4  # traceback groups of a batch per thread: the threads finish together
 
 
@@ -600,8 +598,6 @@ class _MadeUpSubject:
 
         packed = pack_2bit(codes)
         packed.flags.writeable = False
-        self.letters = codes.copy()
-        self.letters.flags.writeable = False
         self.lengths = np.array([codes.size], dtype=np.int64)
         self.num_seqs, self.total_letters, self.first_ordinal = 1, int(codes.size), 0
         self.volumes = [self]

@@ -96,10 +96,10 @@ def traceback_group(hsps_list: list, subjects: list, queries: list, packed, batc
     PackedSubjects), all in one compiled call: each of `hsps_list` against volume subject
     subjects[i] (a local index), with the letters of query `queries[i]` (a Query). Each
     subject's letters are unpacked into `scratch` (a buffer at least as long as the longest
-    subject, reused: letters outside what was unpacked are left from before) as trace
-    would: around the HSPs, and, when an alignment read outside them, around every letter
-    it may read (letter_spans). Returns the final Hsps of each, and
-    how many tracebacks were redone with more letters."""
+    subject, reused: letters outside what was unpacked are left from before), as BLAST's
+    partial fetching: around the HSPs, and, when an alignment read outside them, around
+    every letter it may read (letter_spans). Returns the final Hsps of each, and how many
+    tracebacks were redone with more letters."""
     rows, ahead, runs = zip(*(_rows_and_ahead(h) for h in hsps_list))
     distinct = {id(q): q for q in queries}
     position = {key: k for k, key in enumerate(distinct)}
