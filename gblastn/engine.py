@@ -394,32 +394,33 @@ TRACE_GROUP_TASKS = 16  # traceback tasks in one compiled call, at most
 GROUPS_PER_THREAD = 4  # traceback groups of a batch per thread: the threads finish together
 
 
+@dataclass
+class TraceGroup:
+    """Traceback tasks of one volume, for one compiled call (traceback.traceback_group)."""
+
+    volume: object
+    tasks: list = field(default_factory=list)
+    work: int = 0
+
+
 def trace_groups(tasks: list, db, groups: int) -> list:
-    """Traceback tasks (the most work first) in groups of one volume, for one compiled call
-    each (traceback.traceback_group): a call per task spent most of the tracebacks' time in
-    Python, one thread at a time under the GIL. A group takes at most TRACE_GROUP_TASKS
-    tasks and about 1 / `groups` of the work (GROUPS_PER_THREAD per thread for a batch's
-    tasks), so that the threads finish together; the groups come the most work first."""
+    """Traceback tasks (the most work first) in TraceGroups: a call per task spent most of
+    the tracebacks' time in Python, one thread at a time under the GIL. A group takes at
+    most TRACE_GROUP_TASKS tasks and about 1 / `groups` of the work (GROUPS_PER_THREAD per
+    thread for a batch's tasks), so that the threads finish together; the groups come the
+    most work first."""
     share = max(1, sum(task.work for task in tasks) // max(1, groups))
     volume_of = np.searchsorted([volume.first_ordinal for volume in db.volumes],
-                                [task.ordinal for task in tasks], side="right").tolist()
-    groups, open_groups = [], {}  # volume -> (its open group, that group's work)
-    for task, volume in zip(tasks, volume_of):
-        group, work = open_groups.get(volume, (None, 0))
-        if group is None or len(group) == TRACE_GROUP_TASKS or work >= share:
-            group, work = [], 0
-            groups.append(group)
-        group.append(task)
-        open_groups[volume] = (group, work + task.work)
-    return groups
-
-
-def _volume_of(db, ordinal: int):
-    volumes = db.volumes
-    if len(volumes) == 1:
-        return volumes[0]
-    firsts = [volume.first_ordinal for volume in volumes]
-    return volumes[int(np.searchsorted(firsts, ordinal, side="right")) - 1]
+                                [task.ordinal for task in tasks], side="right") - 1
+    made, open_groups = [], {}  # volume index -> its open group
+    for task, v in zip(tasks, volume_of.tolist()):
+        group = open_groups.get(v)
+        if group is None or len(group.tasks) == TRACE_GROUP_TASKS or group.work >= share:
+            group = open_groups[v] = TraceGroup(db.volumes[v])
+            made.append(group)
+        group.tasks.append(task)
+        group.work += task.work
+    return made
 
 
 _SCRATCH = threading.local()  # each thread's buffer of subject letters for traceback
@@ -438,24 +439,25 @@ def _letter_scratch(length: int) -> np.ndarray:
     return letters
 
 
-def trace_group(group: list, queries: list, batch, stats, db, options: SearchOptions) -> list:
-    """Traceback of a group of tasks of one volume (trace_groups), then BLAST's final
-    filtering and order of each task's HSPs (with the alignment counts the output needs).
-    Returns (ordinal, final HSPs) for each task, in order.
+def trace_group(group: TraceGroup, queries: list, batch, stats, db,
+                options: SearchOptions) -> list:
+    """Traceback of a TraceGroup, then BLAST's final filtering and order of each task's HSPs
+    (with the alignment counts the output needs). Returns (ordinal, final HSPs) for each
+    task, in order.
 
     As BLAST's partial fetching, only the subject's letters around the HSPs are unpacked;
     when an alignment reads beyond them (BLAST's fence hit), the traceback is redone on
     every letter it may read."""
     from .traceback import traceback_group
 
-    volume = _volume_of(db, group[0].ordinal)
-    subjects = [task.ordinal - volume.first_ordinal for task in group]
-    scratch = _letter_scratch(int(max(db.lengths[task.ordinal] for task in group)))
+    tasks, volume = group.tasks, group.volume
+    scratch = _letter_scratch(int(max(db.lengths[task.ordinal] for task in tasks)))
     with TIMES.stage("traceback"):
-        final, _ = traceback_group([task.hsps for task in group], subjects,
-                                   [queries[task.query_index] for task in group],
+        final, _ = traceback_group([task.hsps for task in tasks],
+                                   [task.ordinal - volume.first_ordinal for task in tasks],
+                                   [queries[task.query_index] for task in tasks],
                                    volume.packed_subjects(), batch, stats, options, scratch)
-    return [(task.ordinal, hsps) for task, hsps in zip(group, final)]
+    return [(task.ordinal, hsps) for task, hsps in zip(tasks, final)]
 
 
 def tails_ahead(by_query: dict, batch, stats, db, backend, options: SearchOptions) -> None:
@@ -703,7 +705,7 @@ def search_batch(queries: list, first_index: int, db, options: SearchOptions, ba
     for group, pairs in zip(groups, pool.map(
             lambda group: trace_group(group, queries, plan.batch, plan.stats, db, options),
             groups)):
-        for task, pair in zip(group, pairs):
+        for task, pair in zip(group.tasks, pairs):
             traced[task.query_index].append(pair)
     return [query_result(first_index + q, query, traced[q], options)
             for q, query in enumerate(queries)]

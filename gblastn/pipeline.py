@@ -17,9 +17,8 @@ Two drivers give byte-identical output:
   of one compiled call each, to the same pool. The pool's threads take gapped pieces before
   traceback groups (the next tracebacks wait for them), and groups the most work first; the
   thread that traces a query's last subject formats its output; the writer prints results in
-  input order. Queue depths bound
-  what is in flight, so a list of 100,000 queries is never held in memory at once. The numba
-  stages release the GIL, so the workers run in parallel.
+  input order. Queue depths bound what is in flight, so a list of 100,000 queries is never
+  held in memory at once. The numba stages release the GIL, so the workers run in parallel.
 
 A failure in any thread stops every stage: the first error is re-raised here, and the output
 file is removed (it is only renamed into place when the whole search succeeded).
@@ -431,10 +430,9 @@ class Pipeline:
         for group in trace_groups(tasks, self.db, groups):
             self._acquire(self.backlog)
             with self.lock:
-                for task in group:
+                for task in group.tasks:
                     joins[task.query_index].remaining += 1
-            self.pool.submit((1, batch_id, -sum(task.work for task in group)),
-                             self._trace_group, joins, group)
+            self.pool.submit((1, batch_id, -group.work), self._trace_group, joins, group)
 
     def _acquire(self, semaphore) -> None:
         while not semaphore.acquire(timeout=POLL_SECONDS):
@@ -450,7 +448,7 @@ class Pipeline:
         result = query_result(plan.first_index + join.q, query, join.traced, self.options)
         self._put(self.result_q, (result.query_index, self.render(query, result)))
 
-    def _trace_group(self, joins: list, group: list) -> None:
+    def _trace_group(self, joins: list, group) -> None:
         """Trace a group of (query, subject) tasks on the CPU pool; the group that traces
         the last subject of a query whose batch is complete assembles and formats that
         query's result. A failure stops the run, as in the stage threads."""
@@ -460,12 +458,12 @@ class Pipeline:
             with self._failure_stops_the_run():
                 if self.stop.is_set():
                     return
-                plan = joins[group[0].query_index].plan
+                plan = joins[group.tasks[0].query_index].plan
                 pairs = trace_group(group, plan.queries, plan.batch, plan.stats, self.db,
                                     self.options)
                 complete = []
                 with self.lock:
-                    for task, pair in zip(group, pairs):
+                    for task, pair in zip(group.tasks, pairs):
                         join = joins[task.query_index]
                         join.traced.append(pair)
                         join.remaining -= 1
