@@ -15,6 +15,10 @@ last_hit that the array would keep, and which cell is reused depends on the orde
 were built in. BLAST keeps one hash for a whole search of a query batch (one thread walks the
 subjects in ordinal order), so `DiagonalHash` carries that state from chunk to chunk and volume
 to volume: the chunks of a batch must be extended in database order through one instance.
+Only up to a reset, though: once the subject offset the hash adds to its levels passes a
+limit (HASH_OFFSET_LIMIT, about every 537 million letters), BLAST empties the hash, so the
+chunks after a reset start from a fresh hash, and the stretches between resets may run in
+parallel with the very same result.
 The diagonal array has no such effect (its aliasing of diagonals never rejects a seed in
 one-hit mode, and BLAST's offset trick amounts to a fresh array per chunk), so array searches
 may extend chunks in any order and in parallel.
@@ -36,6 +40,7 @@ from .scan.cpu import _split_chunks, context_of, subject_base, subject_byte
 
 DIAG_HASH_QUERY_LENGTH = 8000   # kQueryLenForHashTable
 DIAG_HASH_BUCKETS = 512
+HASH_OFFSET_LIMIT = 2147483647 // 4  # Blast_ExtendWordExit: the hash is emptied beyond this
 EXACT_WORD_SIZE = 11            # W below this: exact extension only
 
 
@@ -90,6 +95,25 @@ class DiagonalHash:
         self.cell_next = np.zeros(256, dtype=np.int64)
         self.occupancy = 1
         self.offset = 0
+
+    def take_over(self, other: "DiagonalHash") -> None:
+        """Become `other`, whose chunks came last."""
+        self.__dict__.update(other.__dict__)
+
+
+def hash_segments(chunk_length: np.ndarray, offset: int) -> list:
+    """The chunk ranges between the diagonal hash's resets (see the module's docstring),
+    for a hash at `offset` before the first chunk: extend_chunks empties the hash after a
+    chunk that it began at an offset of at least HASH_OFFSET_LIMIT."""
+    starts = [0]
+    for c, length in enumerate(chunk_length.tolist()):
+        if offset >= HASH_OFFSET_LIMIT:
+            offset = 0
+            starts.append(c + 1)
+        else:
+            offset += length
+    ends = starts[1:] + [int(chunk_length.size)]
+    return [(a, b) for a, b in zip(starts, ends) if b > a]
 
 
 @njit(cache=True, nogil=True)
@@ -286,7 +310,7 @@ def extend_chunks(seed_chunk, seed_q, seed_s, seed_first, chunk_bounds, first_ch
             else:
                 last_hit[cell] = s_end_pos
         # BLAST's Blast_ExtendWordExit: every old entry becomes stale
-        if offset >= 2147483647 // 4:
+        if offset >= HASH_OFFSET_LIMIT:
             offset = 0
             if use_hash:
                 backbone[:] = 0
@@ -347,23 +371,32 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
     use_hash = uses_diag_hash(table)
     state = diag_hash if diag_hash is not None else DiagonalHash()
 
-    def run(rng):
+    def run(rng, hash_state):
         out = extend_chunks(seeds.chunk, seeds.q_off, seeds.s_off, seeds.s_first, bounds,
                             rng[0], rng[1], table.sequence, table.context_offset, packed,
                             chunk_byte_offset, chunk_length, matrix, score_table, *per_ctx,
-                            table.word_size, use_hash, state.backbone, state.cell_diag,
-                            state.cell_level, state.cell_next, state.occupancy, state.offset)
+                            table.word_size, use_hash, hash_state.backbone,
+                            hash_state.cell_diag, hash_state.cell_level, hash_state.cell_next,
+                            hash_state.occupancy, hash_state.offset)
         if use_hash:
-            (state.backbone, state.cell_diag, state.cell_level, state.cell_next,
-             state.occupancy, state.offset) = out[7:]
+            (hash_state.backbone, hash_state.cell_diag, hash_state.cell_level,
+             hash_state.cell_next, hash_state.occupancy, hash_state.offset) = out[7:]
         return out[:7]
 
-    parallel = num_threads > 1 and not use_hash
-    ranges = _split_chunks(chunk_length, 4 * num_threads) if parallel else [(0, k)]
-    if len(ranges) <= 1:
-        parts = [run((0, k))]
+    if num_threads <= 1:
+        ranges = [(0, k)]
+    elif use_hash:
+        ranges = hash_segments(chunk_length, state.offset)
     else:
-        with ThreadPoolExecutor(max_workers=int(num_threads)) as pool:
-            parts = list(pool.map(run, ranges))
+        ranges = _split_chunks(chunk_length, 4 * num_threads)
+    # the first range goes on from the carried hash, each later one from an emptied hash
+    states = [state] + [DiagonalHash() for _ in ranges[1:]] if use_hash else [state] * len(ranges)
+    if len(ranges) <= 1:
+        parts = [run((0, k), state)]
+    else:
+        with ThreadPoolExecutor(max_workers=min(int(num_threads), len(ranges))) as pool:
+            parts = list(pool.map(run, ranges, states))
+        if use_hash:
+            state.take_over(states[-1])
     fields = [np.concatenate([p[i] for p in parts]).astype(np.int32) for i in range(7)]
     return sort_initial_hits(InitialHits(*fields))
