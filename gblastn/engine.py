@@ -561,14 +561,16 @@ class SharedScans:
         return self._shared(volume, "hits", scan_and_extend)
 
 
-def plan_batch(queries: list, first_index: int, db, options: SearchOptions) -> BatchPlan:
-    """Contexts, masks, statistics and the lookup table of one batch of queries."""
+def plan_batch(queries: list, first_index: int, db, options: SearchOptions,
+               pool=INLINE) -> BatchPlan:
+    """Contexts, masks, statistics and the lookup table of one batch of queries; the masks
+    and the table are made on the threads of `pool`."""
     from .lookup import build_lookup
     from .query import build_batch
     from .stats import prepare_statistics
 
     with TIMES.stage("query setup"):
-        batch = build_batch(queries, options)
+        batch = build_batch(queries, options, pool)
         plan = BatchPlan(queries, first_index, batch)
         if len(batch.lookup_segments):
             from .ungapped import DiagonalHash
@@ -576,7 +578,7 @@ def plan_batch(queries: list, first_index: int, db, options: SearchOptions) -> B
             # the table is built in compiled code that lets go of the GIL, the statistics
             # mostly in Python: side by side, they take the time of the longer one
             with ThreadPoolExecutor(1, thread_name_prefix="gblastn-table") as builder:
-                table = builder.submit(build_lookup, batch, options)
+                table = builder.submit(build_lookup, batch, options, pool)
                 plan.stats = prepare_statistics(batch, db.total_letters, db.num_seqs, options)
                 plan.table = table.result()
             plan.diag_hash = DiagonalHash()
@@ -676,7 +678,7 @@ def search_batch(queries: list, first_index: int, db, options: SearchOptions, ba
     """Search one batch of queries against every volume; results in query order. The stages'
     independent pieces run on `pool`. `backend` may be a Future (the GPU's set-up), waited
     for once the batch's queries are masked and indexed."""
-    plan = plan_batch(queries, first_index, db, options)
+    plan = plan_batch(queries, first_index, db, options, pool)
     if plan.table is None:
         return [empty_result(first_index + i, q) for i, q in enumerate(queries)]
     if isinstance(backend, Future):

@@ -38,6 +38,7 @@ from numba import njit
 
 from .options import SearchOptions
 from .query import QueryBatch
+from .tasks import INLINE, spread_map
 
 SMALL, STANDARD, MEGABLAST = 0, 1, 2
 KIND_NAMES = {SMALL: "small", STANDARD: "standard", MEGABLAST: "megablast"}
@@ -232,28 +233,25 @@ def _fill_megablast(sequence, segments, word_size, width, hashtable, next_pos, p
 PARALLEL_TABLE_WORDS = 1_000_000  # below this, one thread fills the megablast table
 
 
-def _build_megablast(sequence, segments, word_size, width, entries, num_threads=1):
-    """hashtable, next_pos and pv of BLAST's megablast table, on num_threads threads."""
+def _build_megablast(sequence, segments, word_size, width, entries, pool=INLINE):
+    """hashtable, next_pos and pv of BLAST's megablast table, on the threads of `pool`."""
     size = 1 << (2 * width)
     pv_words, pv_bts = megablast_pv_shape(width, entries)
     hashtable = np.zeros(size, dtype=np.int32)
     next_pos = np.zeros(sequence.size, dtype=np.int32)
     pv = np.zeros(pv_words, dtype=np.uint32)
-    parts = max(1, min(int(num_threads), pv_words))
-
-    def fill(cell_lo, cell_hi):
-        _fill_megablast(sequence, segments, word_size, width, hashtable, next_pos, pv, pv_bts,
-                        cell_lo, cell_hi)
-
-    if parts == 1 or entries < PARALLEL_TABLE_WORDS:
-        fill(0, size)
-        return hashtable, next_pos, pv, pv_bts
-    # each thread owns a run of whole pv words (1 << pv_bts cells each)
+    parts = max(1, min(pool.threads, pv_words))
+    if entries < PARALLEL_TABLE_WORDS:
+        parts = 1
+    # each part owns a run of whole pv words (1 << pv_bts cells each)
     cells_per_pv_word = 1 << pv_bts
     bounds = [pv_words * k // parts * cells_per_pv_word for k in range(parts)] + [size]
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(max_workers=parts) as pool:
-        list(pool.map(fill, bounds[:-1], bounds[1:]))
+
+    def fill(k):
+        _fill_megablast(sequence, segments, word_size, width, hashtable, next_pos, pv, pv_bts,
+                        bounds[k], bounds[k + 1])
+
+    spread_map(pool, fill, range(parts))
     return hashtable, next_pos, pv, pv_bts
 
 
@@ -290,8 +288,9 @@ def megablast_pv_shape(width: int, entries: int) -> tuple:
     return pv_size, int(hashsize // pv_size).bit_length() - 1
 
 
-def build_lookup(batch: QueryBatch, options: SearchOptions) -> LookupTable:
-    """The lookup table BLAST would build for this batch (spec §3)."""
+def build_lookup(batch: QueryBatch, options: SearchOptions, pool=INLINE) -> LookupTable:
+    """The lookup table BLAST would build for this batch (spec §3); a megablast table is
+    filled on the threads of `pool`."""
     word_size = int(options.word_size)
     segments = np.ascontiguousarray(batch.lookup_segments, dtype=np.int32).reshape(-1, 2)
     sequence = np.ascontiguousarray(batch.sequence, dtype=np.uint8)
@@ -311,7 +310,7 @@ def build_lookup(batch: QueryBatch, options: SearchOptions) -> LookupTable:
             kind, backbone, overflow = STANDARD, empty16, empty16
     if kind == MEGABLAST:
         hashtable, next_pos, pv, pv_bts = _build_megablast(sequence, segments, word_size,
-                                                           width, entries, options.num_threads)
+                                                           width, entries, pool)
         longest = 0
     elif kind == STANDARD:
         cell_start, offsets, pv, longest = _build_standard(index, offset, size)

@@ -315,7 +315,7 @@ class Pipeline:
         batch_id = 0
         for items in query_batches(queries(), self.options, size=lambda item: len(item[1])):
             first = items[0][0]
-            plan = plan_batch([q for _, q in items], first, self.db, self.options)
+            plan = plan_batch([q for _, q in items], first, self.db, self.options, self.pool)
             if plan.table is not None:
                 self._make_jobs()
             self._put(self.prelim_q, ("batch", batch_id, plan))
@@ -359,9 +359,12 @@ class Pipeline:
             # are scanned in order too (on synth 8G the three scans at once held the first
             # volume's extension back by 0.15 s)
             turn = None if turns is None else turns.turn(rank if shared else number)
+            # a whole volume's seeds are extended by one job while the others wait for them:
+            # it may spread the diagonal hash's stretches over the threads (extend_seeds)
+            threads = self.options.num_threads if shared else 1
             hits = PrelimHits()
             prelim_search_volume(plan.batch, plan.table, plan.stats, volume, self.options, hits,
-                                 self.backend, num_threads=1, subjects=subjects,
+                                 self.backend, num_threads=threads, subjects=subjects,
                                  diag_hash=plan.diag_hash, ungapped_turn=turn,
                                  pool=self.pool, shared_scans=shared,
                                  scan_turn=scan_turns.turn(rank) if shared else None)

@@ -18,6 +18,7 @@ from numba import njit
 
 from .alphabet import COMPLEMENT_BLASTNA, N_CODE, SENTINEL
 from .options import SearchOptions
+from .tasks import INLINE, spread_map
 
 
 @dataclass
@@ -114,29 +115,27 @@ def _segments_between(masked, length, base, out, count):
 PARALLEL_MASK_LETTERS = 200_000  # below this, threads cost more than they save
 
 
-def _all_masks(queries: list, options: SearchOptions) -> list:
+SHARES_PER_THREAD = 2  # DUST's time per letter varies: more shares than threads even it out
+
+
+def _all_masks(queries: list, options: SearchOptions, pool=INLINE) -> list:
     """Every query's masked ranges on the plus strand (DUST and lower case; half-open, merged
     and sorted), in query order. DUST runs without the GIL, so a large batch is split into
-    options.num_threads shares of about equal letters, each masked in one compiled call."""
+    shares of about equal letters, each masked in one compiled call on `pool`."""
     if options.dust is None:
         return [_masked_ranges(q, None, options) for q in queries]
     from .dust import dust_intervals_many
     d = options.dust
-    threads = min(int(options.num_threads), len(queries))
-    if sum(len(q) for q in queries) < PARALLEL_MASK_LETTERS:
-        threads = 1
-    shares = _balanced_shares([len(q) for q in queries], threads)
+    parts = 1
+    if pool.threads > 1 and sum(len(q) for q in queries) >= PARALLEL_MASK_LETTERS:
+        parts = min(SHARES_PER_THREAD * pool.threads, len(queries))
+    shares = _balanced_shares([len(q) for q in queries], parts)
 
     def dust_share(share):
         return dust_intervals_many([queries[i].codes for i in share], d.level, d.window,
                                    d.linker)
 
-    if len(shares) <= 1:
-        found = [dust_share(share) for share in shares]
-    else:
-        from concurrent.futures import ThreadPoolExecutor
-        with ThreadPoolExecutor(max_workers=len(shares)) as pool:
-            found = list(pool.map(dust_share, shares))
+    found = spread_map(pool, dust_share, shares)
     dusted = [None] * len(queries)
     for share, intervals in zip(shares, found):
         for i, inclusive in zip(share, intervals):
@@ -157,9 +156,10 @@ def _balanced_shares(lengths: list, parts: int) -> list:
     return [share for share in shares if share]
 
 
-def build_batch(queries: list, options: SearchOptions) -> QueryBatch:
-    """Concatenate the queries' contexts, find their masks and lookup segments."""
-    plus_masks = _all_masks(queries, options)
+def build_batch(queries: list, options: SearchOptions, pool=INLINE) -> QueryBatch:
+    """Concatenate the queries' contexts, find their masks (DUST on `pool`) and lookup
+    segments."""
+    plus_masks = _all_masks(queries, options, pool)
     if not queries:
         empty = np.zeros(0, dtype=np.int32)
         return QueryBatch([], np.full(1, SENTINEL, dtype=np.uint8), empty, empty, [],

@@ -7,6 +7,7 @@ from gblastn.lookup import (MEGABLAST, PARALLEL_TABLE_WORDS, SMALL, STANDARD, bu
                             choose_table, estimate_entries, megablast_pv_shape, words_of)
 from gblastn.options import make_options
 from gblastn.query import Query, build_batch
+from gblastn.tasks import TaskPool
 
 
 def make_batch(seqs, task="megablast", **kw):
@@ -128,9 +129,10 @@ def test_megablast_table_on_threads_is_the_one_thread_table():
     seqs = [with_ambiguity(rng, n) for n in (300_000, 5, 200_000, 40_000)]
     seqs[1][:] = 14
     tables = []
+    batch, options = make_batch(seqs)
     for threads in (1, 3, 16):
-        batch, options = make_batch(seqs, num_threads=threads)
-        tables.append(build_lookup(batch, options))
+        with TaskPool(threads) as pool:
+            tables.append(build_lookup(batch, options, pool))
     assert tables[0].kind == MEGABLAST and tables[0].num_entries >= PARALLEL_TABLE_WORDS
     for table in tables[1:]:
         for name in ("hashtable", "next_pos", "pv"):

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from gblastn.options import make_options
 from gblastn.query import PARALLEL_MASK_LETTERS, Query, _all_masks, _segments_between
+from gblastn.tasks import TaskPool
 
 
 def complement_by_loop(masked, length):
@@ -47,8 +48,10 @@ def test_masks_on_threads_are_the_masks_in_query_order():
             codes[a:a + 150] = np.tile(codes[a:a + 3], 50)[:codes[a:a + 150].size]
         queries.append(Query(f"q{i}", "", codes, np.zeros(n, dtype=bool)))
     assert sum(len(q) for q in queries) >= PARALLEL_MASK_LETTERS
-    serial = _all_masks(queries, make_options("megablast", num_threads=1))
-    threaded = _all_masks(queries, make_options("megablast", num_threads=4))
+    options = make_options("megablast")
+    serial = _all_masks(queries, options)
+    with TaskPool(4) as pool:
+        threaded = _all_masks(queries, options, pool)
     assert any(len(m) for m in serial)
     assert len(serial) == len(threaded)
     for a, b in zip(serial, threaded):
