@@ -183,7 +183,7 @@ def search_command(
         max_hsps=max_hsps, perc_identity=perc_identity, qcov_hsp_perc=qcov_hsp_perc,
         num_threads=num_threads)
     settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty(),
-                           stage_times=stage_times)
+                           stage_times=stage_times, release_device=True)
     from .timing import TIMES
     TIMES.add("start-up", time.perf_counter() - STARTED)
     run_search(files, db, options, OutputSpec(outfmt, out, out_dir, db), backend, settings)

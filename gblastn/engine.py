@@ -674,10 +674,11 @@ def _made_up_search(db, codes: np.ndarray, options: SearchOptions) -> int:
 
 
 def search_batch(queries: list, first_index: int, db, options: SearchOptions, backend,
-                 pool=INLINE) -> list:
+                 pool=INLINE, device_done=None) -> list:
     """Search one batch of queries against every volume; results in query order. The stages'
     independent pieces run on `pool`. `backend` may be a Future (the GPU's set-up), waited
-    for once the batch's queries are masked and indexed."""
+    for once the batch's queries are masked and indexed. `device_done`, when given, is
+    called once the batch no longer needs the backend (before its tracebacks)."""
     plan = plan_batch(queries, first_index, db, options, pool)
     if plan.table is None:
         return [empty_result(first_index + i, q) for i, q in enumerate(queries)]
@@ -701,6 +702,8 @@ def search_batch(queries: list, first_index: int, db, options: SearchOptions, ba
         tails_ahead(volume_hits.by_query, plan.batch, plan.stats, db, backend, options)
         for q, subjects in volume_hits.by_query.items():
             prelim.by_query.setdefault(q, {}).update(subjects)
+    if device_done is not None:
+        device_done()
     traced = [[] for _ in queries]
     groups = trace_groups(trace_tasks(prelim.by_query, options), db,
                           GROUPS_PER_THREAD * pool.threads)

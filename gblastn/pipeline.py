@@ -31,7 +31,7 @@ import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .errors import InputError, OutputError
 from .timing import TIMES
@@ -56,6 +56,9 @@ class RunSettings:
     traceback_threads: int = 0
     progress: bool = False
     stage_times: bool = False     # print where the time went, on stderr
+    # the process ends with the search: the GPU is given back as soon as the search is done
+    # with it (GpuBackend.retire), while the CPU finishes the tracebacks and the output
+    release_device: bool = False
 
 
 @contextmanager
@@ -122,10 +125,12 @@ def _search_all(files, db, fmt, options, output, backend, settings) -> int:
     if output.out_dir:
         os.makedirs(output.out_dir, exist_ok=True)
         total = 0
-        for path in files:
+        for number, path in enumerate(files):
             name = os.path.splitext(os.path.basename(path))[0] + ".out"
+            last = number == len(files) - 1
+            these = replace(settings, release_device=settings.release_device and last)
             with atomic_output(os.path.join(output.out_dir, name)) as out:
-                total += _search_into(out, fmt, [path], db, options, output, backend, settings)
+                total += _search_into(out, fmt, [path], db, options, output, backend, these)
         return total
     with atomic_output(output.out) as out:
         return _search_into(out, fmt, files, db, options, output, backend, settings)
@@ -167,7 +172,7 @@ def _search_into(out, fmt, files, db, options, output, backend, settings) -> int
             return format_query(fmt, query, result, db, db_name=output.db_name)
 
     if settings.mode == "serial":
-        texts = _serial_texts(files, db, options, backend, render)
+        texts = _serial_texts(files, db, options, backend, render, settings.release_device)
     else:
         texts = Pipeline(files, db, options, backend, settings, render).texts()
     progress = _Progress(files) if settings.progress else None
@@ -199,18 +204,33 @@ def _iter_all_queries(files):
             print(f"gblastn: warning: {path} holds no query sequence", file=sys.stderr)
 
 
-def _serial_texts(files, db, options, backend, render):
+def _serial_texts(files, db, options, backend, render, release_device=False):
     """Each query's output text from the engine, batch by batch; a batch's queries are
-    formatted on the pool (the lines are written by compiled code without the GIL)."""
+    formatted on the pool (the lines are written by compiled code without the GIL). Each
+    batch's successor is read before it is searched, so that the last one is known: with
+    release_device, the device goes back once that one's traceback searches are made."""
     from .engine import query_batches, search_batch
     from .tasks import TaskPool
 
     index = 0
     with TaskPool(options.num_threads) as pool:
-        for batch in query_batches(_iter_all_queries(files), options):
-            results = search_batch(batch, index, db, options, backend, pool)
+        batches = query_batches(_iter_all_queries(files), options)
+        batch = next(batches, None)
+        while batch is not None:
+            following = next(batches, None)
+            last = release_device and following is None
+            results = search_batch(batch, index, db, options, backend, pool,
+                                   device_done=(lambda: _retire(backend)) if last else None)
             yield from pool.map(lambda pair: render(*pair), zip(batch, results))
             index += len(batch)
+            batch = following
+
+
+def _retire(backend) -> None:
+    """Give the device back (GpuBackend.retire); nothing for the CPU backend."""
+    retire = getattr(_ready(backend), "retire", None)
+    if retire is not None:
+        retire()
 
 
 def _ready(backend):
@@ -236,6 +256,7 @@ class Pipeline:
     def __init__(self, files, db, options, backend, settings: RunSettings, render):
         threads = options.num_threads
         self.files, self.db, self.options, self.backend = files, db, options, backend
+        self.settings = settings
         self.render = render  # (query, result) -> the query's output text
         # Within one batch the stages run one after the other (traceback needs every volume's
         # preliminary hits), so each stage may use all the threads; they only overlap
@@ -416,6 +437,9 @@ class Pipeline:
                     if complete:
                         self._finish(join)
                 next_batch += 1
+        # every job has ended, and with them the searches on the GPU
+        if self.settings.release_device:
+            _retire(self.backend)
         # every traceback task done (the backlog whole again): the results are all out
         for _ in range(TRACE_BACKLOG * self.traceback_threads):
             self._acquire(self.backlog)

@@ -188,6 +188,23 @@ def _create_primary_context(gpu_id: int):
     return lambda: None
 
 
+def _reset_primary_context(gpu_id: int) -> None:
+    """Destroy the device's primary context and all it holds (cuDevicePrimaryCtxReset),
+    through ctypes, which lets other threads run meanwhile; nothing when the driver library
+    cannot be called this way."""
+    import ctypes
+
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        device = ctypes.c_int()
+        if cuda.cuDeviceGet(ctypes.byref(device), int(gpu_id)) == 0:
+            reset = getattr(cuda, "cuDevicePrimaryCtxReset_v2", None) or \
+                cuda.cuDevicePrimaryCtxReset
+            reset(device)
+    except (OSError, AttributeError):
+        pass
+
+
 def probe_counts(chunk_length: np.ndarray, width: int, step: int) -> np.ndarray:
     """Probes per chunk: offsets 0, step, ... <= length - width."""
     length = chunk_length.astype(np.int64)
@@ -273,13 +290,35 @@ class GpuBackend:
         # ((threads, step), [(stream, two page-locked buffers)]), made at the first copy
         self.upload_lanes = None
         self.stats = {}         # last call's counts and grow events, for tests and benches
+        self.retired = False    # the context is torn down (retire)
 
     # -- context ----------------------------------------------------------------------------
 
     def __enter__(self):
         self.lock.acquire()
+        if self.retired:
+            self.lock.release()
+            raise GpuUnavailableError("the GPU was given back before the search ended")
         self.context.push()
         return self
+
+    def retire(self) -> None:
+        """Tear the device's context down now, in a thread, for a process that is done with
+        the GPU and has CPU work left (tracebacks, output): left to the process's exit, the
+        driver's teardown took 0.1 s after the output was complete (synth 8G, H200 host).
+        The backend is unusable afterwards, and backend_for makes a new one; it is kept, so
+        that pycuda never frees again what the reset has freed."""
+        with _BACKENDS_LOCK:
+            if _BACKENDS.get(self.gpu_id) is self:
+                del _BACKENDS[self.gpu_id]
+            _RETIRED.append(self)
+
+        def tear_down():
+            with self.lock:  # after any call still running
+                self.retired = True
+                _reset_primary_context(self.gpu_id)
+
+        threading.Thread(target=tear_down, name="gblastn-device-teardown", daemon=True).start()
 
     def __exit__(self, *exc):
         try:
@@ -748,6 +787,7 @@ def bitonic_sort(mod, keys, order, n: int) -> None:
 
 _BACKENDS = {}
 _BACKENDS_LOCK = threading.Lock()
+_RETIRED = []  # retired backends, never freed (see GpuBackend.retire)
 
 
 def backend_for(gpu_id: int = 0) -> GpuBackend:
