@@ -408,6 +408,7 @@ def test_search_output_identical(gpu, tmp_path, task):
 
 
 RETIRE_SCRIPT = """
+import os
 import time
 import numpy as np
 from gblastn.errors import GpuUnavailableError
@@ -435,7 +436,8 @@ new = backend_for(0)
 after = new.find_seeds(*args)
 assert new is not old and len(before) > 0
 assert all(np.array_equal(a, b) for a, b in zip(before, after))
-print("ok")
+print("ok", flush=True)
+os._exit(0)  # as the command line leaves: nothing of the retired backend is freed
 """
 
 
@@ -444,6 +446,7 @@ def test_retired_backend_refuses_work_and_a_new_one_takes_over(gpu):
     (one clear error), and backend_for makes a fresh one that finds the same seeds. In a
     child process: the reset ends every allocation of the process on that device."""
     res = subprocess.run([sys.executable, "-c", RETIRE_SCRIPT], capture_output=True,
-                         cwd=os.path.dirname(__file__), text=True)
+                         cwd=os.path.dirname(__file__), text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.strip() == "ok", res.stdout + res.stderr[-2000:]
+    assert res.stderr == ""

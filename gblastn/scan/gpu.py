@@ -306,8 +306,10 @@ class GpuBackend:
         """Tear the device's context down now, in a thread, for a process that is done with
         the GPU and has CPU work left (tracebacks, output): left to the process's exit, the
         driver's teardown took 0.1 s after the output was complete (synth 8G, H200 host).
-        The backend is unusable afterwards, and backend_for makes a new one; it is kept, so
-        that pycuda never frees again what the reset has freed."""
+        The backend is unusable afterwards, and backend_for makes a new one. It is kept, so
+        that pycuda never frees again what the reset has freed; the process must leave
+        with os._exit, as the command line does (at an interpreter's normal exit pycuda's
+        clean-up of the retired objects fails and crashes)."""
         with _BACKENDS_LOCK:
             if _BACKENDS.get(self.gpu_id) is self:
                 del _BACKENDS[self.gpu_id]
