@@ -148,9 +148,9 @@ def test_primary_context_reference_taken_outside_pycuda_is_dropped_cleanly(gpu, 
     """The backend has the driver make the primary context (GIL released) before pycuda
     retains it, then drops its own reference: taking and dropping one more leaves pycuda's
     context alive and the scans right."""
-    from gblastn.scan.gpu import _create_primary_context
+    from gblastn.driver import retain_primary_context
 
-    _create_primary_context(0)()
+    retain_primary_context(0)()
     rng, batch, table = case
     packed, chunks = volume(rng, batch, [5000, 120, 33000], plants=40)
     assert_same(gpu, table, packed, chunks)

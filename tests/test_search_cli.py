@@ -148,3 +148,20 @@ def test_device_gpu_without_a_gpu_is_an_error_and_auto_falls_back(case, tmp_path
                    "-lcase_masking", "-out", str(out))
     assert done.returncode == 0 and "searching on the CPU" in done.stderr
     assert out.exists()
+
+
+@pytest.mark.parametrize("argv, started", [
+    (["gblastn", "search", "-db", "x", "-query", "q.fa"], [0]),
+    (["gblastn", "search", "-db", "x", "-device", "gpu", "-gpu_id", "2"], [2]),
+    (["gblastn", "search", "-db", "x", "-device", "CPU"], []),
+    (["gblastn", "search", "-gpu_id", "two"], []),
+    (["gblastn", "makedb", "-in", "a.fa"], []),
+    (["gblastn"], []),
+])
+def test_context_made_early_only_for_searches_that_may_use_the_gpu(argv, started, monkeypatch):
+    from gblastn import cli, driver
+
+    calls = []
+    monkeypatch.setattr(driver, "make_context_early", calls.append)
+    cli._make_context_early(argv)
+    assert calls == started

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..driver import reset_primary_context, retain_primary_context
 from ..errors import GpuUnavailableError
 from ..lookup import SMALL, LookupTable
 from ..timing import TIMES
@@ -167,44 +168,6 @@ def _import_pycuda():
     return drv
 
 
-def _create_primary_context(gpu_id: int):
-    """Create the device's primary context through the driver API with ctypes, which lets
-    other threads run meanwhile: pycuda's retain holds the GIL while the context is made
-    (0.3 s on an H200 host, while the search's queries are being masked and indexed), and
-    then finds it made. Returns the call that drops this extra reference; a no-op when the
-    driver library cannot be called this way (pycuda then makes the context itself)."""
-    import ctypes
-
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-        device, context = ctypes.c_int(), ctypes.c_void_p()
-        if cuda.cuDeviceGet(ctypes.byref(device), int(gpu_id)) == 0 and \
-                cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), device) == 0:
-            release = getattr(cuda, "cuDevicePrimaryCtxRelease_v2", None) or \
-                cuda.cuDevicePrimaryCtxRelease
-            return lambda: release(device)
-    except (OSError, AttributeError):
-        pass
-    return lambda: None
-
-
-def _reset_primary_context(gpu_id: int) -> None:
-    """Destroy the device's primary context and all it holds (cuDevicePrimaryCtxReset),
-    through ctypes, which lets other threads run meanwhile; nothing when the driver library
-    cannot be called this way."""
-    import ctypes
-
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-        device = ctypes.c_int()
-        if cuda.cuDeviceGet(ctypes.byref(device), int(gpu_id)) == 0:
-            reset = getattr(cuda, "cuDevicePrimaryCtxReset_v2", None) or \
-                cuda.cuDevicePrimaryCtxReset
-            reset(device)
-    except (OSError, AttributeError):
-        pass
-
-
 def probe_counts(chunk_length: np.ndarray, width: int, step: int) -> np.ndarray:
     """Probes per chunk: offsets 0, step, ... <= length - width."""
     length = chunk_length.astype(np.int64)
@@ -262,7 +225,7 @@ class GpuBackend:
                 raise GpuUnavailableError(
                     f"-device gpu: no usable GPU (-gpu_id {gpu_id}, {count} device(s))")
             self.device = drv.Device(gpu_id)
-            release = _create_primary_context(gpu_id)
+            release = retain_primary_context(gpu_id)
             try:
                 self.context = self.device.retain_primary_context()
             finally:
@@ -318,7 +281,7 @@ class GpuBackend:
         def tear_down():
             with self.lock:  # after any call still running
                 self.retired = True
-                _reset_primary_context(self.gpu_id)
+                reset_primary_context(self.gpu_id)
 
         threading.Thread(target=tear_down, name="gblastn-device-teardown", daemon=True).start()
 

@@ -1,0 +1,59 @@
+"""The CUDA driver library called directly (ctypes), for the steps where pycuda would hold the
+GIL: making a device's primary context (0.2-0.3 s on an H200 host) and tearing it down.
+ctypes lets go of the GIL during each call, so the search's other threads run meanwhile.
+Every function here is a no-op where the driver library cannot be loaded or called."""
+
+import ctypes
+import threading
+
+_EARLY = {}  # gpu_id -> the thread making its primary context at start-up
+
+
+def _driver():
+    """The driver library, initialised; None without one (no GPU, no driver)."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        return cuda if cuda.cuInit(0) == 0 else None
+    except (OSError, AttributeError):
+        return None
+
+
+def _device(cuda, gpu_id: int):
+    device = ctypes.c_int()
+    return device if cuda.cuDeviceGet(ctypes.byref(device), int(gpu_id)) == 0 else None
+
+
+def retain_primary_context(gpu_id: int):
+    """Make (or find made) the device's primary context and take a reference to it. Returns
+    the call that drops that reference: pycuda, retaining the context after this, finds it
+    made."""
+    cuda = _driver()
+    device = None if cuda is None else _device(cuda, gpu_id)
+    context = ctypes.c_void_p()
+    if device is None or cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), device) != 0:
+        return lambda: None
+    release = getattr(cuda, "cuDevicePrimaryCtxRelease_v2", None) or \
+        cuda.cuDevicePrimaryCtxRelease
+    return lambda: release(device)
+
+
+def reset_primary_context(gpu_id: int) -> None:
+    """Destroy the device's primary context and everything in it (cuDevicePrimaryCtxReset)."""
+    cuda = _driver()
+    device = None if cuda is None else _device(cuda, gpu_id)
+    if device is not None:
+        reset = getattr(cuda, "cuDevicePrimaryCtxReset_v2", None) or \
+            cuda.cuDevicePrimaryCtxReset
+        reset(device)
+
+
+def make_context_early(gpu_id: int) -> None:
+    """Start making the device's primary context in a thread, first thing in a search's
+    process: its imports (numpy, numba, pycuda) then run beside the driver's work, and the
+    GPU backend's set-up finds the context made. The thread's reference lasts as long as
+    the process."""
+    if gpu_id not in _EARLY:
+        thread = threading.Thread(target=retain_primary_context, args=(gpu_id,),
+                                  name="gblastn-context", daemon=True)
+        _EARLY[gpu_id] = thread
+        thread.start()
