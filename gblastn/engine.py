@@ -135,7 +135,7 @@ def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHit
     gapped = volume_initial_hits(batch, table, stats, volume, options, backend, num_threads,
                                  subjects, diag_hash, ungapped_turn, pool, shared_scans,
                                  scan_turn)
-    results = pool.map_later(gapped.extend_piece, gapped.pieces, gapped.piece_hits())()
+    results = gapped.extend_later(pool)()
     gapped.file_subjects(gapped.subject_hits(results, pool)(), prelim)
 
 
@@ -210,8 +210,8 @@ def greedy_ahead(backend, hits, chunks: SubjectChunks, buffer, batch, stats, opt
 
 @dataclass
 class VolumeGapped:
-    """A volume's gapped stage: its pieces (chunk, hit indices or None for all), each
-    extended by extend_piece on any thread, then filed in chunk order."""
+    """A volume's gapped stage: its pieces (chunk, hit indices or None for all), extended
+    on any thread (extend_later), then filed in chunk order."""
 
     batch: object
     stats: object
@@ -230,6 +230,82 @@ class VolumeGapped:
         were those with most hits."""
         return [int(self.bounds[c + 1] - self.bounds[c]) if part is None else len(part)
                 for c, part in self.pieces]
+
+    def extend_later(self, pool):
+        """Every piece extended on `pool`, the heaviest tasks first; returns a function that
+        waits for them and gives each piece's (rows, origin), in piece order. With the
+        greedy extensions made ahead, whole chunks go in runs, each one task and one compiled
+        call (gapped.extend_chunks_given): on synth 8G the Python of a call per chunk, 1,613
+        of them, held the GIL longer than their compiled work took."""
+        hits = self.piece_hits()
+        tasks = self._tasks(hits, pool.threads)
+        if any(len(task) > 1 for task in tasks):
+            self._run_arguments  # made once, here, rather than by the first tasks at once
+        later = pool.map_later(self._extend_task, tasks, [sum(hits[i] for i in task)
+                                                          for task in tasks])
+
+        def results() -> list:
+            by_piece = [None] * len(self.pieces)
+            for task, found in zip(tasks, later()):
+                for i, result in zip(task, found):
+                    by_piece[i] = result
+            return by_piece
+
+        return results
+
+    def _tasks(self, hits: list, threads: int) -> list:
+        """The pieces' indices in tasks: a piece cut from a chunk alone; whole chunks, when
+        their extensions were made ahead, in runs of about RUN_TASKS_PER_THREAD tasks per
+        thread's share of the hits."""
+        if self.hits.extensions is None:
+            return [[i] for i in range(len(self.pieces))]
+        target = max(1, sum(hits) // (RUN_TASKS_PER_THREAD * threads))
+        tasks, run, run_hits = [], [], 0
+        for i, (_, part) in enumerate(self.pieces):
+            if part is not None:
+                tasks.append([i])
+                continue
+            run.append(i)
+            run_hits += hits[i]
+            if run_hits >= target:
+                tasks.append(run)
+                run, run_hits = [], 0
+        if run:
+            tasks.append(run)
+        return tasks
+
+    def _extend_task(self, task: list) -> list:
+        if len(task) == 1:
+            return [self.extend_piece(self.pieces[task[0]])]
+        from .gapped import extend_chunks_given
+
+        chunks = np.array([self.pieces[i][0] for i in task], dtype=np.int64)
+        with TIMES.stage("gapped"):
+            rows, origin, counts = extend_chunks_given(chunks, self.bounds,
+                                                       *self._run_arguments)
+        ends = np.cumsum(counts)
+        return [(rows[end - n:end], origin[end - n:end]) for n, end in zip(counts, ends)]
+
+    @cached_property
+    def _run_arguments(self) -> tuple:
+        """extend_chunks_given's arguments after the chunks and their bounds: the volume's
+        hits, as extend_hits converts a piece's."""
+        hits, batch, stats, options = self.hits, self.batch, self.stats, self.options
+        contexts = self.contexts
+        if contexts is None:
+            from .gapped import hit_contexts
+            contexts = hit_contexts(hits.q_start, batch)
+
+        def as64(values):
+            return np.ascontiguousarray(values, dtype=np.int64)
+
+        return (as64(hits.extensions), as64(hits.q_start), as64(hits.s_start),
+                as64(hits.length), as64(hits.score), as64(contexts), as64(batch.context_offset),
+                as64(batch.context_length), np.ascontiguousarray(batch.sequence, dtype=np.uint8),
+                batch.query_words, self.buffer, as64(self.chunks.byte_offset),
+                as64(self.chunks.length), as64(stats.gapped_cutoff), int(stats.gap_xdrop),
+                int(options.reward), int(options.penalty), int(options.gapopen),
+                int(options.gapextend), int(options.min_diag_separation))
 
     def extend_piece(self, piece) -> tuple:
         """The gapped rows of one piece, and the indices of the hits they came from."""
@@ -283,6 +359,7 @@ class VolumeGapped:
 
 
 MIN_PIECE_HITS = 256  # a chunk with more initial hits is extended in pieces, by context
+RUN_TASKS_PER_THREAD = 4  # runs of whole chunks per thread's share of a volume's hits
 
 
 def context_pieces(contexts, lo: int, hi: int, parts: int) -> list:
@@ -690,8 +767,7 @@ def search_batch(queries: list, first_index: int, db, options: SearchOptions, ba
     for volume in db.volumes:
         gapped = volume_initial_hits(plan.batch, plan.table, plan.stats, volume, options,
                                      backend, diag_hash=plan.diag_hash, pool=pool)
-        started.append((gapped, pool.map_later(gapped.extend_piece, gapped.pieces,
-                                               gapped.piece_hits())))
+        started.append((gapped, gapped.extend_later(pool)))
     # a volume's subjects are merged and filtered on the pool as soon as its pieces are done,
     # and their traceback searches made on the GPU while the next volume's run
     hits = [(gapped, gapped.subject_hits(results(), pool)) for gapped, results in started]

@@ -239,6 +239,41 @@ def _extend_hits_given(extensions, q_start, s_start, length, score, context, con
 
 
 @njit(cache=True, nogil=True)
+def extend_chunks_given(chunks, bounds, extensions, q_start, s_start, length, score, context,
+                        context_offset, context_length, sequence, query_words, buffer,
+                        chunk_byte_offset, chunk_length, cutoffs, xdrop, reward, penalty,
+                        gap_open, gap_extend, min_diag_separation):
+    """extend_hits with extensions made ahead, for each of several whole chunks in one call
+    (the Python around a call per chunk held the GIL for longer than the chunk's work): the
+    hits of chunk c are [bounds[c], bounds[c + 1]) of the volume's int64 arrays, its letters
+    at chunk_byte_offset[c] of `buffer`. Returns the chunks' rows back to back, each row's
+    hit index within its chunk, and each chunk's row count."""
+    total = 0
+    for k in range(chunks.size):
+        total += bounds[chunks[k] + 1] - bounds[chunks[k]]
+    rows = np.empty((total, 8), dtype=np.int64)
+    origin = np.empty(total, dtype=np.int64)
+    counts = np.zeros(chunks.size, dtype=np.int64)
+    at = 0
+    for k in range(chunks.size):
+        c = chunks[k]
+        lo, hi = bounds[c], bounds[c + 1]
+        first = chunk_byte_offset[c]
+        packed = buffer[first:first + (chunk_length[c] + 3) // 4]
+        found, came_from = _extend_hits_given(
+            extensions[lo:hi], q_start[lo:hi], s_start[lo:hi], length[lo:hi], score[lo:hi],
+            context[lo:hi], context_offset, context_length, sequence, query_words, packed,
+            chunk_length[c], cutoffs, xdrop, reward, penalty, gap_open, gap_extend,
+            min_diag_separation)
+        m = found.shape[0]
+        rows[at:at + m] = found
+        origin[at:at + m] = came_from
+        counts[k] = m
+        at += m
+    return rows[:at], origin[:at], counts
+
+
+@njit(cache=True, nogil=True)
 def _extend_hits_dp(q_start, s_start, length, score, seed_q, seed_s, context, context_offset,
                     context_length, sequence, packed, chunk_length, cutoffs, xdrop, matrix,
                     gap_open, gap_extend, min_diag_separation):

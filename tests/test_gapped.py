@@ -113,3 +113,39 @@ def test_extensions_made_ahead_keep_the_rows(seed):
         got_rows, got_origin = extend_hits(*case, extensions=extensions)
         assert np.array_equal(got_rows, rows)
         assert np.array_equal(got_origin, origin)
+
+
+def test_chunks_in_one_call_give_each_chunks_rows():
+    """extend_chunks_given runs several chunks' hits in one compiled call: each chunk's rows
+    and origins are those of extend_hits on that chunk alone."""
+    from gblastn.gapped import GAPPED_FIELDS, extend_chunks_given, extend_hits, hit_contexts
+
+    q_start, s_start, length, score, batch, packed, chunk_length, stats, opts = \
+        many_hits_case(4)
+    ahead = extensions_on_cpu(q_start, s_start, length, score, batch, packed, chunk_length,
+                              stats, opts)
+    ahead[::5, GAPPED_FIELDS] = 0  # some left to the CPU
+    # three chunks of the same letters, each with a third of the hits (in score order)
+    bounds = np.array([0, 90, 200, 300], dtype=np.int64)
+    buffer = np.concatenate([packed] * 3)
+    byte_offset = np.arange(3, dtype=np.int64) * packed.size
+    as64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)
+    chunks = np.array([0, 2], dtype=np.int64)
+    rows, origin, counts = extend_chunks_given(
+        chunks, bounds, ahead, as64(q_start), as64(s_start), as64(length), as64(score),
+        hit_contexts(q_start, batch), as64(batch.context_offset), as64(batch.context_length),
+        batch.sequence, batch.query_words, buffer, byte_offset,
+        np.full(3, chunk_length, dtype=np.int64), as64(stats.gapped_cutoff),
+        int(stats.gap_xdrop), opts.reward, opts.penalty, opts.gapopen, opts.gapextend,
+        opts.min_diag_separation)
+    at = 0
+    for c, count in zip(chunks, counts):
+        lo, hi = bounds[c], bounds[c + 1]
+        want_rows, want_origin = extend_hits(q_start[lo:hi], s_start[lo:hi], length[lo:hi],
+                                             score[lo:hi], batch, packed, chunk_length, stats,
+                                             opts, extensions=ahead[lo:hi])
+        assert len(want_rows) > 0
+        assert np.array_equal(rows[at:at + count], want_rows)
+        assert np.array_equal(origin[at:at + count], want_origin)
+        at += count
+    assert at == len(rows)
