@@ -434,9 +434,9 @@ except GpuUnavailableError:
     pass
 new = backend_for(0)
 after = new.find_seeds(*args)
-assert new is not old and len(before) > 0
-assert all(np.array_equal(a, b) for a, b in zip(before, after))
-print("ok", flush=True)
+fields = ("chunk", "q_off", "s_off", "s_first", "hit_s")
+same = all(np.array_equal(getattr(before, f), getattr(after, f)) for f in fields)
+print("ok" if new is not old and len(before) > 0 and same else "different", flush=True)
 os._exit(0)  # as the command line leaves: nothing of the retired backend is freed
 """
 
