@@ -334,7 +334,10 @@ class VolumeGapped:
         for c, found in _chunk_results(self.pieces, results):
             if found.shape[0]:
                 by_subject.setdefault(int(self.chunks.local_index[c]), []).append((c, found))
-        return pool.map_later(self._subject_hits, list(by_subject.items()))
+        # ahead of the later volumes' pieces still queued: this volume's traceback searches
+        # wait for them, and may then run on the GPU beside those pieces
+        items = list(by_subject.items())
+        return pool.map_later(self._subject_hits, items, [AHEAD_OF_PIECES] * len(items))
 
     def _subject_hits(self, item) -> tuple:
         from .hsp import hsps_from_rows, subject_rows
@@ -360,6 +363,7 @@ class VolumeGapped:
 
 MIN_PIECE_HITS = 256  # a chunk with more initial hits is extended in pieces, by context
 RUN_TASKS_PER_THREAD = 4  # runs of whole chunks per thread's share of a volume's hits
+AHEAD_OF_PIECES = 1 << 62  # a task weight above any piece's (its hits)
 
 
 def context_pieces(contexts, lo: int, hi: int, parts: int) -> list:
@@ -769,12 +773,11 @@ def search_batch(queries: list, first_index: int, db, options: SearchOptions, ba
                                      backend, diag_hash=plan.diag_hash, pool=pool)
         started.append((gapped, gapped.extend_later(pool)))
     # a volume's subjects are merged and filtered on the pool as soon as its pieces are done,
-    # and their traceback searches made on the GPU while the next volume's run
-    hits = [(gapped, gapped.subject_hits(results(), pool)) for gapped, results in started]
+    # and their traceback searches made on the GPU while the next volumes' pieces run
     prelim = PrelimHits()
-    for gapped, subject_hits in hits:
+    for gapped, results in started:
         volume_hits = PrelimHits()
-        gapped.file_subjects(subject_hits(), volume_hits)
+        gapped.file_subjects(gapped.subject_hits(results(), pool)(), volume_hits)
         tails_ahead(volume_hits.by_query, plan.batch, plan.stats, db, backend, options)
         for q, subjects in volume_hits.by_query.items():
             prelim.by_query.setdefault(q, {}).update(subjects)
