@@ -52,6 +52,16 @@ def test_repeated_texts_and_no_rows():
     assert LineColumns(0, 1).write("\t") == ""
 
 
+def test_lines_cut_into_parts():
+    lines = LineColumns(5, 2)
+    lines.add_repeated_text(["s1", "subject é"], [2, 3])
+    lines.add_int([1, -2, 30, 0, 5])
+    whole = lines.write("\t").splitlines(keepends=True)
+    assert lines.write_parts("\t", [0, 2, 0, 3, 0]) == [
+        "", "".join(whole[:2]), "", "".join(whole[2:]), ""]
+    assert LineColumns(0, 1).write_parts("\t", [0, 0]) == ["", ""]
+
+
 @given(st.integers(min_value=1, max_value=10**6).flatmap(
     lambda qlen: st.tuples(st.just(qlen), st.lists(st.integers(min_value=0, max_value=qlen),
                                                    min_size=1, max_size=30))))

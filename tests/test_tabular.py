@@ -17,7 +17,8 @@ from gblastn.hsp import OP_DEL, OP_INS, OP_SUB, Hsps, QueryResult, SubjectHits
 from gblastn.options import make_options
 from gblastn.output.tabular import (DEFAULT_COLUMNS, TabularFormat, btop, coverage_percent,
                                     display_hsp, format_bitscore, format_evalue,
-                                    format_percent, write_footer, write_header, write_query)
+                                    format_percent, format_queries, format_query,
+                                    write_footer, write_header, write_query)
 from gblastn.query import Query, build_batch
 from gblastn.stats import bit_scores, evalues, prepare_statistics
 
@@ -196,6 +197,44 @@ def test_write_query_columns_and_coverage():
         "0", "0", "1", "13", "34", "22", "0.20", "21.0", "13", "0", "minus", "1/-1", "-1",
         "100", "93", "100", "13", "13"]
     assert lines[7] == "# BLAST processed 1 queries"
+
+
+def test_queries_formatted_together_as_one_by_one():
+    """A batch's queries are formatted in one go (format_queries): each query's text must be
+    what it gets alone, its own length used for its rows (minus-strand coordinates, qlen,
+    qcovhsp) and queries without hits kept in their place."""
+    subject = "ACGT" * 30
+    db = FakeDb([("s1", "s1", "first", subject), ("s2", "s2", "second", subject[::-1])])
+
+    def counted(rows):
+        hsps = _hsps(rows)
+        hsps.counts = np.array([[q_end - q_start, q_end - q_start - 1, 0, 0]
+                                for _, q_start, q_end, *_ in rows], dtype=np.int64)
+        return hsps
+
+    def query(name, length):
+        return Query(name, name, encode_blastna(("ACGT" * 20)[:length]), np.zeros(length, bool))
+
+    q1, q2, q3 = query("q1", 14), query("q2", 20), query("q3", 30)
+    pairs = [
+        (q1, QueryResult(0, "q1", "q1", 14, [SubjectHits(0, counted([
+            (0, 0, 14, 2, 16, 12, 1e-5, 25.1, [(OP_SUB, 14)]),
+            (1, 1, 14, 21, 34, 13, 0.2, 21.0, [(OP_SUB, 13)])]))])),
+        (q2, QueryResult(1, "q2", "q2", 20, [])),
+        (q3, QueryResult(2, "q3", "q3", 30, [
+            SubjectHits(1, counted([(1, 3, 28, 40, 65, 25, 3e-9, 48.2, [(OP_SUB, 25)])])),
+            SubjectHits(0, counted([(0, 0, 30, 0, 30, 30, 0.0, 120.4, [(OP_SUB, 30)]),
+                                    (0, 5, 9, 50, 54, 4, 7.5, 8.1, [(OP_SUB, 4)])]))])),
+    ]
+    for spec in ("6", "7 qseqid sseqid qlen slen qstart qend sstart send qcovhsp qcovs evalue "
+                 "bitscore pident sstrand stitle", "10 qaccver qstart qend length mismatch"):
+        fmt = TabularFormat.parse(spec)
+        together = format_queries(fmt, pairs, db, db_name="db")
+        assert together == [format_query(fmt, q, r, db, db_name="db") for q, r in pairs]
+    # q3's first HSP, on the minus strand: shown on the plus strand of a 30-letter query
+    q3_text = format_queries(TabularFormat.parse("6 qseqid qlen qstart qend qcovhsp"), pairs,
+                             db, db_name="db")[2]
+    assert q3_text.splitlines()[0] == "q3\t30\t3\t27\t83"
 
 
 def test_header_without_hits_has_no_fields_line():

@@ -94,17 +94,24 @@ class LineColumns:
 
     def write(self, delimiter: str) -> str:
         """The lines, each ended by a newline."""
+        return self.write_parts(delimiter, [self.rows])[0]
+
+    def write_parts(self, delimiter: str, rows_of_part: list) -> list:
+        """The lines cut into consecutive parts of the given numbers of rows: one text each."""
         if self.rows == 0:
-            return ""
+            return ["" for _ in rows_of_part]
         offsets = np.zeros(len(self.texts) + 1, dtype=np.int64)
         offsets[1:] = [len(text) for text in self.texts]
         np.cumsum(offsets, out=offsets)
         table = np.frombuffer(b"".join(self.texts) or b" ", dtype=np.uint8)
         columns = len(self.kinds)
-        out = write_lines(np.array(self.kinds, dtype=np.int64), self.ints[:columns],
-                          self.floats[:columns], np.array(self.digits, dtype=np.int64),
-                          table, offsets, np.frombuffer(delimiter.encode(), dtype=np.uint8))
-        return out.tobytes().decode()
+        out, line_end = write_lines(np.array(self.kinds, dtype=np.int64), self.ints[:columns],
+                                    self.floats[:columns], np.array(self.digits, dtype=np.int64),
+                                    table, offsets, np.frombuffer(delimiter.encode(), dtype=np.uint8))
+        text = out.tobytes()
+        last_row = np.cumsum(rows_of_part) - 1
+        ends = [int(line_end[row]) if row >= 0 else 0 for row in last_row.tolist()]
+        return [text[start:end].decode() for start, end in zip([0] + ends[:-1], ends)]
 
 
 def warm_up() -> None:
@@ -121,9 +128,10 @@ def warm_up() -> None:
 @njit(cache=True, nogil=True)
 def write_lines(kinds, ints, floats, digits, table, offsets, delimiter):
     """Rows of the columns (see the module's text), fields joined by `delimiter`, each line
-    ended by a newline. Returns the bytes."""
+    ended by a newline. Returns the bytes and where each line ends in them."""
     rows = ints.shape[1]
     out = np.empty(max(64, rows * 64), dtype=np.uint8)
+    line_end = np.empty(rows, dtype=np.int64)
     size = 0
     for i in range(rows):
         for c in range(kinds.size):
@@ -149,7 +157,8 @@ def write_lines(kinds, ints, floats, digits, table, offsets, delimiter):
                 size = _put_bitscore(out, size, floats[c, i], table, offsets, ints[c, i])
         out[size] = 10
         size += 1
-    return out[:size]
+        line_end[i] = size
+    return out[:size], line_end
 
 
 @njit(cache=True, nogil=True)
@@ -211,7 +220,7 @@ def _scaled_half_even(value, digits):
 @njit(cache=True, nogil=True)
 def _put_fixed(out, size, value, digits, width):
     """"%{width}.{digits}f" of a double."""
-    negative = value < 0.0
+    negative = math.copysign(1.0, value) < 0.0   # printf shows the sign of -0.0 too
     scaled = _scaled_half_even(-value if negative else value, digits)
     unit = np.int64(10 ** digits)
     whole = scaled // unit

@@ -587,22 +587,33 @@ def _per_subject_value(name: str, query, db, ordinal: int, per_subject: dict):
     return per_subject[name]  # qcovs, qcovus
 
 
-def _query_text(fmt, query, db, subjects: list) -> str:
-    """The output lines of a query's HSPs (subjects and HSPs in the given order), each ended
-    by a newline. Formatted a column at a time over all of them and written by compiled code
-    (linewriter); the aligned rows (qseq, sseq, btop) and HSPs without stored counts take
-    _hsp_fields, HSP by HSP."""
+def _lines_of(fmt, db, entries: list) -> list:
+    """The output lines of each entry's HSPs, an entry being (query, subjects), subjects and
+    HSPs in the given order, each line ended by a newline: one text per entry. The lines of
+    all entries are formatted together, a column at a time, and written by one compiled
+    call (linewriter): Python's share is the same for one query as for a batch. The aligned
+    rows (qseq, sseq, btop) and HSPs without stored counts take _hsp_fields, HSP by HSP."""
     columns = fmt.columns
-    qlen = len(query)
-    per_subject = [_coverages(fmt, qlen, subject.hsps) for subject in subjects]
+    per_subject = [[_coverages(fmt, len(query), subject.hsps) for subject in subjects]
+                   for query, subjects in entries]
     needs_alignment, needs_rows = _column_needs(columns)
-    if needs_rows or (needs_alignment and any(s.hsps.counts is None for s in subjects)):
-        return "".join(fmt.delimiter.join(_hsp_fields(fmt, query, db, subject.ordinal,
-                                                      subject.hsps, i, extra)) + "\n"
-                       for subject, extra in zip(subjects, per_subject)
-                       for i in range(len(subject.hsps)))
+    if needs_rows or (needs_alignment and any(subject.hsps.counts is None
+                                              for _, subjects in entries
+                                              for subject in subjects)):
+        return ["".join(fmt.delimiter.join(_hsp_fields(fmt, query, db, subject.ordinal,
+                                                       subject.hsps, i, extra)) + "\n"
+                        for subject, extra in zip(subjects, extras)
+                        for i in range(len(subject.hsps)))
+                for (query, subjects), extras in zip(entries, per_subject)]
+    subjects = [subject for _, entry_subjects in entries for subject in entry_subjects]
     sizes = [len(subject.hsps) for subject in subjects]
+    rows_of_entry = [sum(len(subject.hsps) for subject in entry_subjects)
+                     for _, entry_subjects in entries]
+    if not subjects:
+        return ["" for _ in entries]
     hsps = _concatenated([subject.hsps for subject in subjects], needs_alignment)
+    qlen = np.repeat(np.array([len(query) for query, _ in entries], dtype=np.int64),
+                     rows_of_entry)
     lines = LineColumns(int(sum(sizes)), len(columns))
     numbers = _alignment_numbers(hsps, qlen) if needs_alignment else {}
     minus = hsps.context % 2 == 1
@@ -626,8 +637,9 @@ def _query_text(fmt, query, db, subjects: list) -> str:
         else:
             lines.add_repeated_text(
                 [str(_per_subject_value(name, query, db, subject.ordinal, extra))
-                 for subject, extra in zip(subjects, per_subject)], sizes)
-    return lines.write(fmt.delimiter)
+                 for (query, entry_subjects), extras in zip(entries, per_subject)
+                 for subject, extra in zip(entry_subjects, extras)], sizes)
+    return lines.write_parts(fmt.delimiter, rows_of_entry)
 
 
 def _coverage_percents(covered, query_length: int):
@@ -688,18 +700,27 @@ _STRAND_TEXT = {"sstrand": ("plus", "minus"), "sframe": ("1", "-1"), "frames": (
 def write_query(out: TextIO, fmt: TabularFormat, query, result, db, *, db_name: str) -> None:
     """All output lines of one query: the outfmt 7 header (when asked for), then one line
     per HSP, subjects and HSPs in the order `result` holds them."""
-    num_hits = sum(len(subject.hsps) for subject in result.subjects)
-    write_header(out, fmt, query, db_name, num_hits)
-    subjects = [subject for subject in result.subjects if len(subject.hsps)]
-    if subjects:
-        out.write(_query_text(fmt, query, db, subjects))
+    out.write(format_queries(fmt, [(query, result)], db, db_name=db_name)[0])
 
 
 def format_query(fmt: TabularFormat, query, result, db, *, db_name: str) -> str:
     """write_query's text, as a string."""
-    text = io.StringIO()
-    write_query(text, fmt, query, result, db, db_name=db_name)
-    return text.getvalue()
+    return format_queries(fmt, [(query, result)], db, db_name=db_name)[0]
+
+
+def format_queries(fmt: TabularFormat, pairs: list, db, *, db_name: str) -> list:
+    """write_query's text of each (query, result) pair, all formatted together."""
+    entries = [(query, [subject for subject in result.subjects if len(subject.hsps)])
+               for query, result in pairs]
+    texts = []
+    for (query, result), lines in zip(pairs, _lines_of(fmt, db, entries)):
+        if fmt.with_comments:
+            header = io.StringIO()
+            write_header(header, fmt, query, db_name,
+                         sum(len(subject.hsps) for subject in result.subjects))
+            lines = header.getvalue() + lines
+        texts.append(lines)
+    return texts
 
 
 # --------------------------------------------------------------------------------------------
