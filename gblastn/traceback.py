@@ -160,7 +160,7 @@ def _trace_group(task_subject, task_query, task_rows, rows, task_ahead, ahead, a
         local = task_subject[i]
         length = lengths[local]
         subject = scratch[:length]
-        bases = packed[byte_offset[local]:byte_offset[local + 1]]
+        bases = packed[byte_offset[local]:byte_offset[local] + (length + 3) // 4]
         a, b = amb_start[local], amb_start[local + 1]
         task_hsps = rows[task_rows[i]:task_rows[i + 1]]
         task_ahead_rows = ahead[task_ahead[i]:task_ahead[i + 1]]

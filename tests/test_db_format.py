@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from gblastn.alphabet import decode_blastna
 from gblastn.db import format as fmt
 from gblastn.db.reader import open_db
 from gblastn.db.writer import make_db
@@ -54,6 +55,10 @@ def test_parse_size(text, value):
     assert fmt.parse_size(text) == value
 
 
+def _packed_sizes(db, volume):
+    return [(int(volume.lengths[i]) + 3) // 4 for i in range(volume.num_seqs)]
+
+
 def test_blocks_hold_many_sequences_and_concat(tmp_path, monkeypatch):
     monkeypatch.setattr(fmt, "BLOCK_BYTES", 64)
     (tmp_path / "in.fa").write_text("".join(f">s{i}\n{'ACGT' * (i * 7 + 1)}\n" for i in range(30)))
@@ -61,7 +66,50 @@ def test_blocks_hold_many_sequences_and_concat(tmp_path, monkeypatch):
     with open_db(str(tmp_path / "db")) as db:
         (volume,) = db.volumes
         buffer, offsets = volume.concat_packed()
-        assert offsets[-1] == buffer.size == sum((len("ACGT") * (i * 7 + 1) + 3) // 4 for i in range(30))
-        for i in range(30):
-            assert np.array_equal(buffer[offsets[i]:offsets[i + 1]], db.packed(i))
+        assert offsets[-1] == buffer.size and not buffer.flags.writeable
+        for i, size in enumerate(_packed_sizes(db, volume)):
+            assert np.array_equal(buffer[offsets[i]:offsets[i] + size], db.packed(i))
             assert db.blastna(i).tolist() == [0, 1, 2, 3] * (i * 7 + 1)
+
+
+def _long_blocks_db(tmp_path, monkeypatch):
+    """A volume of several blocks, each long enough for LMDB to keep it on pages of its own."""
+    monkeypatch.setattr(fmt, "BLOCK_BYTES", 6_000)
+    rng = np.random.default_rng(3)
+    records = ["".join(rng.choice(list("ACGT"), 9_000 + 1_000 * i)) for i in range(12)]
+    (tmp_path / "in.fa").write_text("".join(f">s{i}\n{seq}\n" for i, seq in enumerate(records)))
+    make_db([str(tmp_path / "in.fa")], str(tmp_path / "db"), progress=False)
+    return tmp_path / "db", records
+
+
+def test_blocks_used_where_the_file_holds_them(tmp_path, monkeypatch):
+    """A volume of several blocks is not copied: its sequences are read in the volume file's
+    own read-only map, each where LMDB stores it, and they are the sequences LMDB reads."""
+    path, records = _long_blocks_db(tmp_path, monkeypatch)
+    with open_db(str(path)) as db:
+        (volume,) = db.volumes
+        assert volume._block_crc.size > 3
+        buffer, offsets = volume.concat_packed()
+        assert not buffer.flags.owndata and not buffer.flags.writeable
+        assert buffer.size < sum(_packed_sizes(db, volume)) + volume._block_crc.size * 8192
+        for i, size in enumerate(_packed_sizes(db, volume)):
+            block = volume._raw_block(int(volume._block_of[i]))
+            start = int(volume._block_offset[i])
+            stored = np.frombuffer(block, dtype=np.uint8)[start:start + size]
+            assert np.array_equal(buffer[offsets[i]:offsets[i] + size], stored)
+            assert decode_blastna(db.blastna(i)) == records[i]
+
+
+def test_a_damaged_block_is_found_in_place(tmp_path, monkeypatch):
+    path, records = _long_blocks_db(tmp_path, monkeypatch)
+    with open_db(str(path)) as db:
+        tail = db.packed(7)[-64:].tobytes()
+    (volume_file,) = path.with_suffix(".gdb").glob("*.mdb")
+    data = bytearray(volume_file.read_bytes())
+    at = data.find(tail)
+    assert at > 0
+    data[at + 10] ^= 0xFF
+    volume_file.write_bytes(bytes(data))
+    with open_db(str(path)) as db:
+        with pytest.raises(DatabaseError, match="checksum mismatch"):
+            db.volumes[0].concat_packed()

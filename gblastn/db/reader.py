@@ -118,9 +118,9 @@ def _read_manifest(directory: str, name: str) -> dict:
 
 class PackedSubjects(NamedTuple):
     """A volume's subjects as compiled code unpacks them (fill_ranges): the packed 2-bit
-    bases back to back (subject i at byte_offset[i]), the lengths, and the ambiguity runs
-    (those of subject i at amb_start[i]:amb_start[i + 1]; offset, length, end, ncbi4na
-    code)."""
+    bases (subject i from byte_offset[i], as concat_packed gives them), the lengths, and the
+    ambiguity runs (those of subject i at amb_start[i]:amb_start[i + 1]; offset, length,
+    end, ncbi4na code)."""
 
     packed: np.ndarray
     byte_offset: np.ndarray
@@ -143,7 +143,7 @@ class Volume:
         self.first_ordinal = int(entry["first_ordinal"])
         self.num_seqs = int(entry["num_seqs"])
         self._label = f"{db_name}: volume {index} ({entry['file']})"
-        path = os.path.join(directory, entry["file"])
+        path = self._path = os.path.join(directory, entry["file"])
         try:
             size = os.path.getsize(path)
         except OSError:
@@ -236,50 +236,88 @@ class Volume:
         return None if value is None else np.frombuffer(value, dtype=np.int64)
 
     def concat_packed(self) -> tuple[np.ndarray, np.ndarray]:
-        """(buffer, byte_offset [num_seqs+1]): the volume's sequences back to back; built once
-        (pipeline jobs of one volume ask for it from several threads)."""
+        """(buffer, byte_offset [num_seqs+1]): every sequence of the volume in one read-only
+        array, sequence i's packed bytes from byte_offset[i] (byte_offset[num_seqs] is the
+        buffer's size); built once (pipeline jobs of one volume ask for it from several
+        threads). The sequences are in database order but need not be back to back: the
+        blocks are used where the volume's file holds them, gaps and all."""
         with self._concat_lock:
             return self._concat_packed()
 
     def _concat_packed(self) -> tuple[np.ndarray, np.ndarray]:
         if self._concat is None:
             nbytes = (self.lengths + 3) // 4
-            byte_offset = np.zeros(self.num_seqs + 1, dtype=np.int64)
-            np.cumsum(nbytes, out=byte_offset[1:])
             num_blocks = self._block_crc.size
-            if num_blocks == 1:
-                buffer = self._block(0)
+            in_place = self._blocks_in_place() if num_blocks > 1 else None
+            if in_place is not None:
+                buffer, block_start = in_place
+                byte_offset = np.empty(self.num_seqs + 1, dtype=np.int64)
+                byte_offset[:-1] = block_start[self._block_of] + self._block_offset
+                byte_offset[-1] = buffer.size
             else:
-                buffer = np.empty(int(byte_offset[-1]), dtype=np.uint8)
-                self._copy_blocks(buffer)
-                # read-only like a single block (LMDB's memory): one compiled variant of each
-                # stage for both
-                buffer.flags.writeable = False
+                byte_offset = np.zeros(self.num_seqs + 1, dtype=np.int64)
+                np.cumsum(nbytes, out=byte_offset[1:])
+                if num_blocks == 1:
+                    buffer = self._block(0)
+                else:
+                    buffer = np.empty(int(byte_offset[-1]), dtype=np.uint8)
+                    self._check_blocks(buffer)
+                    # read-only like a single block (LMDB's memory): one compiled variant
+                    # of each stage for both
+                    buffer.flags.writeable = False
             self._concat = (buffer, byte_offset)
         return self._concat
 
-    def _copy_blocks(self, buffer: np.ndarray) -> None:
-        """Every block, checked, into `buffer` back to back; the checks and copies of a
-        large volume run on several threads (zlib and numpy release the GIL)."""
+    def _blocks_in_place(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(span, block_start): the part of the volume's file from its first block to its
+        last, mapped read-only, and where each block starts in it; every block checked.
+        Copying the blocks end to end cost synth 8G's searches 2 GB of fresh memory, written
+        by 8 threads beside the query setup and freed again at exit. None where LMDB's map
+        of the file cannot be located (no /proc/self/maps): the blocks are copied."""
+        views = [np.frombuffer(self._raw_block(block), dtype=np.uint8)
+                 for block in range(self._block_crc.size)]
+        placed = _file_offsets(self._path, [view.ctypes.data for view in views])
+        if placed is None:
+            return None
+        first = min(placed)
+        end = max(at + view.size for at, view in zip(placed, views))
+        mapped_from = first - first % mmap.ALLOCATIONGRANULARITY
+        with open(self._path, "rb") as handle:
+            area = mmap.mmap(handle.fileno(), end - mapped_from, prot=mmap.PROT_READ,
+                             offset=mapped_from)
+        span = np.frombuffer(area, dtype=np.uint8, count=end - first, offset=first - mapped_from)
+        block_start = np.array(placed, dtype=np.int64) - first
+        for view, start in zip(views, block_start.tolist()):
+            if not np.array_equal(span[start:start + 64], view[:64]):
+                return None  # not where LMDB reads it: the blocks are copied instead
+        self._check_blocks(None, [(block, span[start:start + view.size]) for block, (view, start)
+                                  in enumerate(zip(views, block_start.tolist()))])
+        return span, block_start
+
+    def _check_blocks(self, buffer: np.ndarray | None, blocks: list | None = None) -> None:
+        """Check every block (block, view) (by default LMDB's own), and copy them into
+        `buffer` back to back when given; the checks and copies of a large volume run on
+        several threads (zlib and numpy release the GIL)."""
         from ..tasks import TaskPool
 
-        starts, at = [], 0
-        for block in range(self._block_crc.size):
-            value = self._raw_block(block)  # a view into LMDB's map; no copy yet
-            starts.append((block, at, value))
-            at += len(value)
+        if blocks is None:
+            blocks = [(block, np.frombuffer(self._raw_block(block), dtype=np.uint8))
+                      for block in range(self._block_crc.size)]
+        starts = np.zeros(len(blocks), dtype=np.int64)
+        np.cumsum([view.size for _, view in blocks[:-1]], out=starts[1:])
 
-        def check_and_copy(item):
-            block, start, value = item
-            self._check(block, value)
-            view = np.frombuffer(value, dtype=np.uint8)
-            buffer[start:start + len(value)] = view
+        def check(item):
+            (block, view), start = item
+            self._check(block, view)
+            if buffer is not None:
+                buffer[start:start + view.size] = view
             # checked: the subjects' letters for traceback read it without a second check
             # (on synth 8G, 2 GB of checksums on the traceback's path)
             self._blocks[block] = view
 
-        with TaskPool(min(8, os.cpu_count() or 1) if buffer.size > (64 << 20) else 1) as pool:
-            pool.map(check_and_copy, starts)
+        total = int(starts[-1]) + blocks[-1][1].size
+        with TaskPool(min(8, os.cpu_count() or 1) if total > (64 << 20) else 1) as pool:
+            pool.map(check, list(zip(blocks, starts.tolist())))
 
     def close(self) -> None:
         self._blocks = {}
@@ -291,6 +329,30 @@ class Volume:
                 pass
             self._env.close()
             self._env = None
+
+
+def _file_offsets(path: str, addresses: list) -> list | None:
+    """Where in the file at `path` the bytes at each address of this process lie, read from
+    the process's memory maps; None when a map of that file holds not all of them."""
+    try:
+        inode = os.stat(path).st_ino
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            lines = maps.read().splitlines()
+    except OSError:
+        return None
+    regions = []
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[4] == str(inode):
+            low, high = (int(x, 16) for x in fields[0].split("-"))
+            regions.append((low, high, int(fields[2], 16)))
+    placed = []
+    for address in addresses:
+        region = next((r for r in regions if r[0] <= address < r[1]), None)
+        if region is None:
+            return None
+        placed.append(address - region[0] + region[2])
+    return placed
 
 
 def sparse_letters(length: int) -> np.ndarray:
