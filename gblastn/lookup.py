@@ -208,13 +208,12 @@ def _build_small(index, offset, size):
 
 
 @njit(cache=True, nogil=True)
-def _fill_megablast(sequence, segments, word_size, width, hashtable, next_pos, pv, pv_bts,
-                    cell_lo, cell_hi):
-    """Insert the indexable words (as _list_words finds them, in its order) whose cell lies
-    in [cell_lo, cell_hi). Threads given disjoint cell ranges (aligned to whole pv words)
-    write disjoint memory; each reads the whole batch, which costs less than handing the
-    words over in arrays."""
+def _sort_words(sequence, segments, word_size, width, shift, cursor, offsets, words):
+    """The indexable words of `segments` (in _list_words' order) by cell range, word >>
+    `shift`: each word and its offset at cursor[its range], which moves on. With `offsets`
+    empty, only counts them there."""
     mask = (1 << (2 * width)) - 1
+    counting = offsets.size == 0
     for k in range(segments.shape[0]):
         start, end = segments[k, 0], segments[k, 1]
         if end - start < word_size:
@@ -222,15 +221,27 @@ def _fill_megablast(sequence, segments, word_size, width, hashtable, next_pos, p
         word, valid = 0, 0
         for p in range(start, end):
             word, valid = _next_word(word, valid, sequence[p], mask)
-            if valid >= width and cell_lo <= word < cell_hi:
-                # our offset is BLAST's q_off + 1, so it is stored as is
-                offset = p - width + 1
-                next_pos[offset] = hashtable[word]
-                hashtable[word] = offset
-                pv[word >> pv_bts] |= np.uint32(1) << np.uint32(word & 31)
+            if valid >= width:
+                at = cursor[word >> shift]
+                if not counting:
+                    offsets[at] = p - width + 1
+                    words[at] = word
+                cursor[word >> shift] = at + 1
+
+
+@njit(cache=True, nogil=True)
+def _insert_sorted(offsets, words, first, last, hashtable, next_pos, pv, pv_bts):
+    """Insert the sorted words first..last-1, which all fall in one cell range. Our offset
+    is BLAST's q_off + 1, so it is stored as is."""
+    for i in range(first, last):
+        word, offset = words[i], offsets[i]
+        next_pos[offset] = hashtable[word]
+        hashtable[word] = offset
+        pv[word >> pv_bts] |= np.uint32(1) << np.uint32(word & 31)
 
 
 PARALLEL_TABLE_WORDS = 1_000_000  # below this, one thread fills the megablast table
+TABLE_CELL_RANGES = 64  # the megablast table's parts filled side by side (a power of 2)
 
 
 def _build_megablast(sequence, segments, word_size, width, entries, pool=INLINE):
@@ -240,19 +251,59 @@ def _build_megablast(sequence, segments, word_size, width, entries, pool=INLINE)
     hashtable = np.zeros(size, dtype=np.int32)
     next_pos = np.zeros(sequence.size, dtype=np.int32)
     pv = np.zeros(pv_words, dtype=np.uint32)
-    parts = max(1, min(pool.threads, pv_words))
     if entries < PARALLEL_TABLE_WORDS:
-        parts = 1
-    # each part owns a run of whole pv words (1 << pv_bts cells each)
-    cells_per_pv_word = 1 << pv_bts
-    bounds = [pv_words * k // parts * cells_per_pv_word for k in range(parts)] + [size]
-
-    def fill(k):
-        _fill_megablast(sequence, segments, word_size, width, hashtable, next_pos, pv, pv_bts,
-                        bounds[k], bounds[k + 1])
-
-    spread_map(pool, fill, range(parts))
+        pool = INLINE
+    _fill_megablast(sequence, segments, word_size, width, hashtable, next_pos, pv, pv_bts,
+                    pool)
     return hashtable, next_pos, pv, pv_bts
+
+
+def _fill_megablast(sequence, segments, word_size, width, hashtable, next_pos, pv, pv_bts,
+                    pool) -> None:
+    """Insert the indexable words (as _list_words finds them, in its order), on the threads
+    of `pool`: each thread sorts the words of its share of the segments by cell range
+    (counts them, then places them), and each range's words are inserted in order by one
+    thread. A range's cells are a 64th of the table, so its insertions mostly hit the
+    cache: inserted in the batch's order, one thread took 0.15 s for the synth 8G queries'
+    6 million words, nearly all of it in cache misses; threads that each read the whole
+    batch and kept the words of their own cells took as long each, under load."""
+    if not len(segments):
+        return
+    shift = max(2 * width - TABLE_CELL_RANGES.bit_length() + 1, pv_bts)  # whole pv words
+    ranges = (1 << (2 * width)) >> shift
+    lengths = np.cumsum(segments[:, 1] - segments[:, 0])
+    shares = pool.threads
+    cuts = np.searchsorted(lengths, lengths[-1] * np.arange(1, shares) / shares, side="right")
+    bounds = [0] + cuts.tolist() + [len(segments)]
+    share_segments = [segments[lo:hi] for lo, hi in zip(bounds, bounds[1:])]
+    counts = np.zeros((shares, ranges), dtype=np.int64)
+    none32 = np.zeros(0, dtype=np.int32)
+
+    def count(k):
+        _sort_words(sequence, share_segments[k], word_size, width, shift, counts[k], none32,
+                    none32)
+
+    spread_map(pool, count, range(shares))
+    # range-major, shares in order within a range: each range's words in _list_words' order
+    cursor = np.zeros(shares * ranges, dtype=np.int64)
+    np.cumsum(counts.T.ravel()[:-1], out=cursor[1:])
+    cursor = cursor.reshape(ranges, shares).T.copy()
+    range_start = np.append(cursor[0], counts.sum())
+    total = int(range_start[-1])
+    offsets = np.empty(total, dtype=np.int32)
+    words = np.empty(total, dtype=np.int32)
+
+    def place(k):
+        _sort_words(sequence, share_segments[k], word_size, width, shift, cursor[k], offsets,
+                    words)
+
+    spread_map(pool, place, range(shares))
+
+    def insert(r):
+        _insert_sorted(offsets, words, range_start[r], range_start[r + 1], hashtable, next_pos,
+                       pv, pv_bts)
+
+    spread_map(pool, insert, range(ranges))
 
 
 @njit(cache=True, nogil=True)
