@@ -192,7 +192,7 @@ def search_command(
     # the GPU's set-up (pycuda, its context) runs while options, files and database are read
     backend = _in_background(select_backend, device, gpu_id)
     files = query_files(query, query_list)
-    _in_background(_warm_up_compiled_code, task, word_size, _query_bytes(files))
+    _in_background(_warm_up_compiled_code, task, word_size, _query_bytes(files), backend)
     options = make_options(
         task, evalue=evalue, word_size=word_size, reward=reward, penalty=penalty,
         gapopen=gapopen, gapextend=gapextend, xdrop_ungap=xdrop_ungap, xdrop_gap=xdrop_gap,
@@ -207,8 +207,10 @@ def search_command(
     run_search(files, db, options, OutputSpec(outfmt, out, out_dir, db), backend, settings)
 
 
-def _warm_up_compiled_code(task: str, word_size: int | None, query_letters: int | None) -> None:
-    """A made-up search with the task's tables and aligners (engine.warm_up): numba's first
+def _warm_up_compiled_code(task: str, word_size: int | None, query_letters: int | None,
+                           backend) -> None:
+    """A made-up search with the task's tables and aligners, and the stages that `backend`
+    (the Future of the scan backend's set-up) calls for (engine.warm_up): numba's first
     call in a process sets up its type system (about half a second) and each stage's first
     call loads its machine code; both are better spent while the GPU and the database are
     prepared than on the search's path."""
@@ -216,7 +218,7 @@ def _warm_up_compiled_code(task: str, word_size: int | None, query_letters: int 
     from .options import make_options
 
     _lighten_numba_start()
-    warm_up(make_options(task, word_size=word_size), query_letters)
+    warm_up(make_options(task, word_size=word_size), query_letters, backend)
     # the imported modules' and numba's objects (about a million) never become garbage:
     # kept out of the collector's full passes, each of which held the GIL for tens of ms
     gc.freeze()

@@ -707,16 +707,20 @@ class _MadeUpSubject:
 
 
 WARM_UP_LENGTHS = (8_000, 800)  # made-up queries: a large batch's stages and a small one's
+WARM_UP_QUERY_START = 40_000  # where the made-up queries are cut from the made-up subject
 
 
-def warm_up(options: SearchOptions, query_letters: int | None = None) -> int:
+def warm_up(options: SearchOptions, query_letters: int | None = None, backend=None) -> int:
     """Search made-up queries against a made-up subject, untimed. numba loads each stage's
-    machine code from its cache at the stage's first call (0.3 s in all, and the loads wait
-    for one another); run in the background as a search starts, this takes them off the
-    search's path while the GPU is set up (a 1 s set-up simulated: 1.83-1.89 s against
-    1.99-2.04 s for a small search). A batch of more than 8,000 letters takes the megablast
-    table and the diagonal hash, a small one the small table and the diagonal array: the
-    kind `query_letters` (the query set's size, when known) calls for is loaded first.
+    machine code from its cache at the stage's first call (0.75 s in all on an H200 host,
+    mostly holding the GIL, and the loads wait for one another); run in the background as
+    a search starts, this takes them off the search's path while the GPU is set up. A
+    batch of more than 8,000 letters takes the megablast table and the diagonal hash, a
+    small one the small table and the diagonal array: the kind `query_letters` (the query
+    set's size, when known) calls for is loaded first, and the other only when the set
+    makes several batches. `backend` (or a Future of it) is the search's scan backend:
+    with the GPU's, the stages that run beside it are loaded, not the CPU's scan and
+    extensions (a tenth of a second of the GIL, once spent beside the query setup).
     Returns how many HSPs it traced."""
     from .dynprog import MAX_SUBJECT_OFFSET
     from .output.linewriter import warm_up as output_warm_up
@@ -729,29 +733,82 @@ def warm_up(options: SearchOptions, query_letters: int | None = None) -> int:
     lengths = list(WARM_UP_LENGTHS)
     if query_letters is not None and 2 * query_letters <= DIAG_HASH_QUERY_LENGTH:
         lengths.reverse()
+    if query_letters is not None and query_letters <= query_batch_letters(options):
+        lengths = lengths[:1]  # one batch, of the kind loaded first
+
+    def search(n: int) -> int:
+        start = WARM_UP_QUERY_START
+        return _made_up_search(db, subject[start:start + n].copy(), options, backend)
+
     with TIMES.untimed():
-        traced = sum(_made_up_search(db, subject[40_000:40_000 + n].copy(), options)
-                     for n in lengths)
+        traced = search(lengths[0])
         output_warm_up()
-    return traced
+        return traced + sum(search(n) for n in lengths[1:])
 
 
-def _made_up_search(db, codes: np.ndarray, options: SearchOptions) -> int:
+def _made_up_search(db, codes: np.ndarray, options: SearchOptions, backend=None) -> int:
     """warm_up's search of one query cut from the made-up subject; returns HSPs traced."""
     from .query import Query
-    from .scan import cpu
 
     codes[::97] = (codes[::97] + 1) % 4  # mismatches, for every kind of extension
     query = Query("warm-up", "warm-up", codes, np.zeros(codes.size, dtype=bool))
     plan = plan_batch([query], 0, db, options)
     if plan.table is None:
         return 0
+    gapped = volume_initial_hits(plan.batch, plan.table, plan.stats, db, options,
+                                 _made_up_backend(backend), num_threads=1,
+                                 diag_hash=plan.diag_hash)
+    if gapped.hits.extensions is not None and gapped.pieces:
+        # beside the GPU, whole chunks go in runs and cut pieces alone
+        chunk, _ = gapped.pieces[0]
+        gapped._extend_task([0, 0])
+        gapped.extend_piece((chunk, np.arange(int(gapped.bounds[chunk + 1] -
+                                                  gapped.bounds[chunk]))))
     prelim = PrelimHits()
-    prelim_search_volume(plan.batch, plan.table, plan.stats, db, options, prelim, cpu,
-                         num_threads=1, diag_hash=plan.diag_hash)
+    gapped.file_subjects(gapped.subject_hits(gapped.extend_later(INLINE)(), INLINE)(), prelim)
     groups = trace_groups(trace_tasks(prelim.by_query, options), db, 1)
     return sum(len(hsps) for group in groups
                for _, hsps in trace_group(group, [query], plan.batch, plan.stats, db, options))
+
+
+def _made_up_backend(backend):
+    """The made-up search's scan backend: the CPU's, or beside the GPU (`backend`, or the
+    Future of its set-up, has greedy extensions) a _MadeUpDevice."""
+    from .scan import cpu
+
+    if isinstance(backend, Future):
+        try:
+            backend = backend.result()
+        except Exception:  # noqa: BLE001 - no device: the search reports it, the CPU serves
+            backend = None
+    return _MadeUpDevice() if hasattr(backend, "greedy_extensions") else cpu
+
+
+class _MadeUpDevice:
+    """The GPU's stand-in in warm_up: its seeds are words of the made-up query where it lies
+    in the made-up subject, and it makes no greedy extension ahead (the CPU makes them all,
+    through the compiled calls it takes beside the GPU)."""
+
+    def find_seeds(self, table, packed, chunk_byte_offset, chunk_length, num_threads=None):
+        from .scan import Seeds
+
+        query_length = int(table.context_length[0])
+        at = np.arange(5, query_length - table.word_size, 97, dtype=np.int64)  # no mismatch
+        subject_at = WARM_UP_QUERY_START + at
+        chunk_start = (np.asarray(chunk_byte_offset, dtype=np.int64) -
+                       int(chunk_byte_offset[0])) * 4
+        chunk = np.searchsorted(chunk_start, subject_at, side="right") - 1
+        inside = subject_at + table.word_size <= chunk_start[chunk] + chunk_length[chunk]
+        chunk, at, subject_at = chunk[inside], at[inside], subject_at[inside]
+        s_off = (subject_at - chunk_start[chunk]).astype(np.int32)
+        return Seeds(chunk.astype(np.int32), (int(table.context_offset[0]) + at).astype(np.int32),
+                     s_off, s_off.copy(), s_off.copy())
+
+    def greedy_extensions(self, packed, chunk_byte_offset, chunk_length, hit_chunk, *args,
+                          **kwargs) -> np.ndarray:
+        from .gapped import GAPPED_FIELDS
+
+        return np.zeros((len(hit_chunk), GAPPED_FIELDS + 1), dtype=np.int64)
 
 
 def search_batch(queries: list, first_index: int, db, options: SearchOptions, backend,

@@ -280,3 +280,33 @@ def test_warm_up_reaches_every_stage_untimed(task):
     before = dict(TIMES.seconds)
     assert warm_up(make_options(task)) >= 1
     assert TIMES.seconds == before
+
+
+BESIDE_THE_DEVICE = """
+from concurrent.futures import Future
+from gblastn.engine import warm_up
+from gblastn.gapped import _extend_hits_begin, _extend_hits_given, extend_chunks_given
+from gblastn.options import make_options
+from gblastn.scan.cpu import scan_chunks
+
+class Device:  # what the warm-up asks of the GPU's backend: that it makes greedy extensions
+    greedy_extensions = None
+
+backend = Future()
+backend.set_result(Device())
+traced = warm_up(make_options("megablast"), 3_000_000, backend)
+print(traced, *(len(f.signatures) for f in (extend_chunks_given, _extend_hits_given,
+                                             _extend_hits_begin, scan_chunks)))
+"""
+
+
+def test_warm_up_beside_the_device_loads_the_device_paths_stages():
+    """Beside the GPU, the warm-up's made-up search takes the stages the search will take
+    (the gapped stage given the GPU's extensions, in runs and in pieces), and leaves out the
+    CPU's scan and extensions, which the search will not call: in a fresh process, so that
+    nothing else loaded them."""
+    done = subprocess.run([sys.executable, "-c", BESIDE_THE_DEVICE], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    traced, runs, pieces, cpu_gapped, cpu_scan = map(int, done.stdout.split())
+    assert traced >= 1 and runs == pieces == 1 and cpu_gapped == cpu_scan == 0
