@@ -39,7 +39,7 @@ import numpy as np
 
 from .hsp import Hsps, QueryResult, SubjectHits, score_order
 from .options import SearchOptions
-from .tasks import INLINE
+from .tasks import INLINE, runs_of
 from .timing import TIMES
 
 MAX_DBSEQ_LEN = 5_000_000      # BLAST searches longer subjects in chunks of this many letters
@@ -259,20 +259,10 @@ class VolumeGapped:
         thread's share of the hits."""
         if self.hits.extensions is None:
             return [[i] for i in range(len(self.pieces))]
+        whole = [i for i, (_, part) in enumerate(self.pieces) if part is None]
+        alone = [[i] for i, (_, part) in enumerate(self.pieces) if part is not None]
         target = max(1, sum(hits) // (RUN_TASKS_PER_THREAD * threads))
-        tasks, run, run_hits = [], [], 0
-        for i, (_, part) in enumerate(self.pieces):
-            if part is not None:
-                tasks.append([i])
-                continue
-            run.append(i)
-            run_hits += hits[i]
-            if run_hits >= target:
-                tasks.append(run)
-                run, run_hits = [], 0
-        if run:
-            tasks.append(run)
-        return tasks
+        return alone + runs_of(whole, [hits[i] for i in whole], target)
 
     def _extend_task(self, task: list) -> list:
         if len(task) == 1:

@@ -235,18 +235,10 @@ def _runs_of_lines(pairs: list, runs: int) -> list:
     output lines. Formatted one call per query, the 8G benchmark's 220 queries spent 0.1 s
     of the GIL in Python on their way to the compiled writer, the last step of a serial
     search."""
+    from .tasks import runs_of
+
     lines = [sum(len(subject.hsps) for subject in result.subjects) + 1 for _, result in pairs]
-    share = sum(lines) / max(1, runs)
-    made, run, filled = [], [], 0
-    for pair, count in zip(pairs, lines):
-        run.append(pair)
-        filled += count
-        if filled >= share:
-            made.append(run)
-            run, filled = [], 0
-    if run:
-        made.append(run)
-    return made
+    return runs_of(pairs, lines, sum(lines) / max(1, runs))
 
 
 def _retire(backend) -> None:

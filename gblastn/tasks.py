@@ -109,6 +109,21 @@ def spread_map(pool, function, items) -> list:
     return results
 
 
+def runs_of(items: list, weights: list, share) -> list:
+    """`items` cut, in order, into runs whose weights add up to at least `share` each (the
+    last run may weigh less)."""
+    made, run, filled = [], [], 0
+    for item, weight in zip(items, weights):
+        run.append(item)
+        filled += weight
+        if filled >= share:
+            made.append(run)
+            run, filled = [], 0
+    if run:
+        made.append(run)
+    return made
+
+
 SPREAD_PRIORITY = (-1,)  # a spread piece's helpers: work that a running piece waits for
 
 

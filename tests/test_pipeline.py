@@ -9,6 +9,8 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from golden import megablast_case, mutate, random_dna, write_fasta
 
@@ -114,6 +116,19 @@ def test_priority_pool_runs_the_most_urgent_first_and_cancels_on_close():
     gate.set()
     assert waiting.cancelled() and "never" not in ran
     assert pool.submit((0,), ran.append, "late").cancelled()
+
+
+@given(st.lists(st.integers(min_value=0, max_value=50), max_size=40),
+       st.integers(min_value=1, max_value=120))
+def test_runs_keep_the_order_and_reach_their_share(weights, share):
+    """runs_of: every item once, in order; each run but the last weighs at least the share,
+    and would not without its last item."""
+    from gblastn.tasks import runs_of
+
+    runs = runs_of(list(range(len(weights))), weights, share)
+    assert [i for run in runs for i in run] == list(range(len(weights)))
+    for run in runs[:-1]:
+        assert sum(weights[i] for i in run) >= share > sum(weights[i] for i in run[:-1])
 
 
 @pytest.mark.parametrize("kind", ["priority", "task"])
