@@ -15,6 +15,7 @@ STARTED = time.perf_counter()  # the search's start-up is counted from here
 import typer
 
 from .errors import GblastnError
+from .numba_start import skip_numba_extras
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   context_settings={"help_option_names": ["-help", "--help", "-h"]},
@@ -24,7 +25,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 def main() -> None:
     _make_context_early(sys.argv)
     signal.signal(signal.SIGTERM, _terminate)
-    _skip_numba_extras()
+    skip_numba_extras()
     # threads that only need the GIL between compiled calls (DUST, the table, the gapped and
     # traceback workers) wait up to this long while another thread runs Python; at the 5 ms
     # default, 16 threads starting behind the warm-up's Python took 8 times longer
@@ -77,49 +78,6 @@ def _make_context_early(argv: list) -> None:
         return  # the option's own check reports it
     from .driver import make_context_early
     make_context_early(gpu_id)
-
-
-def _skip_numba_extras() -> None:
-    """numba's import also imports, when installed, scipy (to check its version, and at the
-    first compilation its BLAS bindings, for np.dot: a third of a second), coverage (to
-    follow compiled code under coverage.py) and yaml (to read a .numba_config.yaml in the
-    working directory). gblastn's compiled code needs none of them, and a search runs with
-    the GIL held nearly throughout (synth 8G, 16 threads: 2.3 s of a 2.5 s run), so they are
-    left out unless in use: a config file present, or coverage already running."""
-    sys.modules.setdefault("scipy", None)
-    sys.modules.setdefault("scipy.linalg.cython_blas", None)  # in case scipy came first
-    sys.modules.setdefault("coverage", None)
-    if not os.path.isfile(".numba_config.yaml"):
-        sys.modules.setdefault("yaml", None)
-
-
-def _lighten_numba_start() -> None:
-    """Two of numba's start-up steps that gblastn's cached, extension-free compiled code does
-    not need, skipped in a search's process (by the warm-up thread, once numba is imported;
-    should another thread's compilation come first, that one merely takes them):
-
-    * the scan of every installed distribution's entry points for numba extensions (60-80 ms
-      of the GIL on the H200 host);
-    * filling the type system's registries before cached machine code is loaded (0.26 s of
-      the GIL on the H200 host, by py-spy --gil): loaded code needs only numba's runtime, and
-      a compilation (a cache miss) still fills them first.
-
-    Where numba's internals differ from those this was written for, it is left as it is."""
-    from numba.core import caching, entrypoints
-    from numba.core.runtime import nrt
-
-    entrypoints._already_initialized = True
-    cache = caching.Cache
-    if not (hasattr(nrt, "rtsys") and hasattr(cache, "_load_overload") and
-            hasattr(cache, "_guard_against_spurious_io_errors")):
-        return
-
-    def load_overload(self, sig, target_context):
-        nrt.rtsys.initialize(target_context)
-        with self._guard_against_spurious_io_errors():
-            return self._load_overload(sig, target_context)
-
-    cache.load_overload = load_overload
 
 
 def _terminate(signum, frame) -> None:
@@ -217,7 +175,9 @@ def _warm_up_compiled_code(task: str, word_size: int | None, query_letters: int 
     from .engine import warm_up
     from .options import make_options
 
-    _lighten_numba_start()
+    from .numba_start import lighten_numba_start
+
+    lighten_numba_start()
     warm_up(make_options(task, word_size=word_size), query_letters, backend)
     # the imported modules' and numba's objects (about a million) never become garbage:
     # kept out of the collector's full passes, each of which held the GIL for tens of ms

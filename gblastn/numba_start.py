@@ -1,0 +1,141 @@
+"""numba's start-up in a search's process, cut to what gblastn's cached compiled code needs.
+
+A search runs with the GIL held nearly throughout, and its stages' first calls wait for
+their machine code to be loaded from numba's cache, one entry point at a time (numba's
+compiler lock). Each step below was measured on the search's path; each is skipped only
+where numba's internals are those it was written for, and a compilation (a cache miss)
+still finds everything it needs.
+"""
+
+import os
+import struct
+import sys
+
+
+def skip_numba_extras() -> None:
+    """numba's import also imports, when installed, scipy (to check its version, and at the
+    first compilation its BLAS bindings, for np.dot: a third of a second), coverage (to
+    follow compiled code under coverage.py) and yaml (to read a .numba_config.yaml in the
+    working directory). gblastn's compiled code needs none of them, so they are left out
+    unless in use: a config file present, or coverage already running. Called before
+    numba is imported."""
+    sys.modules.setdefault("scipy", None)
+    sys.modules.setdefault("scipy.linalg.cython_blas", None)  # in case scipy came first
+    sys.modules.setdefault("coverage", None)
+    if not os.path.isfile(".numba_config.yaml"):
+        sys.modules.setdefault("yaml", None)
+
+
+def lighten_numba_start() -> None:
+    """Three of numba's steps that loading cached code does not need, skipped (by the
+    warm-up thread, once numba is imported; should another thread's compilation come
+    first, that one merely takes them):
+
+    * the scan of every installed distribution's entry points for numba extensions (60-80 ms
+      of the GIL on the H200 host);
+    * filling the type system's registries before cached machine code is loaded (0.26 s of
+      the GIL on the H200 host, by py-spy --gil): loaded code needs only numba's runtime;
+    * parsing each loaded entry point's LLVM bitcode (see `_load_without_bitcode`)."""
+    from numba.core import caching, entrypoints
+    from numba.core.runtime import nrt
+
+    entrypoints._already_initialized = True
+    _load_without_bitcode()
+    cache = caching.Cache
+    if not (hasattr(nrt, "rtsys") and hasattr(cache, "_load_overload") and
+            hasattr(cache, "_guard_against_spurious_io_errors")):
+        return
+
+    def load_overload(self, sig, target_context):
+        nrt.rtsys.initialize(target_context)
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+
+    cache.load_overload = load_overload
+
+
+def _load_without_bitcode() -> None:
+    """A cached entry point holds its machine code and its LLVM bitcode. numba parses the
+    bitcode on loading, for two uses: to link the function into a later compilation that
+    calls it, and to list the symbols the library defines, which numba checks before it
+    takes a function's address. A search compiles nothing, and the machine code lists its
+    own symbols. So the bitcode is parsed only when a compilation links the library or a
+    symbol is asked for that the machine code does not define (linkonce functions that were
+    inlined away), and the symbols come from the machine code's ELF symbol table. Parsing
+    and listing took 90 % of each load: 1.0 of 1.1 s for all 164 cached entry points (the
+    listing, 0.38 s, a Python loop holding the GIL), against 9 ms for reading the tables."""
+    from numba.core import codegen
+
+    library, engine = codegen.CPUCodeLibrary, codegen.JitEngine
+    if not all(hasattr(library, name) for name in (
+            "_unserialize", "_get_module_for_linking", "enable_object_caching",
+            "_set_compiled_object", "_finalize_final_module")) or \
+            not all(hasattr(engine, name) for name in ("is_symbol_defined", "_load_defined_symbols")):
+        return
+    unserialize_parsed = library._unserialize.__func__
+    module_for_linking = library._get_module_for_linking
+    symbol_defined = engine.is_symbol_defined
+
+    def unserialize(cls, codegen_, state):
+        name, kind, data = state
+        symbols = defined_symbols(data[0]) if kind == "object" else None
+        if symbols is None:
+            return unserialize_parsed(cls, codegen_, state)
+        self = codegen_.create_library(name)
+        self.enable_object_caching()
+        self._set_compiled_object(data[0])
+        self._unparsed_bitcode = data[1]
+        self._finalize_final_module()
+        codegen_._engine._defined_symbols |= symbols
+        codegen_._engine.__dict__.setdefault("_unparsed_libraries", []).append(self)
+        return self
+
+    def get_module_for_linking(self):
+        _parse_bitcode(self)
+        return module_for_linking(self)
+
+    def is_symbol_defined(self, name):
+        if symbol_defined(self, name):
+            return True
+        unparsed = self.__dict__.get("_unparsed_libraries")
+        while unparsed:
+            _parse_bitcode(unparsed.pop())
+        return symbol_defined(self, name)
+
+    library._unserialize = classmethod(unserialize)
+    library._get_module_for_linking = get_module_for_linking
+    engine.is_symbol_defined = is_symbol_defined
+
+
+def _parse_bitcode(library) -> None:
+    """What numba does on loading an entry point, for one whose bitcode was left unparsed."""
+    from llvmlite import binding
+
+    bitcode = library.__dict__.pop("_unparsed_bitcode", None)
+    if bitcode is not None:
+        library._shared_module = binding.parse_bitcode(bitcode)
+        library._codegen._engine._load_defined_symbols(library._shared_module)
+
+
+def defined_symbols(object_code: bytes) -> set | None:
+    """The global and weak symbols that a 64-bit little-endian ELF object defines (numba's
+    machine code on x86-64 and aarch64 Linux); None for any other object format."""
+    if object_code[:6] != b"\x7fELF\x02\x01":
+        return None
+    sections_at, = struct.unpack_from("<Q", object_code, 0x28)
+    header_size, sections = struct.unpack_from("<HH", object_code, 0x3A)
+    for index in range(sections):
+        _, kind, _, _, offset, size, strings_index, _, _, _ = struct.unpack_from(
+            "<IIQQQQIIQQ", object_code, sections_at + index * header_size)
+        if kind != 2:  # SHT_SYMTAB
+            continue
+        strings, = struct.unpack_from(
+            "<Q", object_code, sections_at + strings_index * header_size + 0x18)
+        names = set()
+        for name_at, info, _, section, _, _ in struct.iter_unpack(
+                "<IBBHQQ", object_code[offset:offset + size]):
+            if section and info >> 4 in (1, 2):  # defined, STB_GLOBAL or STB_WEAK
+                start = strings + name_at
+                names.add(object_code[start:object_code.index(b"\0", start)].decode())
+        return names
+    return None

@@ -1,0 +1,89 @@
+"""Cached compiled code loaded without its bitcode still runs, links into a later compilation,
+and answers numba's symbol lookups as the parsed bitcode would."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from gblastn.numba_start import defined_symbols
+
+MODULE = """
+import numba
+
+@numba.njit(cache=True)
+def triple(x):
+    return 3 * x
+"""
+
+LOAD_THEN_LINK = """
+from gblastn.numba_start import lighten_numba_start, skip_numba_extras
+skip_numba_extras()
+import numba
+lighten_numba_start()
+import cached
+
+assert cached.triple(2) == 6
+library = cached.triple.overloads[cached.triple.signatures[0]].library
+assert "_unparsed_bitcode" in vars(library), "the bitcode was parsed on loading"
+engine = library._codegen._engine
+name = cached.triple.overloads[cached.triple.signatures[0]].fndesc.llvm_func_name
+assert engine.is_symbol_defined(name)
+
+
+@numba.njit
+def triple_plus_one(x):
+    return cached.triple(x) + 1
+
+
+assert triple_plus_one(2) == 7
+assert "_unparsed_bitcode" not in vars(library), "linking did not parse the bitcode"
+print("loaded and linked")
+"""
+
+
+def _python(code: str, folder, cache) -> subprocess.CompletedProcess:
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache),
+               PYTHONPATH=os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-c", code], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cached_code_loads_and_links_without_its_bitcode(tmp_path):
+    (tmp_path / "cached.py").write_text(MODULE)
+    cache = tmp_path / "cache"
+    written = _python("import cached; assert cached.triple(2) == 6", tmp_path, cache)
+    assert written.returncode == 0, written.stderr
+    assert any(name.endswith(".nbc") for name in os.listdir(next(cache.rglob("*.nbi")).parent))
+
+    loaded = _python(textwrap.dedent(LOAD_THEN_LINK), tmp_path, cache)
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.strip() == "loaded and linked"
+
+
+def test_machine_code_symbols_are_among_the_bitcodes():
+    import numba
+
+    @numba.njit
+    def add_one(values):
+        return values + 1
+
+    add_one(1)
+    library = add_one.overloads[add_one.signatures[0]].library
+    object_code = library._get_compiled_object()
+    symbols = defined_symbols(object_code)
+    if symbols is None:
+        pytest.skip("numba's machine code here is not 64-bit little-endian ELF")
+    module = library._final_module
+    in_bitcode = {value.name for values in (module.functions, module.global_variables)
+                  for value in values if not value.is_declaration}
+    fndesc = add_one.overloads[add_one.signatures[0]].fndesc
+    assert symbols <= in_bitcode
+    assert {fndesc.llvm_func_name, fndesc.llvm_cpython_wrapper_name} <= symbols
+
+
+def test_other_object_formats_are_left_to_numba():
+    assert defined_symbols(b"\xcf\xfa\xed\xfe" + bytes(60)) is None  # Mach-O
+    assert defined_symbols(b"\x7fELF\x01\x01" + bytes(58)) is None  # 32-bit ELF
