@@ -1,5 +1,6 @@
-"""Cached compiled code loaded without its bitcode still runs, links into a later compilation,
-and answers numba's symbol lookups as the parsed bitcode would."""
+"""Cached compiled code loaded without its bitcode, and with placeholders for the globals of
+modules not imported, still runs, links into a later compilation, and answers numba's symbol
+lookups as the parsed bitcode would."""
 
 import os
 import subprocess
@@ -12,13 +13,19 @@ from gblastn.numba_start import defined_symbols
 
 MODULE = """
 import numba
+import numpy as np
 
 @numba.njit(cache=True)
 def triple(x):
     return 3 * x
+
+@numba.njit(cache=True)
+def total(n):
+    return np.arange(n).sum()
 """
 
 LOAD_THEN_LINK = """
+import sys
 from gblastn.numba_start import lighten_numba_start, skip_numba_extras
 skip_numba_extras()
 import numba
@@ -26,6 +33,8 @@ lighten_numba_start()
 import cached
 
 assert cached.triple(2) == 6
+assert cached.total(4) == 6
+assert "numba.np.arrayobj" not in sys.modules, "an environment imported its module"
 library = cached.triple.overloads[cached.triple.signatures[0]].library
 assert "_unparsed_bitcode" in vars(library), "the bitcode was parsed on loading"
 engine = library._codegen._engine
@@ -54,7 +63,7 @@ def _python(code: str, folder, cache) -> subprocess.CompletedProcess:
 def test_cached_code_loads_and_links_without_its_bitcode(tmp_path):
     (tmp_path / "cached.py").write_text(MODULE)
     cache = tmp_path / "cache"
-    written = _python("import cached; assert cached.triple(2) == 6", tmp_path, cache)
+    written = _python("import cached; cached.triple(2); cached.total(4)", tmp_path, cache)
     assert written.returncode == 0, written.stderr
     assert any(name.endswith(".nbc") for name in os.listdir(next(cache.rglob("*.nbi")).parent))
 
