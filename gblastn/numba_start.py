@@ -7,6 +7,7 @@ where numba's internals are those it was written for, and a compilation (a cache
 still finds everything it needs.
 """
 
+import hashlib
 import os
 import struct
 import sys
@@ -37,13 +38,15 @@ def lighten_numba_start() -> None:
       the GIL on the H200 host, by py-spy --gil): loaded code needs only numba's runtime;
     * parsing each loaded entry point's LLVM bitcode (see `_load_without_bitcode`);
     * importing numba's own modules to rebuild the environments of the numba functions
-      compiled into gblastn's (see `_environments_without_imports`)."""
+      compiled into gblastn's (see `_environments_without_imports`);
+    * compiling numba's runtime (see `_runtime_from_cache`)."""
     from numba.core import caching, entrypoints
     from numba.core.runtime import nrt
 
     entrypoints._already_initialized = True
     _load_without_bitcode()
     _environments_without_imports()
+    _runtime_from_cache()
     cache = caching.Cache
     if not (hasattr(nrt, "rtsys") and hasattr(cache, "_load_overload") and
             hasattr(cache, "_guard_against_spurious_io_errors")):
@@ -134,6 +137,59 @@ def _environments_without_imports() -> None:
         return env
 
     environment._rebuild_env = rebuild_env
+
+
+def _runtime_from_cache() -> None:
+    """numba compiles its runtime's few functions (reference counts, atomic operations) in
+    every process, before the first cached entry point can be loaded: 30 ms on the 2-core
+    machine, in front of DUST. Its machine code is now kept beside gblastn's in numba's
+    cache folder, keyed as numba keys its own (numba's and llvmlite's versions, the target
+    and the CPU), and loaded as an entry point is."""
+    import pickle
+
+    import llvmlite
+    import numba
+    from numba.core import config
+    from numba.core.runtime import nrtdynmod
+
+    compile_runtime = getattr(nrtdynmod, "compile_nrt_functions", None)
+    if compile_runtime is None or not hasattr(nrtdynmod, "create_nrt_module") or \
+            not config.CACHE_DIR:
+        return
+
+    def cached_runtime(context):
+        codegen = context.codegen()
+        key = repr((numba.__version__, llvmlite.__version__, codegen.magic_tuple()))
+        path = os.path.join(config.CACHE_DIR,
+                            f"numba-runtime-{hashlib.sha1(key.encode()).hexdigest()[:16]}.pkl")
+        try:
+            with open(path, "rb") as stored:
+                return codegen.unserialize_library(pickle.load(stored))
+        except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError):
+            pass
+        module, library = nrtdynmod.create_nrt_module(context)
+        library.enable_object_caching()
+        library.add_ir_module(module)
+        library.finalize()
+        _write_atomically(path, pickle.dumps(library.serialize_using_object_code()))
+        return library
+
+    nrtdynmod.compile_nrt_functions = cached_runtime
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    """Write a file whole or not at all; a folder that cannot be written is left alone."""
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(temporary, "wb") as out:
+            out.write(data)
+        os.replace(temporary, path)
+    except OSError:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
 
 
 def _parse_bitcode(library) -> None:

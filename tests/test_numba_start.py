@@ -1,6 +1,6 @@
-"""Cached compiled code loaded without its bitcode, and with placeholders for the globals of
-modules not imported, still runs, links into a later compilation, and answers numba's symbol
-lookups as the parsed bitcode would."""
+"""Cached compiled code loaded without its bitcode, with placeholders for the globals of
+modules not imported and with numba's runtime from the cache, still runs, links into a later
+compilation, and answers numba's symbol lookups as the parsed bitcode would."""
 
 import os
 import subprocess
@@ -24,12 +24,27 @@ def total(n):
     return np.arange(n).sum()
 """
 
-LOAD_THEN_LINK = """
+START = """
 import sys
 from gblastn.numba_start import lighten_numba_start, skip_numba_extras
 skip_numba_extras()
 import numba
 lighten_numba_start()
+"""
+
+COMPILE = START + """
+import cached
+cached.triple(2)
+cached.total(4)
+"""
+
+LOAD_THEN_LINK = START + """
+from numba.core.runtime import nrtdynmod
+
+def compiled_again(context):
+    raise AssertionError("numba's runtime was compiled again")
+
+nrtdynmod.create_nrt_module = compiled_again
 import cached
 
 assert cached.triple(2) == 6
@@ -61,11 +76,13 @@ def _python(code: str, folder, cache) -> subprocess.CompletedProcess:
 
 
 def test_cached_code_loads_and_links_without_its_bitcode(tmp_path):
+    """Compiled in one process; loaded, with numba's runtime, in another."""
     (tmp_path / "cached.py").write_text(MODULE)
     cache = tmp_path / "cache"
-    written = _python("import cached; cached.triple(2); cached.total(4)", tmp_path, cache)
+    written = _python(textwrap.dedent(COMPILE), tmp_path, cache)
     assert written.returncode == 0, written.stderr
     assert any(name.endswith(".nbc") for name in os.listdir(next(cache.rglob("*.nbi")).parent))
+    assert list(cache.glob("numba-runtime-*.pkl"))
 
     loaded = _python(textwrap.dedent(LOAD_THEN_LINK), tmp_path, cache)
     assert loaded.returncode == 0, loaded.stderr
