@@ -39,7 +39,8 @@ def lighten_numba_start() -> None:
     * parsing each loaded entry point's LLVM bitcode (see `_load_without_bitcode`);
     * importing numba's own modules to rebuild the environments of the numba functions
       compiled into gblastn's (see `_environments_without_imports`);
-    * compiling numba's runtime (see `_runtime_from_cache`)."""
+    * compiling numba's runtime (see `_runtime_from_cache`);
+    * importing numpy.ma to type the first array passed (see `_arrays_typed_without_masks`)."""
     from numba.core import caching, entrypoints
     from numba.core.runtime import nrt
 
@@ -47,6 +48,7 @@ def lighten_numba_start() -> None:
     _load_without_bitcode()
     _environments_without_imports()
     _runtime_from_cache()
+    _arrays_typed_without_masks()
     cache = caching.Cache
     if not (hasattr(nrt, "rtsys") and hasattr(cache, "_load_overload") and
             hasattr(cache, "_guard_against_spurious_io_errors")):
@@ -175,6 +177,34 @@ def _runtime_from_cache() -> None:
         return library
 
     nrtdynmod.compile_nrt_functions = cached_runtime
+
+
+def _arrays_typed_without_masks() -> None:
+    """numba types an array argument in Python the first time it meets its kind (and every
+    time for a read-only one), and checks first that it is not a masked array, which imports
+    numpy.ma (12 ms of the GIL on the 2-core machine, in the warm-up's first call, which the
+    query setup waits for). No array is a masked one before numpy.ma is imported: until then
+    the check is left out, and the type is worked out as numba does."""
+    import numpy as np
+    from numba.core import errors, types
+    from numba.core.typing import typeof
+    from numba.np import numpy_support
+
+    numba_typeof_array = typeof.typeof_impl.dispatch(np.ndarray)
+    if numba_typeof_array is not getattr(typeof, "_typeof_ndarray", None):
+        return
+
+    def typeof_array(value, context):
+        if "numpy.ma" in sys.modules:
+            return numba_typeof_array(value, context)
+        try:
+            dtype = numpy_support.from_dtype(value.dtype)
+        except errors.NumbaNotImplementedError:
+            return numba_typeof_array(value, context)  # numba's own message
+        return types.Array(dtype, value.ndim, numpy_support.map_layout(value),
+                           readonly=not value.flags.writeable)
+
+    typeof.typeof_impl.register(np.ndarray)(typeof_array)
 
 
 def _write_atomically(path: str, data: bytes) -> None:

@@ -50,6 +50,7 @@ import cached
 assert cached.triple(2) == 6
 assert cached.total(4) == 6
 assert "numba.np.arrayobj" not in sys.modules, "an environment imported its module"
+assert "numpy.ma" not in sys.modules, "typing an array imported numpy.ma"
 library = cached.triple.overloads[cached.triple.signatures[0]].library
 assert "_unparsed_bitcode" in vars(library), "the bitcode was parsed on loading"
 engine = library._codegen._engine
@@ -108,6 +109,22 @@ def test_machine_code_symbols_are_among_the_bitcodes():
     fndesc = add_one.overloads[add_one.signatures[0]].fndesc
     assert symbols <= in_bitcode
     assert {fndesc.llvm_func_name, fndesc.llvm_cpython_wrapper_name} <= symbols
+
+
+def test_arrays_are_typed_as_numba_types_them():
+    import numpy as np
+    from numba.core.typing.typeof import typeof
+
+    from gblastn.numba_start import lighten_numba_start
+
+    lighten_numba_start()
+    read_only = np.zeros(10, np.uint8)
+    read_only.flags.writeable = False
+    assert str(typeof(read_only)) == "readonly array(uint8, 1d, C)"
+    assert str(typeof(np.zeros((2, 3), order="F"))) == "array(float64, 2d, F)"
+    assert str(typeof(np.zeros(4)[::2])) == "array(float64, 1d, A)"
+    with pytest.raises(Exception, match="Unsupported array dtype"):
+        typeof(np.zeros(2, dtype="V3"))
 
 
 def test_other_object_formats_are_left_to_numba():
