@@ -243,6 +243,26 @@ def test_preloaded_volume_is_the_volume_and_leaves_no_warning(gpu, case, monkeyp
     assert_same(gpu, table, packed, chunks)
 
 
+def test_upload_buffers_are_page_locked_by_the_driver(gpu):
+    from gblastn.driver import page_locked_buffer
+
+    with gpu:
+        made = page_locked_buffer(1 << 20)
+        assert made is not None, "the driver gave no page-locked memory"
+        buffer, free = made
+        buffer[:] = np.arange(buffer.size) % 251
+        on_device = gpu.drv.mem_alloc(buffer.size)
+        stream = gpu.drv.Stream()
+        gpu.drv.memcpy_htod_async(on_device, buffer, stream)
+        stream.synchronize()
+        back = np.empty_like(buffer)
+        gpu.drv.memcpy_dtoh(back, on_device)
+        on_device.free()
+        assert np.array_equal(back, buffer)
+        assert free() == 0  # CUDA_SUCCESS
+        assert free() is None  # freed once
+
+
 def test_runs_from_another_thread(gpu, case):
     from concurrent.futures import ThreadPoolExecutor
     rng, batch, table = case
