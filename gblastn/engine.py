@@ -422,15 +422,25 @@ def prelim_hitlist_size(options: SearchOptions) -> int:
 
 
 def best_first(items: list) -> list:
-    """Order (ordinal, hsps) pairs as s_EvalueCompareHSPLists: best E-value (tiny ones equal),
-    then best score, then the higher ordinal first."""
+    """Order (ordinal, hsps) pairs, none without HSPs, as s_EvalueCompareHSPLists: best
+    E-value (tiny ones equal), then best score, then the higher ordinal first; ties keep
+    their order. The keys are worked out for all pairs at once: a query's thousands of
+    subjects took 4 µs each in Python (2-core machine), under the GIL."""
     from .stats import EVALUE_EQUAL_BELOW
 
-    def key(item):
-        ordinal, hsps = item
-        best = float(hsps.evalue.min())
-        return (0.0 if best < EVALUE_EQUAL_BELOW else best, -int(hsps.score.max()), -ordinal)
-    return sorted(items, key=key)
+    if len(items) < 2:
+        return list(items)
+    sizes = np.array([len(hsps) for _, hsps in items], dtype=np.int64)
+    if not sizes.all():
+        raise ValueError("best_first: a subject without HSPs")
+    starts = np.zeros(sizes.size, dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    best = np.minimum.reduceat(np.concatenate([hsps.evalue for _, hsps in items]), starts)
+    score = np.maximum.reduceat(
+        np.concatenate([hsps.score for _, hsps in items]).astype(np.int64), starts)
+    ordinal = np.array([ordinal for ordinal, _ in items], dtype=np.int64)
+    order = np.lexsort((-ordinal, -score, np.where(best < EVALUE_EQUAL_BELOW, 0.0, best)))
+    return [items[i] for i in order.tolist()]
 
 
 # ----------------------------------------------------------------------------------------------

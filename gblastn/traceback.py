@@ -112,16 +112,31 @@ def traceback_group(hsps_list: list, subjects: list, queries: list, packed, batc
         *_batch_args(batch), *_scoring_args(stats, options), *_final_args(stats, options),
         COMPLEMENT_BLASTNA, FETCH_MARGIN, scratch)
     task_start, rows, op_start, ops, op_len, evalue, bitscore, counts, redone = final
-    columns = [rows[:, i].astype(np.int32) for i in range(8)]
+    return _split_by_task(task_start, rows, op_start, ops, op_len, evalue, bitscore,
+                          counts), int(redone)
+
+
+def _split_by_task(task_start, rows, op_start, ops, op_len, evalue, bitscore, counts) -> list:
+    """One Hsps per task, each field a view of the group's arrays. A group splits into
+    thousands (synth 8G: some 9,000 (query, subject) pairs), under the GIL: what can be
+    worked out for all tasks at once is (the tasks' own op_start, counted from their first
+    run, laid end to end, a task's n + 1 entries after the previous task's), and each task
+    then takes slices only."""
+    columns = np.ascontiguousarray(rows[:, :8].T, dtype=np.int32)
+    sizes = np.diff(task_start)
+    entry_task = np.repeat(np.arange(sizes.size), sizes + 1)
+    entry = np.arange(entry_task.size) - entry_task  # each task's rows, and its end
+    own_op_start = op_start[entry] - op_start[task_start[:-1]][entry_task]
+    first_op = op_start[task_start].tolist()
     out = []
-    for a, b in zip(task_start[:-1].tolist(), task_start[1:].tolist()):
-        hsps = Hsps(*(column[a:b] for column in columns))
-        first, last = op_start[a], op_start[b]
-        hsps.op_start = op_start[a:b + 1] - first
+    for k, (a, b) in enumerate(zip(task_start[:-1].tolist(), task_start[1:].tolist())):
+        hsps = Hsps(*columns[:, a:b])
+        hsps.op_start = own_op_start[a + k:b + k + 1]
+        first, last = first_op[k], first_op[k + 1]
         hsps.ops, hsps.op_len = ops[first:last], op_len[first:last]
         hsps.evalue, hsps.bitscore, hsps.counts = evalue[a:b], bitscore[a:b], counts[a:b]
         out.append(hsps)
-    return out, int(redone)
+    return out
 
 
 def _starts(arrays) -> np.ndarray:

@@ -290,3 +290,28 @@ def test_rows_by_score_equals_each_list_sorted(sizes, seed):
     expected = [hsp_rows(h)[score_order(h)] for h in lists]
     expected = np.concatenate(expected) if expected else np.zeros((0, 8), dtype=np.int64)
     assert np.array_equal(rows_by_score(lists), expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.lists(
+    st.tuples(st.sampled_from([0.0, 1e-200, 1e-190, 1e-5, 0.5, 0.5000001, 2.0, 10.0]),
+              st.integers(0, 5)), min_size=1, max_size=4)), max_size=12))
+def test_best_first_orders_as_blast_compares_hsp_lists(subjects):
+    """best_first against the comparison it implements, a key per pair, on E-values around
+    the equality threshold, tied scores and repeated ordinals."""
+    from gblastn.engine import best_first
+    from gblastn.stats import EVALUE_EQUAL_BELOW
+
+    items = []
+    for ordinal, hsps in subjects:
+        z = np.zeros(len(hsps), dtype=np.int32)
+        h = Hsps(z, z, z, z, z, np.array([s for _, s in hsps], dtype=np.int32), z, z)
+        h.evalue = np.array([e for e, _ in hsps])
+        items.append((ordinal, h))
+
+    def key(item):
+        ordinal, hsps = item
+        best = float(hsps.evalue.min())
+        return (0.0 if best < EVALUE_EQUAL_BELOW else best, -int(hsps.score.max()), -ordinal)
+
+    assert [id(item) for item in best_first(items)] == [id(item) for item in sorted(items, key=key)]

@@ -219,3 +219,37 @@ def test_searches_made_ahead_give_the_same_traceback(seed):
         for name in ("context", "q_start", "q_end", "s_start", "s_end", "score", "op_start",
                      "ops", "op_len", "evalue", "counts"):
             assert np.array_equal(getattr(got, name), getattr(plain, name)), name
+
+
+def test_a_group_splits_into_each_tasks_hsps():
+    """traceback_group's split: each task's rows, its edit scripts counted from its first
+    run, and its E-values, bit scores and counts; tasks without HSPs among them."""
+    from gblastn.traceback import _split_by_task
+
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(0, 6, 200)
+    sizes[::7] = 0
+    task_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    n = int(task_start[-1])
+    rows = rng.integers(-5, 1000, (n, 9)).astype(np.int64)
+    op_start = np.concatenate([[0], np.cumsum(rng.integers(1, 6, n))]).astype(np.int64)
+    ops = rng.integers(0, 3, op_start[-1]).astype(np.uint8)
+    op_len = rng.integers(1, 50, op_start[-1]).astype(np.int32)
+    evalue, bitscore = rng.random(n), rng.random(n)
+    counts = rng.integers(0, 100, (n, 4))
+    split = _split_by_task(task_start, rows, op_start, ops, op_len, evalue, bitscore, counts)
+    assert len(split) == sizes.size
+    names = ("context", "q_start", "q_end", "s_start", "s_end", "score", "q_gapped_start",
+             "s_gapped_start")
+    for k, hsps in enumerate(split):
+        a, b = task_start[k], task_start[k + 1]
+        for column, name in enumerate(names):
+            field = getattr(hsps, name)
+            assert field.dtype == np.int32 and field.flags.c_contiguous
+            assert np.array_equal(field, rows[a:b, column])
+        assert np.array_equal(hsps.op_start, op_start[a:b + 1] - op_start[a])
+        assert np.array_equal(hsps.ops, ops[op_start[a]:op_start[b]])
+        assert np.array_equal(hsps.op_len, op_len[op_start[a]:op_start[b]])
+        assert np.array_equal(hsps.evalue, evalue[a:b])
+        assert np.array_equal(hsps.bitscore, bitscore[a:b])
+        assert np.array_equal(hsps.counts, counts[a:b])
