@@ -1,3 +1,17 @@
-from .cli import main
+"""`python -m gblastn` and the `gblastn` command: the device's context is begun (for a search
+that may use the GPU) before the command line's modules are imported."""
 
-main()
+import sys
+
+
+def main() -> None:
+    from .driver import start_context_for
+
+    start_context_for(sys.argv)
+    from .cli import main as run_command_line
+
+    run_command_line()
+
+
+if __name__ == "__main__":
+    main()

@@ -23,7 +23,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 
 
 def main() -> None:
-    _make_context_early(sys.argv)
     signal.signal(signal.SIGTERM, _terminate)
     skip_numba_extras()
     # threads that only need the GIL between compiled calls (DUST, the table, the gapped and
@@ -61,23 +60,6 @@ def main() -> None:
     # second freeing the unpacked subjects and joining idle thread pools
     from .timing import TIMES
     _leave("gblastn: " + TIMES.report() if TIMES.report_wanted else "", 0)
-
-
-def _make_context_early(argv: list) -> None:
-    """A search that may use the GPU starts making the device's context before its imports
-    (driver.make_context_early): begun after them, the context had been the last thing
-    the first volume's copy to the GPU waited for (synth 8G, H200 host)."""
-    if len(argv) < 2 or argv[1] != "search":
-        return
-    flags = dict(zip(argv[2:], argv[3:]))
-    if flags.get("-device", "auto").lower() == "cpu":
-        return
-    try:
-        gpu_id = int(flags.get("-gpu_id", 0))
-    except ValueError:
-        return  # the option's own check reports it
-    from .driver import make_context_early
-    make_context_early(gpu_id)
 
 
 def _terminate(signum, frame) -> None:

@@ -75,3 +75,20 @@ def make_context_early(gpu_id: int) -> None:
                                   name="gblastn-context", daemon=True)
         _EARLY[gpu_id] = thread
         thread.start()
+
+
+def start_context_for(argv: list) -> None:
+    """A search that may use the GPU starts making the device's context first thing, before
+    the command line's own imports (typer, numpy, numba, pycuda): begun after them, the
+    context had been the last thing the first volume's copy to the GPU waited for (synth
+    8G, H200 host)."""
+    if len(argv) < 2 or argv[1] != "search":
+        return
+    flags = dict(zip(argv[2:], argv[3:]))
+    if flags.get("-device", "auto").lower() == "cpu":
+        return
+    try:
+        gpu_id = int(flags.get("-gpu_id", 0))
+    except ValueError:
+        return  # the option's own check reports it
+    make_context_early(gpu_id)
