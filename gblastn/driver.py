@@ -52,8 +52,9 @@ def reset_primary_context(gpu_id: int) -> None:
 def page_locked_buffer(size: int):
     """`size` bytes of page-locked host memory for the current context (cuMemHostAlloc), as
     a writable uint8 array, and the call that frees them (once; it runs by itself when the
-    array is dropped); None where the driver does not give them. pycuda's pagelocked_empty held the GIL while the driver locked the pages (56
-    ms for a volume copy's 128 MB of buffers, during the query setup, H200 host)."""
+    array is dropped); None where the driver does not give them. pycuda's pagelocked_empty
+    held the GIL while the driver locked the pages (56 ms for a volume copy's 128 MB of
+    buffers, during the query setup, H200 host)."""
     import numpy as np
 
     cuda = _driver()

@@ -28,9 +28,9 @@ def skip_numba_extras() -> None:
 
 
 def lighten_numba_start() -> None:
-    """Three of numba's steps that loading cached code does not need, skipped (by the
-    warm-up thread, once numba is imported; should another thread's compilation come
-    first, that one merely takes them):
+    """numba's steps that loading cached code does not need, skipped (by the warm-up
+    thread, once numba is imported; should another thread's compilation come first, that
+    one merely takes them):
 
     * the scan of every installed distribution's entry points for numba extensions (60-80 ms
       of the GIL on the H200 host);
@@ -120,7 +120,7 @@ def _environments_without_imports() -> None:
     which only code compiled in object mode reads. gblastn compiles none, but numba
     rebuilds a loaded function's environment by importing its module, and the first entry
     point loaded (DUST's, which the query setup waits for) thereby imported numba's array
-    and string implementations (0.09 s of the GIL on the 2-core machine). A module not yet
+    and string implementations (45 ms of the GIL on the 2-core machine). A module not yet
     imported now gets a placeholder for its globals."""
     from numba.core import environment
 
@@ -154,9 +154,10 @@ def _runtime_from_cache() -> None:
     from numba.core import config
     from numba.core.runtime import nrtdynmod
 
-    compile_runtime = getattr(nrtdynmod, "compile_nrt_functions", None)
-    if compile_runtime is None or not hasattr(nrtdynmod, "create_nrt_module") or \
-            not config.CACHE_DIR:
+    from .cache_files import write_cache_file
+
+    if not (hasattr(nrtdynmod, "compile_nrt_functions") and
+            hasattr(nrtdynmod, "create_nrt_module") and config.CACHE_DIR):
         return
 
     def cached_runtime(context):
@@ -173,7 +174,7 @@ def _runtime_from_cache() -> None:
         library.enable_object_caching()
         library.add_ir_module(module)
         library.finalize()
-        _write_atomically(path, pickle.dumps(library.serialize_using_object_code()))
+        write_cache_file(path, pickle.dumps(library.serialize_using_object_code()))
         return library
 
     nrtdynmod.compile_nrt_functions = cached_runtime
@@ -182,7 +183,7 @@ def _runtime_from_cache() -> None:
 def _arrays_typed_without_masks() -> None:
     """numba types an array argument in Python the first time it meets its kind (and every
     time for a read-only one), and checks first that it is not a masked array, which imports
-    numpy.ma (12 ms of the GIL on the 2-core machine, in the warm-up's first call, which the
+    numpy.ma (45 ms of the GIL on the 2-core machine, in the warm-up's first call, which the
     query setup waits for). No array is a masked one before numpy.ma is imported: until then
     the check is left out, and the type is worked out as numba does."""
     import numpy as np
@@ -205,21 +206,6 @@ def _arrays_typed_without_masks() -> None:
                            readonly=not value.flags.writeable)
 
     typeof.typeof_impl.register(np.ndarray)(typeof_array)
-
-
-def _write_atomically(path: str, data: bytes) -> None:
-    """Write a file whole or not at all; a folder that cannot be written is left alone."""
-    temporary = f"{path}.{os.getpid()}.tmp"
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(temporary, "wb") as out:
-            out.write(data)
-        os.replace(temporary, path)
-    except OSError:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
 
 
 def _parse_bitcode(library) -> None:

@@ -19,7 +19,6 @@ pycuda is imported lazily. Its contexts belong to a thread: the backend retains 
 primary context and pushes it around each call, in whatever thread calls.
 """
 
-import contextlib
 import hashlib
 import os
 import shutil
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cache_files import write_cache_file
 from ..driver import page_locked_buffer, reset_primary_context, retain_primary_context
 from ..errors import GpuUnavailableError
 from ..lookup import SMALL, LookupTable
@@ -148,15 +148,7 @@ def cached_cubin(source: str, options: list, arch: str, compile=None,
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise GpuUnavailableError(
             f"-device gpu: the CUDA kernels could not be compiled ({first_line})") from None
-    partial = f"{path}.{os.getpid()}.part"
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(partial, "wb") as out:
-            out.write(cubin)
-        os.replace(partial, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.remove(partial)
+    write_cache_file(path, cubin)
     return cubin
 
 
@@ -380,7 +372,8 @@ class GpuBackend:
         """The copies' streams and page-locked buffers, made once (again only if
         UPLOAD_THREADS or UPLOAD_STEP change): page-locking cost 0.7 ms a MB on an H200 host,
         and made for each volume the buffers took longer than the copy (0.09 of 0.16 s for
-        680 MB). The driver locks the pages without the GIL where it can be called directly."""
+        680 MB). The driver locks the pages without the GIL where it can be called
+        directly."""
         shape = (UPLOAD_THREADS, UPLOAD_STEP)
         if self.upload_lanes is None or self.upload_lanes[0] != shape:
             self._free_upload_lanes()
