@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """gblastn beside NCBI BLAST+ on the same database and query sets, in one run.
 
-For each query set: both tools' wall times (median of --repeat runs, start-up included), the
-ratio, peak memory, concordance (the share of BLAST+'s output lines gblastn reproduces exactly,
-and the share of gblastn's lines BLAST+ also has), and gblastn's time per stage. With
+For each query set: both tools' wall times (median of --repeat rounds, start-up included; a
+round runs blastn, then each gblastn mode, so that a host's drift weighs on both), the
+ratio, peak memory, concordance (the share of BLAST+'s output lines gblastn reproduces
+exactly, and the share of gblastn's lines BLAST+ also has), and gblastn's time per stage. With
 --together the sets are searched as one FASTA, each tool invoked once; with --modes
 pipeline,serial both gblastn drivers are timed, with the busy share of the GPU and of the CPU
 threads.
@@ -139,6 +140,25 @@ def query_sets(a, work):
     return [("all sets", together)]
 
 
+def _rounds(a, blast_cmd, our_cmds: dict):
+    """a.repeat rounds, each running blastn and then every gblastn command once, so that a
+    host whose speed drifts over minutes (blastn's own time moved by 16 % between two runs
+    on one GPU host) weighs on both sides alike. Returns blastn's runs and each mode's."""
+    blast_runs, runs_of_mode = [], {mode: [] for mode in our_cmds}
+    for _ in range(a.repeat):
+        blast_runs.append(run_child(blast_cmd))
+        for mode, cmd in our_cmds.items():
+            env = dict(os.environ)
+            cache = None
+            if a.cold:
+                cache = tempfile.mkdtemp(prefix="numba-cold-")
+                env["NUMBA_CACHE_DIR"] = cache
+            runs_of_mode[mode].append(run_child(cmd, env))
+            if cache:
+                shutil.rmtree(cache, ignore_errors=True)
+    return blast_runs, runs_of_mode
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--db-fasta", required=True)
@@ -185,21 +205,12 @@ def main():
     for name, path in sets:
         blast_cmd = ["blastn", "-task", a.task, "-db", blast_db, "-query", path, "-outfmt", COLUMNS,
                      "-num_threads", str(a.threads)]
-        blast_runs = [run_child(blast_cmd) for _ in range(a.repeat)]
+        blast_runs, runs_of_mode = _rounds(a, blast_cmd, {
+            mode: our_command(our_db, path, mode) for mode in modes})
         bt = statistics.median(r[0] for r in blast_runs)
         blast_lines = blast_runs[-1][2]
         for mode in modes:
-            our_cmd = our_command(our_db, path, mode)
-            our_runs = []
-            for _ in range(a.repeat):
-                env = dict(os.environ)
-                cache = None
-                if a.cold:
-                    cache = tempfile.mkdtemp(prefix="numba-cold-")
-                    env["NUMBA_CACHE_DIR"] = cache
-                our_runs.append(run_child(our_cmd, env))
-                if cache:
-                    shutil.rmtree(cache, ignore_errors=True)
+            our_runs = runs_of_mode[mode]
             ot = statistics.median(r[0] for r in our_runs)
             our_lines = our_runs[-1][2]
             of_blast, of_ours = concordance(blast_lines, our_lines)
