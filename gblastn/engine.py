@@ -712,9 +712,9 @@ WARM_UP_QUERY_START = 40_000  # where the made-up queries are cut from the made-
 
 def warm_up(options: SearchOptions, query_letters: int | None = None, backend=None) -> int:
     """Search made-up queries against a made-up subject, untimed. numba loads each stage's
-    machine code from its cache at the stage's first call (0.75 s in all on an H200 host,
-    mostly holding the GIL, and the loads wait for one another); run in the background as
-    a search starts, this takes them off the search's path while the GPU is set up. A
+    machine code from its cache at the stage's first call, and the loads wait for one
+    another (its compiler lock); run in the background as a search starts, this takes them
+    off the search's path while the GPU is set up. A
     batch of more than 8,000 letters takes the megablast table and the diagonal hash, a
     small one the small table and the diagonal array: the kind `query_letters` (the query
     set's size, when known) calls for is loaded first, and the other only when the set

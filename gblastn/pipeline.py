@@ -208,9 +208,9 @@ def _iter_all_queries(files):
 def _serial_texts(files, db, options, backend, render, release_device=False):
     """Each query's output text from the engine, batch by batch; a batch's queries are
     formatted on the pool, in runs of about equal numbers of lines (a run's lines are
-    written by one compiled call without the GIL). Each
-    batch's successor is read before it is searched, so that the last one is known: with
-    release_device, the device goes back once that one's traceback searches are made."""
+    written by one compiled call without the GIL). Each batch's successor is read before
+    it is searched, so that the last one is known: with release_device, the device goes
+    back once that one's traceback searches are made."""
     from .engine import query_batches, search_batch
     from .tasks import TaskPool
 

@@ -17,7 +17,7 @@ from gblastn.hsp import OP_DEL, OP_INS, OP_SUB, Hsps, QueryResult, SubjectHits
 from gblastn.options import make_options
 from gblastn.output.tabular import (DEFAULT_COLUMNS, TabularFormat, btop, coverage_percent,
                                     display_hsp, format_bitscore, format_evalue,
-                                    format_percent, format_queries, format_query,
+                                    format_percent, format_queries,
                                     write_footer, write_header, write_query)
 from gblastn.query import Query, build_batch
 from gblastn.stats import bit_scores, evalues, prepare_statistics
@@ -230,7 +230,7 @@ def test_queries_formatted_together_as_one_by_one():
                  "bitscore pident sstrand stitle", "10 qaccver qstart qend length mismatch"):
         fmt = TabularFormat.parse(spec)
         together = format_queries(fmt, pairs, db, db_name="db")
-        assert together == [format_query(fmt, q, r, db, db_name="db") for q, r in pairs]
+        assert together == [format_queries(fmt, [pair], db, db_name="db")[0] for pair in pairs]
     # q3's first HSP, on the minus strand: shown on the plus strand of a 30-letter query
     q3_text = format_queries(TabularFormat.parse("6 qseqid qlen qstart qend qcovhsp"), pairs,
                              db, db_name="db")[2]

@@ -703,11 +703,6 @@ def write_query(out: TextIO, fmt: TabularFormat, query, result, db, *, db_name: 
     out.write(format_queries(fmt, [(query, result)], db, db_name=db_name)[0])
 
 
-def format_query(fmt: TabularFormat, query, result, db, *, db_name: str) -> str:
-    """write_query's text, as a string."""
-    return format_queries(fmt, [(query, result)], db, db_name=db_name)[0]
-
-
 def format_queries(fmt: TabularFormat, pairs: list, db, *, db_name: str) -> list:
     """write_query's text of each (query, result) pair, all formatted together."""
     entries = [(query, [subject for subject in result.subjects if len(subject.hsps)])
