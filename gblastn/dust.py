@@ -32,9 +32,9 @@ intervals are absolute, 0-based and inclusive.
 """
 
 import numpy as np
-from numba import njit
 
 from .db.crandom import crandom_draw, crandom_reset
+from .numba_start import njit
 
 DEFAULT_LEVEL = 20
 DEFAULT_WINDOW = 64

@@ -31,9 +31,9 @@ Coordinates are 0-based and ends exclusive (as in `gblastn.hsp`).
 """
 
 import numpy as np
-from numba import njit
 
 from .hsp import OP_DEL, OP_INS, OP_SUB
+from .numba_start import njit
 
 # Scores below any reachable one; halved so that adding a matrix entry cannot overflow.
 MININT = -(2**31) // 2

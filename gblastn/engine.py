@@ -406,13 +406,17 @@ def subject_hsps_by_query(hsps: Hsps, stats, options) -> list:
     hsps = hsps.take(score_order(hsps))
     hsps.evalue = evalues(hsps.score, hsps.context, stats)
     hsps.bitscore = bit_scores(hsps.score, hsps.context, stats)
-    hsps = hsps.take(hsps.evalue <= options.evalue)
-    # each query's HSPs in their score order: a stable sort by query, then one slice each (a
-    # mask per query went over a chromosome's HSPs once for each of 220 queries on synth 8G)
-    order = np.argsort(hsps.context // 2, kind="stable")
-    query_of = hsps.context[order] // 2
-    bounds = np.concatenate([[0], np.flatnonzero(np.diff(query_of)) + 1, [order.size]])
-    return [(int(query_of[a]), hsps.take(order[a:b])) for a, b in zip(bounds[:-1], bounds[1:])]
+    kept = np.flatnonzero(hsps.evalue <= options.evalue)
+    # each query's HSPs in their score order: a stable sort by query, then a view each (a
+    # mask per query went over a chromosome's HSPs once for each of 220 queries on synth 8G,
+    # and a copy per query held the GIL for some 9,000 (query, subject) pairs)
+    hsps = hsps.take(kept[np.argsort(hsps.context[kept] // 2, kind="stable")])
+    if not len(hsps):
+        return []
+    query_of = hsps.context // 2
+    bounds = np.concatenate([[0], np.flatnonzero(np.diff(query_of)) + 1, [len(hsps)]]).tolist()
+    return [(q, hsps.span(a, b)) for q, a, b in
+            zip(query_of[bounds[:-1]].tolist(), bounds[:-1], bounds[1:])]
 
 
 def prelim_hitlist_size(options: SearchOptions) -> int:
@@ -454,21 +458,28 @@ class TraceTask:
     query_index: int      # within its batch
     ordinal: int          # the subject
     hsps: Hsps            # its preliminary HSPs
+    work: int             # an estimate of the work (trace_tasks)
 
-    @cached_property
-    def work(self) -> int:
-        """An estimate of the work: the query letters the HSPs align, plus a share for the
-        fixed costs."""
-        return int((self.hsps.q_end - self.hsps.q_start).sum()) + 1000
+
+TASK_FIXED_WORK = 1000  # a task's work beyond its HSPs' query letters
 
 
 def trace_tasks(hits_by_query: dict, options: SearchOptions) -> list:
     """The TraceTasks of a batch: each query's best prelim_hitlist_size subjects, the most
     work first, so that long tracebacks start first rather than one started last deciding
-    when the batch ends."""
-    tasks = [TraceTask(q, ordinal, hsps) for q, subjects in hits_by_query.items()
-             for ordinal, hsps in best_first(list(subjects.items()))[:prelim_hitlist_size(options)]]
-    return sorted(tasks, key=lambda task: -task.work)
+    when the batch ends. A task's work is the query letters its HSPs align plus a share for
+    the fixed costs, reckoned for all tasks at once."""
+    limit = prelim_hitlist_size(options)
+    picked = [(q, ordinal, hsps) for q, subjects in hits_by_query.items()
+              for ordinal, hsps in best_first(list(subjects.items()))[:limit]]
+    if not picked:
+        return []
+    sizes = np.array([len(hsps) for _, _, hsps in picked], dtype=np.int64)
+    aligned = np.concatenate([hsps.q_end for _, _, hsps in picked]).astype(np.int64) - \
+        np.concatenate([hsps.q_start for _, _, hsps in picked])
+    work = np.add.reduceat(aligned, np.cumsum(sizes) - sizes) + TASK_FIXED_WORK
+    works = work.tolist()
+    return [TraceTask(*picked[i], works[i]) for i in np.argsort(-work, kind="stable").tolist()]
 
 
 TRACE_GROUP_TASKS = 16  # traceback tasks in one compiled call, at most
@@ -520,8 +531,7 @@ def _letter_scratch(length: int) -> np.ndarray:
     return letters
 
 
-def trace_group(group: TraceGroup, queries: list, batch, stats, db,
-                options: SearchOptions) -> list:
+def trace_group(group: TraceGroup, batch, stats, db, options: SearchOptions) -> list:
     """Traceback of a TraceGroup, then BLAST's final filtering and order of each task's HSPs
     (with the alignment counts the output needs). Returns (ordinal, final HSPs) for each
     task, in order.
@@ -536,7 +546,7 @@ def trace_group(group: TraceGroup, queries: list, batch, stats, db,
     with TIMES.stage("traceback"):
         final, _ = traceback_group([task.hsps for task in tasks],
                                    [task.ordinal - volume.first_ordinal for task in tasks],
-                                   [queries[task.query_index] for task in tasks],
+                                   [task.query_index for task in tasks],
                                    volume.packed_subjects(), batch, stats, options, scratch)
     return [(task.ordinal, hsps) for task, hsps in zip(tasks, final)]
 
@@ -553,13 +563,14 @@ def tails_ahead(by_query: dict, batch, stats, db, backend, options: SearchOption
     from .traceback import FETCH_MARGIN
 
     pairs = [(ordinal, hsps) for subjects in by_query.values()
-             for ordinal, hsps in subjects.items() if len(hsps)]
+             for ordinal, hsps in subjects.items() if hsps.score.size]
     if not (options.greedy and options.gapopen == 0 and options.gapextend == 0 and pairs
             and hasattr(backend, "greedy_tails")):
         return
     with TIMES.stage("traceback"):
-        rows = rows_by_score([hsps for _, hsps in pairs])
-        counts = np.array([len(hsps) for _, hsps in pairs], dtype=np.int64)
+        lists = [hsps for _, hsps in pairs]
+        rows = rows_by_score(lists)
+        counts = np.array([hsps.score.size for hsps in lists], dtype=np.int64)
         ordinal = np.repeat(np.array([o for o, _ in pairs], dtype=np.int64), counts)
         length = db.lengths[ordinal]
         exact = np.stack([np.maximum(rows[:, 3] - FETCH_MARGIN, 0),
@@ -582,10 +593,10 @@ def tails_ahead(by_query: dict, batch, stats, db, backend, options: SearchOption
         ahead, runs = backend.greedy_tails(rows, address, length, exact, batch,
                                            int(stats.gap_xdrop_final), int(options.reward),
                                            int(options.penalty))
-        for (_, hsps), first, last in zip(pairs, np.cumsum(counts) - counts, np.cumsum(counts)):
-            hsps.ahead = ahead[first:last]
-            hsps.ahead_runs = runs[first:last]
-            hsps.score_rows = rows[first:last]
+        ends = np.cumsum(counts).tolist()
+        for hsps, first, last in zip(lists, [0] + ends[:-1], ends):
+            hsps.ahead, hsps.ahead_runs, hsps.score_rows = \
+                ahead[first:last], runs[first:last], rows[first:last]
 
 
 def query_result(query_index: int, query, traced: list, options: SearchOptions) -> QueryResult:
@@ -768,7 +779,7 @@ def _made_up_search(db, codes: np.ndarray, options: SearchOptions, backend=None)
     gapped.file_subjects(gapped.subject_hits(gapped.extend_later(INLINE)(), INLINE)(), prelim)
     groups = trace_groups(trace_tasks(prelim.by_query, options), db, 1)
     return sum(len(hsps) for group in groups
-               for _, hsps in trace_group(group, [query], plan.batch, plan.stats, db, options))
+               for _, hsps in trace_group(group, plan.batch, plan.stats, db, options))
 
 
 def _made_up_backend(backend):
@@ -844,7 +855,7 @@ def search_batch(queries: list, first_index: int, db, options: SearchOptions, ba
     groups = trace_groups(trace_tasks(prelim.by_query, options), db,
                           GROUPS_PER_THREAD * pool.threads)
     for group, pairs in zip(groups, pool.map(
-            lambda group: trace_group(group, queries, plan.batch, plan.stats, db, options),
+            lambda group: trace_group(group, plan.batch, plan.stats, db, options),
             groups)):
         for task, pair in zip(group.tasks, pairs):
             traced[task.query_index].append(pair)

@@ -12,12 +12,12 @@ Each greedy extension is a function of its hit alone: a GPU makes them all ahead
 """
 
 import numpy as np
-from numba import njit
 
 from .alphabet import score_matrix
 from .dynprog import prelim_dp_extend_in
 from .greedy import greedy_gapped_alignment
 from .hsp import Hsps, alloc_tree, chunk_rows, hsps_from_rows, tree_add, tree_contains
+from .numba_start import njit
 
 
 @njit(cache=True, nogil=True)

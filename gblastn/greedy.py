@@ -25,8 +25,8 @@ OP_SUB aligned pair, OP_DEL gap in the query, OP_INS gap in the subject.
 import math
 
 import numpy as np
-from numba import njit
 
+from .numba_start import njit
 from .wordrun import WORD_PAD, letter_run_backward, letter_run_forward, packed_run_backward, \
     packed_run_forward
 

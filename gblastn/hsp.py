@@ -55,6 +55,22 @@ class Hsps:
         z = np.zeros(0, dtype=np.int32)
         return cls(z, z, z, z, z, z, z, z)
 
+    def span(self, start: int, end: int) -> "Hsps":
+        """HSPs start:end, as views of these (E-values, counts and edit scripts included):
+        a subject's HSPs split by query take one of these each, not a copy."""
+        out = Hsps(self.context[start:end], self.q_start[start:end], self.q_end[start:end],
+                   self.s_start[start:end], self.s_end[start:end], self.score[start:end],
+                   self.q_gapped_start[start:end], self.s_gapped_start[start:end])
+        if self.evalue is not None:
+            out.evalue, out.bitscore = self.evalue[start:end], self.bitscore[start:end]
+        if self.counts is not None:
+            out.counts = self.counts[start:end]
+        if self.ops is not None:
+            first, last = self.op_start[start], self.op_start[end]
+            out.op_start = self.op_start[start:end + 1] - first
+            out.ops, out.op_len = self.ops[first:last], self.op_len[first:last]
+        return out
+
     def take(self, index) -> "Hsps":
         """The HSPs at `index` (an index array or boolean mask), edit scripts included."""
         index = np.arange(len(self))[index]
@@ -99,9 +115,8 @@ class QueryResult:
 # HSP management: ordering, containment, common endpoints, rescoring with ambiguities.
 # These follow BLAST+ 2.12 (blast_hits.c, blast_itree.c) rule for rule, tie breaks included.
 
-import numba as _nb  # noqa: E402
-
 from .alphabet import AMBIGUOUS_MIN  # noqa: E402
+from .numba_start import njit  # noqa: E402
 
 _HSP_FIELDS = ("context", "q_start", "q_end", "s_start", "s_end", "score",
                "q_gapped_start", "s_gapped_start")
@@ -144,7 +159,7 @@ def rows_by_score(lists: list) -> np.ndarray:
         return np.zeros((0, 8), dtype=np.int64)
     rows = np.column_stack([np.concatenate([getattr(h, f) for h in lists]).astype(np.int64)
                             for f in _HSP_FIELDS]).reshape(-1, 8)
-    owner = np.repeat(np.arange(len(lists)), [len(h) for h in lists])
+    owner = np.repeat(np.arange(len(lists)), [h.score.size for h in lists])
     # score_order's keys, the list first: each list's rows stay together, in its own order
     order = np.lexsort((-rows[:, 2], rows[:, 1], -rows[:, 4], rows[:, 3], -rows[:, 5], owner))
     return rows[order]
@@ -172,7 +187,7 @@ T_CTX, T_QS, T_QE, T_SS, T_SE, T_SCORE, T_ALIVE = range(7)
 _T_NEXT = 7  # + 0 for the start chain, + 1 for the end chain
 
 
-@_nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def alloc_tree(capacity, min_diag_separation):
     """An empty containment tree for at most `capacity` HSPs, indexed for tests with this
     min_diag_separation (other values still work, by a linear scan)."""
@@ -191,20 +206,20 @@ def new_tree(capacity: int, min_diag_separation: int = 0):
     return alloc_tree(int(capacity), int(min_diag_separation))
 
 
-@_nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _slot(ctx, bucket, mask):
     x = (ctx * 1000003 + bucket) * 2654435761
     return (x ^ (x >> 17)) & mask
 
 
-@_nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _bucket(diag, width):
     if width > 0:
         return diag // width
     return 0
 
 
-@_nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _holds(t, ctx, qs, qe, ss, se, score, min_diag_separation):
     """s_HSPIsContained: t envelops the HSP (range ends count as inside), in its context,
     with at least its score, and near its start or end diagonal when that is asked for."""
@@ -220,7 +235,7 @@ def _holds(t, ctx, qs, qe, ss, se, score, min_diag_separation):
         abs((t[T_QE] - t[T_SE]) - (qe - se)) < min_diag_separation
 
 
-@_nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def tree_contains(tree, n, ctx, qs, qe, ss, se, score, min_diag_separation):
     """BlastIntervalTreeContainsHSP: is the HSP enveloped by a held one with at least its
     score, in the same context, and (when min_diag_separation is set) close to its start or
@@ -245,7 +260,7 @@ def tree_contains(tree, n, ctx, qs, qe, ss, se, score, min_diag_separation):
     return False
 
 
-@_nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _new_one_wins(t, qs, qe, ss, se, score):
     """s_HSPsHaveCommonEndpoint's choice: higher score, then the shorter query range, then
     the shorter subject range; a tie keeps the held HSP."""
@@ -258,7 +273,7 @@ def _new_one_wins(t, qs, qe, ss, se, score):
     return False
 
 
-@_nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def tree_add(tree, n, ctx, qs, qe, ss, se, score):
     """BlastIntervalTreeAddHSP; returns the new number of entries used."""
     entries, heads, width = tree
@@ -303,7 +318,7 @@ def tree_add(tree, n, ctx, qs, qe, ss, se, score):
     return n + 1
 
 
-@_nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def containment_keep(rows, min_diag_separation):
     n = rows.shape[0]
     keep = np.zeros(n, dtype=np.bool_)
@@ -318,7 +333,7 @@ def containment_keep(rows, min_diag_separation):
     return keep
 
 
-@_nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def score_order_rows(rows):
     """score_order for rows [n, 8] (hsp_rows order), in compiled code: the index order."""
     order = np.arange(rows.shape[0])
@@ -326,7 +341,7 @@ def score_order_rows(rows):
     return order
 
 
-@_nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def ranked_order(rows, index, rank_of):
     """The order (positions within `index`) of the rows at `index` by rank_of (float64, one
     per row at `index`; equal values tie), then as score_order; stable."""
@@ -338,7 +353,7 @@ def ranked_order(rows, index, rank_of):
     return order
 
 
-@_nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def take_rows(rows, op_start, ops, op_len, index):
     """Hsps.take for rows [n, 8] and their edit scripts: the rows at `index`, in its
     order. Returns rows, op_start, ops, op_len."""
@@ -370,7 +385,7 @@ BY_SCORE = 2   # score descending, s_start, s_end descending, q_start, q_end des
 BY_RANK = 3    # column 8 (a rank the caller puts there), then as BY_SCORE
 
 
-@_nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _key_before(rows, a, b, order):
     """Whether row a sorts before row b in `order` (BY_START, BY_END, BY_SCORE, BY_RANK)."""
     ra = rows[a]
@@ -390,7 +405,7 @@ def _key_before(rows, a, b, order):
     return ka < kb
 
 
-@_nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _stable_sort(order, count, rows, key):
     """order[:count] sorted by _key_before in `key` order, equal keys keeping their order
     (merge sort)."""
@@ -423,7 +438,7 @@ def _stable_sort(order, count, rows, key):
     order[:count] = src
 
 
-@_nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def purge_rows(rows_in, op_start, ops, op_len, purge):
     """Blast_HSPListPurgeHSPsWithCommonEndpoints on rows [n, 8] (hsp_rows order) and their
     edit scripts. Returns (rows, op_start, ops, op_len, count): the kept HSPs first (count
@@ -499,7 +514,7 @@ def purge_rows(rows_in, op_start, ops, op_len, purge):
     return out_rows, out_start, out_ops, out_len, count
 
 
-@_nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _cut(rows, h, ops, op_len, first_run, last_run, first_len, last_len, q_cut, s_cut,
          cut_begin):
     """Trim HSP h's row and script window in place (cut_off_gap_edit_script's rule)."""
@@ -525,7 +540,7 @@ def _cut(rows, h, ops, op_len, first_run, last_run, first_len, last_len, q_cut, 
     last_len[h] = new_lens[new_lens.size - 1] if new_lens.size else -1
 
 
-@_nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def cut_off_gap_edit_script(ops, lens, q_start, q_end, s_start, s_end, q_cut, s_cut,
                             cut_begin):
     """Trim an HSP at the first point of its script at or past (q_cut, s_cut)
@@ -589,7 +604,7 @@ def cut_off_gap_edit_script(ops, lens, q_start, q_end, s_start, s_end, q_cut, s_
 # rescoring with the true letters: Blast_HSPReevaluateWithAmbiguitiesGapped
 
 
-@_nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def reevaluate_with_ambiguities(query, q_base, q_length, subject, q_start, s_start, ops, nums,
                                 matrix, reward, penalty, gap_open, gap_extend, cutoff):
     """Rescore an HSP's edit script with the real matrix (ambiguity codes included), keep its
@@ -707,7 +722,7 @@ def reevaluate_with_ambiguities(query, q_base, q_length, subject, q_start, s_sta
     return keep, score, best_qs, best_qe, best_ss, best_se, best_first, best_last, best_last_num
 
 
-@_nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def count_identities(query, q_base, subject, q_start, s_start, ops, nums):
     """Identical letter pairs (equal codes, so N/N counts) and alignment length (columns,
     gaps included) of an edit script (Blast_HSPGetNumIdentities)."""
@@ -742,7 +757,7 @@ def fails_identity_or_length(ident: int, length: int, perc_identity: float,
 # of them on synth 8G) and the Python version held the GIL for half a second there
 
 
-@_nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def chunk_rows(rows, offset):
     """A chunk's gapped HSPs (rows from the gapped stage, in hit order): common endpoints
     purged (Blast_HSPListPurgeHSPsWithCommonEndpoints), sorted by score, and the subject
@@ -759,7 +774,7 @@ def chunk_rows(rows, offset):
     return out
 
 
-@_nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def merge_chunk_rows(combined, new, split, overlap, diag_close):
     """Blast_HSPListsMerge for successive subject chunks, without traceback (allow_gap
     false): an HSP of the new chunk that starts in the overlap strip [split, split + overlap)
@@ -794,7 +809,7 @@ def merge_chunk_rows(combined, new, split, overlap, diag_close):
     return merged[order]
 
 
-@_nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def subject_rows(found, bounds, starts, overlap, diag_close):
     """A subject's preliminary rows from its chunks' gapped rows: chunk k's rows are
     found[bounds[k]:bounds[k + 1]] and it starts at letter starts[k] (the chunks in order,
@@ -808,7 +823,7 @@ def subject_rows(found, bounds, starts, overlap, diag_close):
     return rows
 
 
-@_nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _merge_by_key(rows, first, second):
     """Two index lists, each sorted by (BY_SCORE key, index), merged in that order."""
     out = np.empty(first.size + second.size, dtype=np.int64)
@@ -826,7 +841,7 @@ def _merge_by_key(rows, first, second):
     return out
 
 
-@_nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _merge_two_rows(a, i, b, j):
     """s_BlastMergeTwoHSPs with allow_gap false: rows on the same diagonal, one reaching
     into the other, become one (a's row i)."""

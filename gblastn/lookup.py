@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from numba import njit
 
+from .numba_start import njit
 from .options import SearchOptions
 from .query import QueryBatch
 from .tasks import INLINE, spread_map

@@ -508,7 +508,7 @@ class Pipeline:
                 if self.stop.is_set():
                     return
                 plan = joins[group.tasks[0].query_index].plan
-                pairs = trace_group(group, plan.queries, plan.batch, plan.stats, self.db,
+                pairs = trace_group(group, plan.batch, plan.stats, self.db,
                                     self.options)
                 complete = []
                 with self.lock:

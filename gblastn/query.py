@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from numba import njit
 
 from .alphabet import COMPLEMENT_BLASTNA, N_CODE, SENTINEL
+from .numba_start import njit
 from .options import SearchOptions
 from .tasks import INLINE, spread_map
 
@@ -53,6 +53,16 @@ class QueryBatch:
         preliminary greedy aligner compares with packed subjects."""
         from .wordrun import pack_query_words
         return pack_query_words(self.sequence)
+
+    @cached_property
+    def query_letters(self) -> tuple:
+        """The queries' letters (blastna codes) back to back, and where each one starts (and
+        the end): the traceback's query letters, by the queries' indices in the batch."""
+        starts = np.zeros(len(self.queries) + 1, dtype=np.int64)
+        np.cumsum([len(q) for q in self.queries], out=starts[1:])
+        codes = np.concatenate([np.asarray(q.codes, dtype=np.uint8) for q in self.queries]) \
+            if self.queries else np.zeros(0, dtype=np.uint8)
+        return codes, starts
 
     @property
     def num_contexts(self) -> int:

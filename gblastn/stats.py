@@ -22,11 +22,11 @@ import functools
 import math
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
 from .alphabet import score_matrix
 from .errors import OptionsError
+from .numba_start import njit
 
 LN2 = 0.69314718055994530941723212145818   # NCBIMATH_LN2
 
@@ -217,7 +217,7 @@ def check_supported_scoring(reward: int, penalty: int, gapopen: int, gapextend: 
 # Ungapped parameters from a score distribution (numba kernels; probabilities are indexed by
 # score - low, so index 0 is the lowest observed score).
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _expm1(x):
     """BLAST_Expm1: a 13-term series near zero, exp(x) - 1 elsewhere."""
     absx = abs(x)
@@ -231,7 +231,7 @@ def _expm1(x):
                 1. / 479001600. + x / 6227020800.))))))))))))
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _powi(x, n):
     """BLAST_Powi: x**n by repeated squaring (bit-exact with BLAST's order)."""
     if n == 0:
@@ -252,7 +252,7 @@ def _powi(x, n):
     return y
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _gcd_nb(a, b):
     b = abs(b)
     if b > a:
@@ -266,7 +266,7 @@ def _gcd_nb(a, b):
     return a
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _score_lattice(probs, low, high):
     """Greatest common divisor of the scores that occur (the lattice step), from -low."""
     d = -low
@@ -278,7 +278,7 @@ def _score_lattice(probs, low, high):
     return d
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _lambda_newton(probs, d, low, high, lambda0, tolx, itmax, max_newton):
     """NlmKarlinLambdaNR: safeguarded Newton on x = exp(-lambda) for
     sum_s p(s) exp(lambda s) = 1, bisecting whenever Newton misbehaves."""
@@ -331,7 +331,7 @@ def _lambda_newton(probs, d, low, high, lambda0, tolx, itmax, max_newton):
     return -math.log(x) / d
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _entropy(probs, low, high, lam):
     """BlastKarlinLtoH: H = lambda * sum_s s p(s) exp(lambda s), evaluated by Horner."""
     etonlam = math.exp(-lam)
@@ -344,7 +344,7 @@ def _entropy(probs, low, high, lam):
     return lam * math.exp(lam * high + math.log(total))
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _karlin_k(probs, low, high, score_avg, lam, h):
     """BlastKarlinLHtoK: closed forms when the extreme scores are +-1, otherwise the series
     over P(score, length) truncated at K_SUM_LIMIT or K_MAX_TERMS terms."""
@@ -424,7 +424,7 @@ def _karlin_k(probs, low, high, score_avg, lam, h):
     return -math.exp(-2.0 * outer_sum) / (first_term * _expm1(-lam))
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _score_distribution(matrix, query_prob, subject_prob, loscore, hiscore):
     """BlastScoreFreqCalc: p(s) over [loscore, hiscore], normalised over observed scores.
     Returns (probs indexed by s - loscore, obs_min, obs_max, score_avg)."""
@@ -452,7 +452,7 @@ def _score_distribution(matrix, query_prob, subject_prob, loscore, hiscore):
     return sprob, obs_min, obs_max, score_avg
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _ungapped_from_distribution(sprob, loscore, obs_min, obs_max, score_avg):
     """Blast_KarlinBlkUngappedCalc: (lambda, K, H), or lambda -1 when they do not exist."""
     if score_avg >= 0. or obs_min >= 0 or obs_max <= 0:
@@ -495,7 +495,7 @@ def _probabilities(counts: np.ndarray) -> np.ndarray:
     return counts / total
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _letter_counts(sequence, offsets, lengths):
     """[contexts, 16] counts of each blastna letter (low four bits) in every context."""
     counts = np.zeros((offsets.size, 16), dtype=np.int64)
@@ -508,7 +508,7 @@ def _letter_counts(sequence, offsets, lengths):
     return counts
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _ungapped_params(matrix, query_prob, subject_prob, loscore, hiscore):
     """(lambda, K, H) from the query's letter frequencies, lambda -1 when they do not exist."""
     sprob, obs_min, obs_max, score_avg = _score_distribution(matrix, query_prob, subject_prob,
@@ -733,7 +733,7 @@ def _scores_to(scores, contexts, stats: SearchStatistics) -> tuple:
                              bool(stats.round_down))
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _evalues_and_bits(scores, contexts, lambdas, log_ks, searchsp, round_down):
     evalue = np.empty(scores.size, dtype=np.float64)
     bits = np.empty(scores.size, dtype=np.float64)
@@ -743,7 +743,7 @@ def _evalues_and_bits(scores, contexts, lambdas, log_ks, searchsp, round_down):
     return evalue, bits
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def evalue_and_bits(score, context, lambdas, log_ks, searchsp, round_down):
     """One HSP's E-value and bit score. numba's exp is the C library's, as BLAST's is, so
     printed values agree to the last digit."""

@@ -23,7 +23,6 @@ ends the search, and takes the letters that search read for the fence test.
 from functools import lru_cache
 
 import numpy as np
-from numba import njit
 
 from .alphabet import COMPLEMENT_BLASTNA, score_matrix
 from .db.reader import CODE_OF, fill_ranges
@@ -34,6 +33,7 @@ from .hsp import Hsps, alloc_tree, count_identities, \
     containment_keep, hsp_rows, hsps_from_rows, purge_rows, ranked_order, \
     reevaluate_with_ambiguities, score_order, score_order_rows, take_rows, tree_add, \
     tree_contains
+from .numba_start import njit
 from .output.tabular import counts_of_all
 from .stats import EVALUE_EQUAL_BELOW, evalue_and_bits
 
@@ -90,25 +90,21 @@ def _final_hsps(rows, op_start, ops, op_len, evalue, bitscore, counts) -> Hsps:
     return final
 
 
-def traceback_group(hsps_list: list, subjects: list, queries: list, packed, batch, stats,
+def traceback_group(hsps_list: list, subjects: list, query_index: list, packed, batch, stats,
                     options, scratch: np.ndarray) -> tuple:
     """traceback_final for the HSPs of many subjects of one volume (`packed`, its
     PackedSubjects), all in one compiled call: each of `hsps_list` against volume subject
-    subjects[i] (a local index), with the letters of query `queries[i]` (a Query). Each
+    subjects[i] (a local index), with the letters of the batch's query query_index[i]. Each
     subject's letters are unpacked into `scratch` (a buffer at least as long as the longest
     subject, reused: letters outside what was unpacked are left from before), as BLAST's
     partial fetching: around the HSPs, and, when an alignment read outside them, around
     every letter it may read (letter_spans). Returns the final Hsps of each, and how many
     tracebacks were redone with more letters."""
     rows, ahead, runs = zip(*(_rows_and_ahead(h) for h in hsps_list))
-    distinct = {id(q): q for q in queries}
-    position = {key: k for k, key in enumerate(distinct)}
-    codes = [q.codes for q in distinct.values()]
-    task_query = np.array([position[id(q)] for q in queries], dtype=np.int64)
     final = _trace_group(
-        np.asarray(subjects, dtype=np.int64), task_query, _starts(rows), np.concatenate(rows),
-        _starts(ahead), np.concatenate(ahead), np.concatenate(runs), *packed, CODE_OF,
-        np.concatenate(codes).astype(np.uint8, copy=False), _starts(codes),
+        np.asarray(subjects, dtype=np.int64), np.asarray(query_index, dtype=np.int64),
+        _starts(rows), np.concatenate(rows), _starts(ahead), np.concatenate(ahead),
+        np.concatenate(runs), *packed, CODE_OF, *batch.query_letters,
         *_batch_args(batch), *_scoring_args(stats, options), *_final_args(stats, options),
         COMPLEMENT_BLASTNA, FETCH_MARGIN, scratch)
     task_start, rows, op_start, ops, op_len, evalue, bitscore, counts, redone = final

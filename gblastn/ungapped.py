@@ -31,10 +31,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from .alphabet import score_matrix
 from .lookup import LookupTable
+from .numba_start import njit
 from .scan import Seeds
 from .scan.cpu import _split_chunks, context_of, subject_base, subject_byte
 

@@ -25,8 +25,10 @@ its bytes lie inside the subject array, and letter-at-a-time code covers the res
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
+
+from .numba_start import njit
 
 WORD_PAD = 8          # zero bytes around the packed query arrays
 PACKED_STEP = 28      # bases taken from one packed word (at least 29 are valid after a shift)

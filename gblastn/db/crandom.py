@@ -16,7 +16,8 @@ set bit counting from A (bit 0) to T (bit 3).
 """
 
 import numpy as np
-from numba import njit
+
+from ..numba_start import njit
 
 STATE_WORDS = 33
 J_START = 12

@@ -6,9 +6,9 @@ offsets and lengths are in bases. A '-' (gap) is stored as N, as makeblastdb doe
 """
 
 import numpy as np
-from numba import njit
 
 from ..alphabet import BLASTNA_FROM_ASCII, INVALID, NCBI4NA_FROM_BLASTNA
+from ..numba_start import njit
 from .crandom import crandom_new, substitute_base
 
 

@@ -18,10 +18,10 @@ from typing import NamedTuple
 
 import lmdb
 import numpy as np
-from numba import njit
 
 from ..alphabet import BLASTNA_FROM_NCBI4NA
 from ..errors import DatabaseError, InputError
+from ..numba_start import njit
 from . import format as fmt
 from .seqid import describe
 

@@ -21,9 +21,9 @@ A column is one of:
 import math
 
 import numpy as np
-from numba import njit
 
 from ..dynprog import grown
+from ..numba_start import njit
 
 INT = 0
 TEXT = 1

@@ -15,11 +15,11 @@ from functools import lru_cache
 from typing import TextIO
 
 import numpy as np
-from numba import njit
 
 from ..alphabet import COMPLEMENT_BLASTNA, IUPAC_FROM_BLASTNA, reverse_complement
 from ..errors import OptionsError
 from ..hsp import OP_DEL, OP_INS, OP_SUB
+from ..numba_start import njit
 from .linewriter import LineColumns
 
 PROGRAM_VERSION = "BLASTN 2.12.0+"

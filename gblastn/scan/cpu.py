@@ -16,9 +16,9 @@ limits make such bases irrelevant.
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from numba import njit
 
 from ..lookup import MEGABLAST, SMALL, LookupTable
+from ..numba_start import njit
 from ..wordrun import WORD_PAD, packed_run_backward, packed_run_forward
 from . import Seeds
 
