@@ -49,6 +49,26 @@ def reset_primary_context(gpu_id: int) -> None:
         reset(device)
 
 
+def close_device_files() -> None:
+    """Close the process's files of the NVIDIA driver (/dev/nvidia*), for a process done with
+    the GPU for good, once its contexts are reset: left to the process's exit, closing them
+    took 45-60 ms after the output was complete (H200 host; 2 ms with them closed before).
+    The driver's later calls in this process fail with an error code; none is made, as the
+    device was given back. Linux only (the files are found in /proc/self/fd)."""
+    import os
+
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return
+    for name in names:
+        try:
+            if os.readlink(f"/proc/self/fd/{name}").startswith("/dev/nvidia"):
+                os.close(int(name))
+        except (OSError, ValueError):
+            continue
+
+
 def page_locked_buffer(size: int):
     """`size` bytes of page-locked host memory for the current context (cuMemHostAlloc), as
     a writable uint8 array, and the call that frees them (once; it runs by itself when the

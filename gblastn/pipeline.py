@@ -242,10 +242,11 @@ def _runs_of_lines(pairs: list, runs: int) -> list:
 
 
 def _retire(backend) -> None:
-    """Give the device back (GpuBackend.retire); nothing for the CPU backend."""
+    """Give the device back for good (GpuBackend.retire): release_device says the process
+    ends with the search. Nothing for the CPU backend."""
     retire = getattr(_ready(backend), "retire", None)
     if retire is not None:
-        retire()
+        retire(for_good=True)
 
 
 def _ready(backend):

@@ -470,3 +470,54 @@ def test_retired_backend_refuses_work_and_a_new_one_takes_over(gpu):
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.strip() == "ok", res.stdout + res.stderr[-2000:]
     assert res.stderr == ""
+
+
+RETIRE_FOR_GOOD_SCRIPT = """
+import os
+import time
+import numpy as np
+from gblastn.errors import GpuUnavailableError
+from gblastn.scan.gpu import backend_for
+from gblastn.lookup import build_lookup
+from test_gpu_backend import make_batch, volume
+
+
+def driver_files():
+    return [fd for fd in os.listdir("/proc/self/fd")
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("/dev/nvidia")]
+
+
+rng = np.random.default_rng(3)
+batch, options = make_batch(rng, "megablast", [3000])
+table = build_lookup(batch, options)
+packed, chunks = volume(rng, batch, [5000, 800, 12000], plants=30)
+args = (table, packed, chunks.byte_offset, chunks.length)
+old = backend_for(0)
+old.find_seeds(*args)
+assert driver_files(), "no driver files to close"
+old.retire(for_good=True)
+for _ in range(200):
+    if old.retired and not driver_files():
+        break
+    time.sleep(0.05)
+try:
+    old.find_seeds(*args)
+    print("the retired backend still ran")
+except GpuUnavailableError:
+    pass
+time.sleep(0.5)  # the process goes on after the driver's files are closed
+print("closed" if not driver_files() else "still open", flush=True)
+os._exit(0)
+"""
+
+
+def test_retired_for_good_closes_the_driver_files(gpu):
+    """The command line's retire (for good) also closes the driver's files, while the
+    process goes on with its tracebacks and output; nothing is reported on the way out."""
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("no /proc/self/fd here")
+    res = subprocess.run([sys.executable, "-c", RETIRE_FOR_GOOD_SCRIPT], capture_output=True,
+                         cwd=os.path.dirname(__file__), text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip() == "closed", res.stdout + res.stderr[-2000:]
+    assert res.stderr == ""

@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from ..cache_files import write_cache_file
-from ..driver import page_locked_buffer, reset_primary_context, retain_primary_context
+from ..driver import close_device_files, page_locked_buffer, reset_primary_context, \
+    retain_primary_context
 from ..errors import GpuUnavailableError
 from ..lookup import SMALL, LookupTable
 from ..timing import TIMES
@@ -258,13 +259,15 @@ class GpuBackend:
         self.context.push()
         return self
 
-    def retire(self) -> None:
+    def retire(self, for_good: bool = False) -> None:
         """Tear the device's context down now, in a thread, for a process that is done with
         the GPU and has CPU work left (tracebacks, output): left to the process's exit, the
         driver's teardown took 0.1 s after the output was complete (synth 8G, H200 host).
-        The backend is unusable afterwards, and backend_for makes a new one. It is kept, so
-        that pycuda never frees again what the reset has freed; the process must leave
-        with os._exit, as the command line does (at an interpreter's normal exit pycuda's
+        The backend is unusable afterwards, and backend_for makes a new one, unless
+        `for_good`: then the driver's files are closed too (driver.close_device_files), and
+        no device work is possible in this process again. The backend is kept, so that
+        pycuda never frees again what the reset has freed; the process must leave with
+        os._exit, as the command line does (at an interpreter's normal exit pycuda's
         clean-up of the retired objects fails and crashes)."""
         with _BACKENDS_LOCK:
             if _BACKENDS.get(self.gpu_id) is self:
@@ -275,6 +278,8 @@ class GpuBackend:
             with self.lock:  # after any call still running
                 self.retired = True
                 reset_primary_context(self.gpu_id)
+                if for_good:
+                    close_device_files()
 
         threading.Thread(target=tear_down, name="gblastn-device-teardown", daemon=True).start()
 
