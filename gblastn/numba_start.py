@@ -4,7 +4,8 @@ A search runs with the GIL held nearly throughout, and its stages' first calls w
 their machine code to be loaded from numba's cache, one entry point at a time (numba's
 compiler lock). Each step below was measured on the search's path; each is skipped only
 where numba's internals are those it was written for, and a compilation (a cache miss)
-still finds everything it needs.
+still finds everything it needs. gblastn's compiled functions are declared with this
+module's `njit`, whose dispatchers are made on first use.
 """
 
 import functools

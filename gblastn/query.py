@@ -177,12 +177,14 @@ def build_batch(queries: list, options: SearchOptions, pool=INLINE) -> QueryBatc
     query_ends = np.cumsum([len(q) for q in queries], dtype=np.int64)
     mask_ends = np.cumsum([len(m) for m in plus_masks], dtype=np.int64)
     rows = np.concatenate([np.asarray(m, dtype=np.int32).reshape(-1, 2) for m in plus_masks])
+    joined = np.concatenate([np.asarray(q.codes, dtype=np.uint8) for q in queries])
     sequence, unmasked, offsets, lengths, masks, counts, segments = _assemble_contexts(
-        np.concatenate([np.asarray(q.codes, dtype=np.uint8) for q in queries]), query_ends,
-        rows, mask_ends, options.strand in ("both", "plus"), options.strand in ("both", "minus"),
-        not options.soft_masking, COMPLEMENT_BLASTNA)
-    return QueryBatch(queries, sequence, offsets, lengths, np.split(masks, np.cumsum(counts)[:-1]),
-                      segments, unmasked)
+        joined, query_ends, rows, mask_ends, options.strand in ("both", "plus"),
+        options.strand in ("both", "minus"), not options.soft_masking, COMPLEMENT_BLASTNA)
+    batch = QueryBatch(queries, sequence, offsets, lengths,
+                       np.split(masks, np.cumsum(counts)[:-1]), segments, unmasked)
+    batch.query_letters = (joined, np.concatenate([[0], query_ends]))  # made here already
+    return batch
 
 
 @njit(cache=True, nogil=True)

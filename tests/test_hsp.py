@@ -315,3 +315,23 @@ def test_best_first_orders_as_blast_compares_hsp_lists(subjects):
         return (0.0 if best < EVALUE_EQUAL_BELOW else best, -int(hsps.score.max()), -ordinal)
 
     assert [id(item) for item in best_first(items)] == [id(item) for item in sorted(items, key=key)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 9), st.integers(0, 9), st.integers(0, 2**32 - 1))
+def test_span_equals_take_of_the_range(start, end, seed):
+    """Hsps.span (views, used to split a subject's HSPs by query) gives what take gives for
+    the same range: fields, E-values, counts and edit scripts."""
+    rng = np.random.default_rng(seed)
+    n = 9
+    hsps = hsps_from_rows(rng.integers(0, 100, (n, 8)),
+                          [(rng.integers(0, 3, k), rng.integers(1, 9, k))
+                           for k in rng.integers(0, 4, n)])
+    hsps.evalue, hsps.bitscore = rng.random(n), rng.random(n)
+    hsps.counts = rng.integers(0, 50, (n, 4))
+    end = max(start, end)
+    got, expected = hsps.span(start, end), hsps.take(np.arange(start, end))
+    for name in ("context", "q_start", "q_end", "s_start", "s_end", "score", "q_gapped_start",
+                 "s_gapped_start", "evalue", "bitscore", "counts", "op_start", "ops",
+                 "op_len"):
+        assert np.array_equal(getattr(got, name), getattr(expected, name)), name
