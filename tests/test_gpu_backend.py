@@ -427,7 +427,8 @@ def test_search_output_identical(gpu, tmp_path, task):
     assert outputs["gpu", "serial"] == outputs["cpu", "pipeline"]
 
 
-RETIRE_SCRIPT = """
+# a child process with a backend that has searched once (`old`, `args`)
+BACKEND_SCRIPT = """
 import os
 import time
 import numpy as np
@@ -441,17 +442,25 @@ table = build_lookup(batch, options)
 packed, chunks = volume(rng, batch, [5000, 800, 12000], plants=30)
 args = (table, packed, chunks.byte_offset, chunks.length)
 old = backend_for(0)
+
+
+def retire_old(for_good=False, done=lambda: True):
+    # retire `old`, wait for its teardown (and `done`), and check that it refuses work
+    old.retire(for_good=for_good)
+    for _ in range(200):
+        if old.retired and done():
+            break
+        time.sleep(0.05)
+    try:
+        old.find_seeds(*args)
+        print("the retired backend still ran")
+    except GpuUnavailableError:
+        pass
+"""
+
+RETIRE_SCRIPT = BACKEND_SCRIPT + """
 before = old.find_seeds(*args)
-old.retire()
-for _ in range(200):
-    if old.retired:
-        break
-    time.sleep(0.05)
-try:
-    old.find_seeds(*args)
-    print("the retired backend still ran")
-except GpuUnavailableError:
-    pass
+retire_old()
 new = backend_for(0)
 after = new.find_seeds(*args)
 fields = ("chunk", "q_off", "s_off", "s_first", "hit_s")
@@ -472,14 +481,7 @@ def test_retired_backend_refuses_work_and_a_new_one_takes_over(gpu):
     assert res.stderr == ""
 
 
-RETIRE_FOR_GOOD_SCRIPT = """
-import os
-import time
-import numpy as np
-from gblastn.errors import GpuUnavailableError
-from gblastn.scan.gpu import backend_for
-from gblastn.lookup import build_lookup
-from test_gpu_backend import make_batch, volume
+RETIRE_FOR_GOOD_SCRIPT = BACKEND_SCRIPT + """
 
 
 def driver_files():
@@ -493,24 +495,9 @@ def driver_files():
     return found
 
 
-rng = np.random.default_rng(3)
-batch, options = make_batch(rng, "megablast", [3000])
-table = build_lookup(batch, options)
-packed, chunks = volume(rng, batch, [5000, 800, 12000], plants=30)
-args = (table, packed, chunks.byte_offset, chunks.length)
-old = backend_for(0)
 old.find_seeds(*args)
 assert driver_files(), "no driver files to close"
-old.retire(for_good=True)
-for _ in range(200):
-    if old.retired and not driver_files():
-        break
-    time.sleep(0.05)
-try:
-    old.find_seeds(*args)
-    print("the retired backend still ran")
-except GpuUnavailableError:
-    pass
+retire_old(for_good=True, done=lambda: not driver_files())
 time.sleep(0.5)  # the process goes on after the driver's files are closed
 print("closed" if not driver_files() else "still open", flush=True)
 os._exit(0)
