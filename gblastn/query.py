@@ -13,9 +13,6 @@ masked letters become N for every stage.
 from dataclasses import dataclass
 from functools import cached_property
 
-# numba imported here, by the thread reading the queries, before the search starts its
-# threads: a first import of it racing between threads could deadlock or hang an interrupt
-import numba  # noqa: F401
 import numpy as np
 
 from .alphabet import COMPLEMENT_BLASTNA, N_CODE, SENTINEL
