@@ -265,7 +265,9 @@ def test_sigint_stops_promptly_without_partial_output(tmp_path):
     # a list naming the same file many times: a long search from small inputs
     (tmp_path / "queries.list").write_text("q.fa\n" * 100)
     out = tmp_path / "out.tsv"
-    proc = subprocess.Popen([sys.executable, "-m", "gblastn", "search", "-db", db, "-query_list",
+    # -X faulthandler: on a hang, SIGABRT makes the child print every thread's stack
+    proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "gblastn", "search",
+                             "-db", db, "-query_list",
                              str(tmp_path / "queries.list"), "-out", str(out), "-num_threads", "2",
                              "-device", "cpu"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -275,8 +277,9 @@ def test_sigint_stops_promptly_without_partial_output(tmp_path):
     try:
         _, stderr = proc.communicate(timeout=10)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        pytest.fail("gblastn did not stop after SIGINT")
+        proc.send_signal(signal.SIGABRT)
+        _, stderr = proc.communicate(timeout=30)
+        pytest.fail(f"gblastn did not stop after SIGINT; its threads:\n{stderr[-20000:]}")
     assert proc.returncode != 0
     assert "Traceback" not in stderr
     assert not out.exists()
