@@ -4,13 +4,16 @@ A search runs with the GIL held nearly throughout, and its stages' first calls w
 their machine code to be loaded from numba's cache, one entry point at a time (numba's
 compiler lock). Each step below was measured on the search's path; each is skipped only
 where numba's internals are those it was written for, and a compilation (a cache miss)
-still finds everything it needs.
+still finds everything it needs. gblastn's compiled functions are declared with this
+module's `njit`, whose dispatchers are made on first use.
 """
 
+import functools
 import hashlib
 import os
 import struct
 import sys
+import threading
 
 
 def skip_numba_extras() -> None:
@@ -244,8 +247,54 @@ def defined_symbols(object_code: bytes) -> set | None:
 
 
 def njit(**options):
-    """numba.njit with gblastn's options, the one decorator of its compiled functions."""
-    return _import_numba().njit(**options)
+    """numba.njit, with the dispatcher made on the function's first use: a dispatcher costs
+    0.2-0.35 ms to make (its cache's locator tries writing a file in the cache folder, and
+    the function's signature is inspected), gblastn defines 159, and a search calls about
+    30. A compilation finds the stand-ins as it finds dispatchers: numba inlines a function
+    by the `targetoptions` and `py_func` it reads from the global, and types the global
+    with typeof (registered below)."""
+    def decorate(py_func):
+        return LazyDispatcher(py_func, options)
+    return decorate
+
+
+_MAKING = threading.Lock()
+
+
+class LazyDispatcher:
+    """Stands for the numba dispatcher of `py_func` until its first use, then passes every
+    call and attribute to it. The module's global of that name becomes the dispatcher
+    itself, so later calls from the module skip this stand-in."""
+
+    def __init__(self, py_func, options: dict):
+        self.py_func = py_func
+        self._options = options
+        self._dispatcher = None
+        functools.update_wrapper(self, py_func)
+
+    def dispatcher(self):
+        if self._dispatcher is None:
+            with _MAKING:
+                if self._dispatcher is None:
+                    numba = _import_numba()
+                    _type_stand_ins()
+                    made = numba.njit(**self._options)(self.py_func)
+                    names = self.py_func.__globals__
+                    if names.get(self.py_func.__name__) is self:
+                        names[self.py_func.__name__] = made
+                    self._dispatcher = made
+        return self._dispatcher
+
+    def __call__(self, *args, **kwargs):
+        return self.dispatcher()(*args, **kwargs)
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in ("py_func", "_options", "_dispatcher"):
+            raise AttributeError(name)
+        return getattr(self.dispatcher(), name)
+
+    def __reduce__(self):
+        return (_dispatcher_of, (self.py_func.__module__, self.py_func.__qualname__))
 
 
 def _import_numba():
@@ -255,3 +304,29 @@ def _import_numba():
     package's import waits for the other thread's to end."""
     import numba
     return numba
+
+
+def _dispatcher_of(module: str, qualname: str):
+    """A pickled stand-in's dispatcher (found by the function's module and name)."""
+    import importlib
+    found = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found.dispatcher() if isinstance(found, LazyDispatcher) else found
+
+
+_STAND_INS_TYPED = []
+
+
+def _type_stand_ins() -> None:
+    """numba types a stand-in met as a global of a function it compiles as the dispatcher it
+    stands for (a cache miss compiles the callers of stand-ins). Called with _MAKING held."""
+    if _STAND_INS_TYPED:
+        return
+    from numba.core.typing.typeof import typeof_impl
+
+    @typeof_impl.register(LazyDispatcher)
+    def _typeof_stand_in(value, context):
+        return typeof_impl(value.dispatcher(), context)
+
+    _STAND_INS_TYPED.append(True)

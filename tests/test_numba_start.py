@@ -9,7 +9,8 @@ import textwrap
 
 import pytest
 
-from gblastn.numba_start import defined_symbols
+from gblastn.numba_start import LazyDispatcher, defined_symbols
+from gblastn.numba_start import njit as lazy_njit
 
 MODULE = """
 import numba
@@ -131,3 +132,80 @@ def test_other_object_formats_are_left_to_numba():
     assert defined_symbols(b"\xcf\xfa\xed\xfe" + bytes(60)) is None  # Mach-O
     assert defined_symbols(b"\x7fELF\x01\x01" + bytes(58)) is None  # 32-bit ELF
 
+
+STAND_INS = """
+from gblastn.numba_start import njit
+
+
+@njit(cache=True, nogil=True, inline="always")
+def twice(x):
+    return 2 * x
+
+
+@njit(cache=True, nogil=True)
+def plus_one(x):
+    return x + 1
+
+
+@njit(cache=True, nogil=True)
+def twice_plus_one(x):
+    return plus_one(twice(x))
+"""
+
+USE_STAND_INS = START + """
+import threading
+
+import stand_ins
+from gblastn.numba_start import LazyDispatcher
+
+assert isinstance(stand_ins.twice_plus_one, LazyDispatcher), "made at import"
+calls = [stand_ins.twice_plus_one] * 4
+results = [None] * len(calls)
+
+def call(i):
+    results[i] = calls[i](i)
+
+threads = [threading.Thread(target=call, args=(i,)) for i in range(len(calls))]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+assert results == [2 * i + 1 for i in range(len(calls))], results
+made = stand_ins.twice_plus_one
+assert not isinstance(made, LazyDispatcher), "the module's global is still the stand-in"
+assert made is calls[0].dispatcher(), "threads made different dispatchers"
+assert len(made.signatures) == 1
+print("compiled" if made.stats.cache_misses else "loaded")
+"""
+
+
+def test_stand_ins_compile_load_and_become_dispatchers(tmp_path):
+    """Functions decorated with numba_start.njit are made on first use, by whichever thread
+    comes first; a caller compiles with its callees found through their stand-ins (one
+    inlined, one called), and a second process loads it from the cache."""
+    (tmp_path / "stand_ins.py").write_text(STAND_INS)
+    cache = tmp_path / "cache"
+    first = _python(textwrap.dedent(USE_STAND_INS), tmp_path, cache)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == "compiled"
+    second = _python(textwrap.dedent(USE_STAND_INS), tmp_path, cache)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip() == "loaded"
+
+
+@lazy_njit(nogil=True)
+def _add_two(x):
+    return x + 2
+
+
+def test_stand_in_passes_attributes_and_pickles_as_its_dispatcher():
+    import pickle
+
+    from numba.core.dispatcher import Dispatcher
+
+    assert isinstance(_add_two, LazyDispatcher)
+    assert _add_two.__name__ == "_add_two" and _add_two.py_func(1) == 3
+    assert _add_two.targetoptions["nogil"]  # the dispatcher's, made on asking
+    restored = pickle.loads(pickle.dumps(_add_two))
+    assert isinstance(restored, Dispatcher) and restored(1) == 3
+    assert globals()["_add_two"] is restored
