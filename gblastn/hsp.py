@@ -160,9 +160,28 @@ def rows_by_score(lists: list) -> np.ndarray:
     rows = np.column_stack([np.concatenate([getattr(h, f) for h in lists]).astype(np.int64)
                             for f in _HSP_FIELDS]).reshape(-1, 8)
     owner = np.repeat(np.arange(len(lists)), [h.score.size for h in lists])
+    if _in_score_order(rows, owner):
+        return rows
     # score_order's keys, the list first: each list's rows stay together, in its own order
     order = np.lexsort((-rows[:, 2], rows[:, 1], -rows[:, 4], rows[:, 3], -rows[:, 5], owner))
     return rows[order]
+
+
+def _in_score_order(rows: np.ndarray, owner: np.ndarray) -> bool:
+    """Whether rows_by_score's sort would leave the rows as they are. The preliminary HSPs
+    come in score order (subject_hsps_by_query), and on synth 8G the six-key sort of a
+    volume's 400,000 rows took 0.2 s of each volume's traceback searches; this check takes
+    a few ms, each key deciding the pairs the keys before it left equal."""
+    pairs = np.arange(rows.shape[0] - 1)
+    for column, sign in ((owner, 1), (rows[:, 5], -1), (rows[:, 3], 1), (rows[:, 4], -1),
+                         (rows[:, 1], 1), (rows[:, 2], -1)):
+        step = (column[pairs + 1] - column[pairs]) * sign
+        if (step < 0).any():
+            return False
+        pairs = pairs[step == 0]
+        if not pairs.size:
+            break
+    return True
 
 
 # ----------------------------------------------------------------------------------------------

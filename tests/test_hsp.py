@@ -281,12 +281,41 @@ def test_chunk_rows_purge_sort_and_shift():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(0, 12), max_size=8), st.integers(0, 2**32 - 1))
-def test_rows_by_score_equals_each_list_sorted(sizes, seed):
+@given(st.integers(1, 40), st.integers(0, 2**32 - 1))
+def test_preliminary_hsps_come_in_score_order(size, seed):
+    """engine.subject_hsps_by_query hands each query its HSPs in score order, so that the
+    traceback searches' rows_by_score has nothing to sort (its check finds them in order)."""
+    from types import SimpleNamespace
+
+    from gblastn.engine import subject_hsps_by_query
+    from gblastn.hsp import _in_score_order
+
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, 5, (size, 8))
+    rows[:, 0] = rng.integers(0, 6, size)  # three queries, both strands
+    stats = SimpleNamespace(lambdas=np.full(6, 1.28), log_ks=np.full(6, -0.3),
+                            eff_searchsp=np.full(6, 10**9, dtype=np.int64), round_down=False)
+    split = subject_hsps_by_query(hsps_from_rows(rows), stats, SimpleNamespace(evalue=1e300))
+    for _, hsps in split:
+        assert np.array_equal(hsp_rows(hsps), hsp_rows(hsps)[score_order(hsps)])
+    lists = [hsps for _, hsps in split]
+    if lists:
+        owner = np.repeat(np.arange(len(lists)), [len(h) for h in lists])
+        assert _in_score_order(np.concatenate([hsp_rows(h) for h in lists]), owner)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 12), max_size=8), st.integers(0, 2**32 - 1),
+       st.sampled_from(["none", "some", "all"]))
+def test_rows_by_score_equals_each_list_sorted(sizes, seed, ordered):
     """All lists' rows at once (engine.tails_ahead) = each list's rows in score order, one
-    list after the other; small value ranges make ties, which keep their order."""
+    list after the other; small value ranges make ties, which keep their order. Lists
+    already in score order (as the preliminary HSPs come) take the unsorted path when all
+    are."""
     rng = np.random.default_rng(seed)
     lists = [hsps_from_rows(rng.integers(0, 4, (n, 8))) for n in sizes]
+    lists = [h.take(score_order(h)) if ordered == "all" or (ordered == "some" and i % 2)
+             else h for i, h in enumerate(lists)]
     expected = [hsp_rows(h)[score_order(h)] for h in lists]
     expected = np.concatenate(expected) if expected else np.zeros((0, 8), dtype=np.int64)
     assert np.array_equal(rows_by_score(lists), expected)
