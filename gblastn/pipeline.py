@@ -39,7 +39,7 @@ from .timing import TIMES
 POLL_SECONDS = 0.1  # how often a blocked thread looks at the stop flag
 TRACE_BACKLOG = 8  # traceback groups waiting per CPU thread, at most
 RENDER_RUNS_PER_THREAD = 2  # runs of a batch's queries per thread the serial driver formats
-WHOLE_VOLUME_JOBS = 4  # jobs per volume when the backend scans whole volumes
+WHOLE_VOLUME_JOBS = 1  # jobs per volume when the backend scans whole volumes
 
 
 @dataclass
@@ -343,7 +343,6 @@ class Pipeline:
 
     def _planner(self):
         from .engine import plan_batch, query_batches
-        from .ungapped import uses_diag_hash
 
         def queries():
             while (item := self._get(self.query_q)) is not _END:
@@ -357,6 +356,12 @@ class Pipeline:
                 self._make_jobs()
             self._put(self.prelim_q, ("batch", batch_id, plan))
             if plan.table is not None:
+                # imported here, not first thing: its module imports numba, whose import
+                # (about 0.3 s, in the GPU's set-up thread) held the first batch's masks and
+                # table back until it was done (synth 8G: plan_batch began at 0.43 s against
+                # the serial driver's 0.34 s, H200 host)
+                from .ungapped import uses_diag_hash
+
                 turns = _Turnstile(self.stop) if uses_diag_hash(plan.table) else None
                 scan_turns = _Turnstile(self.stop)
                 for number, job in enumerate(self.jobs):
@@ -367,9 +372,12 @@ class Pipeline:
 
     def _make_jobs(self) -> None:
         """The jobs, once the backend is ready (the workers wait for it anyway). A backend
-        that scans whole volumes gets a few jobs per volume: each job's Python holds the
-        GIL, and on synth 8G 12 jobs beat 64 (3.67-3.83 s against 3.82-4.04 s, alternating
-        on one host). A CPU scan gets many, so that its threads end together."""
+        that scans whole volumes gets one job per volume, whose gapped stage and traceback
+        searches spread over the threads: with four per volume, each job cut its gapped
+        work into as many tasks as a whole volume's (synth 8G: 502 against 193), and the
+        time from the first scan to the end was 0.60-0.65 s against 0.54-0.57 s (medians
+        of 5-8 rounds, two H200 hosts). A CPU scan gets many jobs, so that its threads end
+        together."""
         if self.jobs is not None:
             return
         self.backend = _ready(self.backend)
