@@ -542,12 +542,17 @@ class Pipeline:
         """Each query's output text, in input order, produced by the stage threads."""
         from .tasks import PriorityPool
 
-        self.pool = PriorityPool(self.traceback_threads)
-        threads = [self._run("reader", self._reader), self._run("planner", self._planner),
-                   self._run("collector", self._collector)]
-        threads += [self._run(f"prelim{i}", self._prelim_worker) for i in range(self.prelim_threads)]
+        # the reader first: the first batch is planned once all its queries are read, and
+        # starting the pool's threads first held the reading back (kleb, 2-core machine:
+        # the plan began at 0.169 s against 0.151 s, medians of 6)
+        threads = [self._run("reader", self._reader)]
         waiting, next_index = {}, 0
         try:
+            self.pool = PriorityPool(self.traceback_threads)
+            threads += [self._run("planner", self._planner),
+                        self._run("collector", self._collector)]
+            threads += [self._run(f"prelim{i}", self._prelim_worker)
+                        for i in range(self.prelim_threads)]
             while (item := self._get_result()) is not _END:
                 index, text = item
                 waiting[index] = text
@@ -557,7 +562,8 @@ class Pipeline:
         finally:
             self.stop.set()
             self._join(threads)
-            self.pool.close()
+            if self.pool is not None:
+                self.pool.close()
         self._raise_error()
 
     @staticmethod
