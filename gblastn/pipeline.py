@@ -374,10 +374,10 @@ class Pipeline:
         """The jobs, once the backend is ready (the workers wait for it anyway). A backend
         that scans whole volumes gets one job per volume, whose gapped stage and traceback
         searches spread over the threads: with four per volume, each job cut its gapped
-        work into as many tasks as a whole volume's (synth 8G: 502 against 193), and the
-        time from the first scan to the end was 0.60-0.65 s against 0.54-0.57 s (medians
-        of 5-8 rounds, two H200 hosts). A CPU scan gets many jobs, so that its threads end
-        together."""
+        work into as many tasks as a whole volume's (synth 8G: 502 gapped tasks against
+        the serial driver's 193), and the time from the first scan to the end was 0.50-0.53
+        s against 0.42-0.45 s (medians of 5-8 rounds, two H200 hosts). A CPU scan gets many
+        jobs, so that its threads end together."""
         if self.jobs is not None:
             return
         self.backend = _ready(self.backend)
