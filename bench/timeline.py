@@ -1,0 +1,177 @@
+"""Where one search's time goes, thread by thread: a timeline of its timed stages.
+
+    python3 bench/timeline.py record TIMELINE.tsv -- search -db DB -query Q.fa [options]
+    python3 bench/timeline.py show TIMELINE.tsv [--step 0.05] [--threads]
+
+`record` runs `gblastn ARGS` in this process, as `python -m gblastn` does (the device's
+context is begun first), and writes one line per timed stage entered by any thread: thread,
+stage, start, end (seconds from the process's start). It also records the imports of the
+heavy modules, each `plan_batch` (a batch's masks, statistics and table) and the process's
+resource use at its exit. `show` prints, per stage (and per kind of thread with --threads),
+how many threads were in it in each time step: which stages overlap, and what waits on what.
+"""
+
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+STARTED = time.perf_counter()
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+TIMED_IMPORTS = ("numpy", "numba", "pycuda.driver", "lmdb", "typer", "gblastn.query",
+                 "gblastn.engine", "gblastn.scan.gpu", "gblastn.wordrun", "gblastn.pipeline",
+                 "gblastn.ungapped", "gblastn.dust", "gblastn.traceback", "gblastn.output.tabular")
+
+
+def record(path: str, args: list) -> None:
+    events = []
+
+    def add_event(stage: str, start: float, end: float) -> None:
+        events.append((threading.current_thread().name, stage, start - STARTED, end - STARTED))
+
+    _time_imports(add_event)
+    _time_stages(add_event)
+    real_exit = os._exit
+
+    def leave(code):  # the command line leaves through os._exit once its output is complete
+        import resource
+        now = time.perf_counter()
+        add_event("exit", now, now)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        with open(path, "w") as out:
+            for event in list(events):
+                out.write("%s\t%s\t%.4f\t%.4f\n" % event)
+            out.write(f"# minor faults {usage.ru_minflt}, voluntary switches {usage.ru_nvcsw}, "
+                      f"user {usage.ru_utime:.2f} s, system {usage.ru_stime:.2f} s\n")
+        real_exit(code)
+
+    os._exit = leave
+    sys.argv = ["gblastn"] + args
+    from gblastn.__main__ import main
+    main()
+
+
+def _time_stages(add_event) -> None:
+    from gblastn.timing import TIMES
+
+    real_add = TIMES.add
+
+    def add(name, seconds, start=None):
+        start = time.perf_counter() - seconds if start is None else start
+        add_event(name, start, start + seconds)
+        real_add(name, seconds, start)
+
+    TIMES.add = add
+
+    def plan_batch_timed(module):
+        real = module.plan_batch
+
+        def plan_batch(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return real(*args, **kwargs)
+            finally:
+                add_event("plan_batch", start, time.perf_counter())
+        module.plan_batch = plan_batch
+
+    _after_import("gblastn.engine", plan_batch_timed)
+
+
+def _time_imports(add_event) -> None:
+    for name in TIMED_IMPORTS:
+        _after_import(name, lambda module, start, name=name:
+                      add_event("import " + name, start, time.perf_counter()), with_start=True)
+
+
+_HOOKS: dict = {}  # module name -> [(function, with_start)]
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs the hooks of a module in _HOOKS right after it first runs."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in _HOOKS:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        real = spec.loader.exec_module
+
+        def exec_module(module):
+            start = time.perf_counter()
+            real(module)
+            for hook, with_start in _HOOKS[fullname]:
+                if with_start:
+                    hook(module, start)
+                else:
+                    hook(module)
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _after_import(name: str, function, with_start: bool = False) -> None:
+    """function(module), or function(module, start), right after the module first runs."""
+    if not _HOOKS:
+        sys.meta_path.insert(0, _AfterImport())
+    _HOOKS.setdefault(name, []).append((function, with_start))
+
+
+LABEL = 40  # characters of a row's label (thread kind and stage)
+
+
+def show(path: str, step: float, by_thread: bool) -> None:
+    """The stages' rows; the GPU set-up thread's warm-up (a made-up search) shows as its
+    own stages under the thread kind `device`."""
+    events = []
+    for line in open(path):
+        if not line.startswith("#"):
+            thread, stage, start, end = line.rstrip("\n").split("\t")
+            events.append((_thread_kind(thread) if by_thread else "", stage, float(start),
+                           float(end)))
+    last = max(end for _, _, _, end in events)
+    steps = int(last / step) + 1
+    rows: dict = {}
+    for kind, stage, start, end in events:
+        cells = rows.setdefault((kind, stage), [0.0] * steps)
+        for k in range(int(start / step), min(steps, int(end / step) + 1)):
+            cells[k] += max(0.0, min(end, (k + 1) * step) - max(start, k * step)) / step
+    first_start = {key: min(s for k, st, s, _ in events if (k, st) == key) for key in rows}
+    print(" " * (LABEL + 1) + " ".join(f"{k * step:5.2f}" for k in range(steps)))
+    for key in sorted(rows, key=first_start.get):
+        label = f"{key[0]} {key[1]}".strip()[:LABEL]
+        print(f"{label:{LABEL}} " + " ".join(f"{c:5.1f}" if c >= 0.05 else "    ."
+                                              for c in rows[key]))
+    for line in open(path):
+        if line.startswith("#"):
+            print(line.rstrip())
+
+
+def _thread_kind(name: str) -> str:
+    """A thread's name without its number (gblastn-cpu3 -> cpu)."""
+    return name.removeprefix("gblastn-").rstrip("0123456789_")
+
+
+def main() -> None:
+    if len(sys.argv) >= 4 and sys.argv[1] == "record" and sys.argv[3] == "--":
+        record(sys.argv[2], sys.argv[4:])
+    elif len(sys.argv) >= 3 and sys.argv[1] == "show":
+        import argparse
+        parser = argparse.ArgumentParser(prog="timeline.py show")
+        parser.add_argument("path")
+        parser.add_argument("--step", type=float, default=0.05)
+        parser.add_argument("--threads", action="store_true")
+        a = parser.parse_args(sys.argv[2:])
+        try:
+            show(a.path, a.step, a.threads)
+        except BrokenPipeError:  # | head
+            os._exit(0)
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
