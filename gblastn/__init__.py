@@ -4,7 +4,6 @@ Public API: `make_db`, `open_db`, `search`, `make_options`.
 Heavy modules (numba stages, pycuda) load lazily, on first use.
 """
 
-import hashlib
 import os
 
 __version__ = "0.1.0"
@@ -12,29 +11,14 @@ __version__ = "0.1.0"
 __all__ = ["make_db", "open_db", "search", "make_options", "__version__"]
 
 
-def _numba_cache_dir() -> str:
-    """A numba cache folder keyed by the package's sources.
-
-    numba's own cache notices a change to a function's module but not to the functions it
-    calls in other modules (they are compiled into the caller), so after an upgrade or an edit
-    a cached stage could run old code. Keying the folder by every module's size and time
-    rules that out; the price is one recompilation after each change.
-    """
-    package = os.path.dirname(os.path.abspath(__file__))
-    key = hashlib.sha1(__version__.encode())
-    for folder, _, files in sorted(os.walk(package)):
-        for name in sorted(files):
-            if name.endswith(".py"):
-                info = os.stat(os.path.join(folder, name))
-                key.update(f"{name}:{info.st_size}:{info.st_mtime_ns};".encode())
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "gblastn", "numba-" + key.hexdigest()[:16])
-
-
-def _use_keyed_numba_cache() -> None:
+def _use_gblastn_numba_cache() -> None:
+    """numba's own cache (its runtime; gblastn's functions are keyed by compile_cache) in
+    gblastn's cache folder, unless the user chose one."""
     if "NUMBA_CACHE_DIR" in os.environ:
         return
-    folder = _numba_cache_dir()
+    from .compile_cache import numba_cache_dir
+
+    folder = numba_cache_dir()
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError:
@@ -42,7 +26,7 @@ def _use_keyed_numba_cache() -> None:
     os.environ["NUMBA_CACHE_DIR"] = folder
 
 
-_use_keyed_numba_cache()
+_use_gblastn_numba_cache()
 
 
 def __getattr__(name):

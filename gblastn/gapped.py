@@ -66,7 +66,7 @@ def _extend_hits_begin(budget, q_start, s_start, length, score, context, context
 GAPPED_FIELDS = 7  # score, q_start, q_end, s_start, s_end, q_gapped_start, s_gapped_start
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _contained(i, q_start, s_start, length, score, context, context_offset, tree, held,
                min_diag_separation):
     """Is initial hit i inside an HSP found so far (same context, no better score)?"""
@@ -98,7 +98,7 @@ def _greedy_from_hit(i, found, q_start, s_start, length, context, context_offset
     found[6] = res[6]
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _keep(i, found, ctx, cutoffs, rows, origin, kept, tree, held):
     """Hit i's gapped HSP `found` joins the rows when it reaches the context's cutoff.
     Returns (kept, held)."""

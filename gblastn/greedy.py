@@ -45,7 +45,7 @@ OUTSIDE = 15                 # what the subject holds outside its ends (BLAST's 
 # letters and exact runs
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _sequences(query, query_bases, query_ambig, q_origin, len1, subject, s_origin, len2):
     """What exact_run reads, as plain integers (addresses and bounds): arrays passed to a
     function in the aligner's inner loop would have their references counted at each call."""
@@ -54,7 +54,7 @@ def _sequences(query, query_bases, query_ambig, q_origin, len1, subject, s_origi
             subject.ctypes.data, subject.size, s_origin, len2)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def exact_run(seqs, packed, reverse, i1, i2):
     """Number of matches from (seq1 index i1, seq2 index i2) on; BLAST's s_FindFirstMismatch.
 
@@ -110,10 +110,9 @@ def _grow_int(buf, need):
 
 
 @njit(cache=True, nogil=True)
-def greedy_linear(query, query_bases, query_ambig, q_origin, len1, subject, s_origin, len2,
-                  packed, reverse, xdrop, match_cost, mismatch_cost, max_dist, traceback,
+def greedy_linear(seqs, packed, reverse, xdrop, match_cost, mismatch_cost, max_dist, traceback,
                   stop_dist):
-    """One direction of the non-affine greedy extension.
+    """One direction of the non-affine greedy extension of the sequences `seqs` (_sequences').
 
     match_cost/mismatch_cost/xdrop are already doubled for an odd reward.  Returns
     (reach, best_dist, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops, nums, n_ops):
@@ -131,7 +130,7 @@ def greedy_linear(query, query_bases, query_ambig, q_origin, len1, subject, s_or
     ops = np.empty(8, dtype=np.uint8)
     nums = np.empty(8, dtype=np.int32)
     n_ops = 0
-    seqs = _sequences(query, query_bases, query_ambig, q_origin, len1, subject, s_origin, len2)
+    len1, len2 = seqs[5], seqs[9]
     index = exact_run(seqs, packed, reverse, 0, 0)
     reach = min(index + 1, len2)
     seq1_len = index
@@ -318,11 +317,10 @@ def _in_range(lower_of, upper_of, at, k):
 
 
 @njit(cache=True, nogil=True)
-def greedy_affine(query, query_bases, query_ambig, q_origin, len1, subject, s_origin, len2,
-                  packed, reverse, xdrop, match_score, mismatch_score, gap_open_in,
+def greedy_affine(seqs, packed, reverse, xdrop, match_score, mismatch_score, gap_open_in,
                   gap_extend_in, max_dist, traceback):
-    """One direction of the affine greedy extension (scores already doubled for an odd
-    reward).  Returns (reach, score, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops,
+    """One direction of the affine greedy extension of the sequences `seqs` (_sequences';
+    scores already doubled for an odd reward).  Returns (reach, score, seq1_len, seq2_len, seed_q, seed_s, seed_len, ops,
     nums, n_ops) with the score in the (doubled) units given; reach and max_dist as in
     greedy_linear."""
     half = match_score // 2
@@ -346,7 +344,7 @@ def greedy_affine(query, query_bases, query_ambig, q_origin, len1, subject, s_or
     ops = np.empty(8, dtype=np.uint8)
     nums = np.empty(8, dtype=np.int32)
     n_ops = 0
-    seqs = _sequences(query, query_bases, query_ambig, q_origin, len1, subject, s_origin, len2)
+    len1, len2 = seqs[5], seqs[9]
     index = exact_run(seqs, packed, reverse, 0, 0)
     reach = min(index + 1, len2)
     seq1_len = index
@@ -595,15 +593,16 @@ def greedy_one_way(query, query_bases, query_ambig, q_origin, len1, subject, s_o
         gap_open *= 2
         gap_extend *= 2
     # BLAST retries with twice the memory when GREEDY_MAX_COST distances do not suffice; the
-    # aligners here grow their memory instead, which gives the same result in one pass
+    # aligners here grow their memory instead, which gives the same result in one pass.
+    # They take the sequences as integers, so that one compilation of each serves read-only
+    # and writable arrays alike (a volume's packed subjects, a traceback's unpacked letters)
+    seqs = _sequences(query, query_bases, query_ambig, q_origin, len1, subject, s_origin, len2)
     if gap_open == 0 and gap_extend == 0:
-        out = greedy_linear(query, query_bases, query_ambig, q_origin, len1, subject, s_origin,
-                            len2, packed, reverse, xdrop, match, mismatch, GREEDY_MAX_COST, traceback,
-                            stop_dist)
+        out = greedy_linear(seqs, packed, reverse, xdrop, match, mismatch, GREEDY_MAX_COST,
+                            traceback, stop_dist)
     else:
-        out = greedy_affine(query, query_bases, query_ambig, q_origin, len1, subject, s_origin,
-                            len2, packed, reverse, xdrop, match, mismatch, gap_open, gap_extend, GREEDY_MAX_COST,
-                            traceback)
+        out = greedy_affine(seqs, packed, reverse, xdrop, match, mismatch, gap_open, gap_extend,
+                            GREEDY_MAX_COST, traceback)
     return out
 
 
@@ -750,7 +749,7 @@ def _join_edit_blocks(rev_ops, rev_nums, rev_n, fwd_ops, fwd_nums, fwd_n, ops, n
 # s_RebuildEditScript.  The letter comparisons are on blastna codes (N equals N).
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _s_at(subject, pos):
     if pos < 0 or pos >= subject.size:
         return OUTSIDE

@@ -226,20 +226,20 @@ def new_tree(capacity: int, min_diag_separation: int = 0):
     return alloc_tree(int(capacity), int(min_diag_separation))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _slot(ctx, bucket, mask):
     x = (ctx * 1000003 + bucket) * 2654435761
     return (x ^ (x >> 17)) & mask
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _bucket(diag, width):
     if width > 0:
         return diag // width
     return 0
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _holds(t, ctx, qs, qe, ss, se, score, min_diag_separation):
     """s_HSPIsContained: t envelops the HSP (range ends count as inside), in its context,
     with at least its score, and near its start or end diagonal when that is asked for."""
@@ -405,7 +405,7 @@ BY_SCORE = 2   # score descending, s_start, s_end descending, q_start, q_end des
 BY_RANK = 3    # column 8 (a rank the caller puts there), then as BY_SCORE
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _key_before(rows, a, b, order):
     """Whether row a sorts before row b in `order` (BY_START, BY_END, BY_SCORE, BY_RANK)."""
     ra = rows[a]

@@ -161,7 +161,7 @@ def _list_words(sequence, segments, word_size, width):
     return index[:count], offset[:count]
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _next_word(word, valid, letter, mask):
     """The word ending at `letter` and the count of letters since the last ambiguity
     (blastna >= 4), which starts the word again."""

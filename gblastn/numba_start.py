@@ -278,7 +278,7 @@ class LazyDispatcher:
                 if self._dispatcher is None:
                     numba = _import_numba()
                     _type_stand_ins()
-                    made = numba.njit(**self._options)(self.py_func)
+                    made = _make_dispatcher(self.py_func, self._options)
                     names = self.py_func.__globals__
                     if names.get(self.py_func.__name__) is self:
                         names[self.py_func.__name__] = made
@@ -289,7 +289,11 @@ class LazyDispatcher:
         return self.dispatcher()(*args, **kwargs)
 
     def __getattr__(self, name):
-        if name.startswith("__") or name in ("py_func", "_options", "_dispatcher"):
+        # a probe for a private name (pytest's collector looks for its markers on every
+        # global of a test module) does not make the dispatcher: only its users' names do
+        if name.startswith("_") and self.__dict__.get("_dispatcher") is None:
+            raise AttributeError(name)
+        if name in ("py_func", "_options", "_dispatcher"):
             raise AttributeError(name)
         return getattr(self.dispatcher(), name)
 
@@ -297,12 +301,56 @@ class LazyDispatcher:
         return (_dispatcher_of, (self.py_func.__module__, self.py_func.__qualname__))
 
 
+def _make_dispatcher(py_func, options: dict):
+    """numba.njit(**options)(py_func), as a OneSignatureDispatcher."""
+    _import_numba()
+    targetoptions = {key: value for key, value in options.items() if key != "cache"}
+    made = _one_signature_dispatcher()(py_func=py_func, locals={},
+                                  targetoptions={**targetoptions, "nopython": True,
+                                                 "boundscheck": None})
+    if options.get("cache"):
+        made.enable_caching()
+    return made
+
+
+def __getattr__(name):
+    if name == "OneSignatureDispatcher":
+        return _one_signature_dispatcher()
+    raise AttributeError(name)
+
+
+@functools.lru_cache(maxsize=None)
+def _one_signature_dispatcher():
+    from numba.core import types
+    from numba.core.registry import CPUDispatcher
+
+    class OneSignatureDispatcher(CPUDispatcher):
+        """numba's dispatcher, which compiles a function called from compiled code for its
+        arguments' plain types: numba would make a specialisation for each constant an
+        argument takes (Literal[int](1), Literal[int](-1), ...), each compiled in full with
+        its callees. gblastn's functions never ask for a literal argument."""
+
+        def get_call_template(self, args, kws):
+            args = tuple(types.unliteral(arg) for arg in args)
+            kws = {name: types.unliteral(arg) for name, arg in kws.items()}
+            return super().get_call_template(args, kws)
+
+    OneSignatureDispatcher.__module__ = __name__
+    OneSignatureDispatcher.__qualname__ = "OneSignatureDispatcher"
+    return OneSignatureDispatcher
+
+
 def _import_numba():
     """numba, the whole package: a thread that imported one of its modules by name while
     another thread was importing the package could deadlock with it (each holding a module
     that the other's import needs; Python then breaks the tie with an ImportError). The
-    package's import waits for the other thread's to end."""
+    package's import waits for the other thread's to end. gblastn's compiled functions are
+    then cached by content (compile_cache)."""
     import numba
+
+    from .compile_cache import install_locator
+
+    install_locator()
     return numba
 
 

@@ -146,7 +146,8 @@ def _starts(arrays) -> np.ndarray:
 def _trace_group(task_subject, task_query, task_rows, rows, task_ahead, ahead, ahead_runs,
                  packed, byte_offset, lengths, amb_start, amb_offset, amb_length, amb_end,
                  amb_code, code_of, query_codes, query_start, context_offset, context_length,
-                 query, unmasked, matrix, greedy, xdrop, reward, penalty, gap_open, gap_extend,
+                 query, unmasked, matrix, dp_traceback, xdrop, reward, penalty, gap_open,
+                 gap_extend,
                  min_diag, perc_identity, cutoffs, lambdas, log_ks, searchsp, round_down,
                  evalue_max, max_hsps, qcov_percent, complement, fetch_margin, scratch):
     """traceback_group's loop. Task i: volume subject task_subject[i], query
@@ -186,7 +187,7 @@ def _trace_group(task_subject, task_query, task_rows, rows, task_ahead, ahead, a
             complete, f_rows, f_start, f_ops, f_len, f_evalue, f_bits, f_counts = \
                 _traceback_final_rows(
                     task_hsps, context_offset, context_length, query, unmasked, subject,
-                    matrix, greedy, xdrop, reward, penalty, gap_open, gap_extend, min_diag,
+                    matrix, dp_traceback, xdrop, reward, penalty, gap_open, gap_extend, min_diag,
                     perc_identity, cutoffs, spans, task_ahead_rows,
                     ahead_runs[task_ahead[i]:task_ahead[i + 1]], lambdas, log_ks, searchsp,
                     round_down, evalue_max, max_hsps, qcov_percent, letters, complement)
@@ -316,9 +317,12 @@ def _batch_args(batch) -> tuple:
 
 
 def _scoring_args(stats, options) -> tuple:
-    """The traceback's scoring: matrix, aligner, X-drop, costs, separation, identity and
-    the contexts' cutoffs."""
-    return (_matrix(int(options.reward), int(options.penalty)), bool(options.greedy),
+    """The traceback's scoring: matrix, aligner (dp_traceback), X-drop, costs, separation,
+    identity and the contexts' cutoffs."""
+    # the aligner: None for the greedy one, so that numba leaves the DP path out of a
+    # megablast search's compiled code (it prunes a branch on an argument that is None)
+    return (_matrix(int(options.reward), int(options.penalty)),
+            None if options.greedy else True,
             int(stats.gap_xdrop_final), int(options.reward), int(options.penalty),
             int(options.gapopen), int(options.gapextend), int(options.min_diag_separation),
             float(options.perc_identity),
@@ -335,7 +339,7 @@ def _final_args(stats, options) -> tuple:
 
 @njit(cache=True, nogil=True)
 def _traceback_final_rows(rows, context_offset, context_length, query, unmasked, subject,
-                          matrix, greedy, xdrop, reward, penalty, gap_open, gap_extend,
+                          matrix, dp_traceback, xdrop, reward, penalty, gap_open, gap_extend,
                           min_diag, perc_identity, cutoffs, spans, ahead, ahead_runs, lambdas,
                           log_ks,
                           searchsp, round_down, evalue_max, max_hsps, qcov_percent, query_codes,
@@ -343,7 +347,8 @@ def _traceback_final_rows(rows, context_offset, context_length, query, unmasked,
     """_traceback_rows, then traceback_final's steps. Returns complete, rows, op_start, ops,
     op_len, evalue, bitscore, counts [n, 4] (nothing when not complete)."""
     complete, rows, op_start, ops, op_len = _traceback_rows(
-        rows, context_offset, context_length, query, unmasked, subject, matrix, greedy, xdrop,
+        rows, context_offset, context_length, query, unmasked, subject, matrix, dp_traceback,
+        xdrop,
         reward, penalty, gap_open, gap_extend, min_diag, perc_identity, cutoffs, spans, ahead,
         ahead_runs)
     n = rows.shape[0]
@@ -376,15 +381,16 @@ def _traceback_final_rows(rows, context_offset, context_length, query, unmasked,
 
 @njit(cache=True, nogil=True)
 def _traceback_rows(rows, context_offset, context_length, query, unmasked, subject, matrix,
-                    greedy, xdrop, reward, penalty, gap_open, gap_extend, min_diag,
+                    dp_traceback, xdrop, reward, penalty, gap_open, gap_extend, min_diag,
                     perc_identity, cutoffs, spans, ahead, ahead_runs):
     """The whole of traceback_subject in one compiled call (no Python between the steps, so
     the traceback threads hardly need the GIL). rows: int64 [n, 8] (hsp_rows), in score
     order; the subject's letters are true in `spans` only; `ahead` as traceback_final's
     (no rows: none), with ahead_runs its edit runs. Returns complete (no alignment
     read outside the spans), then the final rows and their edit scripts: rows, op_start,
-    ops, op_len (none when not complete)."""
-    if greedy:
+    ops, op_len (none when not complete). dp_traceback: None for the greedy aligner, True
+    for DP."""
+    if dp_traceback is None:
         complete, rows, op_start, ops, op_len = _greedy_traceback_rows(
             rows, context_offset, context_length, query, subject, matrix, xdrop, reward,
             penalty, gap_open, gap_extend, min_diag, spans, ahead, ahead_runs)
@@ -399,7 +405,8 @@ def _traceback_rows(rows, context_offset, context_length, query, unmasked, subje
     rows, op_start, ops, op_len, first_trimmed = purge_rows(rows, op_start, ops, op_len,
                                                              False)
     rows, op_start, ops, op_len = _rescore_rows(
-        rows, op_start, ops, op_len, 0 if greedy else first_trimmed, context_offset,
+        rows, op_start, ops, op_len, 0 if dp_traceback is None else first_trimmed,
+        context_offset,
         context_length, query, unmasked, subject, matrix, reward, penalty, gap_open,
         gap_extend, cutoffs, perc_identity)
     # step 4

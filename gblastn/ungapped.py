@@ -153,7 +153,7 @@ def extend_exact(sequence, matrix, packed, byte_off, s_len, q_off, s_off, x_drop
     return q_beg, s_beg, q_end - q_beg, total
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _query_byte(sequence, i):
     """BLAST packs four blastna letters with shifts, keeping the low 8 bits: ambiguity codes
     and sentinels spill into their neighbours' bits."""

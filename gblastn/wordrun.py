@@ -92,7 +92,7 @@ leading_zeros = _zero_bits_counter("ctlz", "Leading zero bits of a 64-bit word (
 trailing_zeros = _zero_bits_counter("cttz", "Trailing zero bits of a 64-bit word (64 for zero).")
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _load_be64(address):
     """The 8 bytes at `address` with the first byte in the high bits."""
     return _byte_swap(_load_u64(address))
@@ -122,12 +122,12 @@ def pack_query_words(sequence):
 # runs on packed subjects (preliminary stage)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _packed_base(address, pos):
     return (_load_u8(address + (pos >> 2)) >> (2 * (3 - (pos & 3)))) & 3
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _packed_letter_run(q_bases, q_ambig, q_pos, s_bases, s_pos, n, limit, direction):
     """The packed runs' letter-at-a-time end: matches counted on from n, moving by
     `direction` (1 or -1), at most `limit`."""
@@ -142,7 +142,7 @@ def _packed_letter_run(q_bases, q_ambig, q_pos, s_bases, s_pos, n, limit, direct
     return min(n, limit)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def packed_run_forward(q_bases, q_ambig, q_pos, s_bases, s_bytes, s_pos, limit):
     """Matches from query letter q_pos and subject base s_pos on, at most `limit`.
 
@@ -168,7 +168,7 @@ def packed_run_forward(q_bases, q_ambig, q_pos, s_bases, s_bytes, s_pos, limit):
     return _packed_letter_run(q_bases, q_ambig, q_pos, s_bases, s_pos, n, limit, 1)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def packed_run_backward(q_bases, q_ambig, q_pos, s_bases, s_pos, limit):
     """Matches from query letter q_pos and subject base s_pos going down (both included),
     at most `limit`; arguments as packed_run_forward."""
@@ -196,7 +196,7 @@ def packed_run_backward(q_bases, q_ambig, q_pos, s_bases, s_pos, limit):
 # runs on blastna letters (traceback)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def letter_run_forward(query, q_bytes, q_pos, subject, s_bytes, s_pos, limit):
     """Matches of blastna letters from query[q_pos] and subject[s_pos] on, at most `limit`;
     a query letter that is not a base never matches. query/subject are addresses of
@@ -218,7 +218,7 @@ def letter_run_forward(query, q_bytes, q_pos, subject, s_bytes, s_pos, limit):
     return min(n, limit)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def letter_run_backward(query, q_pos, subject, s_pos, limit):
     """As letter_run_forward going down from q_pos / s_pos (included)."""
     n = 0

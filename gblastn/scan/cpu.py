@@ -60,7 +60,7 @@ def _match_tables():
 MATCH_LEFT, MATCH_RIGHT = _match_tables()
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def subject_byte(packed, byte_off, k):
     i = byte_off + k
     if i < 0 or i >= packed.size:
@@ -68,7 +68,7 @@ def subject_byte(packed, byte_off, k):
     return np.int64(packed[i])
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def subject_base(packed, byte_off, s):
     return (subject_byte(packed, byte_off, s >> 2) >> (2 * (3 - (s & 3)))) & 3
 
@@ -271,7 +271,7 @@ def type_of_word(check_masks, kind, backbone, overflow, hashtable, next_pos, cel
 SCAN_BLOCK = 32  # scan positions whose table entries are fetched before any is extended
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _emit(extend_kind, check_masks, kind, backbone, overflow, hashtable, next_pos, cell_start,
           offsets, pv, pv_bts, sequence, context_offset, context_length, packed, byte_off,
           s_range, q_hit, s_hit, word_size, width, c, out, n, q_bases, q_ambig):

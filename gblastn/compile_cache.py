@@ -1,0 +1,244 @@
+"""Where numba keeps gblastn's compiled code: a cache keyed by content, not by place or time.
+
+numba compiles a function together with every compiled function it calls, from whatever
+module, but its own cache checks only the source of the function's own module: after an
+edit of a callee elsewhere, a caller would load the old callee from its cache. Its folders
+are also named after the package's path, so a reinstall of the same code elsewhere (`pip
+install .` after `pip install -e .`) compiles everything again.
+
+Here each module of the package gets a key: a hash of its source, of the sources of every
+module of the package it imports (directly or through others, at module level or inside
+functions), and of the numba, llvmlite and numpy versions. A module's compiled functions
+live in a folder named after the module and its key, so unchanged code finds its machine
+code wherever it is installed, and an edit recompiles only the modules that import the
+edited one. numba itself keys each function's entries by its signature and by the CPU
+(name and features) the code was made for.
+"""
+
+import hashlib
+import os
+import re
+import shutil
+import sys
+import time
+
+PACKAGE = "gblastn"
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+STALE_SECONDS = 7 * 24 * 3600  # an older key's folder unused this long is removed
+
+_IMPORT_LINE = re.compile(
+    r"^\s*(?:from\s+(?P<from>\.+[\w.]*|[\w.]+)\s+import\s+(?P<names>[\w\s,()*]+)"
+    r"|import\s+(?P<plain>[\w.]+))", re.MULTILINE)
+
+
+def cache_root() -> str:
+    """gblastn's cache folder: $XDG_CACHE_HOME/gblastn, by default ~/.cache/gblastn."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, PACKAGE)
+
+
+def numba_cache_dir() -> str:
+    """Where compiled code is kept: numba's cache folder when the user set one
+    (NUMBA_CACHE_DIR), else gblastn's own. gblastn's modules get a folder each in it."""
+    return os.environ.get("NUMBA_CACHE_DIR") or os.path.join(cache_root(), "numba")
+
+
+class SourceKeys:
+    """The content keys of the modules of one package (a folder of .py files)."""
+
+    def __init__(self, package: str, folder: str, salt: str = ""):
+        self.package, self.folder = package, folder
+        self.sources = _read_sources(package, folder)
+        self.salt = salt or _versions()
+        self._keys: dict = {}
+
+    def key(self, module: str) -> str:
+        """The module's key: its source, its package imports' sources, the versions."""
+        if module not in self._keys:
+            digest = hashlib.sha256(self.salt.encode())
+            for name in sorted(self.closure(module)):
+                digest.update(f"\0{name}\0".encode())
+                digest.update(self.sources[name])
+            self._keys[module] = digest.hexdigest()[:20]
+        return self._keys[module]
+
+    def package_key(self) -> str:
+        """One key for the whole package: changes with any of its modules."""
+        digest = hashlib.sha256(self.salt.encode())
+        for name in sorted(self.sources):
+            digest.update(f"\0{name}\0".encode())
+            digest.update(self.sources[name])
+        return digest.hexdigest()[:20]
+
+    def closure(self, module: str) -> set:
+        """`module` and every module of the package it imports, directly or not."""
+        seen, todo = set(), [module]
+        while todo:
+            name = todo.pop()
+            if name in seen or name not in self.sources:
+                continue
+            seen.add(name)
+            todo.extend(self._imports(name))
+        return seen
+
+    def _imports(self, module: str) -> set:
+        is_package = self.sources_is_package(module)
+        found = set()
+        for match in _IMPORT_LINE.finditer(self.sources[module].decode("utf-8", "replace")):
+            if match.group("plain"):
+                found.update(_prefixes(match.group("plain")))
+                continue
+            base = _resolve(match.group("from"), module, is_package)
+            found.update(_prefixes(base))
+            for name in re.split(r"[\s,()]+", match.group("names")):
+                if name and name != "*":
+                    found.add(f"{base}.{name}")  # `from . import stage`: a submodule
+        return {name for name in found if name in self.sources}
+
+    def sources_is_package(self, module: str) -> bool:
+        return os.path.isdir(os.path.join(self.folder, *module.split(".")[1:]))
+
+
+def _read_sources(package: str, folder: str) -> dict:
+    sources = {}
+    for here, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d.isidentifier())
+        relative = os.path.relpath(here, folder)
+        parts = [package] + ([] if relative == "." else relative.split(os.sep))
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            stem = name[:-3]
+            module = ".".join(parts if stem == "__init__" else parts + [stem])
+            with open(os.path.join(here, name), "rb") as source:
+                sources[module] = source.read()
+    return sources
+
+
+def _resolve(target: str, module: str, is_package: bool) -> str:
+    """The absolute name of a `from X import` target written in `module`."""
+    if not target.startswith("."):
+        return target
+    dots = len(target) - len(target.lstrip("."))
+    parts = module.split(".")
+    if not is_package:
+        parts = parts[:-1]
+    parts = parts[:len(parts) - dots + 1]
+    rest = target[dots:]
+    return ".".join(parts + ([rest] if rest else []))
+
+
+def _prefixes(name: str) -> list:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def _versions() -> str:
+    import importlib.metadata
+
+    found = []
+    for name in ("numba", "llvmlite", "numpy"):
+        try:
+            found.append(f"{name}={importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            found.append(f"{name}=?")
+    return " ".join(found + [sys.version.split()[0]])
+
+
+_KEYS: dict = {}
+
+
+def source_keys(package: str = PACKAGE, folder: str = PACKAGE_DIR) -> SourceKeys:
+    """The keys of a package's modules, read once per process."""
+    if package not in _KEYS:
+        _KEYS[package] = SourceKeys(package, folder)
+    return _KEYS[package]
+
+
+def keyed_packages() -> dict:
+    """Packages whose compiled functions are cached by content: name -> folder."""
+    return _PACKAGES
+
+
+_PACKAGES = {PACKAGE: PACKAGE_DIR}
+
+
+def key_package(package: str, folder: str) -> None:
+    """Cache another package's compiled functions by content too (as gblastn's)."""
+    _PACKAGES[package] = os.path.abspath(folder)
+
+
+def module_cache_dir(module: str, key: str) -> str:
+    return os.path.join(numba_cache_dir(), f"{module}-{key}")
+
+
+def remove_stale_keys(module: str, key: str) -> None:
+    """Folders of `module`'s earlier keys, unused for a week, removed."""
+    parent = numba_cache_dir()
+    keep = f"{module}-{key}"
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return
+    now = time.time()
+    for name in names:
+        if name == keep or name.rsplit("-", 1)[0] != module:
+            continue
+        path = os.path.join(parent, name)
+        try:
+            if now - os.stat(path).st_mtime > STALE_SECONDS:
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            pass
+
+
+def install_locator() -> None:
+    """Make numba find the keyed packages' compiled functions by content (called once
+    numba is imported, before the first dispatcher is made)."""
+    from numba.core import caching
+
+    impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # renamed in 0.6x
+    if any(getattr(cls, "_gblastn_keyed", False) for cls in impl._locator_classes):
+        return
+    impl._locator_classes = [_content_keyed_locator(caching)] + list(impl._locator_classes)
+
+
+def _content_keyed_locator(caching):
+    class ContentKeyedLocator(caching._CacheLocator):
+        """numba's cache locator for the keyed packages' functions."""
+
+        _gblastn_keyed = True
+
+        def __init__(self, py_func, module: str, key: str):
+            self._lineno = py_func.__code__.co_firstlineno
+            self._key = key
+            self._path = module_cache_dir(module, key)
+
+        def get_cache_path(self):
+            return self._path
+
+        def get_source_stamp(self):
+            return self._key
+
+        def get_disambiguator(self):
+            return str(self._lineno)
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            module = py_func.__module__
+            package = module.split(".")[0]
+            folder = _PACKAGES.get(package)
+            if folder is None or not os.path.abspath(py_file).startswith(folder + os.sep):
+                return None
+            key = source_keys(package, folder).key(module)
+            self = cls(py_func, module, key)
+            try:
+                fresh = not os.path.isdir(self._path)
+                self.ensure_cache_path()
+            except OSError:
+                return None  # numba's other places, or no caching
+            if fresh:
+                remove_stale_keys(module, key)
+            return self
+
+    return ContentKeyedLocator
