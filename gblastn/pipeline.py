@@ -194,15 +194,38 @@ def _search_into(out, fmt, files, db, options, output, backend, settings) -> int
     return count
 
 
+# blastn's words, to the trailing space, for a record without letters
+EMPTY_QUERY_WARNING = "Warning: [blastn] {label}: Sequence contains no data "
+
+
 def _iter_all_queries(files):
+    """The queries of `files`, numbered across them as blastn numbers its input. A record
+    without letters is warned about in blastn's words and searched (it has no hits); when
+    no record has letters blastn fails, and so does this: empty records are held back until
+    a query with letters comes, so that nothing of theirs is written first."""
     from .query import iter_queries
+
+    held, number, any_letters = [], 0, False
     for path in files:
         count = 0
-        for query in iter_queries(path):
+        for query in iter_queries(path, first_number=number + 1):
+            number += 1
             count += 1
+            if len(query) == 0:
+                label = " ".join(filter(None, (f"Query_{number}", query.defline)))
+                print(EMPTY_QUERY_WARNING.format(label=label), file=sys.stderr)
+                if not any_letters:
+                    held.append(query)
+                    continue
+            elif not any_letters:
+                any_letters = True
+                yield from held
+                held = []
             yield query
         if count == 0:
             print(f"gblastn: warning: {path} holds no query sequence", file=sys.stderr)
+    if held:
+        raise InputError(f"Sequence contains no data: no query of {', '.join(files)} has letters")
 
 
 def _serial_texts(files, db, options, backend, render, release_device=False):

@@ -10,6 +10,7 @@ soft masking (the default) they only keep words out of the lookup table; with ha
 masked letters become N for every stage.
 """
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -249,22 +250,36 @@ def read_queries(source) -> list:
     return list(iter_queries(source))
 
 
-def iter_queries(source):
+def iter_queries(source, first_number: int = 1):
     """Queries of a FASTA path (or '-', or FASTA text), one at a time: memory holds one record.
-    A bare sequence with no '>' line is one query, as blastn reads it."""
+    A bare sequence with no '>' line is one query, as blastn reads it; so is a record without
+    letters (it can have no hits). Deflines are read as blastn reads them (blast_defline); a
+    query without one is named Query_N, N its place in the search's input counted from
+    `first_number`, as blastn names it."""
     from .fasta import iter_records, to_blastna
 
     if isinstance(source, str) and source.lstrip().startswith(">"):
         import io
         source = io.BytesIO(source.encode())
-    from .errors import InputError
-
-    for record in iter_records(source, headerless_ok=True):
-        if len(record) == 0:
-            raise InputError(f"{record.source}:{record.line}: query {record.id or record.defline!r} "
-                             "has no sequence data")
+    records = iter_records(source, headerless_ok=True, header_errors="surrogateescape")
+    for number, record in enumerate(records, first_number):
+        defline = blast_defline(record.defline)
         codes, lowercase = to_blastna(record)
-        yield Query(record.id, record.defline, codes, lowercase)
+        yield Query(defline.split(" ", 1)[0] or f"Query_{number}", defline, codes, lowercase)
+
+
+_LEADING_BLANKS = " \t\v\f"
+_CONTROL = re.compile(r"[\x00-\x1f]")
+
+
+def blast_defline(defline: str) -> str:
+    """The defline as blastn keeps it: cut at a carriage return (which ends blastn's line),
+    leading blanks dropped, then cut before the first control character (a tab included)
+    after its first character, trailing spaces dropped. Bytes that are not UTF-8 pass
+    through (read with surrogateescape), as blastn copies them to its output."""
+    text = defline.split("\r", 1)[0].lstrip(_LEADING_BLANKS)
+    control = _CONTROL.search(text, 1)
+    return (text if control is None else text[:control.start()]).rstrip(" ")
 
 
 def _as_query(item, index: int) -> Query:
