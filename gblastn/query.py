@@ -296,11 +296,13 @@ def _as_query(item, index: int) -> Query:
 
 
 def read_query_list(path: str) -> list:
-    """The query FASTA files a -query_list file names, one per line, relative to its folder."""
+    """The query FASTA files a -query_list file names, one per line, relative to its folder;
+    each is checked (check_query_file) before any is searched."""
     import os
     from .errors import InputError
     try:
-        with open(path, encoding="utf-8") as handle:
+        # names that are not UTF-8 stay the bytes they are, as the file system takes them
+        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
             lines = [line.strip() for line in handle]
     except OSError as exc:
         raise InputError(f"cannot read query list {path}: {exc.strerror}") from None
@@ -308,4 +310,18 @@ def read_query_list(path: str) -> list:
     files = [os.path.join(folder, line) for line in lines if line and not line.startswith("#")]
     if not files:
         raise InputError(f"query list {path} names no files")
+    for listed in files:
+        check_query_file(listed, f"query list {path}: ")
     return files
+
+
+def check_query_file(path: str, context: str = "") -> None:
+    """InputError, prefixed by `context`, unless `path` is a file that can be read."""
+    import os
+    from .errors import InputError
+    if os.path.isdir(path):
+        raise InputError(f"{context}query file {path} is a directory, not a FASTA file")
+    if not os.path.exists(path):
+        raise InputError(f"{context}query file {path} does not exist")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"{context}query file {path} cannot be read (permission denied)")

@@ -40,7 +40,7 @@ def write(path, text):
 @pytest.mark.parametrize("args, code", [
     (["-query", "no-such-file.fa"], 2),
     (["-query_list", "no-such-list.txt"], 2),
-    ([], 2),                                                 # neither -query nor -query_list
+    (["-query", "no-such-file.fa", "-query_list", "no-such-list.txt"], 2),  # both
     (["-outfmt", "6 qseqid no_such_column"], 2),
     (["-task", "dc-nonsense"], 2),
     (["-evalue", "abc"], 2),
