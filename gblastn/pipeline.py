@@ -91,8 +91,8 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
     if backend is None:
         from .scan import cpu as backend
     paths = output_paths(output, files)
-    made_folder = prepare_output_folder(output.out_dir) if output.out_dir else None
-    with OutputFiles(paths, made_folder) as outputs:
+    made_folders = prepare_output_folder(output.out_dir) if output.out_dir else []
+    with OutputFiles(paths, made_folders) as outputs:
         with TIMES.stage("database load"):
             db = open_db(db_path)
         with db:

@@ -41,6 +41,12 @@ def _host_tag() -> str:
     return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
 
 
+def temporary_name(pid: int | None = None) -> str:
+    """A new temporary file's name, for the process `pid` (this one by default)."""
+    pid = os.getpid() if pid is None else pid
+    return f"{TEMP_PREFIX}{pid}-{_host_tag()}-{secrets.token_hex(4)}{TEMP_SUFFIX}"
+
+
 class OutputStream:
     """A text stream of output whose failed writes are OutputErrors naming the destination.
     Bytes that are not UTF-8 (query deflines read with surrogateescape) go out as they came."""
@@ -89,43 +95,49 @@ class _Destination:
     def __init__(self, path: str):
         self.path = path
         self.final = os.path.realpath(path)  # through symbolic links, a dangling one too
+        self.folder = os.path.dirname(self.final)
         self.temp = None
         self.stream = None
 
     def check_and_prepare(self) -> None:
-        """Reports now what would make the output fail at its end; makes the temporary file."""
-        if os.path.isdir(self.final):
-            self._fail("Is a directory")
+        """Reports now what would make the output fail at its end; makes the temporary file
+        (none for a destination written directly)."""
+        info = self._existing()
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            return  # a device or a pipe: written directly, at its turn
+        if not os.path.isdir(self.folder):
+            self._fail(f"its folder {self.folder} does not exist")
+        self.temp = self._make_temporary(info)
+
+    def _existing(self):
+        """The destination's stat, None when it does not exist yet; an OutputError for a
+        directory, or a file that blastn could not open for writing either."""
         try:
             info = os.stat(self.final)
         except FileNotFoundError:
-            info = None
+            return None
         except OSError as exc:
             self._fail(exc.strerror)
-        if info is not None and not stat.S_ISREG(info.st_mode):
-            if not os.access(self.final, os.W_OK):
-                self._fail("Permission denied")
-            return  # written directly, at its turn
-        if info is not None and not os.access(self.final, os.W_OK):
-            self._fail("Permission denied")  # blastn could not open it for writing either
-        folder = os.path.dirname(self.final)
-        if not os.path.isdir(folder):
-            self._fail(f"its folder {folder} does not exist")
-        remove_stale_temporaries(folder)
-        name = f"{TEMP_PREFIX}{os.getpid()}-{_host_tag()}-{secrets.token_hex(4)}{TEMP_SUFFIX}"
-        temp = os.path.join(folder, name)
+        if stat.S_ISDIR(info.st_mode):
+            self._fail("Is a directory")
+        if not os.access(self.final, os.W_OK):
+            self._fail("Permission denied")
+        return info
+
+    def _make_temporary(self, replaced) -> str:
+        """A new empty temporary file beside the destination: 0666 less the umask, or the
+        mode of the file it will replace (`replaced`: that file's stat)."""
+        temp = os.path.join(self.folder, temporary_name())
         try:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except OSError as exc:
             self._fail(exc.strerror)
-        self.temp = temp
         try:
-            if info is not None:
-                os.fchmod(fd, stat.S_IMODE(info.st_mode))
-        except OSError:
-            pass  # a file of another owner: the new one keeps the umask's mode
+            if replaced is not None:
+                os.fchmod(fd, stat.S_IMODE(replaced.st_mode))
         finally:
             os.close(fd)
+        return temp
 
     def open(self) -> OutputStream:
         target = self.temp or self.final
@@ -168,6 +180,7 @@ class _StandardOutput:
     """Standard output as a destination: written as it comes, nothing to put in place."""
 
     path = "standard output"
+    folder = None
 
     def __init__(self):
         self.stream = None
@@ -201,14 +214,16 @@ class OutputFiles:
     """The outputs of one run, all prepared before the search and put in place together
     when it succeeded (a context manager): `open(k)` gives output k's stream, a path of
     None or '-' being standard output. On any failure, or an interrupt, every temporary
-    file is removed, and the output folder too when this run made it and it is left empty."""
+    file is removed, and the folders this run made (prepare_output_folder) when empty."""
 
-    def __init__(self, paths: list, made_folder: str | None = None):
+    def __init__(self, paths: list, made_folders: list = ()):
         self.destinations = [_StandardOutput() if path in (None, "-") else _Destination(path)
                              for path in paths]
-        self.made_folder = made_folder
+        self.made_folders = made_folders  # deepest first
 
     def __enter__(self) -> "OutputFiles":
+        for folder in {destination.folder for destination in self.destinations} - {None}:
+            remove_stale_temporaries(folder)
         try:
             for destination in self.destinations:
                 destination.check_and_prepare()
@@ -241,9 +256,9 @@ class OutputFiles:
     def _discard(self) -> None:
         for destination in self.destinations:
             destination.discard()
-        if self.made_folder is not None:
+        for folder in self.made_folders:
             with suppress(OSError):
-                os.rmdir(self.made_folder)  # only when empty: nothing of another run's
+                os.rmdir(folder)  # only when empty: nothing of another run's
 
 
 @contextmanager
@@ -268,18 +283,22 @@ def _interrupts_held():
         signal.raise_signal(caught[0])
 
 
-def prepare_output_folder(folder: str) -> str | None:
-    """Make the -out_dir folder when missing (0777 less the umask, as mkdir makes it);
-    returns it when made here (to be removed again if the run fails), else None."""
-    if os.path.isdir(folder):
-        return None
+def prepare_output_folder(folder: str) -> list:
+    """Make the -out_dir folder, and the folders above it, where missing (0777 less the
+    umask, as mkdir makes them); returns those made, deepest first, for a failed run to
+    remove again."""
     if os.path.lexists(folder) and not os.path.isdir(folder):
         raise OutputError(f"cannot write to {folder}: not a folder")
+    missing = []
+    path = os.path.abspath(folder)
+    while not os.path.lexists(path):
+        missing.append(path)
+        path = os.path.dirname(path)
     try:
-        os.makedirs(folder)
+        os.makedirs(folder, exist_ok=True)
     except OSError as exc:
         raise OutputError(f"cannot make the output folder {folder}: {exc.strerror}") from None
-    return folder
+    return missing
 
 
 def remove_stale_temporaries(folder: str) -> None:
