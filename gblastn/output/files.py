@@ -107,7 +107,9 @@ class _Destination:
             return  # a device or a pipe: written directly, at its turn
         if not os.path.isdir(self.folder):
             self._fail(f"its folder {self.folder} does not exist")
-        self.temp = self._make_temporary(info)
+        # named first, so that an interrupt while it is made still finds it to remove
+        self.temp = os.path.join(self.folder, temporary_name())
+        self._make_temporary(info)
 
     def _existing(self):
         """The destination's stat, None when it does not exist yet; an OutputError for a
@@ -124,20 +126,19 @@ class _Destination:
             self._fail("Permission denied")
         return info
 
-    def _make_temporary(self, replaced) -> str:
-        """A new empty temporary file beside the destination: 0666 less the umask, or the
-        mode of the file it will replace (`replaced`: that file's stat)."""
-        temp = os.path.join(self.folder, temporary_name())
+    def _make_temporary(self, replaced) -> None:
+        """The temporary file, empty: 0666 less the umask, or the mode of the file it will
+        replace (`replaced`: that file's stat)."""
         try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            fd = os.open(self.temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except OSError as exc:
+            self.temp = None
             self._fail(exc.strerror)
         try:
             if replaced is not None:
                 os.fchmod(fd, stat.S_IMODE(replaced.st_mode))
         finally:
             os.close(fd)
-        return temp
 
     def open(self) -> OutputStream:
         target = self.temp or self.final
