@@ -42,12 +42,14 @@ class World:
                                   ("qshort", base[4000:4300])])
 
 
-def gblastn(*args, stdin=None, umask=None, text=True, timeout=SEARCH_SECONDS,
-            **kwargs) -> subprocess.CompletedProcess:
-    """`python -m gblastn ARGS` (the checkout's package), its output captured."""
+def gblastn(*args, stdin=None, umask=None, text=True, env_extra=None,
+            timeout=SEARCH_SECONDS) -> subprocess.CompletedProcess:
+    """`python -m gblastn ARGS` (the checkout's package), its output captured; `env_extra`
+    adds to its environment."""
     return subprocess.run([sys.executable, "-m", "gblastn", *args], input=stdin,
-                          capture_output=True, text=text, timeout=timeout, env=_environment(),
-                          umask=-1 if umask is None else umask, **kwargs)
+                          capture_output=True, text=text, timeout=timeout,
+                          env={**_environment(), **(env_extra or {})},
+                          umask=-1 if umask is None else umask)
 
 
 def search(world, *args, **kwargs) -> subprocess.CompletedProcess:
