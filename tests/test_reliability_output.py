@@ -122,10 +122,13 @@ def test_out_through_a_symbolic_link_replaces_its_target(world, tmp_path, expect
     assert temporaries(tmp_path) == [] and temporaries(real) == []
 
 
-def test_a_device_is_written_directly(world):
+def test_devices_and_descriptors_are_written_directly(world, expected):
     done = search(world, "-query", world.query, "-out", os.devnull)
     assert done.returncode == 0, done.stderr
     assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    done = search(world, "-query", world.query, "-out", "/dev/stdout")  # a pipe here
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == expected
 
 
 # -- refused before the search --------------------------------------------------------------

@@ -9,8 +9,8 @@ destination and renamed into place when the whole search succeeded; outputs of o
 * Modes: temporary files are created 0666 less the umask, as blastn creates its files; one
   that replaces an existing file takes that file's mode, as blastn's truncation keeps it.
 * A destination reached through a symbolic link is written through it: the link's target
-  is replaced and the link kept. A destination that exists and is not a regular file (a
-  device such as /dev/null, a pipe) is written directly, as it cannot be replaced.
+  is replaced and the link kept. A device or a pipe (/dev/null, /dev/stdout, /dev/fd/N)
+  is written directly, as it cannot be replaced.
 * Temporary files are named .gblastn-<pid>-<host>-<random>.tmp. A run removes those that
   killed runs left in the folders it writes to: this host's whose process is gone, and
   any older than a day.
@@ -30,6 +30,7 @@ from contextlib import contextmanager, suppress
 
 from ..errors import OutputError
 
+DESCRIPTOR_FOLDERS = ("/dev/", "/proc/")  # devices and the process's own descriptors
 TEMP_PREFIX = ".gblastn-"
 TEMP_SUFFIX = ".tmp"
 STALE_SECONDS = 24 * 3600  # a temporary file this old is left from a dead run, whoever wrote it
@@ -102,14 +103,26 @@ class _Destination:
     def check_and_prepare(self) -> None:
         """Reports now what would make the output fail at its end; makes the temporary file
         (none for a destination written directly)."""
+        if self._written_directly():
+            return
         info = self._existing()
-        if info is not None and not stat.S_ISREG(info.st_mode):
-            return  # a device or a pipe: written directly, at its turn
         if not os.path.isdir(self.folder):
             self._fail(f"its folder {self.folder} does not exist")
         # named first, so that an interrupt while it is made still finds it to remove
         self.temp = os.path.join(self.folder, temporary_name())
         self._make_temporary(info)
+
+    def _written_directly(self) -> bool:
+        """A device or a pipe, or a path to one of the process's own descriptors
+        (/dev/stdout, /dev/fd/N, which may be a redirected file), cannot be replaced by a
+        rename: it is written directly, at its turn."""
+        if os.path.abspath(self.path).startswith(DESCRIPTOR_FOLDERS):
+            return True
+        try:
+            mode = os.stat(self.path).st_mode  # through links
+        except OSError:
+            return False
+        return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
     def _existing(self):
         """The destination's stat, None when it does not exist yet; an OutputError for a
@@ -141,7 +154,7 @@ class _Destination:
             os.close(fd)
 
     def open(self) -> OutputStream:
-        target = self.temp or self.final
+        target = self.temp or self.path
         try:
             binary = open(target, "wb")
         except OSError as exc:
