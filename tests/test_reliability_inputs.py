@@ -237,7 +237,7 @@ def hostile_files(world, folder) -> dict:
     (folder / "truncated.fa.gz").write_bytes(whole[:len(whole) // 2])
     (folder / "nul.fa").write_bytes(b">q\nACGT\x00ACGT\n")
     (folder / "a_folder").mkdir()
-    (folder / "unreadable_list").mkdir()
+    (folder / "folder_as_list").mkdir()
     return {name: str(folder / name) for name in
             ("garbage.fa", "truncated.fa.gz", "nul.fa", "a_folder")}
 
@@ -253,7 +253,7 @@ def test_hostile_query_files_get_one_line_errors(world, tmp_path, name):
 
 def test_hostile_query_lists_get_one_line_errors(world, tmp_path):
     hostile_files(world, tmp_path)
-    for listing in (tmp_path / "unreadable_list", tmp_path / "garbage.fa"):
+    for listing in (tmp_path / "folder_as_list", tmp_path / "garbage.fa"):
         error = assert_one_line_error(search(world, "-query_list", str(listing)), 2)
         assert str(listing) in error or "garbage" in error
 
