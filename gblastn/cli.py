@@ -5,7 +5,9 @@ The only place that prints errors: every GblastnError becomes one line on stderr
 """
 
 import gc
+import math
 import os
+import re
 import signal
 import sys
 import time
@@ -14,11 +16,17 @@ STARTED = time.perf_counter()  # the search's start-up is counted from here
 
 import typer
 
-from .errors import GblastnError
+from .errors import GblastnError, OptionsError
 from .numba_start import skip_numba_extras
 
+try:  # typer 0.28 carries its own copy of click
+    from typer._click.types import ParamType
+except ImportError:
+    from click import ParamType
+
+HELP_FLAGS = ["-help", "--help", "-h"]
 app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  context_settings={"help_option_names": ["-help", "--help", "-h"]},
+                  context_settings={"help_option_names": HELP_FLAGS},
                   help="GPU-accelerated nucleotide search with NCBI BLAST+ 2.12's results.")
 
 
@@ -30,6 +38,7 @@ def main() -> None:
     # default, 16 threads starting behind the warm-up's Python took 8 times longer
     sys.setswitchinterval(0.001)
     try:
+        check_flags(sys.argv[1:])
         code = app(standalone_mode=False)
     except GblastnError as exc:
         _leave(f"gblastn: error: {exc}", exc.exit_code)
@@ -81,6 +90,82 @@ def _leave(message: str, code: int) -> None:
     os._exit(code)
 
 
+def check_flags(argv: list) -> None:
+    """An OptionsError naming a flag that the command does not have, as typed, with the
+    closest one it has. Left to click, a misspelt single-dash flag (-evlaue) was read as a
+    bundle of one-letter options and reported as its first letter ("No such option: -e")."""
+    import difflib
+
+    import typer.main
+
+    command = getattr(typer.main.get_command(app), "commands", {}).get(argv[0] if argv else "")
+    if command is None:
+        return  # no command, or an unknown one: click reports it
+    takes_value = {name: not getattr(param, "is_flag", False)
+                   for param in command.params for name in param.opts + param.secondary_opts}
+    takes_value.update(dict.fromkeys(HELP_FLAGS, False))
+    tokens = iter(argv[1:])
+    for token in tokens:
+        if token == "--":
+            return
+        name = token.split("=", 1)[0]
+        if name in takes_value:
+            if takes_value[name] and "=" not in token:
+                next(tokens, None)  # its value, which may start with '-' (-penalty -3)
+            continue
+        if token.startswith("-") and token != "-" and not _is_number(token):
+            closest = difflib.get_close_matches(name, list(takes_value), n=1)
+            hint = f"; did you mean {closest[0]}?" if closest else ""
+            raise OptionsError(f"unknown argument {name!r} for {argv[0]}{hint}")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+class BlastReal(ParamType):
+    """A real number as blastn takes one: a finite decimal. nan and inf are refused, as
+    blastn refuses them; a decimal beyond the largest double is that largest double (blastn
+    runs such an -evalue as it runs 1.7e308)."""
+
+    name = "real"
+    _DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            return value
+        if not self._DECIMAL.fullmatch(value):
+            self.fail(f"{value!r} is not a finite decimal number", param, ctx)
+        number = float(value)
+        return math.copysign(sys.float_info.max, number) if math.isinf(number) else number
+
+
+class BlastInteger(ParamType):
+    """An integer as blastn takes one: decimal digits with an optional sign, within 32
+    bits (blastn's integer arguments are 32-bit)."""
+
+    name = "integer"
+    _INTEGER = re.compile(r"[+-]?\d+")
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        if not self._INTEGER.fullmatch(value):
+            self.fail(f"{value!r} is not an integer", param, ctx)
+        number = int(value)
+        if not -2**31 <= number < 2**31:
+            self.fail(f"{value} is out of range (32-bit integers)", param, ctx)
+        return number
+
+
+REAL = BlastReal()
+INTEGER = BlastInteger()
+
+
 # ---------------------------------------------------------------------------------------------
 # search
 
@@ -88,38 +173,37 @@ def _leave(message: str, code: int) -> None:
 @app.command("search", help="Search nucleotide queries against a gblastn database (blastn's flags).")
 def search_command(
     db: str = typer.Option(..., "-db", help="Database name (as given to makedb -out)."),
-    query: str = typer.Option(None, "-query", help="Query FASTA file ('-' for stdin)."),
+    query: str = typer.Option(None, "-query", help="Query FASTA file ('-' or none: stdin)."),
     query_list: str = typer.Option(None, "-query_list", help="File naming query FASTA files, one per line."),
     out: str = typer.Option(None, "-out", help="Output file (default: stdout)."),
     out_dir: str = typer.Option(None, "-out_dir", help="With -query_list: one output per listed file."),
     task: str = typer.Option("megablast", "-task", help="megablast, blastn or blastn-short."),
     outfmt: str = typer.Option("6", "-outfmt", help="'6' or '7', optionally followed by column names."),
-    evalue: float = typer.Option(None, "-evalue"),
-    word_size: int = typer.Option(None, "-word_size"),
-    reward: int = typer.Option(None, "-reward"),
-    penalty: int = typer.Option(None, "-penalty"),
-    gapopen: int = typer.Option(None, "-gapopen"),
-    gapextend: int = typer.Option(None, "-gapextend"),
-    xdrop_ungap: float = typer.Option(None, "-xdrop_ungap"),
-    xdrop_gap: float = typer.Option(None, "-xdrop_gap"),
-    xdrop_gap_final: float = typer.Option(None, "-xdrop_gap_final"),
+    evalue: float = typer.Option(None, "-evalue", click_type=REAL),
+    word_size: int = typer.Option(None, "-word_size", click_type=INTEGER),
+    reward: int = typer.Option(None, "-reward", click_type=INTEGER),
+    penalty: int = typer.Option(None, "-penalty", click_type=INTEGER),
+    gapopen: int = typer.Option(None, "-gapopen", click_type=INTEGER),
+    gapextend: int = typer.Option(None, "-gapextend", click_type=INTEGER),
+    xdrop_ungap: float = typer.Option(None, "-xdrop_ungap", click_type=REAL),
+    xdrop_gap: float = typer.Option(None, "-xdrop_gap", click_type=REAL),
+    xdrop_gap_final: float = typer.Option(None, "-xdrop_gap_final", click_type=REAL),
     dust: str = typer.Option(None, "-dust", help="yes, no, or 'level window linker'."),
     soft_masking: str = typer.Option(None, "-soft_masking", help="true or false."),
     lcase_masking: bool = typer.Option(False, "-lcase_masking", help="Mask lower-case query letters."),
     strand: str = typer.Option(None, "-strand", help="both, plus or minus."),
-    max_target_seqs: int = typer.Option(None, "-max_target_seqs"),
-    max_hsps: int = typer.Option(None, "-max_hsps"),
-    perc_identity: float = typer.Option(None, "-perc_identity"),
-    qcov_hsp_perc: float = typer.Option(None, "-qcov_hsp_perc"),
-    num_threads: int = typer.Option(None, "-num_threads"),
+    max_target_seqs: int = typer.Option(None, "-max_target_seqs", click_type=INTEGER),
+    max_hsps: int = typer.Option(None, "-max_hsps", click_type=INTEGER),
+    perc_identity: float = typer.Option(None, "-perc_identity", click_type=REAL),
+    qcov_hsp_perc: float = typer.Option(None, "-qcov_hsp_perc", click_type=REAL),
+    num_threads: int = typer.Option(None, "-num_threads", click_type=INTEGER),
     device: str = typer.Option("auto", "-device", help="auto, gpu or cpu."),
-    gpu_id: int = typer.Option(0, "-gpu_id"),
+    gpu_id: int = typer.Option(0, "-gpu_id", click_type=INTEGER),
     mode: str = typer.Option("pipeline", "-mode", help="pipeline (stages overlap in threads) or serial."),
     prelim_threads: int = typer.Option(0, "-prelim_threads", help="Threads for scanning and ungapped extension (0: -num_threads)."),
     traceback_threads: int = typer.Option(0, "-traceback_threads", help="Threads for gapped extension and traceback (0: -num_threads)."),
     stage_times: bool = typer.Option(False, "-stage_times", help="Print the time spent in each stage on stderr."),
 ) -> None:
-    from .errors import OptionsError
     from .options import make_options
     from .pipeline import OutputSpec, RunSettings, query_files, run_search
     from .scan import select_backend
@@ -128,6 +212,7 @@ def search_command(
         raise OptionsError(f"invalid -mode {mode!r}: use pipeline or serial")
     if prelim_threads < 0 or traceback_threads < 0:
         raise OptionsError("thread counts must not be negative")
+    num_threads = _within_cpus(num_threads)
 
     # the GPU's set-up (pycuda, its context) runs while options, files and database are read
     backend = _in_background(select_backend, device, gpu_id)
@@ -145,6 +230,17 @@ def search_command(
     from .timing import TIMES
     TIMES.add("start-up", time.perf_counter() - STARTED)
     run_search(files, db, options, OutputSpec(outfmt, out, out_dir, db), backend, settings)
+
+
+def _within_cpus(threads: int | None) -> int | None:
+    """-num_threads reduced to the CPUs this process may use, with blastn's warning: more
+    threads than cores only contend (10,000 threads ran 7 times slower)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if threads is None or not cpus or threads <= cpus:
+        return threads
+    print(f"Warning: [blastn] Number of threads was reduced to {cpus} to match the number "
+          "of available CPUs", file=sys.stderr)
+    return cpus
 
 
 def _warm_up_compiled_code(task: str, word_size: int | None, query_letters: int | None,
@@ -199,7 +295,6 @@ def _parse_bool(flag: str, value: str | None) -> bool | None:
         return True
     if text in ("false", "f", "no", "0"):
         return False
-    from .errors import OptionsError
     raise OptionsError(f"{flag} takes true or false, not {value!r}")
 
 

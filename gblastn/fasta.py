@@ -59,10 +59,11 @@ def _describe_byte(value: int) -> str:
 class _StreamParser:
     """Cuts a byte stream into records. Works on blocks of whole lines; keeps the line count."""
 
-    def __init__(self, source: str, validate: bool, headerless_ok: bool):
+    def __init__(self, source: str, validate: bool, headerless_ok: bool, header_errors: str):
         self.source = source
         self.validate = validate
         self.headerless_ok = headerless_ok
+        self.header_errors = header_errors
         self.defline: bytes | None = None
         self.header_line = 0
         self.pieces: list[bytes] = []
@@ -137,7 +138,7 @@ class _StreamParser:
         if self.defline is None:
             return None
         joined = self.pieces[0] if len(self.pieces) == 1 else b"".join(self.pieces)
-        record = Record(defline=self.defline.decode("utf-8", "replace"),
+        record = Record(defline=self.defline.decode("utf-8", self.header_errors),
                         letters=np.frombuffer(joined, dtype=np.uint8),
                         line=self.header_line, source=self.source)
         self.defline, self.pieces = None, []
@@ -185,7 +186,7 @@ def _read_chunks(stream: BinaryIO, name: str, chunk_bytes: int) -> Iterator[byte
 
 
 def iter_records(source: str | os.PathLike | BinaryIO, validate: bool = True,
-                 headerless_ok: bool = False,
+                 headerless_ok: bool = False, header_errors: str = "replace",
                  chunk_bytes: int = CHUNK_BYTES) -> Iterator[Record]:
     """Records of a FASTA file (plain or gzip, detected by magic bytes; '-' reads stdin), or
     of an open binary stream of FASTA text (named '<text>' in messages).
@@ -193,11 +194,12 @@ def iter_records(source: str | os.PathLike | BinaryIO, validate: bool = True,
     With `validate`, a letter outside IUPAC (ACGTURYKMSWBDHVN, either case, and '-') raises
     InputError naming file and line. Letters before the first '>' raise InputError unless
     `headerless_ok`, which makes them a record with an empty defline (as BLAST reads a bare
-    query sequence).
+    query sequence). `header_errors` is how bytes that are not UTF-8 are decoded in
+    deflines: "replace" (U+FFFD) or "surrogateescape" (kept, to be written back as they came).
     """
     own_stream = not hasattr(source, "read")
     name = os.fspath(source) if own_stream else "<text>"
-    parser = _StreamParser(name, validate, headerless_ok)
+    parser = _StreamParser(name, validate, headerless_ok, header_errors)
     stream = open_binary(source) if own_stream else source
     try:
         carry = b""

@@ -5,11 +5,15 @@ the statistics (raw cutoffs, X-drops in raw units) are not here: they depend on 
 batch and the database and are computed in `gblastn.stats`.
 """
 
+import math
 from dataclasses import dataclass, field, replace
 
 from .errors import OptionsError
 
 TASKS = ("megablast", "blastn", "blastn-short")
+LARGEST_INTEGER = 2**31 - 1  # blastn's integer arguments are 32-bit
+_REAL_FIELDS = ("evalue", "xdrop_ungap", "xdrop_gap", "xdrop_gap_final", "perc_identity",
+                "qcov_hsp_perc")
 
 
 @dataclass(frozen=True)
@@ -104,10 +108,14 @@ def make_options(task: str = "megablast", **overrides) -> SearchOptions:
 
 
 def _validate(o: SearchOptions) -> None:
-    if not 4 <= o.word_size <= 100:
-        raise OptionsError(f"word size {o.word_size} out of range: must be between 4 and 100")
-    if o.task in ("blastn", "blastn-short") and o.word_size < 4:
-        raise OptionsError("word size must be at least 4")
+    # every task takes any word size from 4 up, as blastn does (a word longer than a query
+    # finds no hit in it)
+    if not 4 <= o.word_size <= LARGEST_INTEGER:
+        raise OptionsError(f"word size {o.word_size} out of range: must be between 4 and "
+                           f"{LARGEST_INTEGER}")
+    for name in _REAL_FIELDS:
+        if not math.isfinite(getattr(o, name)):
+            raise OptionsError(f"{name} must be a finite number, not {getattr(o, name)}")
     if o.reward <= 0:
         raise OptionsError("the match reward must be positive")
     if o.penalty >= 0:

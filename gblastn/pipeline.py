@@ -21,19 +21,19 @@ Two drivers give byte-identical output:
   held in memory at once. The numba stages release the GIL, so the workers run in parallel.
 
 A failure in any thread stops every stage: the first error is re-raised here, and the output
-file is removed (it is only renamed into place when the whole search succeeded).
+files are removed (they are only renamed into place when the whole search succeeded:
+output.files).
 """
 
 import os
 import queue
 import sys
-import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
-from .errors import InputError, OutputError
+from .errors import InputError, OptionsError
 from .timing import TIMES
 
 POLL_SECONDS = 0.1  # how often a blocked thread looks at the stop flag
@@ -62,79 +62,76 @@ class RunSettings:
     release_device: bool = False
 
 
-@contextmanager
-def atomic_output(path: str | None):
-    """A text stream that becomes `path` only when the block completes; stdout for None/'-'."""
-    if path in (None, "-"):
-        yield sys.stdout
-        sys.stdout.flush()
-        return
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".gblastn-", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise OutputError(f"cannot write {path}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            yield handle
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def query_files(query: str | None, query_list: str | None) -> list:
-    """The FASTA files to search, from -query or -query_list."""
-    from .query import read_query_list
+    """The FASTA files to search, from -query or -query_list (standard input without
+    either, as blastn reads it), each checked to be a readable file before the search."""
+    from .query import check_query_file, read_query_list
 
-    if (query is None) == (query_list is None):
-        raise InputError("give exactly one of -query and -query_list")
-    if query is not None:
-        if query != "-" and not os.path.isfile(query):
-            raise InputError(f"query file {query} does not exist")
-        return [query]
-    return read_query_list(query_list)
+    if query is not None and query_list is not None:
+        raise InputError("give one of -query and -query_list, not both")
+    if query_list is not None:
+        return read_query_list(query_list)
+    query = "-" if query is None else query
+    if query != "-":
+        check_query_file(query)
+    return [query]
 
 
 def run_search(files: list, db_path: str, options, output: OutputSpec, backend=None,
                settings: RunSettings | None = None) -> int:
     """Search every query of `files`; one output, or one per file with out_dir. Returns the
-    number of queries searched."""
+    number of queries searched. Every output is checked and prepared before the database
+    is opened, and put in place only when the whole search succeeded (output.files)."""
     from .db.reader import open_db
+    from .output.files import OutputFiles, prepare_output_folder
     from .output.tabular import TabularFormat
 
     settings = settings or RunSettings()
     fmt = TabularFormat.parse(output.outfmt)
     if backend is None:
         from .scan import cpu as backend
-    with TIMES.stage("database load"):
-        db = open_db(db_path)
-    with db:
-        loader = _preload(db, backend)
-        try:
-            return _search_all(files, db, fmt, options, output, backend, settings)
-        finally:
-            loader.join()  # the volume's memory must outlive the copy
+    paths = output_paths(output, files)
+    made_folders = prepare_output_folder(output.out_dir) if output.out_dir else []
+    with OutputFiles(paths, made_folders) as outputs:
+        with TIMES.stage("database load"):
+            db = open_db(db_path)
+        with db:
+            loader = _preload(db, backend)
+            try:
+                return _search_all(files, db, fmt, options, output, backend, settings, outputs)
+            finally:
+                loader.join()  # the volume's memory must outlive the copy
 
 
-def _search_all(files, db, fmt, options, output, backend, settings) -> int:
+def output_paths(output: OutputSpec, files: list) -> list:
+    """Where the search writes: [output.out], or with out_dir one file per query file, named
+    after it (q.fa gives q.out). Two query files that would give the same name are refused,
+    naming both: one's results would replace the other's."""
+    if output.out_dir is None:
+        return [output.out]
+    if output.out not in (None, "-"):
+        raise OptionsError("give one of -out and -out_dir, not both")
+    claimed = {}
+    for path in files:
+        name = os.path.splitext(os.path.basename(path))[0] + ".out"
+        if name in claimed:
+            raise InputError(f"{claimed[name]} and {path} would both be written to "
+                             f"{os.path.join(output.out_dir, name)}: rename one of them")
+        claimed[name] = path
+    return [os.path.join(output.out_dir, name) for name in claimed]
+
+
+def _search_all(files, db, fmt, options, output, backend, settings, outputs) -> int:
     if settings.stage_times:
         TIMES.report_wanted = True  # the command line prints it on leaving
-    if output.out_dir:
-        os.makedirs(output.out_dir, exist_ok=True)
-        total = 0
-        for number, path in enumerate(files):
-            name = os.path.splitext(os.path.basename(path))[0] + ".out"
-            last = number == len(files) - 1
-            these = replace(settings, release_device=settings.release_device and last)
-            with atomic_output(os.path.join(output.out_dir, name)) as out:
-                total += _search_into(out, fmt, [path], db, options, output, backend, these)
-        return total
-    with atomic_output(output.out) as out:
-        return _search_into(out, fmt, files, db, options, output, backend, settings)
+    if not output.out_dir:
+        return _search_into(outputs, 0, fmt, files, db, options, output, backend, settings)
+    total = 0
+    for number, path in enumerate(files):
+        last = number == len(files) - 1
+        these = replace(settings, release_device=settings.release_device and last)
+        total += _search_into(outputs, number, fmt, [path], db, options, output, backend, these)
+    return total
 
 
 def _preload(db, backend) -> threading.Thread:
@@ -165,7 +162,8 @@ def _preload(db, backend) -> threading.Thread:
     return thread
 
 
-def _search_into(out, fmt, files, db, options, output, backend, settings) -> int:
+def _search_into(outputs, index, fmt, files, db, options, output, backend, settings) -> int:
+    """Search the queries of `files` into output `index` of `outputs` (an OutputFiles)."""
     from .output.tabular import format_queries, write_footer
 
     def render(pairs):
@@ -177,6 +175,7 @@ def _search_into(out, fmt, files, db, options, output, backend, settings) -> int
     else:
         texts = Pipeline(files, db, options, backend, settings, render).texts()
     progress = _Progress(files) if settings.progress else None
+    out = outputs.open(index)
     count = 0
     try:
         for text in texts:
@@ -191,18 +190,42 @@ def _search_into(out, fmt, files, db, options, output, backend, settings) -> int
     if fmt.with_comments:
         write_footer(out, fmt, count)
     _ready(backend)  # -device gpu without a GPU fails even when nothing needed a scan
+    outputs.close(index)
     return count
 
 
+# blastn's words, to the trailing space, for a record without letters
+EMPTY_QUERY_WARNING = "Warning: [blastn] {label}: Sequence contains no data "
+
+
 def _iter_all_queries(files):
+    """The queries of `files`, numbered across them as blastn numbers its input. A record
+    without letters is warned about in blastn's words and searched (it has no hits); when
+    no record has letters blastn fails, and so does this: empty records are held back until
+    a query with letters comes, so that nothing of theirs is written first."""
     from .query import iter_queries
+
+    held, number, any_letters = [], 0, False
     for path in files:
         count = 0
-        for query in iter_queries(path):
+        for query in iter_queries(path, first_number=number + 1):
+            number += 1
             count += 1
+            if len(query) == 0:
+                label = " ".join(filter(None, (f"Query_{number}", query.defline)))
+                print(EMPTY_QUERY_WARNING.format(label=label), file=sys.stderr)
+                if not any_letters:
+                    held.append(query)
+                    continue
+            elif not any_letters:
+                any_letters = True
+                yield from held
+                held = []
             yield query
         if count == 0:
             print(f"gblastn: warning: {path} holds no query sequence", file=sys.stderr)
+    if held:
+        raise InputError(f"Sequence contains no data: no query of {', '.join(files)} has letters")
 
 
 def _serial_texts(files, db, options, backend, render, release_device=False):

@@ -10,6 +10,7 @@ soft masking (the default) they only keep words out of the lookup table; with ha
 masked letters become N for every stage.
 """
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -249,22 +250,36 @@ def read_queries(source) -> list:
     return list(iter_queries(source))
 
 
-def iter_queries(source):
+def iter_queries(source, first_number: int = 1):
     """Queries of a FASTA path (or '-', or FASTA text), one at a time: memory holds one record.
-    A bare sequence with no '>' line is one query, as blastn reads it."""
+    A bare sequence with no '>' line is one query, as blastn reads it; so is a record without
+    letters (it can have no hits). Deflines are read as blastn reads them (blast_defline); a
+    query without one is named Query_N, N its place in the search's input counted from
+    `first_number`, as blastn names it."""
     from .fasta import iter_records, to_blastna
 
     if isinstance(source, str) and source.lstrip().startswith(">"):
         import io
         source = io.BytesIO(source.encode())
-    from .errors import InputError
-
-    for record in iter_records(source, headerless_ok=True):
-        if len(record) == 0:
-            raise InputError(f"{record.source}:{record.line}: query {record.id or record.defline!r} "
-                             "has no sequence data")
+    records = iter_records(source, headerless_ok=True, header_errors="surrogateescape")
+    for number, record in enumerate(records, first_number):
+        defline = blast_defline(record.defline)
         codes, lowercase = to_blastna(record)
-        yield Query(record.id, record.defline, codes, lowercase)
+        yield Query(defline.split(" ", 1)[0] or f"Query_{number}", defline, codes, lowercase)
+
+
+_LEADING_BLANKS = " \t\v\f"
+_CONTROL = re.compile(r"[\x00-\x1f]")
+
+
+def blast_defline(defline: str) -> str:
+    """The defline as blastn keeps it: cut at a carriage return (which ends blastn's line),
+    leading blanks dropped, then cut before the first control character (a tab included)
+    after its first character, trailing spaces dropped. Bytes that are not UTF-8 pass
+    through (read with surrogateescape), as blastn copies them to its output."""
+    text = defline.split("\r", 1)[0].lstrip(_LEADING_BLANKS)
+    control = _CONTROL.search(text, 1)
+    return (text if control is None else text[:control.start()]).rstrip(" ")
 
 
 def _as_query(item, index: int) -> Query:
@@ -281,11 +296,13 @@ def _as_query(item, index: int) -> Query:
 
 
 def read_query_list(path: str) -> list:
-    """The query FASTA files a -query_list file names, one per line, relative to its folder."""
+    """The query FASTA files a -query_list file names, one per line, relative to its folder;
+    each is checked (check_query_file) before any is searched."""
     import os
     from .errors import InputError
     try:
-        with open(path, encoding="utf-8") as handle:
+        # names that are not UTF-8 stay the bytes they are, as the file system takes them
+        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
             lines = [line.strip() for line in handle]
     except OSError as exc:
         raise InputError(f"cannot read query list {path}: {exc.strerror}") from None
@@ -293,4 +310,18 @@ def read_query_list(path: str) -> list:
     files = [os.path.join(folder, line) for line in lines if line and not line.startswith("#")]
     if not files:
         raise InputError(f"query list {path} names no files")
+    for listed in files:
+        check_query_file(listed, f"query list {path}: ")
     return files
+
+
+def check_query_file(path: str, context: str = "") -> None:
+    """InputError, prefixed by `context`, unless `path` is a file that can be read."""
+    import os
+    from .errors import InputError
+    if os.path.isdir(path):
+        raise InputError(f"{context}query file {path} is a directory, not a FASTA file")
+    if not os.path.exists(path):
+        raise InputError(f"{context}query file {path} does not exist")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"{context}query file {path} cannot be read (permission denied)")

@@ -40,7 +40,7 @@ def write(path, text):
 @pytest.mark.parametrize("args, code", [
     (["-query", "no-such-file.fa"], 2),
     (["-query_list", "no-such-list.txt"], 2),
-    ([], 2),                                                 # neither -query nor -query_list
+    (["-query", "no-such-file.fa", "-query_list", "no-such-list.txt"], 2),  # both
     (["-outfmt", "6 qseqid no_such_column"], 2),
     (["-task", "dc-nonsense"], 2),
     (["-evalue", "abc"], 2),
@@ -72,12 +72,10 @@ def test_unwritable_output(case, tmp_path):
     assert_one_line_error(done, 4)
 
 
-def test_invalid_query_letters_and_empty_records(case, tmp_path):
+def test_invalid_query_letters(case, tmp_path):
     done = search(case, "-query", write(tmp_path / "bad.fa", ">q\nACGT*ACGT\n"))
     assert_one_line_error(done, 2)
     assert "bad.fa:2" in done.stderr
-    done = search(case, "-query", write(tmp_path / "noseq.fa", ">q\n\n>r\nACGT\n"))
-    assert_one_line_error(done, 2)
 
 
 def test_queries_that_cannot_hit_give_no_lines_and_no_error(case, tmp_path):

@@ -66,7 +66,7 @@ class LineColumns:
 
     def add_text(self, texts: list, index) -> None:
         """Row i shows texts[index[i]] (str)."""
-        first = self._table([text.encode() for text in texts])
+        first = self._table([text.encode("utf-8", "surrogateescape") for text in texts])
         self._add(TEXT, ints=first + np.asarray(index, dtype=np.int64))
 
     def add_repeated_text(self, texts: list, counts: list) -> None:
@@ -111,7 +111,8 @@ class LineColumns:
         text = out.tobytes()
         last_row = np.cumsum(rows_of_part) - 1
         ends = [int(line_end[row]) if row >= 0 else 0 for row in last_row.tolist()]
-        return [text[start:end].decode() for start, end in zip([0] + ends[:-1], ends)]
+        return [text[start:end].decode("utf-8", "surrogateescape")
+                for start, end in zip([0] + ends[:-1], ends)]
 
 
 def warm_up() -> None:

@@ -463,11 +463,10 @@ def _subject_title(db, ordinal: int) -> str:
 # Writing
 
 def _query_header_text(query) -> str:
-    """'# Query:' text: id, then the description, outer spaces trimmed."""
-    defline = getattr(query, "defline", "") or ""
-    token = query.id
-    rest = defline.split(None, 1)[1] if len(defline.split(None, 1)) > 1 else ""
-    return (token + " " + rest).strip()
+    """'# Query:' text: the defline as blastn keeps it (query.blast_defline), empty for a
+    query without one (whose id is Query_N)."""
+    from ..query import blast_defline
+    return blast_defline(getattr(query, "defline", "") or "")
 
 
 def write_header(out: TextIO, fmt: TabularFormat, query, db_name: str, num_hits: int) -> None:
