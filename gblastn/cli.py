@@ -217,7 +217,7 @@ def search_command(
     # the GPU's set-up (pycuda, its context) runs while options, files and database are read
     backend = _in_background(select_backend, device, gpu_id)
     files = query_files(query, query_list)
-    _in_background(_warm_up_compiled_code, task, word_size, _query_bytes(files), backend)
+    compile_stages = _first_compilation(task, word_size, _query_bytes(files), backend)
     options = make_options(
         task, evalue=evalue, word_size=word_size, reward=reward, penalty=penalty,
         gapopen=gapopen, gapextend=gapextend, xdrop_ungap=xdrop_ungap, xdrop_gap=xdrop_gap,
@@ -226,7 +226,8 @@ def search_command(
         max_hsps=max_hsps, perc_identity=perc_identity, qcov_hsp_perc=qcov_hsp_perc,
         num_threads=num_threads)
     settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty(),
-                           stage_times=stage_times, release_device=True)
+                           stage_times=stage_times, release_device=True,
+                           compile_stages=compile_stages)
     from .timing import TIMES
     TIMES.add("start-up", time.perf_counter() - STARTED)
     run_search(files, db, options, OutputSpec(outfmt, out, out_dir, db), backend, settings)
@@ -243,8 +244,30 @@ def _within_cpus(threads: int | None) -> int | None:
     return cpus
 
 
+def _first_compilation(task: str, word_size: int | None, query_letters: int | None, backend):
+    """What the search runs before its first query: when the task's stages are compiled in
+    this cache, nothing (they are loaded in the background meanwhile); else their compilation
+    (compile_ahead), which the search waits for, once the outputs and the database are
+    found to be in order."""
+    from .compile_ahead import TASKS, announce_compilations, compile_task, is_compiled
+
+    if task not in TASKS or is_compiled(task):
+        def load():
+            _warm_up_compiled_code(task, word_size, query_letters, backend, True,
+                                   announce_compilations)
+        _in_background(load)
+        return None
+
+    def compile_stages():
+        def run_warm_up(trace: bool):
+            _warm_up_compiled_code(task, word_size, query_letters, backend, trace)
+
+        compile_task(task, run_warm_up)
+    return compile_stages
+
+
 def _warm_up_compiled_code(task: str, word_size: int | None, query_letters: int | None,
-                           backend) -> None:
+                           backend, trace: bool, announce=None) -> None:
     """A made-up search with the task's tables and aligners, and the stages that `backend`
     (the Future of the scan backend's set-up) calls for (engine.warm_up): numba's first
     call in a process sets up its type system (about half a second) and each stage's first
@@ -256,7 +279,9 @@ def _warm_up_compiled_code(task: str, word_size: int | None, query_letters: int 
     from .numba_start import lighten_numba_start
 
     lighten_numba_start()
-    warm_up(make_options(task, word_size=word_size), query_letters, backend)
+    if announce is not None:
+        announce(task)  # a notice, should numba compile after all
+    warm_up(make_options(task, word_size=word_size), query_letters, backend, trace)
     # the imported modules' and numba's objects (about a million) never become garbage:
     # kept out of the collector's full passes, each of which held the GIL for tens of ms
     gc.freeze()

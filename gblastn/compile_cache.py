@@ -7,8 +7,8 @@ are also named after the package's path, so a reinstall of the same code elsewhe
 install .` after `pip install -e .`) compiles everything again.
 
 Here each module of the package gets a key: a hash of its source, of the sources of every
-module of the package it imports (directly or through others, at module level or inside
-functions), and of the numba, llvmlite and numpy versions. A module's compiled functions
+module of the package it imports at module level (directly or through others: compiled
+code reads only module globals), and of the numba, llvmlite, numpy and Python versions. A module's compiled functions
 live in a folder named after the module and its key, so unchanged code finds its machine
 code wherever it is installed, and an edit recompiles only the modules that import the
 edited one. numba itself keys each function's entries by its signature and by the CPU
@@ -26,9 +26,8 @@ PACKAGE = "gblastn"
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 STALE_SECONDS = 7 * 24 * 3600  # an older key's folder unused this long is removed
 
-_IMPORT_LINE = re.compile(
-    r"^\s*(?:from\s+(?P<from>\.+[\w.]*|[\w.]+)\s+import\s+(?P<names>[\w\s,()*]+)"
-    r"|import\s+(?P<plain>[\w.]+))", re.MULTILINE)
+_FROM_IMPORT = re.compile(r"from\s+(\.+[\w.]*|[\w.]+)\s+import\s+(.*)", re.DOTALL)
+_PLAIN_IMPORT = re.compile(r"import\s+(.*)", re.DOTALL)
 
 
 def cache_root() -> str:
@@ -82,21 +81,49 @@ class SourceKeys:
         return seen
 
     def _imports(self, module: str) -> set:
-        is_package = self.sources_is_package(module)
+        """The package's modules that `module` imports at module level: compiled code reads
+        only its module's globals (functions and constants imported from other modules);
+        imports inside functions serve Python code."""
+        is_package = self.is_package(module)
         found = set()
-        for match in _IMPORT_LINE.finditer(self.sources[module].decode("utf-8", "replace")):
-            if match.group("plain"):
-                found.update(_prefixes(match.group("plain")))
+        for statement in _module_imports(self.sources[module].decode("utf-8", "replace")):
+            plain = _PLAIN_IMPORT.fullmatch(statement)
+            if plain:
+                found.update(name.split()[0] for name in plain.group(1).split(","))
                 continue
-            base = _resolve(match.group("from"), module, is_package)
-            found.update(_prefixes(base))
-            for name in re.split(r"[\s,()]+", match.group("names")):
-                if name and name != "*":
-                    found.add(f"{base}.{name}")  # `from . import stage`: a submodule
+            from_import = _FROM_IMPORT.fullmatch(statement)
+            if from_import is None:
+                continue  # prose in a docstring that starts a line with "from"
+            target, names = from_import.groups()
+            base = _resolve(target, module, is_package)
+            if target.strip("."):
+                found.add(base)  # not for `from . import stage`: only the stage is read
+            for name in names.strip("() \n").split(","):
+                if name.split():
+                    found.add(f"{base}.{name.split()[0]}")  # `from . import stage`
         return {name for name in found if name in self.sources}
 
-    def sources_is_package(self, module: str) -> bool:
+    def is_package(self, module: str) -> bool:
+        """Whether `module` is a package's __init__ (its relative imports start there)."""
         return os.path.isdir(os.path.join(self.folder, *module.split(".")[1:]))
+
+
+def _module_imports(source: str) -> list:
+    """The source's import statements at module level, each on one line."""
+    statements, current = [], None
+    for line in source.splitlines():
+        if current is None and (line.startswith("from ") or line.startswith("import ")):
+            current = line
+        elif current is not None:
+            current += " " + line.strip()
+        else:
+            continue
+        if current.endswith("\\") or current.count("(") > current.count(")"):
+            current = current.rstrip("\\")
+            continue
+        statements.append(current.split("#")[0].strip())
+        current = None
+    return statements
 
 
 def _read_sources(package: str, folder: str) -> dict:
@@ -126,11 +153,6 @@ def _resolve(target: str, module: str, is_package: bool) -> str:
     parts = parts[:len(parts) - dots + 1]
     rest = target[dots:]
     return ".".join(parts + ([rest] if rest else []))
-
-
-def _prefixes(name: str) -> list:
-    parts = name.split(".")
-    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
 def _versions() -> str:

@@ -721,7 +721,8 @@ WARM_UP_LENGTHS = (8_000, 800)  # made-up queries: a large batch's stages and a 
 WARM_UP_QUERY_START = 40_000  # where the made-up queries are cut from the made-up subject
 
 
-def warm_up(options: SearchOptions, query_letters: int | None = None, backend=None) -> int:
+def warm_up(options: SearchOptions, query_letters: int | None = None, backend=None,
+            trace: bool = True) -> int:
     """Search made-up queries against a made-up subject, untimed. numba loads each stage's
     machine code from its cache at the stage's first call, and the loads wait for one
     another (its compiler lock); run in the background as a search starts, this takes them
@@ -732,7 +733,8 @@ def warm_up(options: SearchOptions, query_letters: int | None = None, backend=No
     makes several batches. `backend` (or a Future of it) is the search's scan backend:
     with the GPU's, the stages that run beside it are loaded, not the CPU's scan and
     extensions (a tenth of a second of the GIL, once spent beside the query setup).
-    Returns how many HSPs it traced."""
+    Without `trace`, the searches stop before the traceback (compile_ahead compiles it
+    meanwhile). Returns how many HSPs it traced."""
     from .dynprog import MAX_SUBJECT_OFFSET
     from .output.linewriter import warm_up as output_warm_up
     from .ungapped import DIAG_HASH_QUERY_LENGTH
@@ -749,7 +751,7 @@ def warm_up(options: SearchOptions, query_letters: int | None = None, backend=No
 
     def search(n: int) -> int:
         start = WARM_UP_QUERY_START
-        return _made_up_search(db, subject[start:start + n].copy(), options, backend)
+        return _made_up_search(db, subject[start:start + n].copy(), options, backend, trace)
 
     with TIMES.untimed():
         traced = search(lengths[0])
@@ -757,7 +759,8 @@ def warm_up(options: SearchOptions, query_letters: int | None = None, backend=No
         return traced + sum(search(n) for n in lengths[1:])
 
 
-def _made_up_search(db, codes: np.ndarray, options: SearchOptions, backend=None) -> int:
+def _made_up_search(db, codes: np.ndarray, options: SearchOptions, backend=None,
+                    trace: bool = True) -> int:
     """warm_up's search of one query cut from the made-up subject; returns HSPs traced."""
     from .query import Query
 
@@ -777,6 +780,8 @@ def _made_up_search(db, codes: np.ndarray, options: SearchOptions, backend=None)
                                                   gapped.bounds[chunk]))))
     prelim = PrelimHits()
     gapped.file_subjects(gapped.subject_hits(gapped.extend_later(INLINE)(), INLINE)(), prelim)
+    if not trace:
+        return 0
     groups = trace_groups(trace_tasks(prelim.by_query, options), db, 1)
     return sum(len(hsps) for group in groups
                for _, hsps in trace_group(group, plan.batch, plan.stats, db, options))

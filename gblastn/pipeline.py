@@ -31,6 +31,7 @@ import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import Callable
 from dataclasses import dataclass, field, replace
 
 from .errors import InputError, OptionsError
@@ -60,6 +61,9 @@ class RunSettings:
     # the process ends with the search: the GPU is given back as soon as the search is done
     # with it (GpuBackend.retire), while the CPU finishes the tracebacks and the output
     release_device: bool = False
+    # called once the outputs and the database are ready, before the first query is read:
+    # a first search compiles its stages there (compile_ahead), before its progress bar
+    compile_stages: Callable[[], None] | None = None
 
 
 def query_files(query: str | None, query_list: str | None) -> list:
@@ -96,6 +100,8 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
         with TIMES.stage("database load"):
             db = open_db(db_path)
         with db:
+            if settings.compile_stages is not None:
+                settings.compile_stages()
             loader = _preload(db, backend)
             try:
                 return _search_all(files, db, fmt, options, output, backend, settings, outputs)

@@ -142,6 +142,20 @@ def _starts(arrays) -> np.ndarray:
     return starts
 
 
+# _trace_group's arguments as traceback_group passes them (compile_ahead's notation; the
+# aligner is dp_traceback's type), for compiling it in a second process while a first search
+# compiles the stages before it. A test checks them against a search's own call.
+TRACE_GROUP_ARGUMENTS = (
+    "i64[1] i64[1] i64[1] i64[2] i64[1] i64[2] u32[2] u8[1]r i64[1] i64[1] i64[1]r i64[1]r "
+    "i64[1]r i64[1] u8[1]r u8[1] u8[1] i64[1] i64[1] i64[1] u8[1] u8[1] i64[2] {aligner} "
+    "i64 i64 i64 i64 i64 i64 f64 i64[1] f64[1] f64[1] i64[1] bool f64 i64 f64 u8[1] i64 u8[1]")
+
+
+def trace_group_arguments(greedy: bool) -> str:
+    """TRACE_GROUP_ARGUMENTS for the task's aligner (dp_traceback: None, or True)."""
+    return TRACE_GROUP_ARGUMENTS.format(aligner="none" if greedy else "bool")
+
+
 @njit(cache=True, nogil=True)
 def _trace_group(task_subject, task_query, task_rows, rows, task_ahead, ahead, ahead_runs,
                  packed, byte_offset, lengths, amb_start, amb_offset, amb_length, amb_end,

@@ -1,0 +1,135 @@
+"""Compiling gblastn's CPU stages before a search needs them.
+
+numba compiles each stage at its first call and keeps the machine code (compile_cache).
+The first search of a task in a cache says so on stderr and compiles before its progress
+bar starts, over two processes: a child compiles the traceback (the largest stage) from
+its declared argument types while this process runs the made-up search of engine.warm_up
+up to the traceback; then the whole made-up search runs, loading what both compiled.
+`gblastn warmup` does the same ahead of any search. A marker file per task, keyed by the
+package's sources, records that a task's stages were compiled.
+
+`python -m gblastn.compile_ahead TASK` is the child.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+from .compile_cache import numba_cache_dir, source_keys
+from .errors import OptionsError
+
+TASKS = ("megablast", "blastn", "blastn-short")
+# CPU seconds a first compilation took on the 2-core development machine (bench/coldstart.py),
+# for the notice's estimate
+COMPILE_CPU_SECONDS = {"megablast": 70, "blastn": 70, "blastn-short": 70}
+
+_DTYPES = {"i64": "int64", "u32": "uint32", "u8": "uint8", "f64": "float64", "bool": "boolean",
+           "none": "none"}
+
+
+def marker_path(task: str) -> str:
+    return os.path.join(numba_cache_dir(), f"compiled-{task}-{source_keys().package_key()}")
+
+
+def is_compiled(task: str) -> bool:
+    """Whether this cache holds the task's compiled stages (as of the package's sources)."""
+    return os.path.exists(marker_path(task))
+
+
+def _mark_compiled(task: str) -> None:
+    from .cache_files import write_cache_file
+
+    write_cache_file(marker_path(task), b"")
+
+
+def notice(task: str) -> str:
+    """The line a first compilation prints: what, about how long, that it happens once."""
+    seconds = COMPILE_CPU_SECONDS.get(task, 70) / min(2, os.cpu_count() or 1)
+    return (f"gblastn: compiling the CPU code for -task {task}, once (about {seconds:.0f} s; "
+            f"kept in {numba_cache_dir()})")
+
+
+def compile_task(task: str, run_warm_up) -> None:
+    """Compile the task's stages now, the traceback in a child process: `run_warm_up(trace)`
+    runs engine.warm_up for the search's options, with or without the traceback."""
+    print(notice(task), file=sys.stderr, flush=True)
+    child = _start_traceback_child(task)
+    try:
+        run_warm_up(False)
+    finally:
+        if child is not None:
+            child.wait()
+    run_warm_up(True)
+    _mark_compiled(task)
+
+
+def announce_compilations(task: str) -> None:
+    """Print the notice when numba starts compiling after all (a task marked compiled in a
+    cache shared with another kind of CPU, say): the search goes on meanwhile."""
+    from numba.core import event
+
+    class FirstCompilation(event.Listener):
+        said = False
+
+        def on_start(self, ev):
+            if not self.said:
+                FirstCompilation.said = True
+                print(notice(task), file=sys.stderr, flush=True)
+
+        def on_end(self, ev):
+            pass
+
+    event.register("numba:compile", FirstCompilation())
+
+
+def _start_traceback_child(task: str):
+    if (os.cpu_count() or 1) < 2:
+        return None
+    try:
+        return subprocess.Popen([sys.executable, "-m", "gblastn.compile_ahead", task],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=None if os.environ.get("GBLASTN_DEBUG") else
+                                subprocess.DEVNULL)
+    except OSError:
+        return None  # this process compiles it all
+
+
+def numba_types(arguments: str) -> tuple:
+    """numba types of a declared argument list: `i64` a scalar, `i64[2]` a C-contiguous
+    array of 2 dimensions, `u8[1]r` a read-only one, `none` None."""
+    from numba.core import types
+
+    found = []
+    for token in arguments.split():
+        match = re.fullmatch(r"([a-z0-9]+)(?:\[(\d)\](r?))?", token)
+        dtype = getattr(types, _DTYPES[match.group(1)])
+        if match.group(2) is None:
+            found.append(dtype)
+        else:
+            found.append(types.Array(dtype, int(match.group(2)), "C",
+                                     readonly=bool(match.group(3))))
+    return tuple(found)
+
+
+def compile_traceback(task: str) -> None:
+    """Compile the traceback's compiled call for `task`, as a search of it calls it."""
+    from .options import make_options
+    from .traceback import _trace_group, trace_group_arguments
+
+    greedy = make_options(task).greedy
+    _trace_group.compile(numba_types(trace_group_arguments(greedy)))
+
+
+def main(argv: list) -> int:
+    if len(argv) != 1 or argv[0] not in TASKS:
+        raise OptionsError(f"usage: python -m gblastn.compile_ahead {{{','.join(TASKS)}}}")
+    from .numba_start import skip_numba_extras
+
+    skip_numba_extras()
+    compile_traceback(argv[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,142 @@
+"""The compiled-code cache is keyed by content: an edit of a callee in another module is
+seen, unrelated modules load from the cache, and a copy of the same code elsewhere
+compiles nothing."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+from gblastn.compile_cache import SourceKeys
+
+CALLEE = """\
+from numba import njit
+
+
+@njit(cache=True)
+def step(x):
+    return x + 1
+"""
+
+CALLER = """\
+from numba import njit
+
+from .callee import step
+
+
+@njit(cache=True)
+def scaled(x):
+    return step(x) * 10
+"""
+
+OTHER = """\
+from numba import njit
+
+
+@njit(cache=True)
+def halved(x):
+    return x // 2
+
+
+def later():
+    from .callee import step  # a Python function's import: not in compiled code
+    return step
+"""
+
+RUN = """\
+import json, sys
+from gblastn.numba_start import _import_numba
+from gblastn.compile_cache import key_package
+_import_numba()
+key_package("kpkg", sys.argv[1] + "/kpkg")
+sys.path.insert(0, sys.argv[1])
+from kpkg.caller import scaled
+from kpkg.other import halved
+result = {"scaled": scaled(1), "halved": halved(8)}
+result["compiled"] = sorted(name for name, d in (("scaled", scaled), ("halved", halved))
+                            if sum(d.stats.cache_misses.values()))
+print(json.dumps(result))
+"""
+
+
+def _package(root, callee=CALLEE):
+    folder = root / "kpkg"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text("")
+    (folder / "callee.py").write_text(callee)
+    (folder / "caller.py").write_text(CALLER)
+    (folder / "other.py").write_text(OTHER)
+    return folder
+
+
+def _run(root, cache):
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
+    done = subprocess.run([sys.executable, "-c", RUN, str(root)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_an_edited_callee_is_seen_and_the_rest_loads_from_the_cache(tmp_path):
+    cache = tmp_path / "cache"
+    folder = _package(tmp_path / "a")
+    first = _run(tmp_path / "a", cache)
+    assert first == {"scaled": 20, "halved": 4, "compiled": ["halved", "scaled"]}
+    assert _run(tmp_path / "a", cache)["compiled"] == []
+
+    # same size, same time: only the content tells
+    callee = folder / "callee.py"
+    stamp = callee.stat()
+    callee.write_text(CALLEE.replace("x + 1", "x + 2"))
+    os.utime(callee, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    edited = _run(tmp_path / "a", cache)
+    assert edited == {"scaled": 30, "halved": 4, "compiled": ["scaled"]}
+
+
+def test_the_same_code_elsewhere_compiles_nothing(tmp_path):
+    cache = tmp_path / "cache"
+    _package(tmp_path / "a")
+    _run(tmp_path / "a", cache)
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    assert _run(tmp_path / "b", cache)["compiled"] == []
+
+
+def _keys(tmp_path, callee=CALLEE):
+    folder = _package(tmp_path, callee)
+    return SourceKeys("kpkg", str(folder), salt="versions")
+
+
+def test_keys_follow_module_level_imports(tmp_path):
+    before = _keys(tmp_path / "a")
+    after = _keys(tmp_path / "b", CALLEE.replace("x + 1", "x + 2"))
+    assert before.closure("kpkg.caller") == {"kpkg.caller", "kpkg.callee"}
+    assert before.closure("kpkg.other") == {"kpkg.other"}  # its import is inside a function
+    assert before.key("kpkg.caller") != after.key("kpkg.caller")
+    assert before.key("kpkg.callee") != after.key("kpkg.callee")
+    assert before.key("kpkg.other") == after.key("kpkg.other")
+    assert before.package_key() != after.package_key()
+
+
+def test_keys_change_with_the_versions(tmp_path):
+    folder = _package(tmp_path)
+    one = SourceKeys("kpkg", str(folder), salt="numba=1")
+    two = SourceKeys("kpkg", str(folder), salt="numba=2")
+    assert one.key("kpkg.other") != two.key("kpkg.other")
+
+
+def test_continued_and_grouped_imports_are_followed(tmp_path):
+    folder = _package(tmp_path)
+    (folder / "grouped.py").write_text(textwrap.dedent("""\
+        \"\"\"A docstring line
+        from which nothing is imported.\"\"\"
+        from .callee import (
+            step,
+        )
+        from . import other, \\
+            caller
+        """))
+    keys = SourceKeys("kpkg", str(folder), salt="")
+    assert keys.closure("kpkg.grouped") == {"kpkg.grouped", "kpkg.callee", "kpkg.other",
+                                            "kpkg.caller"}
