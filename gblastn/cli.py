@@ -1,4 +1,5 @@
-"""The command line: `gblastn makedb | dbinfo | dbcmd | search`, with BLAST's single-dash flags.
+"""The command line: `gblastn search | warmup | makedb | dbinfo | dbcmd`, with BLAST's
+single-dash flags.
 
 The only place that prints errors: every GblastnError becomes one line on stderr
 (`gblastn: error: ...`) and its exit code.
@@ -37,6 +38,8 @@ def main() -> None:
     # traceback workers) wait up to this long while another thread runs Python; at the 5 ms
     # default, 16 threads starting behind the warm-up's Python took 8 times longer
     sys.setswitchinterval(0.001)
+    if sys.argv[1:] in (["-version"], ["--version"]):
+        _leave(_version_text(), 0, sys.stdout)
     try:
         check_flags(sys.argv[1:])
         code = app(standalone_mode=False)
@@ -71,17 +74,25 @@ def main() -> None:
     _leave("gblastn: " + TIMES.report() if TIMES.report_wanted else "", 0)
 
 
+def _version_text() -> str:
+    """As `blastn -version` prints its own."""
+    from . import __version__
+
+    return f"gblastn: {__version__}\n Package: gblastn {__version__}, results of BLAST+ 2.12.0"
+
+
 def _terminate(signum, frame) -> None:
     """SIGTERM takes the interrupt's path: the output's temporary file is removed on the way."""
     raise KeyboardInterrupt
 
 
-def _leave(message: str, code: int) -> None:
-    """Print one line and exit at once. Pipeline threads may still be inside a numba call
-    (which cannot be interrupted); a normal interpreter shutdown under them could crash, and
-    the output file has already been removed, so nothing is left to clean up."""
+def _leave(message: str, code: int, stream=None) -> None:
+    """Print one line (on stderr, or `stream`) and exit at once. Pipeline threads may still
+    be inside a numba call (which cannot be interrupted); a normal interpreter shutdown
+    under them could crash, and the output file has already been removed, so nothing is
+    left to clean up."""
     if message:
-        print(message, file=sys.stderr)
+        print(message, file=stream or sys.stderr)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -321,6 +332,36 @@ def _parse_bool(flag: str, value: str | None) -> bool | None:
     if text in ("false", "f", "no", "0"):
         return False
     raise OptionsError(f"{flag} takes true or false, not {value!r}")
+
+
+@app.command("warmup", help="Compile the search's code ahead, once per install (e.g. in a "
+             "container build): later searches start at once.")
+def warmup_command(
+    task: str = typer.Option("all", "-task", help="megablast, blastn, blastn-short or all."),
+    device: str = typer.Option("auto", "-device", help="auto, gpu or cpu: the stages the "
+                               "searches on this machine will use (with a GPU, its kernels too)."),
+    gpu_id: int = typer.Option(0, "-gpu_id"),
+) -> None:
+    from .compile_ahead import TASKS, compile_task, is_compiled
+    from .scan import select_backend
+
+    tasks = TASKS if task == "all" else (task,)
+    if any(name not in TASKS for name in tasks):
+        raise OptionsError(f"-task {task}: use megablast, blastn, blastn-short or all")
+    backend = _in_background(select_backend, device, gpu_id)
+    for name in tasks:
+        started = time.perf_counter()
+        if is_compiled(name):
+            print(f"gblastn: -task {name} is compiled", file=sys.stderr)
+            continue
+
+        def run_warm_up(trace: bool, name=name):
+            _warm_up_compiled_code(name, None, None, backend, trace)
+
+        compile_task(name, run_warm_up)
+        print(f"gblastn: -task {name} compiled in {time.perf_counter() - started:.0f} s",
+              file=sys.stderr)
+    backend.result()  # a GPU asked for and missing is an error here too
 
 
 # -- database commands: makedb, dbinfo, dbcmd ------------------------------------------------

@@ -15,10 +15,8 @@ edited one. numba itself keys each function's entries by its signature and by th
 (name and features) the code was made for.
 """
 
-import hashlib
 import os
 import re
-import shutil
 import sys
 import time
 
@@ -54,7 +52,7 @@ class SourceKeys:
     def key(self, module: str) -> str:
         """The module's key: its source, its package imports' sources, the versions."""
         if module not in self._keys:
-            digest = hashlib.sha256(self.salt.encode())
+            digest = _digest(self.salt)
             for name in sorted(self.closure(module)):
                 digest.update(f"\0{name}\0".encode())
                 digest.update(self.sources[name])
@@ -63,7 +61,7 @@ class SourceKeys:
 
     def package_key(self) -> str:
         """One key for the whole package: changes with any of its modules."""
-        digest = hashlib.sha256(self.salt.encode())
+        digest = _digest(self.salt)
         for name in sorted(self.sources):
             digest.update(f"\0{name}\0".encode())
             digest.update(self.sources[name])
@@ -106,6 +104,12 @@ class SourceKeys:
     def is_package(self, module: str) -> bool:
         """Whether `module` is a package's __init__ (its relative imports start there)."""
         return os.path.isdir(os.path.join(self.folder, *module.split(".")[1:]))
+
+
+def _digest(salt: str):
+    import hashlib  # not at import: OpenSSL's memory in every process (makedb's too)
+
+    return hashlib.sha256(salt.encode())
 
 
 def _module_imports(source: str) -> list:
@@ -209,6 +213,8 @@ def remove_stale_keys(module: str, key: str) -> None:
         path = os.path.join(parent, name)
         try:
             if now - os.stat(path).st_mtime > STALE_SECONDS:
+                import shutil
+
                 shutil.rmtree(path, ignore_errors=True)
         except OSError:
             pass

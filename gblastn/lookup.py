@@ -339,6 +339,14 @@ def megablast_pv_shape(width: int, entries: int) -> tuple:
     return pv_size, int(hashsize // pv_size).bit_length() - 1
 
 
+def warm_up_standard_table() -> None:
+    """Load (or compile) the standard table's builder, which only query sets of more than
+    32,767 words with a small word size use: engine.warm_up's made-up searches are smaller."""
+    sequence = np.zeros(16, dtype=np.uint8)
+    index, offset = _list_words(sequence, np.array([[0, 16]], dtype=np.int32), 7, 7)
+    _build_standard(index, offset, 1 << 14)
+
+
 def build_lookup(batch: QueryBatch, options: SearchOptions, pool=INLINE) -> LookupTable:
     """The lookup table BLAST would build for this batch (spec §3); a megablast table is
     filled on the threads of `pool`."""
