@@ -1,0 +1,124 @@
+"""Compiling ahead: the traceback's declared argument types are a search's own, a first
+search says once that it compiles, `gblastn warmup` compiles ahead, `-version`."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from golden import megablast_case
+from gblastn.compile_ahead import TASKS, is_compiled, marker_path, numba_types
+from gblastn.compile_cache import numba_cache_dir
+
+
+def test_declared_types_read():
+    from numba.core import types
+
+    found = numba_types("i64 u8[1]r f64[2] none bool")
+    assert found == (types.int64, types.Array(types.uint8, 1, "C", readonly=True),
+                     types.Array(types.float64, 2, "C"), types.none, types.boolean)
+
+
+@pytest.mark.parametrize("task", ["megablast", "blastn"])
+def test_declared_traceback_types_are_a_searchs_own(task):
+    from gblastn.engine import warm_up
+    from gblastn.options import make_options
+    from gblastn.traceback import _trace_group, trace_group_arguments
+
+    options = make_options(task)
+    assert warm_up(options) > 0  # the made-up search traced, as a search does
+    declared = numba_types(trace_group_arguments(options.greedy))
+    assert list(_trace_group.signatures) and declared in _trace_group.signatures
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory):
+    """A database, a query and a cache holding the megablast stages but no marker, as a
+    first search would find them after a compilation (copied, so no test compiles it all
+    again)."""
+    from gblastn.db.writer import make_db
+    from gblastn.engine import warm_up
+    from gblastn.options import make_options
+
+    warm_up(make_options("megablast"))
+    folder = tmp_path_factory.mktemp("compile_ahead")
+    db_fasta, queries = megablast_case(str(folder))
+    cache = folder / "cache"
+    shutil.copytree(numba_cache_dir(), cache,
+                    ignore=shutil.ignore_patterns("compiled-*"))
+    return {"db": make_db([db_fasta], str(folder / "db"), progress=False),
+            "query": queries["small"], "cache": str(cache), "folder": folder}
+
+
+def _gblastn(seeded, *args):
+    env = {**os.environ, "NUMBA_CACHE_DIR": seeded["cache"]}
+    return subprocess.run([sys.executable, "-m", "gblastn", *args], capture_output=True,
+                          text=True, env=env, timeout=600)
+
+
+def _compiled(seeded, task):
+    old = os.environ.get("NUMBA_CACHE_DIR")
+    os.environ["NUMBA_CACHE_DIR"] = seeded["cache"]
+    try:
+        return is_compiled(task), marker_path(task)
+    finally:
+        if old is None:
+            del os.environ["NUMBA_CACHE_DIR"]
+        else:
+            os.environ["NUMBA_CACHE_DIR"] = old
+
+
+def test_a_first_search_says_once_that_it_compiles(seeded):
+    args = ["search", "-task", "megablast", "-db", seeded["db"], "-query", seeded["query"],
+            "-device", "cpu"]
+    marked, marker = _compiled(seeded, "megablast")
+    if marked:
+        os.remove(marker)
+    first = _gblastn(seeded, *args)
+    assert first.returncode == 0, first.stderr
+    notices = [line for line in first.stderr.splitlines() if "compiling" in line]
+    assert len(notices) == 1 and "-task megablast, once" in notices[0], first.stderr
+    assert _compiled(seeded, "megablast")[0]
+    second = _gblastn(seeded, *args)
+    assert second.returncode == 0 and "compiling" not in second.stderr, second.stderr
+    assert second.stdout == first.stdout and first.stdout.count("\n") > 0
+
+
+def test_warmup_compiles_ahead_once(seeded):
+    marked, marker = _compiled(seeded, "megablast")
+    if marked:
+        os.remove(marker)
+    done = _gblastn(seeded, "warmup", "-task", "megablast", "-device", "cpu")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"-task megablast compiled in \d+ s", done.stderr), done.stderr
+    again = _gblastn(seeded, "warmup", "-task", "megablast", "-device", "cpu")
+    assert again.returncode == 0 and "-task megablast is compiled" in again.stderr
+
+
+@pytest.mark.parametrize("args", [["-task", "dc-megablast"], ["-task", "megablast", "-bogus"]])
+def test_warmup_refuses_bad_options(seeded, args):
+    done = _gblastn(seeded, "warmup", *args)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("gblastn: error:") == 1 and "Traceback" not in done.stderr
+
+
+def test_tasks_are_the_searchs():
+    from gblastn.options import make_options
+
+    for task in TASKS:
+        assert make_options(task).task == task
+
+
+@pytest.mark.parametrize("flag", ["-version", "--version"])
+def test_version_as_blastn_prints_it(flag):
+    from gblastn import __version__
+
+    done = subprocess.run([sys.executable, "-m", "gblastn", flag], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout.splitlines() == [
+        f"gblastn: {__version__}",
+        f" Package: gblastn {__version__}, results of BLAST+ 2.12.0"]
