@@ -113,12 +113,30 @@ def numba_types(arguments: str) -> tuple:
 
 
 def compile_traceback(task: str) -> None:
-    """Compile the traceback's compiled call for `task`, as a search of it calls it."""
+    """Compile the traceback's compiled call for `task`, as a search of it calls it; for
+    megablast the greedy aligners first, which the other process's gapped stage then loads
+    from the cache instead of compiling them too."""
     from .options import make_options
     from .traceback import _trace_group, trace_group_arguments
 
     greedy = make_options(task).greedy
+    if greedy:
+        _align_greedily()
     _trace_group.compile(numba_types(trace_group_arguments(greedy)))
+
+
+def _align_greedily() -> None:
+    """Both greedy aligners (linear and affine gap costs) on a few made-up letters."""
+    import numpy as np
+
+    from .greedy import greedy_one_way
+    from .wordrun import pack_query_words
+
+    letters = np.zeros(64, dtype=np.uint8)
+    bases, ambiguous = pack_query_words(letters)
+    for gap_open, gap_extend in ((0, 0), (5, 2)):
+        greedy_one_way(letters, bases, ambiguous, 0, 64, letters, 0, 64, False, False, 20, 1,
+                       -2, gap_open, gap_extend, True, -1)
 
 
 def main(argv: list) -> int:
