@@ -160,15 +160,27 @@ def _resolve(target: str, module: str, is_package: bool) -> str:
 
 
 def _versions() -> str:
-    import importlib.metadata
+    import importlib.util
 
-    found = []
-    for name in ("numba", "llvmlite", "numpy"):
-        try:
-            found.append(f"{name}={importlib.metadata.version(name)}")
-        except importlib.metadata.PackageNotFoundError:
-            found.append(f"{name}=?")
+    found = [f"{name}={_installed_version(name, importlib.util.find_spec(name))}"
+             for name in ("numba", "llvmlite", "numpy")]
     return " ".join(found + [sys.version.split()[0]])
+
+
+def _installed_version(name: str, spec) -> str:
+    """The version in the name of the package's .dist-info folder beside it: importlib's
+    metadata scans every installed distribution, slow on hosts with hundreds of them."""
+    if spec is None or not spec.origin:
+        return "?"
+    site = os.path.dirname(os.path.dirname(spec.origin))
+    prefix = name + "-"
+    try:
+        for entry in os.listdir(site):
+            if entry.startswith(prefix) and entry.endswith(".dist-info"):
+                return entry[len(prefix):-len(".dist-info")]
+    except OSError:
+        pass
+    return spec.origin  # not installed from a distribution: its place stands in
 
 
 _KEYS: dict = {}

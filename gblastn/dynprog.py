@@ -295,7 +295,7 @@ def _append_op(ops, lens, count, op, length):
     return count + 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, constant_args=("row_step", "col_step"))
 def align_ex(rows, row_origin, row_step, m, cols, col_origin, col_step, n,
              matrix, gap_open, gap_extend, x_dropoff):
     """X-drop DP with traceback in one direction (ALIGN_EX), rows = query, cols = subject.

@@ -247,7 +247,8 @@ def defined_symbols(object_code: bytes) -> set | None:
 
 
 def njit(**options):
-    """numba.njit, with the dispatcher made on the function's first use: a dispatcher costs
+    """numba.njit (and `constant_args`: see OneSignatureDispatcher), with the dispatcher
+    made on the function's first use: a dispatcher costs
     0.2-0.35 ms to make (its cache's locator tries writing a file in the cache folder, and
     the function's signature is inspected), gblastn defines 159, and a search calls about
     30. A compilation finds the stand-ins as it finds dispatchers: numba inlines a function
@@ -302,12 +303,20 @@ class LazyDispatcher:
 
 
 def _make_dispatcher(py_func, options: dict):
-    """numba.njit(**options)(py_func), as a OneSignatureDispatcher."""
+    """numba.njit(**options)(py_func), as a OneSignatureDispatcher; `constant_args` names
+    the parameters whose constants it keeps (a specialisation each)."""
+    import inspect
+
     _import_numba()
-    targetoptions = {key: value for key, value in options.items() if key != "cache"}
+    targetoptions = {key: value for key, value in options.items()
+                     if key not in ("cache", "constant_args")}
     made = _one_signature_dispatcher()(py_func=py_func, locals={},
-                                  targetoptions={**targetoptions, "nopython": True,
-                                                 "boundscheck": None})
+                                       targetoptions={**targetoptions, "nopython": True,
+                                                      "boundscheck": None})
+    constant = set(options.get("constant_args", ()))
+    parameters = list(inspect.signature(py_func).parameters)
+    made.constant_args = (frozenset(constant),
+                          frozenset(parameters.index(name) for name in constant))
     if options.get("cache"):
         made.enable_caching()
     return made
@@ -328,11 +337,17 @@ def _one_signature_dispatcher():
         """numba's dispatcher, which compiles a function called from compiled code for its
         arguments' plain types: numba would make a specialisation for each constant an
         argument takes (Literal[int](1), Literal[int](-1), ...), each compiled in full with
-        its callees. gblastn's functions never ask for a literal argument."""
+        its callees. Only the parameters named in njit's `constant_args` keep their
+        constants, where a specialisation pays (a step of +1 or -1 in a DP's inner loop)."""
+
+        constant_args = (frozenset(), frozenset())
 
         def get_call_template(self, args, kws):
-            args = tuple(types.unliteral(arg) for arg in args)
-            kws = {name: types.unliteral(arg) for name, arg in kws.items()}
+            names, positions = self.constant_args
+            args = tuple(arg if i in positions else types.unliteral(arg)
+                         for i, arg in enumerate(args))
+            kws = {name: arg if name in names else types.unliteral(arg)
+                   for name, arg in kws.items()}
             return super().get_call_template(args, kws)
 
     OneSignatureDispatcher.__module__ = __name__
