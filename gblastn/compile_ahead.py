@@ -57,9 +57,13 @@ def compile_task(task: str, run_warm_up) -> None:
     child = _start_traceback_child(task)
     try:
         run_warm_up(False)
-    finally:
+    except BaseException:
         if child is not None:
+            child.kill()  # an interrupt or a failure ends the search at once
             child.wait()
+        raise
+    if child is not None:
+        child.wait()  # what it compiled, the next warm-up loads
     run_warm_up(True)
     _mark_compiled(task)
 
