@@ -259,7 +259,7 @@ def dbinfo_command(db: str = typer.Option(..., "-db", help="Database name.")) ->
                  f"gblastn database format version: {database.format_version}",
                  "",
                  "Volumes:"]
-        lines += [f"\t{database.directory}/v{v.index:03d}.mdb ({v.num_seqs:,} sequences, "
+        lines += [f"\t{v.path} ({v.num_seqs:,} sequences, "
                   f"ordinals {v.first_ordinal:,}-{v.first_ordinal + v.num_seqs - 1:,})"
                   for v in database.volumes]
     print("\n".join(lines))

@@ -104,7 +104,7 @@ def test_a_damaged_block_is_found_in_place(tmp_path, monkeypatch):
     path, records = _long_blocks_db(tmp_path, monkeypatch)
     with open_db(str(path)) as db:
         tail = db.packed(7)[-64:].tobytes()
-    (volume_file,) = path.with_suffix(".gdb").glob("*.mdb")
+    (volume_file,) = path.with_suffix(".gdb").glob("gen-*/*.mdb")
     data = bytearray(volume_file.read_bytes())
     at = data.find(tail)
     assert at > 0
