@@ -6,7 +6,8 @@ A database NAME is a directory ``NAME.gdb/`` holding
   (BLAST's date style, e.g. "Nov 21, 2026  12:22 PM"), ``num_seqs``, ``total_letters``,
   ``max_length``, ``parse_seqids``, ``volumes``: per volume its ``file``, ``first_ordinal``,
   ``num_seqs``, ``total_letters``, ``file_size`` (bytes, checked on open), ``arrays_crc``
-  (CRC-32 of its array values, checked on open) and ``keys_checksum`` (of its id keys,
+  (CRC-32 of its array values, checked on open), ``structure_crc`` (of its LMDB pages but
+  the blocks' data, checked on open, `structure_crc`) and ``keys_checksum`` (of its id keys,
   checked when an id is not found); and ``checksum``, the CRC-32 of the rest of the manifest
   (`manifest_checksum`), checked on open.
 * ``gen-XXXXXXXXXXXXXXXX/``, a generation: the volumes of one build, one LMDB environment
@@ -42,8 +43,8 @@ Keys of a volume (integers in values are little-endian numpy arrays, read as zer
   order: a damaged key is found when an identifier is not.
 
 Version 1 differs in: volume files ``vNNN.mdb`` beside the manifest, replaced by renaming
-the whole directory; no ``def_crc``, ``keys_checksum`` or manifest ``checksum`` (deflines and
-ids unchecked); ``key`` + identifier holding the int64 ordinals as its value; deflines
+the whole directory; no ``def_crc``, ``structure_crc``, ``keys_checksum`` or manifest
+``checksum`` (deflines, ids and LMDB's pages unchecked); ``key`` + identifier holding the int64 ordinals as its value; deflines
 stored as UTF-8 with undecodable bytes replaced; a ``meta`` key that was never read.
 """
 
@@ -121,6 +122,42 @@ def arrays_crc(values: dict) -> int:
     crc = 0
     for key in sorted(values):
         crc = zlib.crc32(bytes(values[key]), crc)
+    return crc
+
+
+_LMDB_PAGE_SIZE_AT = 40  # in the meta page: the free-page DB's md_pad, LMDB's mm_psize
+_LMDB_FLAGS_AT = 10      # in a page header: pgno (8 bytes), pad (2), flags (2), pages (4)
+_LMDB_OVERFLOW = 0x04
+
+
+def structure_crc(data) -> int | None:
+    """CRC-32 of an LMDB file's own structure: every page but the data of overflow pages
+    (the blocks, which have their own checksums), so that a damaged B-tree page is found
+    before LMDB follows it (it reads past the file's end and the process dies of SIGBUS).
+    None when the file is not laid out as LMDB pages."""
+    size = len(data)
+    if size < 8192:
+        return None
+    page = int.from_bytes(data[_LMDB_PAGE_SIZE_AT:_LMDB_PAGE_SIZE_AT + 4], "little")
+    if page < 512 or page > 65536 or page & (page - 1) or size % page:
+        return None
+    pages = size // page
+    headers = np.ndarray((pages,), dtype=[("flags", "<u2"), ("count", "<u4")],
+                         buffer=data, offset=_LMDB_FLAGS_AT, strides=(page,))
+    heads = np.flatnonzero(headers["flags"] & _LMDB_OVERFLOW)  # and data that looks like one
+    crc = 0
+    at = 0
+    while at < pages:
+        # pages from `at` to the next overflow page are structure pages, checked whole
+        run = heads[np.searchsorted(heads, at)] if heads.size and heads[-1] >= at else pages
+        crc = zlib.crc32(data[at * page:int(run) * page], crc)
+        if run == pages:
+            break
+        count = int(headers["count"][run])
+        if count < 1 or run + count > pages:
+            return None
+        crc = zlib.crc32(data[int(run) * page:int(run) * page + 16], crc)  # its header
+        at = int(run) + count
     return crc
 
 

@@ -180,6 +180,8 @@ class Volume:
             raise DatabaseError(f"{self._label}: missing") from None
         if size != int(entry["file_size"]):
             raise DatabaseError(f"{self._label}: damaged (size {size}, expected {entry['file_size']})")
+        if version >= 2:
+            self._check_structure(int(entry["structure_crc"]))
         try:
             self._env = lmdb.open(path, subdir=False, readonly=True, lock=False, readahead=False,
                                   max_dbs=0)
@@ -205,6 +207,21 @@ class Volume:
             raise DatabaseError(f"{self._label}: damaged (sequence count)")
         self._blocks: dict[int, np.ndarray] = {}
         self._concat = None
+
+    def _check_structure(self, expected: int) -> None:
+        """LMDB follows its pages without checking them; they are checked before it does."""
+        try:
+            with open(self.path, "rb") as handle, \
+                    mmap.mmap(handle.fileno(), 0, prot=mmap.PROT_READ) as data:
+                view = memoryview(data)
+                try:
+                    found = fmt.structure_crc(view)
+                finally:
+                    view.release()
+        except (OSError, ValueError) as exc:
+            raise DatabaseError(f"{self._label}: unreadable ({exc})") from None
+        if found != expected:
+            raise DatabaseError(f"{self._label}: damaged (structure checksum mismatch)")
 
     def _block(self, block: int) -> np.ndarray:
         view = self._blocks.get(block)
