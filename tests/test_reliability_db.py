@@ -471,6 +471,25 @@ def test_ids_longer_than_an_lmdb_key_are_stored_and_found(tmp_path, parse_seqids
         assert database.seq_id(0) == LONG_IDS[0] and database.find("short") == 3
 
 
+@pytest.mark.skipif(shutil.which("blastn") is None or shutil.which("makeblastdb") is None,
+                    reason="NCBI BLAST+ not installed")
+def test_a_subject_with_a_long_id_is_reported_as_blastn_reports_it(tmp_path):
+    subject = random_records(9, 1, 2000, "")[0][1].replace("N", "C")
+    fasta = write_fasta(tmp_path / "in.fa", [(LONG_IDS[0] + " long one", subject),
+                                             ("short two", "ACGT" * 100)])
+    query = write_fasta(tmp_path / "q.fa", [("query", subject[500:1500])])
+    subprocess.run(["makeblastdb", "-in", str(fasta), "-dbtype", "nucl", "-out",
+                    str(tmp_path / "blast")], check=True, capture_output=True)
+    expected = subprocess.run(["blastn", "-db", str(tmp_path / "blast"), "-query", str(query),
+                               "-outfmt", "6 qseqid sseqid stitle length"], check=True,
+                              capture_output=True).stdout
+    assert gblastn("makedb", "-in", fasta, "-out", tmp_path / "db").returncode == 0
+    done = gblastn("search", "-db", tmp_path / "db", "-query", query, "-device", "cpu",
+                   "-outfmt", "6 qseqid sseqid stitle length")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == expected and LONG_IDS[0].encode() in expected
+
+
 def test_makedb_makes_missing_folders_as_the_umask_says(tmp_path):
     fasta = write_fasta(tmp_path / "in.fa", OLD)
     target = tmp_path / "a" / "b" / "c" / "db"
