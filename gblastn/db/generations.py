@@ -51,7 +51,7 @@ class Generation:
         self._created_final = False
         self._fd = None
         try:
-            with self._directory_lock():
+            with self._directory_lock() as directory_fd:
                 self._check_is_database_directory()
                 _remove_leftovers(final)
                 self.name = _new_generation_name(final)
@@ -59,6 +59,7 @@ class Generation:
                 os.mkdir(self.path)
                 self._fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                os.fsync(directory_fd)  # the generation's folder is durable before it fills
         except BaseException:
             self._remove_final_if_made()
             raise
