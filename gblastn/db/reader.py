@@ -543,24 +543,23 @@ class Database:
         identifier = seq_id.strip()
         for volume in self.volumes:
             for ordinal in volume.ordinals_named(identifier):
-                self._check_named(ordinal, identifier, volume)
-                return ordinal
+                if self._names(ordinal, identifier, volume):
+                    return ordinal
         if not self._id_keys_checked:
+            # an id key that is damaged, not one that is absent, must not read as "no such id"
             for volume in self.volumes:
                 volume.check_id_keys()
             self._id_keys_checked = True
         raise InputError(f"{self.name}: no sequence with id '{seq_id}'")
 
-    def _check_named(self, ordinal: int, identifier: str, volume: Volume) -> None:
-        """DatabaseError unless the id key that gave `ordinal` names that sequence by its
-        defline (version 2; its keys may be hashes, and every key can be damaged)."""
+    def _names(self, ordinal: int, identifier: str, volume: Volume) -> bool:
+        """Whether the sequence an id key gave carries the id in its defline (version 2: the
+        keys are hashes, which two ids may share)."""
         if volume.version == 1:
-            return
+            return True
         local = ordinal - volume.first_ordinal
-        if not 0 <= local < volume.num_seqs or identifier.lower() not in lookup_keys(
-                volume.defline(local), self.parse_seqids):
-            raise DatabaseError(f"{self.name}: damaged database (the id key '{identifier}' "
-                                f"names sequence {ordinal}, whose defline does not carry it)")
+        return 0 <= local < volume.num_seqs and identifier.lower() in lookup_keys(
+            volume.defline(local), self.parse_seqids)
 
     # -- sequences -------------------------------------------------------------------------
     def packed(self, ordinal: int) -> np.ndarray:

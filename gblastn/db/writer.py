@@ -150,6 +150,10 @@ class _VolumeWriter:
         locals_ = self.id_locals.take()
         # keys were added in ordinal order: a stable sort by hash is the order of the keys
         order = np.argsort(hashes, kind="stable")
+        # two ids of one sequence that share a hash make one key
+        repeats = np.flatnonzero((hashes[order[1:]] == hashes[order[:-1]])
+                                 & (locals_[order[1:]] == locals_[order[:-1]]))
+        order = np.delete(order, repeats + 1)
         checksum = 0
         suffixes = np.empty(min(order.size, ID_KEYS_PER_BATCH),
                             dtype=[("hash", ">u8"), ("ordinal", ">u8")])
@@ -394,14 +398,14 @@ class _Build:
             self.warn(f"{name}:{header.line}: ignoring sequence '{_first_token(defline)}' "
                       "as it has no sequence data")
             return
-        if self.primary_ids is not None:
-            key = duplicate_key(defline)
-            if not key:
-                raise InputError(f"{name}:{header.line}: a sequence without an id "
-                                 "cannot be stored with -parse_seqids")
-            self.primary_ids.add(key, file_index, header.line)
+        primary = duplicate_key(defline) if self.primary_ids is not None else None
+        if primary == "":
+            raise InputError(f"{name}:{header.line}: a sequence without an id "
+                             "cannot be stored with -parse_seqids")
         volume = self._volume_for(len(sequence.packed))
         volume.add(header.defline, sequence, lookup_keys(defline, self.parse_seqids))
+        if primary is not None:
+            self.primary_ids.add(primary, file_index, header.line)
         self.ordinal += 1
         self.total += sequence.length
         self.longest = max(self.longest, sequence.length)
