@@ -238,7 +238,7 @@ def rewrite_volume(db: Path, change) -> None:
     manifest_path = db.with_suffix(".gdb") / fmt.MANIFEST
     manifest = json.loads(manifest_path.read_text())
     manifest["volumes"][0]["file_size"] = path.stat().st_size
-    manifest["volumes"][0]["structure_crc"] = fmt.structure_crc(path.read_bytes())
+    manifest["volumes"][0]["structure_crc"] = fmt.structure_crc(str(path))
     manifest_path.write_text(fmt.manifest_text(manifest))
 
 

@@ -49,6 +49,7 @@ stored as UTF-8 with undecodable bytes replaced; a ``meta`` key that was never r
 """
 
 import json
+import os
 import struct
 import zlib
 
@@ -128,36 +129,42 @@ def arrays_crc(values: dict) -> int:
 _LMDB_PAGE_SIZE_AT = 40  # in the meta page: the free-page DB's md_pad, LMDB's mm_psize
 _LMDB_FLAGS_AT = 10      # in a page header: pgno (8 bytes), pad (2), flags (2), pages (4)
 _LMDB_OVERFLOW = 0x04
+_HEADER_WINDOW = 16      # page headers read at a time
 
 
-def structure_crc(data) -> int | None:
+def structure_crc(path: str) -> int | None:
     """CRC-32 of an LMDB file's own structure: every page but the data of overflow pages
     (the blocks, which have their own checksums), so that a damaged B-tree page is found
     before LMDB follows it (it reads past the file's end and the process dies of SIGBUS).
-    None when the file is not laid out as LMDB pages."""
-    size = len(data)
-    if size < 8192:
-        return None
-    page = int.from_bytes(data[_LMDB_PAGE_SIZE_AT:_LMDB_PAGE_SIZE_AT + 4], "little")
-    if page < 512 or page > 65536 or page & (page - 1) or size % page:
-        return None
-    pages = size // page
-    headers = np.ndarray((pages,), dtype=[("flags", "<u2"), ("count", "<u4")],
-                         buffer=data, offset=_LMDB_FLAGS_AT, strides=(page,))
-    heads = np.flatnonzero(headers["flags"] & _LMDB_OVERFLOW)  # and data that looks like one
-    crc = 0
-    at = 0
-    while at < pages:
-        # pages from `at` to the next overflow page are structure pages, checked whole
-        run = heads[np.searchsorted(heads, at)] if heads.size and heads[-1] >= at else pages
-        crc = zlib.crc32(data[at * page:int(run) * page], crc)
-        if run == pages:
-            break
-        count = int(headers["count"][run])
-        if count < 1 or run + count > pages:
+    None when the file is not laid out as LMDB pages. The file is read a few pages at a time,
+    jumping over the blocks, and not mapped: its pages stay out of the process's memory."""
+    with open(path, "rb") as handle:
+        fd = handle.fileno()
+        size = os.fstat(fd).st_size
+        head = os.pread(fd, _LMDB_PAGE_SIZE_AT + 4, 0)
+        page = int.from_bytes(head[_LMDB_PAGE_SIZE_AT:], "little")
+        if size < 8192 or page < 512 or page > 65536 or page & (page - 1) or size % page:
             return None
-        crc = zlib.crc32(data[int(run) * page:int(run) * page + 16], crc)  # its header
-        at = int(run) + count
+        pages = size // page
+        crc = 0
+        at = 0
+        while at < pages:
+            window = min(_HEADER_WINDOW, pages - at)
+            data = os.pread(fd, window * page, at * page)
+            flags = np.ndarray((window,), dtype="<u2", buffer=data, offset=_LMDB_FLAGS_AT,
+                               strides=(page,))
+            heads = np.flatnonzero(flags & _LMDB_OVERFLOW)
+            structure = int(heads[0]) if heads.size else window  # pages before an overflow
+            crc = zlib.crc32(data[:structure * page], crc)
+            at += structure
+            if not heads.size:
+                continue
+            header = data[structure * page:structure * page + 16]
+            count = int.from_bytes(header[12:16], "little")
+            if count < 1 or at + count > pages:
+                return None
+            crc = zlib.crc32(header, crc)
+            at += count
     return crc
 
 

@@ -211,14 +211,8 @@ class Volume:
     def _check_structure(self, expected: int) -> None:
         """LMDB follows its pages without checking them; they are checked before it does."""
         try:
-            with open(self.path, "rb") as handle, \
-                    mmap.mmap(handle.fileno(), 0, prot=mmap.PROT_READ) as data:
-                view = memoryview(data)
-                try:
-                    found = fmt.structure_crc(view)
-                finally:
-                    view.release()
-        except (OSError, ValueError) as exc:
+            found = fmt.structure_crc(self.path)
+        except OSError as exc:
             raise DatabaseError(f"{self._label}: unreadable ({exc})") from None
         if found != expected:
             raise DatabaseError(f"{self._label}: damaged (structure checksum mismatch)")

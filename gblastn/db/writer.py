@@ -12,7 +12,6 @@ rename (generations.py): a failed or killed build never touches the database of 
 
 from __future__ import annotations
 
-import mmap
 import os
 import sys
 import time
@@ -142,7 +141,7 @@ class _VolumeWriter:
         return {"file": self.file, "first_ordinal": self.first_ordinal, "num_seqs": num_seqs,
                 "total_letters": int(values[b"lengths"].sum()),
                 "file_size": os.path.getsize(self.path), "arrays_crc": fmt.arrays_crc(values),
-                "keys_checksum": keys_checksum, "structure_crc": _structure_crc(self.path)}
+                "keys_checksum": keys_checksum, "structure_crc": fmt.structure_crc(self.path)}
 
     def _write_id_keys(self) -> int:
         """Puts the id keys in key order, a batch per transaction; returns their checksum."""
@@ -282,12 +281,6 @@ def _start_generation(final: str) -> Generation:
 def _output_error(path: str, exc: Exception) -> OutputError:
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
     return OutputError(f"{path}: cannot write the database ({reason})")
-
-
-def _structure_crc(path: str) -> int:
-    with open(path, "rb") as handle, \
-            mmap.mmap(handle.fileno(), 0, prot=mmap.PROT_READ) as data:
-        return fmt.structure_crc(memoryview(data))
 
 
 class _PrimaryIds:
