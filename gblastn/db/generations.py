@@ -23,7 +23,6 @@ replaced keeps reading it: its files stay readable until closed.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
@@ -74,13 +73,14 @@ class Generation:
         os.fsync(self._fd)  # the volumes' names are durable before the manifest names them
         with self._directory_lock() as directory_fd:
             os.replace(staged, os.path.join(self.final, fmt.MANIFEST))
-            os.fsync(directory_fd)
+            # the database's now: released, so that nothing (abandon) can remove it
             self.release()
+            os.fsync(directory_fd)
             _remove_leftovers(self.final)
 
     def abandon(self) -> None:
-        """Removes this generation; and the database directory too when this build made it
-        and nothing else is in it."""
+        """Removes this generation unless installed; and the database directory too when
+        this build made it and nothing else is in it."""
         if self._fd is None:
             return
         shutil.rmtree(self.path, ignore_errors=True)
@@ -185,25 +185,22 @@ def _remove_leftovers(final: str) -> None:
         if entry in named:
             continue
         path = os.path.join(final, entry)
-        if _GENERATION.match(entry):
-            _remove_unheld_generation(path)
-        elif _VERSION_1_VOLUME.match(entry):
-            os.unlink(path)
+        try:
+            if _GENERATION.match(entry):
+                _remove_unheld_generation(path)
+            elif _VERSION_1_VOLUME.match(entry):
+                os.unlink(path)
+        except OSError:
+            pass  # left for the next build of the name; the database itself is whole
 
 
 def _remove_unheld_generation(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except FileNotFoundError:
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            os.close(fd)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
             return  # a running build's
-        raise
-    try:
         shutil.rmtree(path)
     finally:
         os.close(fd)
