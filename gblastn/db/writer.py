@@ -286,8 +286,8 @@ def _output_error(path: str, exc: Exception) -> OutputError:
 class _PrimaryIds:
     """-parse_seqids: makeblastdb refuses two sequences with one primary id. A volume's
     primary ids are compared by their hashes with those of the sequences before them when
-    the volume is finished: memory holds 16 bytes a sequence, not its id; equal hashes are
-    confirmed on the stored deflines."""
+    the volume is finished: memory holds some 30 bytes a sequence (hash, ordinal, where it
+    was read), not its id; equal hashes are confirmed on the stored deflines."""
 
     def __init__(self, names: list[str]):
         self.names = names
