@@ -164,6 +164,18 @@ def test_kills_at_any_moment_of_a_real_build(tmp_path):
     assert contents(db) == expected[0] and len(generations(db)) == 1
 
 
+def test_concurrent_builds_of_one_name_leave_one_complete_database(tmp_path):
+    db = tmp_path / "db"
+    sources = {"old": OLD, "new": NEW, "later": LATER}
+    builds = [subprocess.Popen([sys.executable, "-m", "gblastn", "makedb", "-in",
+                                str(write_fasta(tmp_path / f"{name}.fa", records)), "-out", str(db),
+                                "-quiet"], env=ENV)
+              for name, records in sources.items()]
+    assert [build.wait() for build in builds] == [0, 0, 0]
+    assert contents(db) in sources.values()
+    assert len(generations(db)) == 1
+
+
 def test_a_running_builds_generation_is_left_alone(tmp_path):
     db = tmp_path / "db"
     make_db([str(write_fasta(tmp_path / "old.fa", OLD))], str(db), progress=False)
