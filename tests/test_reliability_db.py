@@ -511,8 +511,12 @@ def test_makedb_makes_missing_folders_as_the_umask_says(tmp_path):
                           preexec_fn=lambda: os.umask(0o027))
     assert done.returncode == 0, done.stderr
     assert contents(target) == OLD
-    for folder in (tmp_path / "a", tmp_path / "a" / "b", target.parent, target.with_suffix(".gdb")):
+    folders = [tmp_path / "a", tmp_path / "a" / "b", target.parent, target.with_suffix(".gdb")]
+    folders += target.with_suffix(".gdb").glob(fmt.GENERATION_PREFIX + "*")
+    for folder in folders:
         assert folder.stat().st_mode & 0o777 == 0o750, folder
+    for file in [volume_file(target), target.with_suffix(".gdb") / fmt.MANIFEST]:
+        assert file.stat().st_mode & 0o777 == 0o640, file
 
 
 def read_only_runner(folder: Path):
