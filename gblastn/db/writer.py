@@ -51,9 +51,8 @@ class _VolumeWriter:
         self.file = f"{generation}/{fmt.volume_file(index)}"
         self.path = os.path.join(directory, fmt.volume_file(index))
         self.first_ordinal = first_ordinal
-        # mode: a data file, as the umask makes it (py-lmdb's default is executable)
         self.env = lmdb.open(self.path, subdir=False, map_size=map_size, lock=False, sync=False,
-                             metasync=False, readahead=False, max_dbs=0, mode=0o666)
+                             metasync=False, readahead=False, max_dbs=0)
         self.txn = self.env.begin(write=True)
         self.uncommitted = 0
         self.size_estimate = 0
