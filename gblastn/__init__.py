@@ -19,8 +19,8 @@ def _numba_cache_dir() -> str:
     calls in other modules (they are compiled into the caller), so after an upgrade or an edit
     a cached stage could run old code. Keying the folder by every module's size and time
     rules that out; the price is one recompilation after each change. The key is two zlib
-    checksums: hashlib would load OpenSSL into every gblastn process (3.5 MB of memory,
-    a tenth of makedb's).
+    checksums: hashlib would load OpenSSL into every gblastn process, makedb's included,
+    a sizeable part of its memory (docs/perf/makedb.md).
     """
     package = os.path.dirname(os.path.abspath(__file__))
     text = __version__

@@ -1,8 +1,8 @@
 """`Column`: numbers that a build appends one sequence at a time (lengths, offsets, hashes).
 
-Kept in fixed-size numpy chunks rather than one array grown by reallocation: a grown array
-moves, and the holes it leaves behind in the heap stay with the process, which nearly doubled
-makedb's memory for many short sequences.
+Kept in fixed-size numpy chunks rather than one array grown by reallocation, which copies the
+whole array whenever it moves and needs the old and the new one at once: chunks never move,
+and `take` frees them as it joins them.
 """
 
 import numpy as np

@@ -98,8 +98,8 @@ def id_hash(identifier: str) -> int:
     (lower-cased, UTF-8), then the CRC-32 of its bytes reversed. Two identifiers of one
     length that differ within 8 bytes never share it (a difference would have to be a
     multiple of both the CRC's polynomial and its reverse, 64 bits apart), and a lookup
-    checks every sequence it names. zlib rather than hashlib: hashlib's OpenSSL library
-    alone cost makedb 3.5 MB of memory."""
+    checks every sequence it names. zlib rather than hashlib, whose OpenSSL library would
+    be a sizeable part of makedb's memory."""
     encoded = identifier.lower().encode("utf-8", "replace")
     return zlib.crc32(encoded) << 32 | zlib.crc32(encoded[::-1])
 
