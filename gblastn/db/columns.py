@@ -2,7 +2,7 @@
 
 Kept in fixed-size numpy chunks rather than one array grown by reallocation, which copies the
 whole array whenever it moves and needs the old and the new one at once: chunks never move,
-and `take` frees them as it joins them.
+and `take` frees them once joined.
 """
 
 import numpy as np
