@@ -374,7 +374,8 @@ def makedb_command(
     inputs: list[str] = typer.Option(..., "-in", help="FASTA file(s), plain or gzip; '-' reads stdin. "
                                      "Repeat the flag or give several names in one quoted value."),
     dbtype: str = typer.Option("nucl", "-dbtype", help="Molecule type; only 'nucl' is supported."),
-    out: str = typer.Option(None, "-out", help="Database name (default: the first input's name)."),
+    out: str = typer.Option(None, "-out", help="Database name (default: the first input's name); "
+                            "missing folders on the way are made."),
     title: str = typer.Option(None, "-title", help="Database title (default: the input names)."),
     parse_seqids: bool = typer.Option(False, "-parse_seqids", help="Parse FASTA-style Seq-ids "
                                       "(gi|..., ref|...|); duplicate ids are an error."),
@@ -420,7 +421,7 @@ def dbinfo_command(db: str = typer.Option(..., "-db", help="Database name.")) ->
                  f"gblastn database format version: {database.format_version}",
                  "",
                  "Volumes:"]
-        lines += [f"\t{database.directory}/v{v.index:03d}.mdb ({v.num_seqs:,} sequences, "
+        lines += [f"\t{v.path} ({v.num_seqs:,} sequences, "
                   f"ordinals {v.first_ordinal:,}-{v.first_ordinal + v.num_seqs - 1:,})"
                   for v in database.volumes]
     print("\n".join(lines))

@@ -1,10 +1,10 @@
-"""Streaming FASTA reading: plain or gzip files, or stdin, in large binary chunks.
+"""Streaming FASTA reading: plain or gzip files, or stdin, in binary chunks.
 
-`iter_records` yields one `Record` per '>' line with the sequence letters as ASCII bytes
-(whitespace removed, case kept). Only one record's letters (plus one read chunk) are held in
-memory at a time, so a multi-gigabase file with chromosome-sized records reads in memory bounded
-by its longest record. Letters are checked as they are read, so an invalid character is reported
-with its exact file and line.
+`iter_fasta` yields each '>' line as a `Header` and the letters after it as pieces of at most
+one chunk (whitespace removed, case kept), whatever the lengths of the lines: a consumer that
+encodes the pieces as they come (makedb) holds no record's letters whole. `iter_records` joins
+them into one `Record` per '>' line (queries). Letters are checked as they are read, so an
+invalid character is reported with its exact file and line as soon as its chunk is read.
 
 `to_blastna` turns a record's letters into blastna codes plus the lower-case mask.
 """
@@ -16,7 +16,7 @@ import io
 import os
 import sys
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterator, NamedTuple
 
 import numpy as np
 
@@ -56,98 +56,114 @@ def _describe_byte(value: int) -> str:
     return char if char.isprintable() and value < 128 else f"\\x{value:02x}"
 
 
-class _StreamParser:
-    """Cuts a byte stream into records. Works on blocks of whole lines; keeps the line count."""
+class Header(NamedTuple):
+    """A '>' line of a FASTA stream: its text after '>' (line end removed) and its number."""
 
-    def __init__(self, source: str, validate: bool, headerless_ok: bool, header_errors: str):
+    defline: bytes
+    line: int
+
+
+class _Tokenizer:
+    """Cuts a byte stream, fed in chunks of any size (a chunk may end inside a line), into
+    Header items and the letters that follow each one, as pieces of at most one chunk:
+    whitespace removed, case kept, every byte checked. Memory holds one chunk and the header
+    line being read, however long the sequence lines are, and a bad byte is reported as soon
+    as the chunk holding it is read."""
+
+    def __init__(self, source: str, validate: bool, headerless_ok: bool):
         self.source = source
         self.validate = validate
         self.headerless_ok = headerless_ok
-        self.header_errors = header_errors
-        self.defline: bytes | None = None
+        self.lines_done = 0           # newlines before the byte being looked at
+        self.at_line_start = True
+        self.header_parts: list[bytes] | None = None  # a '>' line not yet ended
         self.header_line = 0
-        self.pieces: list[bytes] = []
-        self.lines_done = 0      # newlines before the current block
-        self.seen_text = False   # any sequence letters before the first '>'
+        self.seen_header = False
 
-    # -- one block of whole lines -------------------------------------------------------------
-    def feed(self, block: bytes) -> Iterator[Record]:
-        counted_pos, counted_lines = 0, self.lines_done
-
-        def line_at(pos: int) -> int:
-            nonlocal counted_pos, counted_lines
-            counted_lines += block.count(b"\n", counted_pos, pos)
-            counted_pos = pos
-            return counted_lines + 1
-
+    def feed(self, chunk: bytes) -> Iterator[Header | bytes]:
         pos = 0
-        size = len(block)
+        if self.header_parts is not None:
+            pos = self._continue_header(chunk)
+            if pos < 0:
+                return
+            yield self._end_header()
+        size = len(chunk)
         while pos < size:
-            if block[pos] == 0x3E:  # '>' at a line start: a new record
-                end = block.find(b"\n", pos)
-                end = size if end < 0 else end
-                record = self._finish()
-                if record is not None:
-                    yield record
-                self.defline = block[pos + 1:end].rstrip(b"\r")
-                self.header_line = line_at(pos)
-                pos = end + 1
+            if self.at_line_start and chunk[pos] == 0x3E:  # '>' at a line start
+                self.seen_header = True
+                self.header_line = self.lines_done + 1
+                self.header_parts = []
+                pos = self._continue_header(chunk, pos + 1)
+                if pos < 0:
+                    return
+                yield self._end_header()
                 continue
-            seg_end = self._next_header(block, pos)
-            self._add_sequence(block, pos, seg_end, line_at)
-            pos = seg_end
-        self.lines_done += block.count(b"\n")
+            end = self._next_header(chunk, pos)
+            yield from self._sequence_text(chunk[pos:end])
+            pos = end
 
-    @staticmethod
-    def _next_header(block: bytes, pos: int) -> int:
-        """Start of the next '>' line after pos (or the block's end); '>' is rare in sequence
+    def close(self) -> Iterator[Header]:
+        if self.header_parts is not None:
+            yield self._end_header()
+
+    def _continue_header(self, chunk: bytes, pos: int = 0) -> int:
+        """Adds the header line's text from pos; where it ends: the next line's start, or -1
+        when the line goes on in the next chunk."""
+        newline = chunk.find(b"\n", pos)
+        if newline < 0:
+            self.header_parts.append(chunk[pos:])
+            self.at_line_start = False
+            return -1
+        self.header_parts.append(chunk[pos:newline])
+        self.lines_done += 1
+        self.at_line_start = True
+        return newline + 1
+
+    def _end_header(self) -> Header:
+        parts, self.header_parts = self.header_parts, None
+        text = parts[0] if len(parts) == 1 else b"".join(parts)
+        return Header(text.rstrip(b"\r"), self.header_line)
+
+    def _next_header(self, chunk: bytes, pos: int) -> int:
+        """Start of the next '>' line after pos (or the chunk's end); '>' is rare in sequence
         data, so a plain byte search (memchr) and a look at the byte before beats a 2-byte find."""
         while True:
-            at = block.find(b">", pos + 1)
+            at = chunk.find(b">", pos + 1)
             if at < 0:
-                return len(block)
-            if block[at - 1] == 0x0A:
+                return len(chunk)
+            if chunk[at - 1] == 0x0A:
                 return at
             pos = at
 
-    def _add_sequence(self, block: bytes, start: int, end: int, line_at) -> None:
-        segment = block[start:end]
-        if self.validate and segment.translate(None, _SEQUENCE_BYTES):
-            codes = np.frombuffer(segment, dtype=np.uint8)
-            bad = int(np.argmin(_SEQUENCE_BYTE_OK[codes]))
-            if self.defline is None and not self.headerless_ok:
-                self._text_before_header(line_at(start + bad))
-            raise InputError(f"{self.source}:{line_at(start + bad)}: invalid character "
-                             f"'{_describe_byte(int(codes[bad]))}' in a sequence")
-        letters = segment.translate(None, WHITESPACE)
-        if not letters:
-            return
-        if self.defline is None:
-            first_letter = line_at(start + len(segment) - len(segment.lstrip()))
+    def _sequence_text(self, text: bytes) -> Iterator[Header | bytes]:
+        if self.validate and text.translate(None, _SEQUENCE_BYTES):
+            self._invalid_byte(text)
+        letters = text.translate(None, WHITESPACE)
+        if letters and not self.seen_header:
+            first_letter = self._line_of(text, len(text) - len(text.lstrip()))
             if not self.headerless_ok:
                 self._text_before_header(first_letter)
-            self.defline = b""
-            self.header_line = first_letter
-        self.pieces.append(letters)
+            self.seen_header = True
+            yield Header(b"", first_letter)
+        self.lines_done += text.count(b"\n")
+        self.at_line_start = text.endswith(b"\n")
+        if letters:
+            yield letters
+
+    def _line_of(self, text: bytes, offset: int) -> int:
+        return self.lines_done + text.count(b"\n", 0, offset) + 1
+
+    def _invalid_byte(self, text: bytes) -> None:
+        codes = np.frombuffer(text, dtype=np.uint8)
+        bad = int(np.argmin(_SEQUENCE_BYTE_OK[codes]))
+        if not self.seen_header and not self.headerless_ok:
+            self._text_before_header(self._line_of(text, bad))
+        raise InputError(f"{self.source}:{self._line_of(text, bad)}: invalid character "
+                         f"'{_describe_byte(int(codes[bad]))}' in a sequence")
 
     def _text_before_header(self, line: int) -> None:
         raise InputError(f"{self.source}:{line}: text before the first '>' "
                          f"(not a FASTA file?)")
-
-    def _finish(self) -> Record | None:
-        if self.defline is None:
-            return None
-        joined = self.pieces[0] if len(self.pieces) == 1 else b"".join(self.pieces)
-        record = Record(defline=self.defline.decode("utf-8", self.header_errors),
-                        letters=np.frombuffer(joined, dtype=np.uint8),
-                        line=self.header_line, source=self.source)
-        self.defline, self.pieces = None, []
-        return record
-
-    def close(self) -> Iterator[Record]:
-        record = self._finish()
-        if record is not None:
-            yield record
 
 
 def open_binary(source: str | os.PathLike) -> BinaryIO:
@@ -185,36 +201,60 @@ def _read_chunks(stream: BinaryIO, name: str, chunk_bytes: int) -> Iterator[byte
         yield chunk
 
 
-def iter_records(source: str | os.PathLike | BinaryIO, validate: bool = True,
-                 headerless_ok: bool = False, header_errors: str = "replace",
-                 chunk_bytes: int = CHUNK_BYTES) -> Iterator[Record]:
-    """Records of a FASTA file (plain or gzip, detected by magic bytes; '-' reads stdin), or
-    of an open binary stream of FASTA text (named '<text>' in messages).
+def iter_fasta(source: str | os.PathLike | BinaryIO, validate: bool = True,
+               headerless_ok: bool = False,
+               chunk_bytes: int = CHUNK_BYTES) -> Iterator[Header | bytes]:
+    """A FASTA file (plain or gzip, detected by magic bytes; '-' reads stdin), or an open
+    binary stream of FASTA text (named '<text>' in messages), as a stream of Header items,
+    each followed by its sequence's letters in pieces (bytes, whitespace removed, case
+    kept). Memory holds one chunk of `chunk_bytes` at a time, whatever the lines' lengths.
 
     With `validate`, a letter outside IUPAC (ACGTURYKMSWBDHVN, either case, and '-') raises
     InputError naming file and line. Letters before the first '>' raise InputError unless
-    `headerless_ok`, which makes them a record with an empty defline (as BLAST reads a bare
-    query sequence). `header_errors` is how bytes that are not UTF-8 are decoded in
-    deflines: "replace" (U+FFFD) or "surrogateescape" (kept, to be written back as they came).
+    `headerless_ok`, which puts a Header with an empty defline before them (as BLAST reads a
+    bare query sequence).
     """
     own_stream = not hasattr(source, "read")
-    name = os.fspath(source) if own_stream else "<text>"
-    parser = _StreamParser(name, validate, headerless_ok, header_errors)
+    name = _source_name(source)
+    tokenizer = _Tokenizer(name, validate, headerless_ok)
     stream = open_binary(source) if own_stream else source
     try:
-        carry = b""
         for chunk in _read_chunks(stream, name, chunk_bytes):
-            data = carry + chunk if carry else chunk
-            cut = data.rfind(b"\n") + 1
-            carry = data[cut:]
-            if cut:
-                yield from parser.feed(data[:cut] if cut < len(data) else data)
-        if carry:
-            yield from parser.feed(carry + b"\n")
-        yield from parser.close()
+            yield from tokenizer.feed(chunk)
+        yield from tokenizer.close()
     finally:
         if own_stream and stream is not sys.stdin.buffer:
             stream.close()
+
+
+def iter_records(source: str | os.PathLike | BinaryIO, validate: bool = True,
+                 headerless_ok: bool = False, header_errors: str = "replace",
+                 chunk_bytes: int = CHUNK_BYTES) -> Iterator[Record]:
+    """The records of `iter_fasta(...)`, each with all its letters (one record in memory
+    at a time). `header_errors` is how bytes that are not UTF-8 are decoded in deflines:
+    "replace" (U+FFFD) or "surrogateescape" (kept, to be written back as they came)."""
+    name = _source_name(source)
+    header: Header | None = None
+    pieces: list[bytes] = []
+    for item in iter_fasta(source, validate, headerless_ok, chunk_bytes):
+        if isinstance(item, Header):
+            if header is not None:
+                yield _record(header, pieces, name, header_errors)
+            header, pieces = item, []
+        else:
+            pieces.append(item)
+    if header is not None:
+        yield _record(header, pieces, name, header_errors)
+
+
+def _source_name(source) -> str:
+    return "<text>" if hasattr(source, "read") else os.fspath(source)
+
+
+def _record(header: Header, pieces: list[bytes], name: str, header_errors: str) -> Record:
+    joined = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+    return Record(defline=header.defline.decode("utf-8", header_errors),
+                  letters=np.frombuffer(joined, dtype=np.uint8), line=header.line, source=name)
 
 
 def to_blastna(record: Record) -> tuple[np.ndarray, np.ndarray]:

@@ -9,7 +9,6 @@ module's `njit`, whose dispatchers are made on first use.
 """
 
 import functools
-import hashlib
 import os
 import struct
 import sys
@@ -157,6 +156,8 @@ def _runtime_from_cache() -> None:
     import numba
     from numba.core import config
     from numba.core.runtime import nrtdynmod
+
+    import hashlib  # here, not at the top: makedb imports this module and needs no OpenSSL
 
     from .cache_files import write_cache_file
 

@@ -104,7 +104,7 @@ def test_a_damaged_block_is_found_in_place(tmp_path, monkeypatch):
     path, records = _long_blocks_db(tmp_path, monkeypatch)
     with open_db(str(path)) as db:
         tail = db.packed(7)[-64:].tobytes()
-    (volume_file,) = path.with_suffix(".gdb").glob("*.mdb")
+    (volume_file,) = path.with_suffix(".gdb").glob("gen-*/*.mdb")
     data = bytearray(volume_file.read_bytes())
     at = data.find(tail)
     assert at > 0
@@ -113,3 +113,24 @@ def test_a_damaged_block_is_found_in_place(tmp_path, monkeypatch):
     with open_db(str(path)) as db:
         with pytest.raises(DatabaseError, match="checksum mismatch"):
             db.volumes[0].concat_packed()
+
+def test_a_duplicate_id_in_a_later_volume_is_found(tmp_path):
+    records = "".join(f">s{i} x\n{'ACGT' * 200}\n" for i in range(6)) + f">S2 again\n{'GG' * 50}\n"
+    (tmp_path / "in.fa").write_text(records)
+    with pytest.raises(InputError, match=r"in.fa:13: duplicate sequence id 'S2' "
+                                         r"\(first seen at .*in.fa:5\)"):
+        make_db([str(tmp_path / "in.fa")], str(tmp_path / "db"), parse_seqids=True,
+                max_file_sz="500B", progress=False)
+
+
+def test_ids_sharing_a_hash_are_told_apart(tmp_path, monkeypatch):
+    """Every id under one hash: no false duplicate, and each lookup finds its own sequence."""
+    monkeypatch.setattr(fmt, "id_hash", lambda identifier: 42)
+    (tmp_path / "in.fa").write_text("".join(f">id{i} t\n{'ACGT' * (i + 1)}\n" for i in range(5)))
+    make_db([str(tmp_path / "in.fa")], str(tmp_path / "db"), parse_seqids=True,
+            max_file_sz="200B", progress=False)
+    with open_db(str(tmp_path / "db")) as db:
+        assert len(db.volumes) > 1
+        assert [db.find(f"ID{i}") for i in range(5)] == list(range(5))
+        with pytest.raises(InputError, match="no sequence with id 'id9'"):
+            db.find("id9")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gblastn.errors import InputError
-from gblastn.fasta import Record, iter_records, to_blastna
+from gblastn.fasta import Header, Record, iter_fasta, iter_records, to_blastna
 
 
 def write(tmp_path, data: bytes, name="in.fa"):
@@ -73,3 +73,51 @@ def test_long_lines_and_record_ids(tmp_path):
     (record,) = iter_records(path, chunk_bytes=4096)
     assert record.letters.tobytes() == seq and record.id == "id1"
     assert record.defline == "id1  two words "
+
+
+class CountingReader:
+    """A binary stream of `data` that counts the bytes handed out."""
+
+    def __init__(self, data: bytes):
+        self.data, self.given = data, 0
+
+    def read(self, size: int) -> bytes:
+        piece = self.data[self.given:self.given + size]
+        self.given += len(piece)
+        return piece
+
+
+def test_a_bad_byte_at_the_start_of_a_long_line_is_found_in_the_first_chunk():
+    stream = CountingReader(b">x\nAC*" + b"ACGT" * 2_000_000 + b"\n")
+    with pytest.raises(InputError, match=r"<text>:2: invalid character '\*'"):
+        list(iter_fasta(stream, chunk_bytes=1 << 16))
+    assert stream.given == 1 << 16
+
+
+def test_letters_come_in_pieces_of_at_most_one_chunk():
+    seq = b"ACGT" * 250_000
+    items = list(iter_fasta(CountingReader(b">long\n" + seq + b"\n>b\nGG\n"), chunk_bytes=4096))
+    assert items[0] == Header(b"long", 1)
+    pieces = items[1:-2]
+    assert b"".join(pieces) == seq and max(map(len, pieces)) <= 4096
+    assert items[-2:] == [Header(b"b", 3), b"GG"]
+
+
+def test_any_chunking_gives_the_same_items():
+    rng = np.random.default_rng(11)
+    parts = []
+    for i in range(30):
+        count = int(rng.integers(0, 300))
+        letters = rng.choice(list(b"ACGTNacgtn"), count).astype(np.uint8).tobytes()
+        width = int(rng.integers(1, 90))
+        end = rng.choice([b"\n", b"\r\n"])
+        lines = [letters[at:at + width] for at in range(0, len(letters), width)]
+        parts.append(b">s%d d\xc3\xa9f" % i + end + end.join(lines) + end)
+    data = b"".join(parts)
+    expected = [(r.defline, r.letters.tobytes(), r.line)
+                for r in iter_records(CountingReader(data))]
+    for chunk in (1, 2, 3, 7, 64, 1000):
+        got = [(r.defline, r.letters.tobytes(), r.line)
+               for r in iter_records(CountingReader(data), chunk_bytes=chunk)]
+        assert got == expected
+    assert len(expected) == 30 and expected[4][0] == "s4 d\u00e9f"

@@ -13,31 +13,27 @@ when k did not wrap may j wrap to 32) and returns the sum shifted right by one.
 Substitute for an ambiguous ncbi4na code c (one draw per ambiguous position, in order):
 N (15) and gap (0) take draw & 3; a two- or three-base code takes its (draw % bases)-th
 set bit counting from A (bit 0) to T (bit 3).
+
+The draws are the sequence x[n] = x[n-33] + x[n-13] (mod 2^32) over the state read from k
+down, so makedb draws them in blocks with numpy (`SeededDraws`): each value of a block is a
+fixed linear combination of the 33 values before the block. The compiled draw (`crandom_draw`)
+serves DUST, one draw at a time.
 """
+
+from functools import lru_cache
 
 import numpy as np
 
 from ..numba_start import njit
 
 STATE_WORDS = 33
+SHORT_LAG = 13
 J_START = 12
 WARMUP_DRAWS = 10 * STATE_WORDS
-
-
-@njit(cache=True, nogil=True)
-def crandom_new(seed):
-    """Generator state for `seed`: uint32[35], words 33 and 34 hold the cursors j and k."""
-    state = np.empty(STATE_WORDS + 2, dtype=np.uint32)
-    value = np.uint32(seed & 0xFFFFFFFF)
-    state[0] = value
-    for i in range(1, STATE_WORDS):
-        value = np.uint32((np.uint64(value) * np.uint64(1103515245) + np.uint64(12345)) & np.uint64(0xFFFFFFFF))
-        state[i] = value
-    state[STATE_WORDS] = J_START
-    state[STATE_WORDS + 1] = STATE_WORDS - 1
-    for _ in range(WARMUP_DRAWS):
-        crandom_draw(state)
-    return state
+LCG_MULTIPLIER = 1103515245
+LCG_INCREMENT = 12345
+WORD_MASK = np.uint64(0xFFFFFFFF)
+BLOCK_DRAWS = 4096
 
 
 # CRandom's Reset() state (the default-constructed generator, unseeded): symmetric DUST draws
@@ -79,19 +75,70 @@ def crandom_draw(state):
     return np.int64(total >> np.uint32(1))
 
 
-@njit(cache=True, nogil=True)
-def substitute_base(state, ncbi4na_code):
-    """The 2-bit base makeblastdb writes for one ambiguous position (one draw)."""
-    draw = crandom_draw(state)
-    if ncbi4na_code == 15 or ncbi4na_code == 0:
-        return draw & 3
-    bases = 0
-    for bit in range(4):
-        bases += (ncbi4na_code >> bit) & 1
-    pick = draw % bases
-    for bit in range(4):
-        if (ncbi4na_code >> bit) & 1:
-            if pick == 0:
-                return bit
-            pick -= 1
-    return 0
+def _seed_coefficients() -> tuple[np.ndarray, np.ndarray]:
+    """(a, c): state word i of the generator seeded with s is a[i] * s + c[i] (mod 2^32)."""
+    a = np.ones(STATE_WORDS, dtype=np.uint64)
+    c = np.zeros(STATE_WORDS, dtype=np.uint64)
+    for i in range(1, STATE_WORDS):
+        a[i] = (int(a[i - 1]) * LCG_MULTIPLIER) & 0xFFFFFFFF
+        c[i] = (int(c[i - 1]) * LCG_MULTIPLIER + LCG_INCREMENT) & 0xFFFFFFFF
+    return a, c
+
+
+@lru_cache(maxsize=None)
+def _draw_matrix(count: int) -> np.ndarray:
+    """uint64 [count, 33]: row n holds the coefficients of the n-th next sum over the 33
+    values before it (oldest first). Integer overflow wraps mod 2^64, which keeps every
+    coefficient right mod 2^32, all that the sums need."""
+    rows = np.zeros((STATE_WORDS + count, STATE_WORDS), dtype=np.uint64)
+    rows[:STATE_WORDS] = np.eye(STATE_WORDS, dtype=np.uint64)
+    for n in range(STATE_WORDS, STATE_WORDS + count, SHORT_LAG):
+        end = min(n + SHORT_LAG, STATE_WORDS + count)
+        rows[n:end] = rows[n - STATE_WORDS:end - STATE_WORDS] + rows[n - SHORT_LAG:end - SHORT_LAG]
+    return rows[STATE_WORDS:]
+
+
+_SEED_A, _SEED_C = _seed_coefficients()
+
+
+class SeededDraws:
+    """CRandom seeded with `seed` (its 330 warm-up draws done): `take(count)` returns its
+    next `count` draws (CRandom::GetRand, in [0, 2^31)) as an int64 array."""
+
+    def __init__(self, seed: int):
+        state = (_SEED_A * np.uint64(seed & 0xFFFFFFFF) + _SEED_C) & WORD_MASK
+        # the draws read state[k] then state[k - 1], ...: oldest first is the state reversed
+        self._window = state[::-1].copy()
+        self._advance(WARMUP_DRAWS)
+
+    def _advance(self, count: int) -> np.ndarray:
+        sums = (_draw_matrix(count) @ self._window) & WORD_MASK
+        self._window = np.concatenate((self._window, sums))[-STATE_WORDS:]
+        return sums
+
+    def take(self, count: int) -> np.ndarray:
+        parts = [self._advance(min(BLOCK_DRAWS, count - done))
+                 for done in range(0, count, BLOCK_DRAWS)]
+        sums = parts[0] if len(parts) == 1 else np.concatenate(parts or [np.zeros(0, np.uint64)])
+        return (sums >> np.uint64(1)).astype(np.int64)
+
+
+def _substitute_tables() -> tuple[np.ndarray, np.ndarray]:
+    """(bases, picks): code c's number of bases, and its k-th base (2-bit) for k < bases.
+    N (15) and gap (0) take draw & 3, which is draw % 4 over A, C, G, T."""
+    bases = np.full(16, 4, dtype=np.int64)
+    picks = np.tile(np.arange(4, dtype=np.uint8), (16, 1))
+    for code in range(1, 15):
+        bits = [bit for bit in range(4) if code >> bit & 1]
+        bases[code] = len(bits)
+        picks[code, :len(bits)] = bits
+    return bases, picks
+
+
+_BASES_OF, _PICKS = _substitute_tables()
+
+
+def substitute_bases(codes: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """The 2-bit bases makeblastdb writes for ambiguous ncbi4na `codes`, one draw each."""
+    codes = codes.astype(np.intp)
+    return _PICKS[codes, draws % _BASES_OF[codes]]

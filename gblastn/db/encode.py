@@ -1,15 +1,24 @@
 """One sequence's letters to the database's stored form: 2-bit bases with makeblastdb's
 substitutes at ambiguous positions, plus the ambiguity runs that restore the true letters.
 
+`SequenceEncoder` takes the letters in pieces as the FASTA reader gives them and packs each
+piece at once, so a sequence costs its packed bytes (a quarter of its letters) and its runs,
+never its letters whole. The substitutes are drawn at the end: CRandom is seeded with the
+sequence's length, known only then.
+
 Runs are maximal stretches of one ncbi4na code (not split at 4096 as BLAST's file format must);
 offsets and lengths are in bases. A '-' (gap) is stored as N, as makeblastdb does.
 """
 
+from array import array
+from typing import NamedTuple
+
 import numpy as np
 
 from ..alphabet import BLASTNA_FROM_ASCII, INVALID, NCBI4NA_FROM_BLASTNA
-from ..numba_start import njit
-from .crandom import crandom_new, substitute_base
+from .crandom import BLOCK_DRAWS, SeededDraws, substitute_bases
+
+UNAMBIGUOUS_LETTERS = b"ACGTUacgtu"
 
 
 def _ascii_to_ncbi4na() -> np.ndarray:
@@ -19,93 +28,114 @@ def _ascii_to_ncbi4na() -> np.ndarray:
     return table
 
 
+def _letter_pair_table() -> np.ndarray:
+    """Two letters (read as one little-endian uint16) -> their two 2-bit bases, first base
+    high; an ambiguous letter packs as 0 until its substitute is drawn."""
+    two_bit = np.zeros(256, dtype=np.uint8)
+    for letter, base in zip(UNAMBIGUOUS_LETTERS, [0, 1, 2, 3, 3] * 2):
+        two_bit[letter] = base
+    pair = np.arange(1 << 16)
+    return ((two_bit[pair & 0xFF] << 2) | two_bit[pair >> 8]).astype(np.uint8)
+
+
+def _run_key_table() -> np.ndarray:
+    """Letter -> 0 for a base, 16 | its ncbi4na code for an ambiguous letter."""
+    key = _ascii_to_ncbi4na() | np.uint8(16)
+    key[np.frombuffer(UNAMBIGUOUS_LETTERS, dtype=np.uint8)] = 0
+    return key
+
+
 NCBI4NA_FROM_ASCII = _ascii_to_ncbi4na()
-# ncbi4na -> 2-bit base for the four unambiguous codes; 255 for the ambiguous ones
-TWO_BIT_FROM_NCBI4NA = np.full(16, 255, dtype=np.uint8)
-TWO_BIT_FROM_NCBI4NA[[1, 2, 4, 8]] = [0, 1, 2, 3]
+_PAIR_BASES = _letter_pair_table()
+_RUN_KEY = _run_key_table()
 
 
-SEGMENT_LETTERS = 1 << 23  # letters packed per task (a multiple of 4)
+class EncodedSequence(NamedTuple):
+    packed: bytearray       # ceil(length / 4) bytes, first base in the high bits
+    length: int
+    amb_offset: np.ndarray  # int64 [runs]
+    amb_length: np.ndarray  # int64 [runs]
+    amb_code: np.ndarray    # uint8 [runs], ncbi4na
 
 
-@njit(cache=True, nogil=True)
-def _pack_segment(letters, lo, hi, to_ncbi4na, to_two_bit, packed):
-    """Pack letters [lo, hi) (lo a multiple of 4) into `packed`, four to a byte; an ambiguous
-    letter is packed as 0 for now. Returns the number of ambiguous letters."""
-    ambiguous = 0
-    i = lo
-    while i < hi:
-        byte = 0
-        for k in range(4):
-            base = 0
-            if i + k < hi:
-                base = to_two_bit[to_ncbi4na[letters[i + k]]]
-                if base == 255:
-                    ambiguous += 1
-                    base = 0
-            byte = (byte << 2) | base
-        packed[i >> 2] = byte
-        i += 4
-    return ambiguous
+def _pack(letters: np.ndarray) -> np.ndarray:
+    """Letters (a multiple of four, validated) packed four to a byte."""
+    pairs = _PAIR_BASES[letters.view("<u2")]
+    packed = pairs[0::2] << 4
+    packed |= pairs[1::2]
+    return packed
 
 
-@njit(cache=True, nogil=True)
-def _ambiguous_positions(letters, lo, hi, to_ncbi4na, to_two_bit, count):
-    """The `count` positions in [lo, hi) of letters that are not A, C, G or T."""
-    out = np.empty(count, dtype=np.int64)
-    n = 0
-    for i in range(lo, hi):
-        if to_two_bit[to_ncbi4na[letters[i]]] == 255:
-            out[n] = i
-            n += 1
-    return out
+class SequenceEncoder:
+    """Packs one sequence from its pieces of validated ASCII letters (`add`); `finish` draws
+    the substitutes and returns the EncodedSequence."""
+
+    def __init__(self):
+        self.packed = bytearray()
+        self.length = 0
+        self._unpacked = b""  # the last 1-3 letters, until a fourth fills their byte
+        self._offsets = array("q")
+        self._lengths = array("q")
+        self._codes = array("B")
+
+    def add(self, letters: bytes) -> None:
+        if letters.translate(None, UNAMBIGUOUS_LETTERS):
+            self._add_runs(np.frombuffer(letters, dtype=np.uint8), self.length)
+        self.length += len(letters)
+        if self._unpacked:
+            letters = self._unpacked + letters
+        whole = len(letters) & ~3
+        if whole:
+            self.packed += _pack(np.frombuffer(letters, dtype=np.uint8, count=whole)).data
+        self._unpacked = letters[whole:]
+
+    def _add_runs(self, letters: np.ndarray, offset: int) -> None:
+        """The ambiguity runs of one piece starting at `offset`, the first one joined to
+        the last run so far when it goes on from it."""
+        key = np.zeros(letters.size + 2, dtype=np.uint8)
+        key[1:-1] = _RUN_KEY[letters]
+        edges = np.flatnonzero(key[1:] != key[:-1])  # where each stretch of one key starts
+        ambiguous = key[edges[:-1] + 1] != 0
+        starts, ends = edges[:-1][ambiguous], edges[1:][ambiguous]
+        codes = key[starts + 1] & 15
+        if self._codes and self._offsets[-1] + self._lengths[-1] == offset + int(starts[0]) \
+                and self._codes[-1] == codes[0]:
+            self._lengths[-1] += int(ends[0] - starts[0])
+            starts, ends, codes = starts[1:], ends[1:], codes[1:]
+        self._offsets.frombytes((starts + offset).tobytes())
+        self._lengths.frombytes((ends - starts).tobytes())
+        self._codes.frombytes(codes.tobytes())
+
+    def finish(self) -> EncodedSequence:
+        if self._unpacked:
+            self.packed += _pack(np.frombuffer(self._unpacked.ljust(4, b"A"), dtype=np.uint8)).data
+            self._unpacked = b""
+        offsets = np.frombuffer(self._offsets, dtype=np.int64)
+        lengths = np.frombuffer(self._lengths, dtype=np.int64)
+        codes = np.frombuffer(self._codes, dtype=np.uint8)
+        if codes.size:
+            _substitute(np.frombuffer(self.packed, dtype=np.uint8), self.length, offsets,
+                        lengths, codes)
+        return EncodedSequence(self.packed, self.length, offsets, lengths, codes)
 
 
-@njit(cache=True, nogil=True)
-def _substitute(letters, positions, to_ncbi4na, packed):
-    """makeblastdb's substitutes, drawn from CRandom(length) in sequence order, packed at the
-    ambiguous positions; returns the runs as rows (offset, length, code)."""
-    state = crandom_new(letters.size)
-    runs = np.empty((positions.size, 3), dtype=np.int64)
-    count = 0
-    last = np.int64(-2)
-    previous = 0
-    for j in range(positions.size):
-        i = positions[j]
-        code = to_ncbi4na[letters[i]]
-        if i != last + 1 or code != previous:
-            runs[count, 0] = i
-            runs[count, 1] = 0
-            runs[count, 2] = code
-            count += 1
-        runs[count - 1, 1] += 1
-        last = i
-        previous = code
-        base = substitute_base(state, code)
-        packed[i >> 2] |= np.uint8(base << (6 - 2 * (i & 3)))
-    return runs[:count]
+def _substitute(packed: np.ndarray, length: int, offsets: np.ndarray, lengths: np.ndarray,
+                codes: np.ndarray) -> None:
+    """makeblastdb's substitutes, drawn from CRandom(length) in sequence order, packed at
+    the ambiguous positions (where the bases are still 0)."""
+    draws = SeededDraws(length)
+    for positions, position_codes in _ambiguous_positions(offsets, lengths, codes):
+        bases = substitute_bases(position_codes, draws.take(positions.size))
+        shifted = (bases << (6 - 2 * (positions & 3))).astype(np.uint8)
+        np.bitwise_or.at(packed, positions >> 2, shifted)
 
 
-def encode_sequence(letters: np.ndarray, pool=None):
-    """(packed uint8 [ceil(n/4)], run offsets int64, run lengths int64, run codes uint8).
-
-    `letters` are validated ASCII IUPAC letters (either case). Segments of a long sequence
-    are packed in parallel on `pool` (a TaskPool); substitutes are drawn after, in order."""
-    letters = np.asarray(letters, dtype=np.uint8)
-    packed = np.empty((letters.size + 3) // 4, dtype=np.uint8)
-    bounds = [(lo, min(lo + SEGMENT_LETTERS, letters.size))
-              for lo in range(0, letters.size, SEGMENT_LETTERS)]
-
-    def pack(segment):
-        return _pack_segment(letters, segment[0], segment[1], NCBI4NA_FROM_ASCII,
-                             TWO_BIT_FROM_NCBI4NA, packed)
-
-    counts = pool.map(pack, bounds) if pool is not None else [pack(b) for b in bounds]
-    positions = [_ambiguous_positions(letters, lo, hi, NCBI4NA_FROM_ASCII,
-                                      TWO_BIT_FROM_NCBI4NA, count)
-                 for (lo, hi), count in zip(bounds, counts) if count]
-    if not positions:
-        empty = np.zeros(0, dtype=np.int64)
-        return packed, empty, empty.copy(), np.zeros(0, dtype=np.uint8)
-    runs = _substitute(letters, np.concatenate(positions), NCBI4NA_FROM_ASCII, packed)
-    return packed, runs[:, 0].copy(), runs[:, 1].copy(), runs[:, 2].astype(np.uint8)
+def _ambiguous_positions(offsets, lengths, codes):
+    """(positions, codes) of every ambiguous letter in order, in blocks of BLOCK_DRAWS: the
+    runs' letters in memory a block at a time, however long the runs."""
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    for first in range(0, int(ends[-1]), BLOCK_DRAWS):
+        index = np.arange(first, min(first + BLOCK_DRAWS, int(ends[-1])), dtype=np.int64)
+        run = np.searchsorted(ends, index, side="right")
+        yield offsets[run] + (index - starts[run]), codes[run]

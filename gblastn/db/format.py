@@ -1,13 +1,20 @@
-"""The gblastn database format (version 1): what is stored where.
+"""The gblastn database format (version 2; version 1 is still read): what is stored where.
 
 A database NAME is a directory ``NAME.gdb/`` holding
 
 * ``manifest.json``: ``format`` ("gblastn-nucl-db"), ``format_version``, ``title``, ``created``
   (BLAST's date style, e.g. "Nov 21, 2026  12:22 PM"), ``num_seqs``, ``total_letters``,
-  ``max_length``, ``parse_seqids`` and ``volumes``: per volume its ``file``, ``first_ordinal``,
-  ``num_seqs``, ``total_letters``, ``file_size`` (bytes, checked on open) and ``arrays_crc``
-  (CRC-32 of its array values, checked on open).
-* one LMDB environment per volume, a single file ``vNNN.mdb`` (opened with subdir=False).
+  ``max_length``, ``parse_seqids``, ``volumes``: per volume its ``file``, ``first_ordinal``,
+  ``num_seqs``, ``total_letters``, ``file_size`` (bytes, checked on open), ``arrays_crc``
+  (CRC-32 of its array values, checked on open), ``structure_crc`` (of its LMDB pages but
+  the blocks' data, checked on open, `structure_crc`) and ``keys_checksum`` (of its id keys,
+  checked when an id is not found); and ``checksum``, the CRC-32 of the rest of the manifest
+  (`manifest_checksum`), checked on open.
+* ``gen-XXXXXXXXXXXXXXXX/``, a generation: the volumes of one build, one LMDB environment
+  per volume in a single file ``vNNN.mdb`` (opened with subdir=False), named in the manifest
+  as ``gen-.../vNNN.mdb``. A build writes a new generation beside the current one and
+  installs it by replacing ``manifest.json`` (one rename, see generations.py), so the name
+  always holds one complete database.
 
 Keys of a volume (integers in values are little-endian numpy arrays, read as zero-copy views):
 
@@ -25,30 +32,49 @@ Keys of a volume (integers in values are little-endian numpy arrays, read as zer
 * ``amb_start``     int64 [n+1]    sequence i's ambiguity runs are rows amb_start[i]:amb_start[i+1]
 * ``amb_offset``    int64 [runs]   first base of the run, ``amb_length`` int64 [runs] its length,
   ``amb_code`` uint8 [runs] its ncbi4na code (runs of one code are maximal, not split)
-* ``def`` + uint64 big-endian local index: the defline (UTF-8), as read after '>'
-* ``key`` + lower-cased identifier: int64 global ordinals of the sequences it names (what
-  ``dbcmd -entry`` and ``Database.find`` accept; see seqid.lookup_keys)
-* ``meta``          JSON: ``num_seqs``, ``first_ordinal``, ``num_blocks``
+* ``def`` + uint64 big-endian local index: the defline, the bytes read after '>'
+* ``def_crc``       uint32 [n]     CRC-32 of each defline (checked on every read)
+* ``id`` + uint64 big-endian hash of an identifier (`id_hash`) + uint64 big-endian global
+  ordinal, empty value: one per (identifier, sequence it names), for what ``dbcmd -entry`` and
+  ``Database.find`` accept (see seqid.lookup_keys). Keys are short whatever the identifier's
+  length (LMDB's keys end at 511 bytes), and a lookup checks each ordinal found against that
+  sequence's (checked) defline, so neither a hash collision nor a damaged key can name the
+  wrong sequence. ``keys_checksum`` is the CRC-32 of the keys without their prefix, in key
+  order: a damaged key is found when an identifier is not.
+
+Version 1 differs in: volume files ``vNNN.mdb`` beside the manifest, replaced by renaming
+the whole directory; no ``def_crc``, ``structure_crc``, ``keys_checksum`` or manifest
+``checksum`` (deflines, ids and LMDB's pages unchecked); ``key`` + identifier holding the int64 ordinals as its value; deflines
+stored as UTF-8 with undecodable bytes replaced; a ``meta`` key that was never read.
 """
 
 import json
+import os
 import struct
 import zlib
 
 import numpy as np
 
 FORMAT_NAME = "gblastn-nucl-db"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 DB_SUFFIX = ".gdb"
 MANIFEST = "manifest.json"
-BLOCK_BYTES = 4 << 20
-TEMP_MARK = ".gdb-building-"
+GENERATION_PREFIX = "gen-"
+BLOCK_BYTES = 1 << 20
+ORDINAL_BYTES = 8
 
-ARRAY_KEYS = {
+_ARRAYS_V1 = {
     b"lengths": np.int64, b"block_of": np.int32, b"block_offset": np.int64,
     b"block_crc": np.uint32, b"amb_start": np.int64, b"amb_offset": np.int64,
     b"amb_length": np.int64, b"amb_code": np.uint8,
 }
+_ARRAYS_V2 = {**_ARRAYS_V1, b"def_crc": np.uint32}
+
+
+def array_keys(version: int) -> dict:
+    """The array keys of a volume of that format version, with their dtypes."""
+    return _ARRAYS_V1 if version == 1 else _ARRAYS_V2
 
 
 def volume_file(index: int) -> str:
@@ -63,20 +89,111 @@ def defline_key(local: int) -> bytes:
     return b"def" + struct.pack(">Q", local)
 
 
-def lookup_key(identifier: str) -> bytes:
+def lookup_key_v1(identifier: str) -> bytes:
     return b"key" + identifier.lower().encode("utf-8", "replace")
+
+
+def id_hash(identifier: str) -> int:
+    """The 64-bit hash an identifier's keys are stored under: the CRC-32 of the identifier
+    (lower-cased, UTF-8), then the CRC-32 of its bytes reversed. Two identifiers of one
+    length that differ within 8 bytes never share it (a difference would have to be a
+    multiple of both the CRC's polynomial and its reverse, 64 bits apart), and a lookup
+    checks every sequence it names. zlib rather than hashlib, whose OpenSSL library would
+    be a sizeable part of makedb's memory."""
+    encoded = identifier.lower().encode("utf-8", "replace")
+    return zlib.crc32(encoded) << 32 | zlib.crc32(encoded[::-1])
+
+
+def id_key_prefix(identifier: str) -> bytes:
+    """Where the id keys of the sequences `identifier` names start (version 2)."""
+    return ID_KEY_PREFIX + id_hash(identifier).to_bytes(8, "big")
+
+
+def ordinal_of_id_key(key: bytes) -> int:
+    return int.from_bytes(key[-ORDINAL_BYTES:], "big")
+
+
+ID_KEY_PREFIX = b"id"
+ID_KEY_BYTES = len(ID_KEY_PREFIX) + 8 + ORDINAL_BYTES
+ID_KEYS_END = b"ie"  # every id key sorts before this
 
 
 def arrays_crc(values: dict) -> int:
     """CRC-32 over the array values in a fixed key order."""
     crc = 0
-    for key in sorted(ARRAY_KEYS):
+    for key in sorted(values):
         crc = zlib.crc32(bytes(values[key]), crc)
     return crc
 
 
+_LMDB_PAGE_SIZE_AT = 40  # in the meta page: the free-page DB's md_pad, LMDB's mm_psize
+_LMDB_FLAGS_AT = 10      # in a page header: pgno (8 bytes), pad (2), flags (2), pages (4)
+_LMDB_OVERFLOW = 0x04
+_HEADER_WINDOW = 16      # page headers read at a time
+
+
+def structure_crc(path: str) -> int | None:
+    """CRC-32 of an LMDB file's own structure: every page but the data of overflow pages
+    (the blocks, which have their own checksums), so that a damaged B-tree page is found
+    before LMDB follows it (it reads past the file's end and the process dies of SIGBUS).
+    None when the file is not laid out as LMDB pages. The file is read a few pages at a time,
+    jumping over the blocks, and not mapped: its pages stay out of the process's memory."""
+    with open(path, "rb") as handle:
+        fd = handle.fileno()
+        size = os.fstat(fd).st_size
+        head = os.pread(fd, _LMDB_PAGE_SIZE_AT + 4, 0)
+        page = int.from_bytes(head[_LMDB_PAGE_SIZE_AT:], "little")
+        if size < 8192 or page < 512 or page > 65536 or page & (page - 1) or size % page:
+            return None
+        pages = size // page
+        crc = 0
+        at = 0
+        while at < pages:
+            window = min(_HEADER_WINDOW, pages - at)
+            data = os.pread(fd, window * page, at * page)
+            flags = np.ndarray((window,), dtype="<u2", buffer=data, offset=_LMDB_FLAGS_AT,
+                               strides=(page,))
+            heads = np.flatnonzero(flags & _LMDB_OVERFLOW)
+            structure = int(heads[0]) if heads.size else window  # pages before an overflow
+            crc = zlib.crc32(data[:structure * page], crc)
+            at += structure
+            if not heads.size:
+                continue
+            header = data[structure * page:structure * page + 16]
+            count = int.from_bytes(header[12:16], "little")
+            if count < 1 or at + count > pages:
+                return None
+            crc = zlib.crc32(header, crc)
+            at += count
+    return crc
+
+
+def manifest_checksum(manifest: dict) -> int:
+    """CRC-32 of the manifest without its checksum, written in one canonical way (sorted
+    keys, no blanks, ASCII), so that reading the JSON back gives the same bytes."""
+    body = {key: value for key, value in manifest.items() if key != "checksum"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return zlib.crc32(canonical.encode("ascii"))
+
+
 def manifest_text(manifest: dict) -> str:
-    return json.dumps(manifest, indent=1, sort_keys=True) + "\n"
+    """The manifest file's text, its checksum added."""
+    sealed = dict(manifest, checksum=manifest_checksum(manifest))
+    return json.dumps(sealed, indent=1, sort_keys=True) + "\n"
+
+
+def check_version(manifest: dict) -> int:
+    """The manifest's format version; ValueError with the reason when this reader cannot
+    read it (missing, not an integer, unknown, newer)."""
+    version = manifest.get("format_version")
+    if type(version) is not int:
+        raise ValueError(f"format version {version!r} is not a version number")
+    if version > max(READABLE_VERSIONS):
+        raise ValueError(f"written by a newer gblastn (format version {version}; "
+                         f"this version reads up to {max(READABLE_VERSIONS)})")
+    if version not in READABLE_VERSIONS:
+        raise ValueError(f"unknown format version {version}")
+    return version
 
 
 def parse_size(text: int | str) -> int:

@@ -4,6 +4,12 @@ Each volume's LMDB environment is opened read-only without a lock file (many pro
 search one database) and one read transaction with buffers=True stays open for the life of the
 Database, so the arrays and packed sequences handed out are zero-copy views of the memory map;
 they stay valid until `close()`.
+
+Everything a search reads is checked, so that damage is a DatabaseError naming the database,
+never a wrong answer: the manifest (format version, and in version 2 its checksum) and each
+volume's size and arrays on open, each block of packed bases on first use, each defline (version
+2) on every read, and every sequence an id lookup finds against that sequence's defline. A
+database replaced by a build while it is being opened is opened again, as the new one.
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ from ..alphabet import BLASTNA_FROM_NCBI4NA
 from ..errors import DatabaseError, InputError
 from ..numba_start import njit
 from . import format as fmt
-from .seqid import describe
+from .seqid import describe, lookup_keys
 
 CODE_OF = np.ascontiguousarray(BLASTNA_FROM_NCBI4NA, dtype=np.uint8)
+OPEN_ATTEMPTS = 3  # a database replaced while it is opened is opened again, this often
 
 
 @njit(cache=True, nogil=True)
@@ -100,20 +107,41 @@ def _resolve(path: str) -> str:
                         f"{fmt.MANIFEST}; build one with gblastn makedb)")
 
 
-def _read_manifest(directory: str, name: str) -> dict:
+def _read_manifest(directory: str, name: str) -> tuple[dict, bytes]:
+    """(manifest, its bytes), checked: a gblastn database, a format version this reader
+    knows, and (version 2) its checksum."""
     try:
-        with open(os.path.join(directory, fmt.MANIFEST), encoding="utf-8") as handle:
-            manifest = json.load(handle)
-        version = int(manifest["format_version"])
-        ok = manifest.get("format") == fmt.FORMAT_NAME
-    except (OSError, ValueError, KeyError, TypeError):
+        with open(os.path.join(directory, fmt.MANIFEST), "rb") as handle:
+            raw = handle.read()
+        manifest = json.loads(raw)
+        known_format = manifest.get("format") == fmt.FORMAT_NAME
+    except (OSError, ValueError, AttributeError):
         raise DatabaseError(f"{name}: damaged database (unreadable manifest)") from None
-    if not ok:
+    if not known_format:
         raise DatabaseError(f"{name}: not a gblastn nucleotide database")
-    if version > fmt.FORMAT_VERSION:
-        raise DatabaseError(f"{name}: written by a newer gblastn (format version {version}; "
-                            f"this version reads up to {fmt.FORMAT_VERSION})")
-    return manifest
+    try:
+        version = fmt.check_version(manifest)
+    except ValueError as exc:
+        raise DatabaseError(f"{name}: cannot read this database: {exc}") from None
+    if version >= 2 and manifest.get("checksum") != fmt.manifest_checksum(manifest):
+        raise DatabaseError(f"{name}: damaged database (manifest checksum mismatch)")
+    return manifest, raw
+
+
+def _manifest_bytes(directory: str) -> bytes | None:
+    try:
+        with open(os.path.join(directory, fmt.MANIFEST), "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def _volume_path(directory: str, file: str, label: str) -> str:
+    """The volume file a manifest names, which must lie inside the database directory."""
+    if not isinstance(file, str) or os.path.isabs(file) or os.path.normpath(file) != file \
+            or file.split("/", 1)[0] == "..":
+        raise DatabaseError(f"{label}: damaged database (volume file {file!r})")
+    return os.path.join(directory, file)
 
 
 class PackedSubjects(NamedTuple):
@@ -135,33 +163,37 @@ class PackedSubjects(NamedTuple):
 class Volume:
     """One LMDB volume: sequences first_ordinal .. first_ordinal + num_seqs - 1."""
 
-    def __init__(self, directory: str, index: int, entry: dict, db_name: str):
+    def __init__(self, directory: str, index: int, entry: dict, db_name: str, version: int):
         self.index = index
+        self.version = version
         self._concat = None
         self._packed_subjects = None
         self._concat_lock = threading.Lock()
         self.first_ordinal = int(entry["first_ordinal"])
         self.num_seqs = int(entry["num_seqs"])
+        self._keys_checksum = int(entry["keys_checksum"]) if version >= 2 else None
         self._label = f"{db_name}: volume {index} ({entry['file']})"
-        path = self._path = os.path.join(directory, entry["file"])
+        path = self.path = _volume_path(directory, entry["file"], db_name)
         try:
             size = os.path.getsize(path)
         except OSError:
             raise DatabaseError(f"{self._label}: missing") from None
         if size != int(entry["file_size"]):
             raise DatabaseError(f"{self._label}: damaged (size {size}, expected {entry['file_size']})")
+        if version >= 2:
+            self._check_structure(int(entry["structure_crc"]))
         try:
             self._env = lmdb.open(path, subdir=False, readonly=True, lock=False, readahead=False,
                                   max_dbs=0)
             self._txn = self._env.begin(buffers=True)
-            values = {key: self._txn.get(key) for key in fmt.ARRAY_KEYS}
+            values = {key: self._txn.get(key) for key in fmt.array_keys(version)}
         except lmdb.Error as exc:
             raise DatabaseError(f"{self._label}: damaged ({exc})") from None
         if any(v is None for v in values.values()) or fmt.arrays_crc(values) != int(entry["arrays_crc"]):
             self.close()
             raise DatabaseError(f"{self._label}: damaged (checksum mismatch)")
-        arrays = {key.decode(): np.frombuffer(v, dtype=dtype) for (key, dtype), v
-                  in zip(fmt.ARRAY_KEYS.items(), (values[k] for k in fmt.ARRAY_KEYS))}
+        arrays = {key.decode(): np.frombuffer(values[key], dtype=dtype)
+                  for key, dtype in fmt.array_keys(version).items()}
         self.lengths = arrays["lengths"]
         self._block_of = arrays["block_of"]
         self._block_offset = arrays["block_offset"]
@@ -170,10 +202,20 @@ class Volume:
         self._amb_offset = arrays["amb_offset"]
         self._amb_length = arrays["amb_length"]
         self._amb_code = arrays["amb_code"]
+        self._def_crc = arrays.get("def_crc")  # version 1 stored none
         if self.lengths.size != self.num_seqs:
             raise DatabaseError(f"{self._label}: damaged (sequence count)")
         self._blocks: dict[int, np.ndarray] = {}
         self._concat = None
+
+    def _check_structure(self, expected: int) -> None:
+        """LMDB follows its pages without checking them; they are checked before it does."""
+        try:
+            found = fmt.structure_crc(self.path)
+        except OSError as exc:
+            raise DatabaseError(f"{self._label}: unreadable ({exc})") from None
+        if found != expected:
+            raise DatabaseError(f"{self._label}: damaged (structure checksum mismatch)")
 
     def _block(self, block: int) -> np.ndarray:
         view = self._blocks.get(block)
@@ -225,15 +267,60 @@ class Volume:
                     self._amb_offset, self._amb_length, amb_end, self._amb_code)
             return self._packed_subjects
 
+    def _get(self, key: bytes):
+        try:
+            return self._txn.get(key)
+        except lmdb.Error as exc:
+            raise DatabaseError(f"{self._label}: damaged ({exc})") from None
+
     def defline(self, i_local: int) -> str:
-        value = self._txn.get(fmt.defline_key(i_local))
+        value = self._get(fmt.defline_key(i_local))
         if value is None:
             raise DatabaseError(f"{self._label}: damaged (defline {i_local} missing)")
+        if self._def_crc is not None and zlib.crc32(value) != int(self._def_crc[i_local]):
+            raise DatabaseError(f"{self._label}: damaged (defline {i_local} checksum mismatch)")
         return bytes(value).decode("utf-8", "replace")
 
-    def lookup(self, key: str) -> np.ndarray | None:
-        value = self._txn.get(fmt.lookup_key(key))
-        return None if value is None else np.frombuffer(value, dtype=np.int64)
+    def ordinals_named(self, identifier: str) -> list[int]:
+        """Global ordinals of the sequences that have an id key for `identifier`, unchecked
+        against their deflines (Database.find checks them)."""
+        if self.version == 1:
+            value = self._get(fmt.lookup_key_v1(identifier))
+            return [] if value is None else np.frombuffer(value, dtype=np.int64).tolist()
+        prefix = fmt.id_key_prefix(identifier)
+        found = []
+        try:
+            with self._txn.cursor() as cursor:
+                if cursor.set_range(prefix):
+                    for key in cursor.iternext(values=False):
+                        key = bytes(key)
+                        if not key.startswith(prefix):
+                            break
+                        if len(key) == len(prefix) + fmt.ORDINAL_BYTES:
+                            found.append(fmt.ordinal_of_id_key(key))
+        except lmdb.Error as exc:
+            raise DatabaseError(f"{self._label}: damaged ({exc})") from None
+        return found
+
+    def check_id_keys(self) -> None:
+        """DatabaseError unless the volume's id keys are those written (version 2): an id
+        that is not found is then truly absent, not lost to a damaged key."""
+        if self._keys_checksum is None:
+            return
+        checksum = 0
+        try:
+            with self._txn.cursor() as cursor:
+                if cursor.set_range(fmt.ID_KEY_PREFIX):
+                    for key in cursor.iternext(values=False):
+                        if bytes(key[:len(fmt.ID_KEYS_END)]) >= fmt.ID_KEYS_END:
+                            break
+                        if len(key) != fmt.ID_KEY_BYTES:
+                            raise DatabaseError(f"{self._label}: damaged (an id key's length)")
+                        checksum = zlib.crc32(key[len(fmt.ID_KEY_PREFIX):], checksum)
+        except lmdb.Error as exc:
+            raise DatabaseError(f"{self._label}: damaged ({exc})") from None
+        if checksum != self._keys_checksum:
+            raise DatabaseError(f"{self._label}: damaged (id keys checksum mismatch)")
 
     def concat_packed(self) -> tuple[np.ndarray, np.ndarray]:
         """(buffer, byte_offset [num_seqs+1]): every sequence of the volume in one read-only
@@ -276,15 +363,18 @@ class Volume:
         of the file cannot be located (no /proc/self/maps): the blocks are copied."""
         views = [np.frombuffer(self._raw_block(block), dtype=np.uint8)
                  for block in range(self._block_crc.size)]
-        placed = _file_offsets(self._path, [view.ctypes.data for view in views])
+        placed = _file_offsets(self.path, [view.ctypes.data for view in views])
         if placed is None:
             return None
         first = min(placed)
         end = max(at + view.size for at, view in zip(placed, views))
         mapped_from = first - first % mmap.ALLOCATIONGRANULARITY
-        with open(self._path, "rb") as handle:
-            area = mmap.mmap(handle.fileno(), end - mapped_from, prot=mmap.PROT_READ,
-                             offset=mapped_from)
+        try:
+            with open(self.path, "rb") as handle:
+                area = mmap.mmap(handle.fileno(), end - mapped_from, prot=mmap.PROT_READ,
+                                 offset=mapped_from)
+        except OSError:
+            return None  # removed since (a build replaced the database): the blocks are copied
         span = np.frombuffer(area, dtype=np.uint8, count=end - first, offset=first - mapped_from)
         block_start = np.array(placed, dtype=np.int64) - first
         for view, start in zip(views, block_start.tolist()):
@@ -372,8 +462,22 @@ class Database:
 
     def __init__(self, name: str):
         self.name = os.fspath(name)
-        self.directory = _resolve(self.name)
-        manifest = _read_manifest(self.directory, self.name)
+        self.volumes: list[Volume] = []
+        for attempt in range(OPEN_ATTEMPTS):
+            self.directory = _resolve(self.name)
+            manifest, raw = _read_manifest(self.directory, self.name)
+            try:
+                self._open(manifest)
+                break
+            except DatabaseError:
+                # a build that replaced the database between our reading its manifest and
+                # opening its volumes removed them: the new one is complete, open that
+                if attempt + 1 == OPEN_ATTEMPTS or _manifest_bytes(self.directory) == raw:
+                    raise
+        self._describe = lru_cache(maxsize=4096)(self._describe_uncached)
+        self._id_keys_checked = False
+
+    def _open(self, manifest: dict) -> None:
         try:
             self.title = str(manifest["title"])
             self.num_seqs = int(manifest["num_seqs"])
@@ -385,10 +489,11 @@ class Database:
             entries = list(manifest["volumes"])
         except (KeyError, TypeError, ValueError):
             raise DatabaseError(f"{self.name}: damaged database (incomplete manifest)") from None
-        self.volumes: list[Volume] = []
+        self.volumes = []
         try:
             for index, entry in enumerate(entries):
-                self.volumes.append(Volume(self.directory, index, entry, self.name))
+                self.volumes.append(Volume(self.directory, index, entry, self.name,
+                                           self.format_version))
         except (KeyError, TypeError, ValueError):
             self.close()
             raise DatabaseError(f"{self.name}: damaged database (volume list)") from None
@@ -401,7 +506,6 @@ class Database:
         if self.lengths.size != self.num_seqs or int(self.lengths.sum()) != self.total_letters:
             self.close()
             raise DatabaseError(f"{self.name}: damaged database (totals do not match volumes)")
-        self._describe = lru_cache(maxsize=4096)(self._describe_uncached)
 
     # -- locating an ordinal ---------------------------------------------------------------
     def _locate(self, ordinal: int) -> tuple[Volume, int]:
@@ -430,11 +534,26 @@ class Database:
 
     def find(self, seq_id: str) -> int:
         """Ordinal of the (first) sequence an id names, as dbcmd -entry accepts ids."""
+        identifier = seq_id.strip()
         for volume in self.volumes:
-            found = volume.lookup(seq_id.strip())
-            if found is not None and found.size:
-                return int(found[0])
+            for ordinal in volume.ordinals_named(identifier):
+                if self._names(ordinal, identifier, volume):
+                    return ordinal
+        if not self._id_keys_checked:
+            # an id key that is damaged, not one that is absent, must not read as "no such id"
+            for volume in self.volumes:
+                volume.check_id_keys()
+            self._id_keys_checked = True
         raise InputError(f"{self.name}: no sequence with id '{seq_id}'")
+
+    def _names(self, ordinal: int, identifier: str, volume: Volume) -> bool:
+        """Whether the sequence an id key gave carries the id in its defline (version 2: the
+        keys are hashes, which two ids may share)."""
+        if volume.version == 1:
+            return True
+        local = ordinal - volume.first_ordinal
+        return 0 <= local < volume.num_seqs and identifier.lower() in lookup_keys(
+            volume.defline(local), self.parse_seqids)
 
     # -- sequences -------------------------------------------------------------------------
     def packed(self, ordinal: int) -> np.ndarray:

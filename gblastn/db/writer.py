@@ -1,20 +1,19 @@
 """`make_db`: FASTA files to a gblastn database (the layout is described in format.py).
 
-The build is streamed: one FASTA record at a time is read, encoded (2-bit + substitutes +
-ambiguity runs) and appended to the current volume, so memory stays bounded by the longest
-sequence plus small per-sequence arrays. Everything is written into a temporary directory next
-to the target and renamed into place only when complete: a failed or killed build leaves no
-database under the target name and never touches an existing one.
+The build is streamed: the FASTA reader hands over each record's letters in pieces of at
+most one read chunk, which are packed as they come (encode.py), and each record is stored as
+soon as it ends: its packed bases and defline go straight into the volume's LMDB environment,
+its small per-sequence numbers and its ids' hashes into compact columns (columns.py) until the
+volume is finished. Memory holds the packed bases of one record (a quarter of its letters),
+one read chunk and some 40 bytes a sequence, never an input or a record's letters whole.
+The volumes are written into a generation folder of the build's own and installed in one
+rename (generations.py): a failed or killed build never touches the database of its name.
 """
 
 from __future__ import annotations
 
 import os
-import queue
-import shutil
 import sys
-import tempfile
-import threading
 import time
 import zlib
 from datetime import datetime
@@ -23,15 +22,20 @@ import lmdb
 import numpy as np
 
 from ..errors import InputError, OptionsError, OutputError
-from ..fasta import iter_records
-from ..tasks import TaskPool
+from ..fasta import Header, iter_fasta
 from . import format as fmt
-from .encode import encode_sequence
+from .columns import Column
+from .encode import EncodedSequence, SequenceEncoder
+from .generations import Generation, database_dir
 from .seqid import duplicate_key, lookup_keys
 
-COMMIT_BYTES = 64 << 20      # commit the volume's write transaction this often (bounds memory)
+READ_CHUNK_BYTES = 1 << 20   # FASTA read this much at a time (bounds a piece's temporaries)
+COMMIT_BYTES = 1 << 20       # commit the volume's write transaction this often: LMDB holds
+                             # the pages written since the last commit in memory
 MAP_HEADROOM = 512 << 20     # LMDB address space beyond the volume's data
 PER_SEQUENCE_BYTES = 64      # rough LMDB cost of a sequence's small records, for the volume cap
+KEY_OVERHEAD_BYTES = 16      # what an LMDB entry costs beyond its key and value
+ID_KEYS_PER_BATCH = 1 << 14  # id keys put per write transaction
 
 
 def blast_date(moment: datetime) -> str:
@@ -42,104 +46,132 @@ def blast_date(moment: datetime) -> str:
 class _VolumeWriter:
     """One LMDB volume being filled with whole sequences."""
 
-    def __init__(self, directory: str, index: int, first_ordinal: int, map_size: int):
-        self.index = index
-        self.file = fmt.volume_file(index)
-        self.path = os.path.join(directory, self.file)
+    def __init__(self, directory: str, generation: str, index: int, first_ordinal: int,
+                 map_size: int):
+        self.file = f"{generation}/{fmt.volume_file(index)}"
+        self.path = os.path.join(directory, fmt.volume_file(index))
         self.first_ordinal = first_ordinal
         self.env = lmdb.open(self.path, subdir=False, map_size=map_size, lock=False, sync=False,
                              metasync=False, readahead=False, max_dbs=0)
         self.txn = self.env.begin(write=True)
         self.uncommitted = 0
         self.size_estimate = 0
-        self.lengths: list[int] = []
-        self.block_of: list[int] = []
-        self.block_offset: list[int] = []
-        self.block_crc: list[int] = []
-        self.block = bytearray()
-        self.amb_counts: list[int] = []
-        self.amb_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self.keys: dict[str, list[int]] = {}
+        # (hash, ordinal) of each id key, stored sorted when the volume is finished: keys
+        # put in random order would make LMDB hold most of its key pages in memory
+        self.id_hashes = Column(np.uint64)
+        self.id_locals = Column(np.uint32)
+        self.arrays = {key: Column(dtype)
+                       for key, dtype in fmt.array_keys(fmt.FORMAT_VERSION).items()}
+        self.arrays[b"block_offset"] = Column(np.uint32)  # inside a block: stored as int64
+        self.arrays[b"amb_start"].append(0)
+        # the block being filled: one buffer for the volume, so that no block is copied on
+        # the way to LMDB (which copies it once itself)
+        self.block = np.empty(fmt.BLOCK_BYTES, dtype=np.uint8)
+        self.block_used = 0
 
     @property
     def num_seqs(self) -> int:
-        return len(self.lengths)
+        return len(self.arrays[b"lengths"])
 
     def _put(self, key: bytes, value) -> None:
         self.txn.put(key, value)
-        self.uncommitted += len(value)
+        self.uncommitted += len(key) + memoryview(value).nbytes + KEY_OVERHEAD_BYTES
         if self.uncommitted >= COMMIT_BYTES:
             self.txn.commit()
             self.txn = self.env.begin(write=True)
             self.uncommitted = 0
 
     def _store_block(self, data) -> None:
-        self.block_crc.append(zlib.crc32(data))
-        self._put(fmt.block_key(len(self.block_crc) - 1), data)
+        block_crc = self.arrays[b"block_crc"]
+        block_crc.append(zlib.crc32(data))
+        self._put(fmt.block_key(len(block_crc) - 1), data)
 
-    def add(self, defline: str, length: int, packed: np.ndarray, runs, keys) -> None:
+    def add(self, defline: bytes, sequence: EncodedSequence, keys) -> None:
         local = self.num_seqs
-        nbytes = packed.size
+        arrays = self.arrays
+        nbytes = len(sequence.packed)
         if nbytes > fmt.BLOCK_BYTES:      # a long sequence gets a block of its own
             self.flush_block()
-            self.block_of.append(len(self.block_crc))
-            self.block_offset.append(0)
-            self._store_block(packed)
+            arrays[b"block_of"].append(len(arrays[b"block_crc"]))
+            arrays[b"block_offset"].append(0)
+            self._store_block(sequence.packed)
         else:
-            if len(self.block) + nbytes > fmt.BLOCK_BYTES:
+            if self.block_used + nbytes > fmt.BLOCK_BYTES:
                 self.flush_block()
-            self.block_of.append(len(self.block_crc))
-            self.block_offset.append(len(self.block))
-            self.block += packed.tobytes()
-        self.lengths.append(length)
-        self.amb_counts.append(runs[0].size)
-        if runs[0].size:
-            self.amb_parts.append(runs)
-        encoded = defline.encode("utf-8", "replace")
-        self._put(fmt.defline_key(local), encoded)
-        for key in keys:
-            self.keys.setdefault(key, []).append(self.first_ordinal + local)
-        self.size_estimate += nbytes + len(encoded) + 24 * runs[0].size + PER_SEQUENCE_BYTES
+            arrays[b"block_of"].append(len(arrays[b"block_crc"]))
+            arrays[b"block_offset"].append(self.block_used)
+            end = self.block_used + nbytes
+            self.block[self.block_used:end] = np.frombuffer(sequence.packed, dtype=np.uint8)
+            self.block_used = end
+        arrays[b"lengths"].append(sequence.length)
+        arrays[b"amb_offset"].extend(sequence.amb_offset)
+        arrays[b"amb_length"].extend(sequence.amb_length)
+        arrays[b"amb_code"].extend(sequence.amb_code)
+        arrays[b"amb_start"].append(len(arrays[b"amb_code"]))
+        self._put(fmt.defline_key(local), defline)
+        arrays[b"def_crc"].append(zlib.crc32(defline))
+        for identifier in keys:
+            self.id_hashes.append(fmt.id_hash(identifier))
+            self.id_locals.append(local)
+        self.size_estimate += (nbytes + len(defline) + 24 * sequence.amb_code.size
+                               + PER_SEQUENCE_BYTES)
+
+    def defline(self, ordinal: int) -> str:
+        return bytes(self.txn.get(fmt.defline_key(ordinal - self.first_ordinal))).decode(
+            "utf-8", "replace")
 
     def flush_block(self) -> None:
-        if self.block:
-            self._store_block(bytes(self.block))
-            self.block = bytearray()
+        if self.block_used:
+            self._store_block(self.block[:self.block_used].data)
+            self.block_used = 0
 
     def finish(self) -> dict:
-        """Writes the per-volume arrays, closes the environment; returns the manifest entry."""
+        """Writes the id keys and the per-volume arrays, closes the environment; returns the
+        manifest entry."""
         self.flush_block()
-        amb_start = np.zeros(self.num_seqs + 1, dtype=np.int64)
-        np.cumsum(self.amb_counts, out=amb_start[1:])
-        parts = self.amb_parts
-
-        def joined(column: int, dtype) -> np.ndarray:
-            return np.concatenate([p[column] for p in parts]).astype(dtype) if parts else np.zeros(0, dtype)
-
-        arrays = {
-            b"lengths": np.asarray(self.lengths, dtype=np.int64),
-            b"block_of": np.asarray(self.block_of, dtype=np.int32),
-            b"block_offset": np.asarray(self.block_offset, dtype=np.int64),
-            b"block_crc": np.asarray(self.block_crc, dtype=np.uint32),
-            b"amb_start": amb_start,
-            b"amb_offset": joined(0, np.int64),
-            b"amb_length": joined(1, np.int64),
-            b"amb_code": joined(2, np.uint8),
-        }
-        values = {key: array.tobytes() for key, array in arrays.items()}
+        num_seqs = self.num_seqs
+        keys_checksum = self._write_id_keys()
+        values = {key: self.arrays[key].take().astype(dtype, copy=False)
+                  for key, dtype in fmt.array_keys(fmt.FORMAT_VERSION).items()}
         for key, value in values.items():
             self._put(key, value)
-        for key, ordinals in self.keys.items():
-            self._put(fmt.lookup_key(key), np.asarray(ordinals, dtype=np.int64).tobytes())
-        meta = {"num_seqs": self.num_seqs, "first_ordinal": self.first_ordinal,
-                "num_blocks": len(self.block_crc)}
-        self._put(b"meta", fmt.manifest_text(meta).encode())
         self.txn.commit()
         self.env.sync(True)
         self.env.close()
-        return {"file": self.file, "first_ordinal": self.first_ordinal, "num_seqs": self.num_seqs,
-                "total_letters": int(arrays[b"lengths"].sum()),
-                "file_size": os.path.getsize(self.path), "arrays_crc": fmt.arrays_crc(values)}
+        return {"file": self.file, "first_ordinal": self.first_ordinal, "num_seqs": num_seqs,
+                "total_letters": int(values[b"lengths"].sum()),
+                "file_size": os.path.getsize(self.path), "arrays_crc": fmt.arrays_crc(values),
+                "keys_checksum": keys_checksum, "structure_crc": fmt.structure_crc(self.path)}
+
+    def _write_id_keys(self) -> int:
+        """Puts the id keys in key order, a batch per transaction; returns their checksum."""
+        hashes = self.id_hashes.take()
+        locals_ = self.id_locals.take()
+        # keys were added in ordinal order: a stable sort by hash is the order of the keys
+        order = np.argsort(hashes, kind="stable")
+        # two ids of one sequence that share a hash make one key
+        repeats = np.flatnonzero((hashes[order[1:]] == hashes[order[:-1]])
+                                 & (locals_[order[1:]] == locals_[order[:-1]]))
+        order = np.delete(order, repeats + 1)
+        checksum = 0
+        suffixes = np.empty(min(order.size, ID_KEYS_PER_BATCH),
+                            dtype=[("hash", ">u8"), ("ordinal", ">u8")])
+        for first in range(0, order.size, ID_KEYS_PER_BATCH):
+            batch = order[first:first + ID_KEYS_PER_BATCH]
+            part = suffixes[:batch.size]
+            part["hash"] = hashes[batch]
+            part["ordinal"] = locals_[batch]
+            part["ordinal"] += self.first_ordinal
+            raw = part.tobytes()
+            checksum = zlib.crc32(raw, checksum)
+            width = suffixes.itemsize
+            with self.txn.cursor() as cursor:
+                # after the blocks and deflines ('blk', 'def'), before the arrays: in order
+                cursor.putmulti(((fmt.ID_KEY_PREFIX + raw[at:at + width], b"")
+                                 for at in range(0, len(raw), width)), append=True)
+            self.txn.commit()
+            self.txn = self.env.begin(write=True)
+        return checksum
 
     def abandon(self) -> None:
         try:
@@ -147,63 +179,6 @@ class _VolumeWriter:
             self.env.close()
         except lmdb.Error:
             pass
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _temp_prefix(final: str) -> str:
-    return "." + os.path.basename(final) + fmt.TEMP_MARK
-
-
-def _remove_stale_builds(final: str) -> None:
-    """Leftovers of builds of the same name whose process is gone (killed builds)."""
-    parent = os.path.dirname(final) or "."
-    prefix = _temp_prefix(final)
-    for entry in os.listdir(parent):
-        if entry.startswith(prefix):
-            pid_text = entry[len(prefix):].split("-", 1)[0]
-            if pid_text.isdigit() and not _pid_alive(int(pid_text)):
-                shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
-
-
-def database_dir(out: str) -> str:
-    """The directory a database name refers to ('db/example' -> 'db/example.gdb')."""
-    out = os.fspath(out)
-    return out if out.endswith(fmt.DB_SUFFIX) else out + fmt.DB_SUFFIX
-
-
-def _prepare_target(out: str) -> tuple[str, str]:
-    final = database_dir(out)
-    parent = os.path.dirname(final) or "."
-    if not os.path.isdir(parent):
-        raise OutputError(f"{parent}: output directory does not exist")
-    if os.path.exists(final) and not os.path.isfile(os.path.join(final, fmt.MANIFEST)):
-        raise OutputError(f"{final}: exists and is not a gblastn database; not overwriting it")
-    try:
-        _remove_stale_builds(final)
-        temp = tempfile.mkdtemp(prefix=_temp_prefix(final) + f"{os.getpid()}-", dir=parent)
-    except OSError as exc:
-        raise OutputError(f"{parent}: cannot write the database there ({exc.strerror})") from None
-    return final, temp
-
-
-def _install(temp: str, final: str) -> None:
-    """Renames the finished build into place, replacing an older database of that name."""
-    old = None
-    if os.path.exists(final):
-        old = temp + "-old"
-        os.rename(final, old)
-    os.rename(temp, final)
-    if old:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _split_inputs(inputs) -> list[str]:
@@ -254,132 +229,215 @@ class _Progress:
 def make_db(inputs, out: str, title: str | None = None, parse_seqids: bool = False,
             max_file_sz: int | str = "1GB", progress: bool | None = None, *,
             warn=_warn_to_stderr) -> str:
-    """Builds database `out` (directory out.gdb) from FASTA files; returns its directory."""
+    """Builds database `out` (directory out.gdb) from FASTA files; returns its directory.
+    A missing folder on the way to it is made, as makeblastdb does."""
     names = _split_inputs(inputs)
-    try:
-        cap = fmt.parse_size(max_file_sz)
-    except ValueError as exc:
-        raise OptionsError(f"-max_file_sz: {exc}") from None
-    if cap <= 0:
-        raise OptionsError("-max_file_sz must be positive")
+    cap = _volume_cap(max_file_sz)
     started = time.time()
-    final, temp = _prepare_target(os.fspath(out))
+    final = database_dir(os.fspath(out))
+    generation = _start_generation(final)
     bar = _Progress(progress, names)
     try:
-        manifest = _build(names, temp, cap, parse_seqids, bar, warn)
+        manifest = _Build(names, generation, cap, parse_seqids, bar, warn).run()
         manifest.update(title=title if title is not None else " ".join(names),
                         created=blast_date(datetime.fromtimestamp(started)),
                         created_iso=datetime.fromtimestamp(started).astimezone().isoformat(timespec="seconds"),
                         parse_seqids=bool(parse_seqids))
-        with open(os.path.join(temp, fmt.MANIFEST), "w", encoding="utf-8") as handle:
-            handle.write(fmt.manifest_text(manifest))
-            handle.flush()
-            os.fsync(handle.fileno())
-        _install(temp, final)
+        generation.install(fmt.manifest_text(manifest))
     except BaseException as exc:
-        shutil.rmtree(temp, ignore_errors=True)
-        if isinstance(exc, OSError) and not isinstance(exc, lmdb.Error):
-            raise OutputError(f"{final}: cannot write the database ({exc.strerror or exc})") from None
-        if isinstance(exc, lmdb.Error):
-            raise OutputError(f"{final}: cannot write the database ({exc})") from None
+        generation.abandon()
+        if isinstance(exc, (OSError, lmdb.Error)):
+            raise _output_error(final, exc) from None
         raise
     finally:
         bar.stop()
     return final
 
 
-def _build(names, temp, cap, parse_seqids, bar, warn) -> dict:
-    volumes: list[dict] = []
-    volume: _VolumeWriter | None = None
-    seen_ids: dict[str, str] = {}
-    ordinal = total = longest = 0
-    pool = TaskPool(_cpu_count())
-    records = _read_ahead(record for name in names for record in iter_records(name))
+def _volume_cap(max_file_sz) -> int:
     try:
-        for record in records:
-            length = int(record.letters.size)
-            bar.advance(length + len(record.defline) + 2)
-            if length == 0:
-                warn(f"{record.source}:{record.line}: ignoring sequence '{record.id}' "
-                     "as it has no sequence data")
-                continue
-            if parse_seqids:
-                _check_unique(record, seen_ids)
-            packed, *runs = encode_sequence(record.letters, pool)
-            if volume is not None and volume.num_seqs and \
-                    volume.size_estimate + packed.size + PER_SEQUENCE_BYTES > cap:
-                volumes.append(volume.finish())
-                volume = None
-            if volume is None:
-                map_size = 2 * cap + 2 * packed.size + MAP_HEADROOM
-                volume = _VolumeWriter(temp, len(volumes), ordinal, map_size)
-            volume.add(record.defline, length, packed, runs,
-                       lookup_keys(record.defline, parse_seqids))
-            ordinal += 1
-            total += length
-            longest = max(longest, length)
-        if volume is not None:
-            volumes.append(volume.finish())
-            volume = None
-    finally:
-        records.close()
-        pool.close()
-        if volume is not None:
-            volume.abandon()
-    if ordinal == 0:
-        raise InputError(f"{' '.join(names)}: no sequences found (empty input?)")
-    return {"format": fmt.FORMAT_NAME, "format_version": fmt.FORMAT_VERSION, "num_seqs": ordinal,
-            "total_letters": total, "max_length": longest, "volumes": volumes}
+        cap = fmt.parse_size(max_file_sz)
+    except ValueError as exc:
+        raise OptionsError(f"-max_file_sz: {exc}") from None
+    if cap <= 0:
+        raise OptionsError("-max_file_sz must be positive")
+    return cap
 
 
-def _cpu_count() -> int:
+def _start_generation(final: str) -> Generation:
+    parent = os.path.dirname(final) or "."
     try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
+        os.makedirs(parent, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise OutputError(f"{parent}: not a directory") from None
+    except OSError as exc:
+        raise _output_error(parent, exc) from None
+    try:
+        return Generation(final)
+    except OSError as exc:
+        raise _output_error(final, exc) from None
 
 
-def _read_ahead(items):
-    """Iterate `items` one step ahead in a thread: the next FASTA record is read and parsed
-    while this one is encoded and stored. Errors are raised here, in order."""
-    slot: queue.Queue = queue.Queue(maxsize=1)
-    stop = threading.Event()
-    done = object()
+def _output_error(path: str, exc: Exception) -> OutputError:
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+    return OutputError(f"{path}: cannot write the database ({reason})")
 
-    def produce():
+
+class _PrimaryIds:
+    """-parse_seqids: makeblastdb refuses two sequences with one primary id. A volume's
+    primary ids are compared by their hashes with those of the sequences before them when
+    the volume is finished: memory holds some 30 bytes a sequence (hash, ordinal, where it
+    was read), not its id; equal hashes are confirmed on the stored deflines."""
+
+    def __init__(self, names: list[str]):
+        self.names = names
+        self.hashes = np.zeros(0, dtype=np.uint64)    # the finished volumes', sorted
+        self.ordinals = np.zeros(0, dtype=np.int64)
+        self.pending = Column(np.uint64)              # the volume being filled, in order
+        self.files = Column(np.uint32)                # where each sequence was read
+        self.lines = Column(np.int64)
+
+    def add(self, key: str, file_index: int, line: int) -> None:
+        self.pending.append(fmt.id_hash(key))
+        self.files.append(file_index)
+        self.lines.append(line)
+
+    def check(self, defline_of) -> None:
+        """InputError for the first sequence of the pending ones whose primary id an earlier
+        sequence has; `defline_of(ordinal)` reads a stored defline."""
+        first_pending = self.ordinals.size
+        hashes = np.concatenate((self.hashes, self.pending.take()))
+        ordinals = np.arange(hashes.size, dtype=np.int64)
+        ordinals[:first_pending] = self.ordinals
+        order = np.lexsort((ordinals, hashes))
+        self.hashes, self.ordinals = hashes[order], ordinals[order]
+        same = np.flatnonzero(self.hashes[1:] == self.hashes[:-1])
+        groups: dict[int, list[int]] = {}
+        for at in np.union1d(same, same + 1).tolist():
+            groups.setdefault(int(self.hashes[at]), []).append(int(self.ordinals[at]))
+        duplicates = [_first_repeat(members, defline_of) for members in groups.values()
+                      if members[-1] >= first_pending]
+        duplicates = [pair for pair in duplicates if pair is not None]
+        if duplicates:
+            later, first = min(duplicates)
+            raise InputError(f"{self._where(later)}: duplicate sequence id "
+                             f"'{_first_token(defline_of(later))}' (first seen at "
+                             f"{self._where(first)})")
+
+    def _where(self, ordinal: int) -> str:
+        return f"{self.names[self.files[ordinal]]}:{self.lines[ordinal]}"
+
+
+def _first_repeat(ordinals: list[int], defline_of) -> tuple[int, int] | None:
+    """(later, first): the first of `ordinals` (ascending) whose primary id an earlier one
+    has, and that earlier one."""
+    seen: dict[str, int] = {}
+    for ordinal in ordinals:
+        key = duplicate_key(defline_of(ordinal))
+        if key in seen:
+            return ordinal, seen[key]
+        seen[key] = ordinal
+    return None
+
+
+class _Build:
+    """The records of the inputs, in order, stored into volumes of at most `cap` bytes."""
+
+    def __init__(self, names: list[str], generation: Generation, cap: int, parse_seqids: bool,
+                 bar, warn):
+        self.names = names
+        self.generation = generation
+        self.cap = cap
+        self.parse_seqids = parse_seqids
+        self.bar = bar
+        self.warn = warn
+        self.volumes: list[dict] = []
+        self.volume: _VolumeWriter | None = None
+        self.primary_ids = _PrimaryIds(names) if parse_seqids else None
+        self.ordinal = self.total = self.longest = 0
+
+    def run(self) -> dict:
         try:
-            for item in items:
-                while not stop.is_set():
-                    try:
-                        slot.put((item, None), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            slot.put((done, None))
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-            slot.put((done, exc))
+            for index, name in enumerate(self.names):
+                self._read(index, name)
+            if self.volume is not None:
+                self._finish_volume()
+        finally:
+            if self.volume is not None:
+                self.volume.abandon()
+        if self.ordinal == 0:
+            raise InputError(f"{' '.join(self.names)}: no sequences found (empty input?)")
+        return {"format": fmt.FORMAT_NAME, "format_version": fmt.FORMAT_VERSION,
+                "num_seqs": self.ordinal, "total_letters": self.total,
+                "max_length": self.longest, "volumes": self.volumes}
 
-    threading.Thread(target=produce, name="gblastn-fasta", daemon=True).start()
-    try:
-        while True:
-            item, error = slot.get()
-            if error is not None:
-                raise error
-            if item is done:
-                return
-            yield item
-    finally:
-        stop.set()
+    def _read(self, file_index: int, name: str) -> None:
+        header = encoder = None
+        for item in iter_fasta(name, chunk_bytes=READ_CHUNK_BYTES):
+            if isinstance(item, Header):
+                if header is not None:
+                    self._store(file_index, name, header, encoder.finish())
+                header, encoder = item, SequenceEncoder()
+                self.bar.advance(len(item.defline) + 2)
+            else:
+                encoder.add(item)
+                self.bar.advance(len(item))
+        if header is not None:
+            self._store(file_index, name, header, encoder.finish())
+
+    def _store(self, file_index: int, name: str, header: Header, sequence: EncodedSequence) -> None:
+        defline = header.defline.decode("utf-8", "replace")
+        if sequence.length == 0:
+            self.warn(f"{name}:{header.line}: ignoring sequence '{_first_token(defline)}' "
+                      "as it has no sequence data")
+            return
+        primary = duplicate_key(defline) if self.primary_ids is not None else None
+        if primary == "":
+            raise InputError(f"{name}:{header.line}: a sequence without an id "
+                             "cannot be stored with -parse_seqids")
+        volume = self._volume_for(len(sequence.packed))
+        volume.add(header.defline, sequence, lookup_keys(defline, self.parse_seqids))
+        if primary is not None:
+            self.primary_ids.add(primary, file_index, header.line)
+        self.ordinal += 1
+        self.total += sequence.length
+        self.longest = max(self.longest, sequence.length)
+
+    def _volume_for(self, nbytes: int) -> _VolumeWriter:
+        """The volume the next sequence goes into: a new one when it would pass the cap."""
+        volume = self.volume
+        if volume is not None and volume.num_seqs and \
+                volume.size_estimate + nbytes + PER_SEQUENCE_BYTES > self.cap:
+            self._finish_volume()
+        if self.volume is None:
+            map_size = 2 * self.cap + 2 * nbytes + MAP_HEADROOM
+            self.volume = _VolumeWriter(self.generation.path, self.generation.name,
+                                        len(self.volumes), self.ordinal, map_size)
+        return self.volume
+
+    def _finish_volume(self) -> None:
+        if self.primary_ids is not None:
+            self.primary_ids.check(self._stored_defline)
+        self.volumes.append(self.volume.finish())
+        self.volume = None
+
+    def _stored_defline(self, ordinal: int) -> str:
+        """The defline of a sequence stored so far (the volume being filled has it in its
+        write transaction, a finished volume in its file)."""
+        if self.volume is not None and ordinal >= self.volume.first_ordinal:
+            return self.volume.defline(ordinal)
+        index = next(i for i, entry in enumerate(self.volumes)
+                     if entry["first_ordinal"] + entry["num_seqs"] > ordinal)
+        path = os.path.join(self.generation.path, fmt.volume_file(index))
+        env = lmdb.open(path, subdir=False, readonly=True, lock=False, max_dbs=0)
+        try:
+            with env.begin() as txn:
+                value = txn.get(fmt.defline_key(ordinal - self.volumes[index]["first_ordinal"]))
+        finally:
+            env.close()
+        return value.decode("utf-8", "replace")
 
 
-def _check_unique(record, seen_ids: dict) -> None:
-    key = duplicate_key(record.defline)
-    if not key:
-        raise InputError(f"{record.source}:{record.line}: a sequence without an id "
-                         "cannot be stored with -parse_seqids")
-    if key in seen_ids:
-        raise InputError(f"{record.source}:{record.line}: duplicate sequence id "
-                         f"'{record.id}' (first seen at {seen_ids[key]})")
-    seen_ids[key] = f"{record.source}:{record.line}"
+def _first_token(defline: str) -> str:
+    parts = defline.split(None, 1)
+    return parts[0] if parts else ""
