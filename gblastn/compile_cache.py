@@ -241,6 +241,29 @@ def install_locator() -> None:
     if any(getattr(cls, "_gblastn_keyed", False) for cls in impl._locator_classes):
         return
     impl._locator_classes = [_content_keyed_locator(caching)] + list(impl._locator_classes)
+    _lock_index_updates(caching.IndexDataCacheFile)
+
+
+def _lock_index_updates(index_files) -> None:
+    """numba saves a function's cache entry by reading the function's index, adding the
+    entry and writing the index back. A first search compiles in two processes at once
+    (compile_ahead): an entry the other process added in between was lost, and the next
+    search compiled it again. The update now holds a lock on the cache folder."""
+    save = index_files.save
+    if not hasattr(index_files, "_load_index") or getattr(save, "_locked", False):
+        return
+
+    def locked_save(self, key, data):
+        try:
+            import fcntl
+        except ImportError:  # no POSIX locks: as numba does it
+            return save(self, key, data)
+        with open(os.path.join(self._cache_path, ".index-lock"), "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return save(self, key, data)
+
+    locked_save._locked = True
+    index_files.save = locked_save
 
 
 def _content_keyed_locator(caching):

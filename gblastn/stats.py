@@ -692,7 +692,8 @@ def prepare_statistics(batch, db_letters: int, db_num_seqs: int, options) -> Sea
             eff_db = 1
         searchsp[c] = eff_db * (int(query_length[c]) - int(ell[c]))
         gapped_cutoff[c] = evalue_cutoff_score(gapped, int(searchsp[c]), options.evalue)
-        ungapped_xdrop[c] = int(1.0 * math.ceil(options.xdrop_ungap * LN2 / ungapped.lambda_))
+        ungapped_xdrop[c] = _raw_xdrop("-xdrop_ungap", options.xdrop_ungap,
+                                       math.ceil(options.xdrop_ungap * LN2 / ungapped.lambda_))
         trigger = int((options.gap_trigger * LN2 + ungapped.log_k) / ungapped.lambda_)
         ungapped_cutoff[c] = min(trigger, int(gapped_cutoff[c]))
         if ungapped_xdrop[c] == 0:
@@ -703,13 +704,27 @@ def prepare_statistics(batch, db_letters: int, db_num_seqs: int, options) -> Sea
     if valid.any():
         # BLAST keeps one gapped X-drop per search, from the smallest gapped lambda
         min_lambda = min(kbp_gapped[c].lambda_ for c in range(n_ctx) if valid[c])
-        gap_xdrop = int(options.xdrop_gap * LN2 / min_lambda)
-        gap_xdrop_final = int(max(options.xdrop_gap_final * LN2 / min_lambda, gap_xdrop))
+        gap_xdrop = _raw_xdrop("-xdrop_gap", options.xdrop_gap,
+                               options.xdrop_gap * LN2 / min_lambda)
+        gap_xdrop_final = _raw_xdrop("-xdrop_gap_final", options.xdrop_gap_final,
+                                     max(options.xdrop_gap_final * LN2 / min_lambda, gap_xdrop))
 
     return SearchStatistics(valid, query_length, kbp_ungapped, kbp_gapped, alpha, beta, ell,
                             searchsp, ungapped_xdrop, ungapped_cutoff, reduced_cutoff,
                             gapped_cutoff, gap_xdrop, gap_xdrop_final, bool(round_down),
                             lambdas, log_ks)
+
+
+RAW_SCORE_MAX = 2**31 - 1  # BLAST keeps raw scores in 32-bit integers
+
+
+def _raw_xdrop(flag: str, bits: float, raw: float) -> int:
+    """An X-drop in raw score units (truncated, as BLAST's cast does); one that a 32-bit
+    score cannot hold is refused, where BLAST's conversion would overflow."""
+    if raw > RAW_SCORE_MAX:
+        raise OptionsError(f"{flag} {bits:g} is too large: its raw score does not fit "
+                           "BLAST's 32-bit scores")
+    return int(raw)
 
 
 def evalues(scores: np.ndarray, contexts: np.ndarray, stats: SearchStatistics) -> np.ndarray:

@@ -140,3 +140,39 @@ def test_continued_and_grouped_imports_are_followed(tmp_path):
     keys = SourceKeys("kpkg", str(folder), salt="")
     assert keys.closure("kpkg.grouped") == {"kpkg.grouped", "kpkg.callee", "kpkg.other",
                                             "kpkg.caller"}
+
+
+CONCURRENT = """\
+import sys, time
+import numpy as np
+from gblastn.numba_start import _import_numba
+from gblastn.compile_cache import key_package
+_import_numba()
+key_package("kpkg", sys.argv[1] + "/kpkg")
+sys.path.insert(0, sys.argv[1])
+from kpkg.other import halved
+kinds = [getattr(np, name) for name in sys.argv[3].split(",")]
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # all start together
+for kind in kinds:
+    halved(kind(8))
+print(sum(halved.stats.cache_misses.values()))
+"""
+
+KINDS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "float32"]
+
+
+def test_processes_compiling_at_once_lose_no_entry(tmp_path):
+    """Each process adds its own signatures of one function to the function's index."""
+    import time
+
+    _package(tmp_path)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    start = f"{time.time() + 3:.3f}"
+    running = [subprocess.Popen([sys.executable, "-c", CONCURRENT, str(tmp_path), start, kind],
+                                env=env, stdout=subprocess.PIPE, text=True)
+               for kind in KINDS]
+    assert [int(p.communicate(timeout=300)[0]) for p in running] == [1] * len(KINDS)
+    again = subprocess.run([sys.executable, "-c", CONCURRENT, str(tmp_path), "0",
+                            ",".join(KINDS)], env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0 and int(again.stdout) == 0, again.stderr

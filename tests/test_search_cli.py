@@ -48,6 +48,9 @@ def write(path, text):
     (["-word_size", "3"], 2),
     (["-strand", "sideways"], 2),
     (["-dust", "maybe"], 2),
+    (["-xdrop_gap", "1e308"], 2),  # a raw score past 32 bits
+    (["-xdrop_ungap", "1e300"], 2),
+    (["-task", "blastn", "-xdrop_gap_final", "1e20"], 2),
 ])
 def test_bad_options_and_files(case, args, code):
     needs_query = not any(a in ("-query", "-query_list") for a in args) and args
