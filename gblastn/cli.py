@@ -228,7 +228,7 @@ def search_command(
     # the GPU's set-up (pycuda, its context) runs while options, files and database are read
     backend = _in_background(select_backend, device, gpu_id)
     files = query_files(query, query_list)
-    compile_stages = _first_compilation(task, word_size, _query_bytes(files), backend)
+    compile_stages = _first_compilation(task, device, word_size, _query_bytes(files), backend)
     options = make_options(
         task, evalue=evalue, word_size=word_size, reward=reward, penalty=penalty,
         gapopen=gapopen, gapextend=gapextend, xdrop_ungap=xdrop_ungap, xdrop_gap=xdrop_gap,
@@ -255,14 +255,15 @@ def _within_cpus(threads: int | None) -> int | None:
     return cpus
 
 
-def _first_compilation(task: str, word_size: int | None, query_letters: int | None, backend):
+def _first_compilation(task: str, device: str, word_size: int | None,
+                       query_letters: int | None, backend):
     """What the search runs before its first query: when the task's stages are compiled in
     this cache, nothing (they are loaded in the background meanwhile); else their compilation
     (compile_ahead), which the search waits for, once the outputs and the database are
     found to be in order."""
     from .compile_ahead import TASKS, announce_compilations, compile_task, is_compiled
 
-    if task not in TASKS or is_compiled(task):
+    if task not in TASKS or device not in ("auto", "cpu", "gpu") or is_compiled(task, device):
         def load():
             _warm_up_compiled_code(task, word_size, query_letters, backend, True,
                                    announce_compilations)
@@ -273,8 +274,18 @@ def _first_compilation(task: str, word_size: int | None, query_letters: int | No
         def run_warm_up(trace: bool):
             _warm_up_compiled_code(task, word_size, query_letters, backend, trace)
 
-        compile_task(task, run_warm_up)
+        compile_task(task, run_warm_up, lambda: (device, _device_of(backend)))
     return compile_stages
+
+
+def _device_of(backend) -> str:
+    """'cpu' or 'gpu': what the Future of the scan backend's set-up came to."""
+    from .scan import cpu
+
+    try:
+        return "cpu" if backend.result() is cpu else "gpu"
+    except Exception:  # noqa: BLE001 - no device: the search reports it
+        return "cpu"
 
 
 def _warm_up_compiled_code(task: str, word_size: int | None, query_letters: int | None,
@@ -351,14 +362,14 @@ def warmup_command(
     backend = _in_background(select_backend, device, gpu_id)
     for name in tasks:
         started = time.perf_counter()
-        if is_compiled(name):
+        if is_compiled(name, device):
             print(f"gblastn: -task {name} is compiled", file=sys.stderr)
             continue
 
         def run_warm_up(trace: bool, name=name):
             _warm_up_compiled_code(name, None, None, backend, trace)
 
-        compile_task(name, run_warm_up)
+        compile_task(name, run_warm_up, lambda: (device, _device_of(backend)))
         print(f"gblastn: -task {name} compiled in {time.perf_counter() - started:.0f} s",
               file=sys.stderr)
     backend.result()  # a GPU asked for and missing is an error here too

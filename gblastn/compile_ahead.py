@@ -28,19 +28,23 @@ _DTYPES = {"i64": "int64", "u32": "uint32", "u8": "uint8", "f64": "float64", "bo
            "none": "none"}
 
 
-def marker_path(task: str) -> str:
-    return os.path.join(numba_cache_dir(), f"compiled-{task}-{source_keys().package_key()}")
+def marker_path(task: str, device: str) -> str:
+    return os.path.join(numba_cache_dir(),
+                        f"compiled-{task}-{device}-{source_keys().package_key()}")
 
 
-def is_compiled(task: str) -> bool:
-    """Whether this cache holds the task's compiled stages (as of the package's sources)."""
-    return os.path.exists(marker_path(task))
+def is_compiled(task: str, device: str) -> bool:
+    """Whether this cache holds the stages that the task's searches with `-device` (auto,
+    cpu or gpu: the GPU's searches compile other CPU stages) use, as of the package's
+    sources."""
+    return os.path.exists(marker_path(task, device))
 
 
-def _mark_compiled(task: str) -> None:
+def _mark_compiled(task: str, devices: tuple) -> None:
     from .cache_files import write_cache_file
 
-    write_cache_file(marker_path(task), b"")
+    for device in devices:
+        write_cache_file(marker_path(task, device), b"")
 
 
 def notice(task: str) -> str:
@@ -50,9 +54,10 @@ def notice(task: str) -> str:
             f"kept in {numba_cache_dir()})")
 
 
-def compile_task(task: str, run_warm_up) -> None:
+def compile_task(task: str, run_warm_up, devices) -> None:
     """Compile the task's stages now, the traceback in a child process: `run_warm_up(trace)`
-    runs engine.warm_up for the search's options, with or without the traceback."""
+    runs engine.warm_up for the search's options, with or without the traceback. Marks them
+    compiled for each of `devices()`: the device asked for and the one it came to."""
     print(notice(task), file=sys.stderr, flush=True)
     child = _start_traceback_child(task)
     try:
@@ -65,7 +70,7 @@ def compile_task(task: str, run_warm_up) -> None:
     if child is not None:
         child.wait()  # what it compiled, the next warm-up loads
     run_warm_up(True)
-    _mark_compiled(task)
+    _mark_compiled(task, devices())
 
 
 def announce_compilations(task: str) -> None:

@@ -59,11 +59,11 @@ def _gblastn(seeded, *args):
                           text=True, env=env, timeout=600)
 
 
-def _compiled(seeded, task):
+def _compiled(seeded, task, device="cpu"):
     old = os.environ.get("NUMBA_CACHE_DIR")
     os.environ["NUMBA_CACHE_DIR"] = seeded["cache"]
     try:
-        return is_compiled(task), marker_path(task)
+        return is_compiled(task, device), marker_path(task, device)
     finally:
         if old is None:
             del os.environ["NUMBA_CACHE_DIR"]
