@@ -736,6 +736,7 @@ def warm_up(options: SearchOptions, query_letters: int | None = None, backend=No
     Without `trace`, the searches stop before the traceback (compile_ahead compiles it
     meanwhile). Returns how many HSPs it traced."""
     from .dynprog import MAX_SUBJECT_OFFSET
+    from .db.reader import warm_up_bases_only
     from .lookup import warm_up_standard_table
     from .output.linewriter import warm_up as output_warm_up
     from .ungapped import DIAG_HASH_QUERY_LENGTH
@@ -759,6 +760,8 @@ def warm_up(options: SearchOptions, query_letters: int | None = None, backend=No
         output_warm_up()
         if not options.greedy:
             warm_up_standard_table()
+        elif isinstance(_made_up_backend(backend), _MadeUpDevice):
+            warm_up_bases_only()
         return traced + sum(search(n) for n in lengths[1:])
 
 

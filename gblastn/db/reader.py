@@ -98,6 +98,16 @@ def _bases_only(local, starts, ends, amb_start, amb_offset, amb_length):
     return out
 
 
+def warm_up_bases_only() -> None:
+    """Load (or compile) the check a GPU megablast search makes on the windows of its
+    searches made ahead (Volume.bases_only), on arrays typed as a volume's."""
+    runs = np.zeros(1, dtype=np.int64)
+    starts = np.zeros(2, dtype=np.int64)
+    runs.flags.writeable = starts.flags.writeable = False  # LMDB's memory
+    _bases_only(np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
+                np.ones(1, dtype=np.int64), starts, runs, runs)
+
+
 def _resolve(path: str) -> str:
     path = os.fspath(path)
     for candidate in (path, path + fmt.DB_SUFFIX):
