@@ -135,3 +135,31 @@ def test_ambiguity_codes_decode_like_blast():
     # BLAST's ncbi4na codes of the IUPAC letters, as blastdbcmd prints them back
     for letter, code in zip(b"ACGTRYMKWSBDHVN", [1, 2, 4, 8, 5, 10, 3, 12, 9, 6, 14, 13, 11, 7, 15]):
         assert BLASTNA_FROM_NCBI4NA[code] == BLASTNA_FROM_ASCII[letter]
+
+
+@pytest.mark.skipif(shutil.which("blastn") is None, reason="blastn not installed")
+def test_deflines_outside_ascii_print_as_blastn_prints_them(tmp_path):
+    """makeblastdb stores '#' for bytes past ASCII, DEL and control characters (^A: a
+    space); gblastn's makedb stores the same, so the id and title columns match."""
+    import sys
+
+    rng = np.random.default_rng(5)
+    subject = "".join(np.array(list("ACGT"))[rng.integers(0, 4, 2000)])
+    header = b">subj\xe9\xff caf\xc3\xa9 x\x01y\x02z\x7f title"
+    (tmp_path / "db.fa").write_bytes(header + b"\n" + subject.encode() + b"\n")
+    (tmp_path / "q.fa").write_text(">q1\n" + subject[500:900] + "\n")
+    columns = "6 qseqid sseqid stitle"
+    subprocess.run(["makeblastdb", "-in", str(tmp_path / "db.fa"), "-dbtype", "nucl", "-out",
+                    str(tmp_path / "blast")], capture_output=True, check=True)
+    expected = subprocess.run(["blastn", "-db", str(tmp_path / "blast"), "-query",
+                               str(tmp_path / "q.fa"), "-outfmt", columns],
+                              capture_output=True, check=True).stdout
+    made = subprocess.run([sys.executable, "-m", "gblastn", "makedb", "-in",
+                           str(tmp_path / "db.fa"), "-out", str(tmp_path / "g")],
+                          capture_output=True, text=True)
+    assert made.returncode == 0 and "stored as '#'" in made.stderr, made.stderr
+    got = subprocess.run([sys.executable, "-m", "gblastn", "search", "-db", str(tmp_path / "g"),
+                          "-query", str(tmp_path / "q.fa"), "-outfmt", columns, "-device",
+                          "cpu"], capture_output=True)
+    assert got.returncode == 0, got.stderr
+    assert b"subj##" in expected and got.stdout == expected

@@ -386,7 +386,12 @@ class _Build:
             self._store(file_index, name, header, encoder.finish())
 
     def _store(self, file_index: int, name: str, header: Header, sequence: EncodedSequence) -> None:
-        defline = header.defline.decode("utf-8", "replace")
+        stored = visible_defline(header.defline)
+        if stored != header.defline and sequence.length:
+            self.warn(f"{name}:{header.line}: defline bytes outside printable ASCII stored "
+                      "as '#', as makeblastdb stores them")
+        header = header._replace(defline=stored)
+        defline = stored.decode("ascii")
         if sequence.length == 0:
             self.warn(f"{name}:{header.line}: ignoring sequence '{_first_token(defline)}' "
                       "as it has no sequence data")
@@ -436,6 +441,18 @@ class _Build:
         finally:
             env.close()
         return value.decode("utf-8", "replace")
+
+
+# makeblastdb keeps deflines as ASN.1 VisibleStrings, and blastn prints what it stored: a byte
+# past ASCII, DEL or a control character becomes '#', except ^A (BLAST's defline separator),
+# which becomes a space, and the tab, which it expands (kept here)
+_REPLACED = bytes(c for c in range(32) if c not in (1, 9)) + b"\x7f" + bytes(range(128, 256))
+_VISIBLE = bytes.maketrans(_REPLACED + b"\x01", b"#" * len(_REPLACED) + b" ")
+
+
+def visible_defline(defline: bytes) -> bytes:
+    """A FASTA defline as makeblastdb stores it: printable ASCII (and tabs)."""
+    return defline.translate(_VISIBLE)
 
 
 def _first_token(defline: str) -> str:
