@@ -5,7 +5,6 @@ The only place that prints errors: every GblastnError becomes one line on stderr
 (`gblastn: error: ...`) and its exit code.
 """
 
-import gc
 import math
 import os
 import re
@@ -215,6 +214,7 @@ def search_command(
     traceback_threads: int = typer.Option(0, "-traceback_threads", help="Threads for gapped extension and traceback (0: -num_threads)."),
     stage_times: bool = typer.Option(False, "-stage_times", help="Print the time spent in each stage on stderr."),
 ) -> None:
+    from .compile_ahead import stages_before_search
     from .options import make_options
     from .pipeline import OutputSpec, RunSettings, query_files, run_search
     from .scan import select_backend
@@ -228,7 +228,7 @@ def search_command(
     # the GPU's set-up (pycuda, its context) runs while options, files and database are read
     backend = _in_background(select_backend, device, gpu_id)
     files = query_files(query, query_list)
-    compile_stages = _first_compilation(task, device, word_size, _query_bytes(files), backend)
+    compile_stages = stages_before_search(task, device, word_size, _query_bytes(files), backend)
     options = make_options(
         task, evalue=evalue, word_size=word_size, reward=reward, penalty=penalty,
         gapopen=gapopen, gapextend=gapextend, xdrop_ungap=xdrop_ungap, xdrop_gap=xdrop_gap,
@@ -253,60 +253,6 @@ def _within_cpus(threads: int | None) -> int | None:
     print(f"Warning: [blastn] Number of threads was reduced to {cpus} to match the number "
           "of available CPUs", file=sys.stderr)
     return cpus
-
-
-def _first_compilation(task: str, device: str, word_size: int | None,
-                       query_letters: int | None, backend):
-    """What the search runs before its first query: when the task's stages are compiled in
-    this cache, nothing (they are loaded in the background meanwhile); else their compilation
-    (compile_ahead), which the search waits for, once the outputs and the database are
-    found to be in order."""
-    from .compile_ahead import TASKS, announce_compilations, compile_task, is_compiled
-
-    if task not in TASKS or device not in ("auto", "cpu", "gpu") or is_compiled(task, device):
-        def load():
-            _warm_up_compiled_code(task, word_size, query_letters, backend, True,
-                                   announce_compilations)
-        _in_background(load)
-        return None
-
-    def compile_stages():
-        def run_warm_up(trace: bool):
-            _warm_up_compiled_code(task, word_size, query_letters, backend, trace)
-
-        compile_task(task, run_warm_up, lambda: (device, _device_of(backend)))
-    return compile_stages
-
-
-def _device_of(backend) -> str:
-    """'cpu' or 'gpu': what the Future of the scan backend's set-up came to."""
-    from .scan import cpu
-
-    try:
-        return "cpu" if backend.result() is cpu else "gpu"
-    except Exception:  # noqa: BLE001 - no device: the search reports it
-        return "cpu"
-
-
-def _warm_up_compiled_code(task: str, word_size: int | None, query_letters: int | None,
-                           backend, trace: bool, announce=None) -> None:
-    """A made-up search with the task's tables and aligners, and the stages that `backend`
-    (the Future of the scan backend's set-up) calls for (engine.warm_up): numba's first
-    call in a process sets up its type system (about half a second) and each stage's first
-    call loads its machine code; both are better spent while the GPU and the database are
-    prepared than on the search's path."""
-    from .engine import warm_up
-    from .options import make_options
-
-    from .numba_start import lighten_numba_start
-
-    lighten_numba_start()
-    if announce is not None:
-        announce(task)  # a notice, should numba compile after all
-    warm_up(make_options(task, word_size=word_size), query_letters, backend, trace)
-    # the imported modules' and numba's objects (about a million) never become garbage:
-    # kept out of the collector's full passes, each of which held the GIL for tens of ms
-    gc.freeze()
 
 
 def _query_bytes(files: list) -> int | None:
@@ -365,11 +311,7 @@ def warmup_command(
         if is_compiled(name, device):
             print(f"gblastn: -task {name} is compiled", file=sys.stderr)
             continue
-
-        def run_warm_up(trace: bool, name=name):
-            _warm_up_compiled_code(name, None, None, backend, trace)
-
-        compile_task(name, run_warm_up, lambda: (device, _device_of(backend)))
+        compile_task(name, device, backend)
         print(f"gblastn: -task {name} compiled in {time.perf_counter() - started:.0f} s",
               file=sys.stderr)
     backend.result()  # a GPU asked for and missing is an error here too

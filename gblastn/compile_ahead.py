@@ -5,23 +5,26 @@ The first search of a task in a cache says so on stderr and compiles before its 
 bar starts, over two processes: a child compiles the traceback (the largest stage) from
 its declared argument types while this process runs the made-up search of engine.warm_up
 up to the traceback; then the whole made-up search runs, loading what both compiled.
-`gblastn warmup` does the same ahead of any search. A marker file per task, keyed by the
-package's sources, records that a task's stages were compiled.
+`gblastn warmup` does the same ahead of any search. A marker file per task and -device,
+keyed by the package's sources, records that a task's stages were compiled.
 
 `python -m gblastn.compile_ahead TASK` is the child.
 """
 
+import gc
 import os
 import re
 import subprocess
 import sys
+import threading
 
 from .compile_cache import numba_cache_dir, source_keys
 from .errors import OptionsError
 
 TASKS = ("megablast", "blastn", "blastn-short")
-# CPU seconds a first compilation took on the 2-core development machine (bench/coldstart.py),
-# for the notice's estimate
+DEVICES = ("auto", "cpu", "gpu")
+# CPU seconds a first compilation took on the 2-core development machine (two processes of
+# about 35 s, docs/perf/coldstart.md), for the notice's estimate
 COMPILE_CPU_SECONDS = {"megablast": 70, "blastn": 70, "blastn-short": 70}
 
 _DTYPES = {"i64": "int64", "u32": "uint32", "u8": "uint8", "f64": "float64", "bool": "boolean",
@@ -54,14 +57,33 @@ def notice(task: str) -> str:
             f"kept in {numba_cache_dir()})")
 
 
-def compile_task(task: str, run_warm_up, devices) -> None:
-    """Compile the task's stages now, the traceback in a child process: `run_warm_up(trace)`
-    runs engine.warm_up for the search's options, with or without the traceback. Marks them
-    compiled for each of `devices()`: the device asked for and the one it came to."""
+def stages_before_search(task: str, device: str, word_size: int | None,
+                         query_letters: int | None, backend):
+    """What a search runs before its first query. When the task's stages are compiled in
+    this cache: nothing (they are loaded in a background thread meanwhile, while the GPU
+    and the database are prepared), and None is returned. Else a function that compiles
+    them, which the search calls once its outputs and database are found in order.
+    `backend`: the Future of the scan backend's set-up."""
+    if task not in TASKS or device not in DEVICES or is_compiled(task, device):
+        threading.Thread(target=_load_stages, name="gblastn-warm-up", daemon=True,
+                         args=(task, word_size, query_letters, backend, True, True)).start()
+        return None
+
+    def compile_stages():
+        compile_task(task, device, backend, word_size, query_letters)
+    return compile_stages
+
+
+def compile_task(task: str, device: str, backend, word_size: int | None = None,
+                 query_letters: int | None = None) -> None:
+    """Compile the task's stages now, saying so: the traceback in a child process while
+    this one runs engine.warm_up's made-up search up to it, then the whole made-up search,
+    loading what both compiled. Marks them compiled for the device asked for and the one
+    it came to."""
     print(notice(task), file=sys.stderr, flush=True)
     child = _start_traceback_child(task)
     try:
-        run_warm_up(False)
+        _load_stages(task, word_size, query_letters, backend, trace=False)
     except BaseException:
         if child is not None:
             child.kill()  # an interrupt or a failure ends the search at once
@@ -69,8 +91,37 @@ def compile_task(task: str, run_warm_up, devices) -> None:
         raise
     if child is not None:
         child.wait()  # what it compiled, the next warm-up loads
-    run_warm_up(True)
-    _mark_compiled(task, devices())
+    _load_stages(task, word_size, query_letters, backend, trace=True)
+    _mark_compiled(task, (device, _device_of(backend)))
+
+
+def _load_stages(task: str, word_size: int | None, query_letters: int | None, backend,
+                 trace: bool, announce: bool = False) -> None:
+    """engine.warm_up's made-up search with the task's tables and aligners, and the stages
+    that `backend` calls for: numba's first call in a process sets up its type system
+    (about half a second) and each stage's first call loads its machine code (or compiles
+    it). With `announce`, a compilation after all says so."""
+    from .engine import warm_up
+    from .numba_start import lighten_numba_start
+    from .options import make_options
+
+    lighten_numba_start()
+    if announce:
+        announce_compilations(task)
+    warm_up(make_options(task, word_size=word_size), query_letters, backend, trace)
+    # the imported modules' and numba's objects (about a million) never become garbage:
+    # kept out of the collector's full passes, each of which held the GIL for tens of ms
+    gc.freeze()
+
+
+def _device_of(backend) -> str:
+    """'cpu' or 'gpu': what the Future of the scan backend's set-up came to."""
+    from .scan import cpu
+
+    try:
+        return "cpu" if backend.result() is cpu else "gpu"
+    except Exception:  # noqa: BLE001 - no device: the search reports it
+        return "cpu"
 
 
 def announce_compilations(task: str) -> None:
