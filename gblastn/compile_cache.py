@@ -272,7 +272,8 @@ def _content_keyed_locator(caching):
 
         _gblastn_keyed = True
 
-        def __init__(self, py_func, module: str, key: str):
+        def __init__(self, py_func, py_file: str, module: str, key: str):
+            self._py_file = py_file  # numba's warnings name it
             self._lineno = py_func.__code__.co_firstlineno
             self._key = key
             self._path = module_cache_dir(module, key)
@@ -294,7 +295,7 @@ def _content_keyed_locator(caching):
             if folder is None or not os.path.abspath(py_file).startswith(folder + os.sep):
                 return None
             key = source_keys(package, folder).key(module)
-            self = cls(py_func, module, key)
+            self = cls(py_func, py_file, module, key)
             try:
                 fresh = not os.path.isdir(self._path)
                 self.ensure_cache_path()

@@ -176,3 +176,46 @@ def test_processes_compiling_at_once_lose_no_entry(tmp_path):
                             ",".join(KINDS)], env=env, capture_output=True, text=True,
                            timeout=300)
     assert again.returncode == 0 and int(again.stdout) == 0, again.stderr
+
+
+UNCACHABLE = """\
+import ctypes
+
+from numba import njit
+
+_abs = ctypes.CDLL(None).abs
+_abs.restype = ctypes.c_int
+_abs.argtypes = (ctypes.c_int,)
+
+
+@njit(cache=True)
+def absolute(x):
+    return _abs(x)
+"""
+
+RUN_UNCACHABLE = """\
+import sys, warnings
+from gblastn.numba_start import _import_numba
+from gblastn.compile_cache import key_package
+_import_numba()
+key_package("upkg", sys.argv[1] + "/upkg")
+sys.path.insert(0, sys.argv[1])
+from upkg.native import absolute
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    print(absolute(-3), any("Cannot cache" in str(w.message) for w in caught))
+"""
+
+
+def test_a_function_numba_cannot_cache_still_runs(tmp_path):
+    """numba warns, naming the function's file, when it cannot cache a function (a ctypes
+    call, or globals that LLVM did not fold at a low NUMBA_OPT): the keyed locator has it."""
+    folder = tmp_path / "upkg"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    (folder / "native.py").write_text(UNCACHABLE)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", RUN_UNCACHABLE, str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["3", "True"]
