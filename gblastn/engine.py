@@ -13,8 +13,9 @@ Call hierarchy (each stage its own module):
           subject_chunks                 (here)         subjects cut in 5,000,000-letter chunks
           find_seeds                     scan/          scan + lookup + mini-extension (CPU or GPU)
           extend_seeds                   ungapped.py    diagonal bookkeeping, ungapped X-drop
-          greedy_ahead                   (here)         on a GPU: every hit's score-only greedy
-                                                        extension at once (cuda/greedy.cu)
+          extensions_ahead               (here)         on a GPU: every hit's score-only gapped
+                                                        extension at once (cuda/greedy.cu,
+                                                        cuda/dynprog.cu)
           extend_hits per chunk          gapped.py      score-only gapped extension
           subject_rows                   hsp.py         purge and sort per chunk, chunks of one
                                                         subject merged
@@ -167,7 +168,7 @@ def volume_initial_hits(batch, table, stats, volume, options, backend, num_threa
                                 stats.ungapped_xdrop, stats.ungapped_cutoff,
                                 stats.reduced_cutoff, options.reward, options.penalty, threads,
                                 diag_hash)
-        hits.extensions = greedy_ahead(backend, hits, part, buffer, batch, stats, options)
+        hits.extensions = extensions_ahead(backend, hits, part, buffer, batch, stats, options)
         return hits
 
     last_chunk = first_chunk + len(chunks.length)
@@ -190,22 +191,34 @@ def volume_initial_hits(batch, table, stats, volume, options, backend, num_threa
                         pieces, pool.spread)
 
 
-def greedy_ahead(backend, hits, chunks: SubjectChunks, buffer, batch, stats, options):
-    """The initial hits' score-only greedy extensions, made on the GPU before the gapped
-    stage needs them (InitialHits.extensions), when the backend makes them (greedy.cu:
-    linear gap costs only); None otherwise. Each is a function of its hit alone, so the GPU
-    extends every hit at once, and the gapped stage's in-order pass only picks those it
-    keeps: on synth 8G that pass had taken 16 threads half a second."""
+def extensions_ahead(backend, hits, chunks: SubjectChunks, buffer, batch, stats, options):
+    """The initial hits' score-only gapped extensions, made on the GPU before the gapped
+    stage needs them (InitialHits.extensions), when the backend makes them: greedy ones
+    (greedy.cu: linear gap costs only) or X-drop DP ones (dynprog.cu); None otherwise. Each
+    is a function of its hit alone, so the GPU extends every hit at once, and the gapped
+    stage's in-order pass only picks those it keeps."""
     from .gapped import hit_contexts
 
-    if not (options.greedy and options.gapopen == 0 and options.gapextend == 0 and len(hits)
-            and hasattr(backend, "greedy_extensions")):
+    if not len(hits):
         return None
+    if options.greedy:
+        if not (options.gapopen == 0 and options.gapextend == 0 and
+                hasattr(backend, "greedy_extensions")):
+            return None
+        with TIMES.stage("gapped"):
+            return backend.greedy_extensions(
+                buffer, chunks.byte_offset, chunks.length, hits.chunk, hits.q_start,
+                hits.s_start, hits.length, hit_contexts(hits.q_start, batch), batch,
+                int(stats.gap_xdrop), int(options.reward), int(options.penalty))
+    if not hasattr(backend, "dp_extensions"):
+        return None
+    from .alphabet import score_matrix
+
     with TIMES.stage("gapped"):
-        return backend.greedy_extensions(
-            buffer, chunks.byte_offset, chunks.length, hits.chunk, hits.q_start, hits.s_start,
-            hits.length, hit_contexts(hits.q_start, batch), batch, int(stats.gap_xdrop),
-            int(options.reward), int(options.penalty))
+        return backend.dp_extensions(
+            buffer, chunks.byte_offset, chunks.length, hits, hit_contexts(hits.q_start, batch),
+            batch, score_matrix(options.reward, options.penalty), int(options.gapopen),
+            int(options.gapextend), int(stats.gap_xdrop))
 
 
 @dataclass
@@ -257,7 +270,7 @@ class VolumeGapped:
         """The pieces' indices in tasks: a piece cut from a chunk alone; whole chunks, when
         their extensions were made ahead, in runs of about RUN_TASKS_PER_THREAD tasks per
         thread's share of the hits."""
-        if self.hits.extensions is None:
+        if self.hits.extensions is None or not self.options.greedy:
             return [[i] for i in range(len(self.pieces))]
         whole = [i for i, (_, part) in enumerate(self.pieces) if part is None]
         alone = [[i] for i, (_, part) in enumerate(self.pieces) if part is not None]

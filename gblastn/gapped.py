@@ -7,8 +7,9 @@ BLAST's: greedy (megablast) from the middle of the ungapped alignment, and X-dro
 initial hit contained in an HSP already found (same context, no better score, close
 diagonal) is skipped, and a gapped HSP is kept when it reaches the context's cutoff.
 
-Each greedy extension is a function of its hit alone: a GPU makes them all ahead
-(engine.greedy_ahead, cuda/greedy.cu), and the in-order pass here only picks those it keeps.
+Each extension, greedy or DP, is a function of its hit alone: a GPU makes them all ahead
+(engine.extensions_ahead; cuda/greedy.cu, cuda/dynprog.cu), and the in-order pass here only
+picks those it keeps.
 """
 
 import numpy as np
@@ -274,18 +275,22 @@ def extend_chunks_given(chunks, bounds, extensions, q_start, s_start, length, sc
 
 
 @njit(cache=True, nogil=True)
-def _extend_hits_dp(q_start, s_start, length, score, seed_q, seed_s, context, context_offset,
-                    context_length, sequence, packed, chunk_length, cutoffs, xdrop, matrix,
-                    gap_open, gap_extend, min_diag_separation):
+def _extend_hits_dp(extensions, q_start, s_start, length, score, seed_q, seed_s, context,
+                    context_offset, context_length, sequence, packed, chunk_length, cutoffs,
+                    xdrop, matrix, gap_open, gap_extend, min_diag_separation):
     """As _extend_hits, with DP from each hit's seed (concatenated seed_q, chunk seed_s);
-    the stored gapped start is the seed, moved +3 when the DP moved it."""
+    the stored gapped start is the seed, moved +3 when the DP moved it. `extensions`: the
+    hits' DP extensions made ahead (as a GPU makes them, int64 [n, GAPPED_FIELDS + 1]), or
+    no rows: the in-order pass takes those marked made and extends the others itself."""
     n = q_start.size
+    ahead = extensions.shape[0] == n
     rows = np.empty((n, 8), dtype=np.int64)
     origin = np.empty(n, dtype=np.int64)
     kept = 0
     tree = alloc_tree(n, min_diag_separation)
     held = 0
     band = np.empty(1024, dtype=np.int32)  # the DP's workspace, shared by all extensions
+    found = np.empty(GAPPED_FIELDS, dtype=np.int64)
     for i in range(n):
         ctx = context[i]
         base = context_offset[ctx]
@@ -295,25 +300,17 @@ def _extend_hits_dp(q_start, s_start, length, score, seed_q, seed_s, context, co
         if tree_contains(tree, held, ctx, qs, qs + ln, ss, ss + ln, score[i],
                          min_diag_separation):
             continue
-        query = sequence[base:base + context_length[ctx]]
-        res = prelim_dp_extend_in(band, query, packed, chunk_length, seed_q[i] - base,
-                                  seed_s[i], ss, ln, score[i], matrix, gap_open, gap_extend,
-                                  xdrop)
-        band = res[7]
-        gapped_score = res[0]
-        if gapped_score < cutoffs[ctx]:
-            continue
-        rows[kept, 0] = ctx
-        rows[kept, 1] = res[1]
-        rows[kept, 2] = res[2]
-        rows[kept, 3] = res[3]
-        rows[kept, 4] = res[4]
-        rows[kept, 5] = gapped_score
-        rows[kept, 6] = res[5]
-        rows[kept, 7] = res[6]
-        origin[kept] = i
-        kept += 1
-        held = tree_add(tree, held, ctx, res[1], res[2], res[3], res[4], gapped_score)
+        if ahead and extensions[i, GAPPED_FIELDS] != 0:
+            found[:] = extensions[i, :GAPPED_FIELDS]
+        else:
+            query = sequence[base:base + context_length[ctx]]
+            res = prelim_dp_extend_in(band, query, packed, chunk_length, seed_q[i] - base,
+                                      seed_s[i], ss, ln, score[i], matrix, gap_open,
+                                      gap_extend, xdrop)
+            found[0], found[1], found[2], found[3] = res[0], res[1], res[2], res[3]
+            found[4], found[5], found[6] = res[4], res[5], res[6]
+            band = res[7]
+        kept, held = _keep(i, found, ctx, cutoffs, rows, origin, kept, tree, held)
     return rows[:kept], origin[:kept]
 
 
@@ -351,8 +348,8 @@ def extend_hits(hits_q_start, hits_s_start, hits_length, hits_score, batch, pack
     set of contexts, extended apart, give the same rows as extended with the others.
     hits_context: the hits' contexts (hit_contexts), when the caller has them already.
     spread: a pool's spread (tasks.TaskPool.spread), with which the greedy extensions of a
-    piece of many hits run on several threads. extensions: the hits' greedy extensions made
-    ahead (InitialHits.extensions), for the greedy path."""
+    piece of many hits run on several threads. extensions: the hits' greedy or DP
+    extensions made ahead (InitialHits.extensions)."""
     n = int(np.asarray(hits_score).size)
     if n == 0:
         return np.zeros((0, 8), dtype=np.int64), np.zeros(0, dtype=np.int64)
@@ -380,7 +377,9 @@ def extend_hits(hits_q_start, hits_s_start, hits_length, hits_score, batch, pack
     seed_s = s_start if hits_seed_s is None else \
         np.ascontiguousarray(hits_seed_s, dtype=np.int64)
     matrix = score_matrix(options.reward, options.penalty).astype(np.int64)
+    ahead = np.zeros((0, GAPPED_FIELDS + 1), dtype=np.int64) if extensions is None else \
+        np.ascontiguousarray(extensions, dtype=np.int64)
     return _extend_hits_dp(
-        q_start, s_start, length, score, seed_q, seed_s, context, offsets, lengths, sequence,
+        ahead, q_start, s_start, length, score, seed_q, seed_s, context, offsets, lengths, sequence,
         packed, int(chunk_length), cutoffs, int(stats.gap_xdrop), matrix,
         int(options.gapopen), int(options.gapextend), int(options.min_diag_separation))

@@ -303,6 +303,34 @@ def test_greedy_extensions_are_the_cpu_ones(gpu, seed, ambiguous):
         assert np.array_equal(cut[made], want[made])
 
 
+@pytest.mark.parametrize("scoring", [(2, -3, 5, 2, 30), (1, -2, 5, 2, 30), (4, -5, 12, 8, 60)])
+@pytest.mark.parametrize("seed, ambiguous", [(1, False), (2, True)])
+def test_dp_extensions_are_the_cpu_ones(gpu, scoring, seed, ambiguous):
+    """Every hit's DP extension made on the GPU equals dynprog.prelim_dp_extend's; with a
+    small cell budget the long ones are marked undone and the rest still equal."""
+    from test_dynprog_kernel import dp_case, on_cpu
+
+    from gblastn.alphabet import score_matrix
+    from gblastn.gapped import GAPPED_FIELDS, hit_contexts
+
+    case = dp_case(seed, scoring, ambiguous)
+    hits, batch, packed, subject_length, stats, options = case
+    want = on_cpu(*case)
+
+    def on_gpu(**tuning):
+        return gpu.dp_extensions(packed, np.array([0]), np.array([subject_length]), hits,
+                                 hit_contexts(hits.q_start, batch), batch,
+                                 score_matrix(options.reward, options.penalty),
+                                 options.gapopen, options.gapextend, int(stats.gap_xdrop),
+                                 **tuning)
+
+    assert np.array_equal(on_gpu(), want)
+    cut = on_gpu(budget=20_000)
+    made = cut[:, GAPPED_FIELDS] == 1
+    assert 0 < made.sum() < made.size
+    assert np.array_equal(cut[made], want[made])
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_greedy_tails_are_the_cpu_searches(gpu, seed):
     """The traceback's greedy searches made on the GPU, and their edit runs, equal the

@@ -53,6 +53,11 @@ GREEDY_ROW_CELLS = 256     # diagonals per distance a greedy.cu warp keeps
 # without a limit, and 3,000 had left 1,829 long extensions to one CPU thread each.
 TAIL_MAX_DISTANCE = 1000
 HIT_MAX_DISTANCE = 1 << 62
+DP_THREADS = 128           # hits per block of dynprog.cu's kernel (a thread each)
+# Cells a DP extension computes on the GPU before it is left to the CPU: most long
+# extensions start from hits inside an HSP that an earlier hit finds, which the CPU's
+# in-order pass skips, while a launch lasts as long as its longest thread.
+DP_CELL_BUDGET = 1 << 20
 GAPPED_FIELDS = 7          # must match GAPPED_FIELDS in greedy.cu and gapped.py
 TAIL_FIELDS = 12           # must match TAIL_FIELDS in greedy.cu and traceback.py
 SCRIPT_RUNS = 64           # edit runs per direction of a traceback search (greedy.cu, traceback.py)
@@ -242,6 +247,8 @@ class GpuBackend:
         self.table_arrays = {}
         self.words_key = None   # the batch whose packed query words are resident
         self.words_arrays = ()
+        self.letters_key = None  # the batch whose query letters (blastna codes) are resident
+        self.letters_array = None
         self.buffers = {}       # name -> (allocation, bytes)
         # ((threads, step), [(stream, two page-locked buffers)], their frees), made at
         # the first copy
@@ -476,6 +483,16 @@ class GpuBackend:
         self.words_key = (batch,)
         return self.words_arrays
 
+    def resident_query_letters(self, batch):
+        """The device copy of a batch's concatenated query letters (blastna codes)."""
+        if self.letters_key is not None and self.letters_key[0] is batch:
+            return self.letters_array
+        if self.letters_array is not None:
+            self.letters_array.free()
+        self.letters_array = self.upload(np.ascontiguousarray(batch.sequence, dtype=np.uint8))
+        self.letters_key = (batch,)
+        return self.letters_array
+
     def release(self) -> None:
         """Free every device allocation this backend holds."""
         with self:
@@ -483,11 +500,14 @@ class GpuBackend:
                 held[1].free()
             for alloc in (*self.table_arrays.values(), *self.words_arrays):
                 alloc.free()
+            if self.letters_array is not None:
+                self.letters_array.free()
             for alloc, _ in self.buffers.values():
                 alloc.free()
             self._free_upload_lanes()
             self.volumes, self.table_arrays, self.buffers, self.table_key = {}, {}, {}, None
             self.words_key, self.words_arrays = None, ()
+            self.letters_key, self.letters_array = None, None
 
     # -- the contract -----------------------------------------------------------------------
 
@@ -537,6 +557,42 @@ class GpuBackend:
                        np.int64(penalty), np.int64(max_distance)]
             return self._greedy_launch("greedy_hits", batch, arrays, scalars, GAPPED_FIELDS,
                                        row_cells)
+
+    def dp_extensions(self, packed: np.ndarray, chunk_byte_offset, chunk_length, hits, contexts,
+                      batch, matrix: np.ndarray, gap_open: int, gap_extend: int, xdrop: int,
+                      budget: int = DP_CELL_BUDGET) -> np.ndarray:
+        """The score-only DP extensions (blastn, blastn-short) of a volume's initial hits
+        (an InitialHits with their chunks, seeds and `contexts`), each as
+        dynprog.prelim_dp_extend makes it: int64 [n, GAPPED_FIELDS + 1], the last column 0
+        where the extension's band outgrew dynprog.cu's ring or it took more than `budget`
+        cells (the CPU extends those). xdrop: the raw preliminary gapped X-drop."""
+        arrays = dp_hit_arrays(hits, contexts, batch, chunk_byte_offset, chunk_length)
+        n = int(arrays[0].size)
+        out = np.zeros((n, GAPPED_FIELDS + 1), dtype=np.int64)
+        if n == 0:
+            return out
+        with self:
+            volume = self.resident_volume(np.ascontiguousarray(packed, dtype=np.uint8))
+            letters = self.resident_query_letters(batch)
+            kernel = self.module({}, "dynprog.cu").get_function("dp_hits")
+            matrix, *costs = dp_costs(matrix, gap_open, gap_extend, xdrop, budget)
+            inputs = [self.upload(a) for a in (*arrays, matrix)]
+            try:
+                found = self.buffer("dp_hits_found", 8 * GAPPED_FIELDS * n)
+                done = self.buffer("dp_hits_done", n)
+                kernel(np.int32(n), *inputs[:-1], letters, volume, inputs[-1], *costs, found,
+                       done, block=(DP_THREADS, 1, 1),
+                       grid=((n + DP_THREADS - 1) // DP_THREADS, 1))
+                fields = np.empty((n, GAPPED_FIELDS), dtype=np.int64)
+                flags = np.empty(n, dtype=np.uint8)
+                self.drv.memcpy_dtoh(fields, found)
+                self.drv.memcpy_dtoh(flags, done)
+            finally:
+                for alloc in inputs:
+                    alloc.free()
+        out[:, :GAPPED_FIELDS] = fields
+        out[:, GAPPED_FIELDS] = flags
+        return out
 
     def greedy_tails(self, rows: np.ndarray, subject_address: np.ndarray,
                      subject_length: np.ndarray, exact: np.ndarray, batch, xdrop: int,
@@ -734,6 +790,25 @@ class GpuBackend:
         rows = np.empty((5, n), dtype=np.int32)
         drv.memcpy_dtoh(rows, rows_dev)
         return rows
+
+
+def dp_hit_arrays(hits, contexts, batch, chunk_byte_offset, chunk_length) -> list:
+    """dynprog.cu's arrays of the hits, the contexts and the chunks, in its arguments'
+    order."""
+    arrays = [np.ascontiguousarray(a, dtype=np.int32)
+              for a in (hits.q_start, hits.s_start, hits.length, hits.score, hits.seed_q,
+                        hits.seed_s, hits.chunk, contexts)]
+    return arrays + [np.ascontiguousarray(a, dtype=np.int64)
+                     for a in (batch.context_offset, batch.context_length, chunk_byte_offset,
+                               chunk_length)]
+
+
+def dp_costs(matrix: np.ndarray, gap_open: int, gap_extend: int, xdrop: int,
+             budget: int) -> tuple:
+    """dynprog.cu's scoring arguments: the 16 x 16 blastna matrix, the gap costs, the raw
+    X-drop and the cell budget."""
+    return (np.ascontiguousarray(matrix, dtype=np.int32), np.int32(gap_open),
+            np.int32(gap_extend), np.int32(xdrop), np.int64(budget))
 
 
 def _doubled_costs(xdrop: int, reward: int, penalty: int) -> list:
