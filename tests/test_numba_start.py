@@ -209,3 +209,41 @@ def test_stand_in_passes_attributes_and_pickles_as_its_dispatcher():
     restored = pickle.loads(pickle.dumps(_add_two))
     assert isinstance(restored, Dispatcher) and restored(1) == 3
     assert globals()["_add_two"] is restored
+
+
+PATCHED = START + """
+import numpy as np
+from numba.core import caching, codegen, environment, serialize
+from numba.core.runtime import nrtdynmod
+from numba.core.typing import typeof
+from gblastn.compile_cache import install_locator
+from gblastn.numba_start import _make_dispatcher
+install_locator()
+ours = [
+    caching.Cache.load_overload,
+    codegen.CPUCodeLibrary._get_module_for_linking,
+    codegen.JitEngine.is_symbol_defined,
+    environment._rebuild_env,
+    nrtdynmod.compile_nrt_functions,
+    typeof.typeof_impl.dispatch(np.ndarray),
+    caching.IndexDataCacheFile.save,
+]
+impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl
+print(sum(f.__module__.startswith("gblastn.") for f in ours), len(ours),
+      getattr(impl._locator_classes[0], "_gblastn_keyed", False),
+      type(_make_dispatcher(lambda x: x, {})).__name__)
+"""
+
+
+def test_every_patch_of_numba_takes_effect_on_the_pinned_numba(tmp_path):
+    """gblastn's start-up replaces numba internals that pyproject pins numba's version for;
+    each replacement is skipped where numba's internals differ, which this test would show
+    on a numba whose internals moved."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", PATCHED], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    patched, total, keyed, dispatcher = done.stdout.split()
+    assert patched == total
+    assert keyed == "True"
+    assert dispatcher == "OneSignatureDispatcher"
