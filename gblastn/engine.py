@@ -32,7 +32,7 @@ Call hierarchy (each stage its own module):
 
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -158,12 +158,17 @@ def volume_initial_hits(batch, table, stats, volume, options, backend, num_threa
         chunks, first_chunk = every_chunk.take(picked), int(picked[0]) if picked.size else 0
     threads = options.num_threads if num_threads is None else num_threads
 
+    # the turns are taken once per volume: the scan's at the first slice's scan, the
+    # ungapped stage's from the first slice's extension to the last's
+    turns = TurnsOnce(scan_turn, ungapped_turn)
+
     def scan(part):
-        with scan_turn or nullcontext(), TIMES.stage("scan"):
+        with turns.first_scan(), TIMES.stage("scan"):
             return backend.find_seeds(table, buffer, part.byte_offset, part.length, threads)
 
     def extend(seeds, part):
-        with ungapped_turn or nullcontext(), TIMES.stage("ungapped"):
+        turns.enter_ungapped()
+        with TIMES.stage("ungapped"):
             hits = extend_seeds(seeds, table, buffer, part.byte_offset, part.length,
                                 stats.ungapped_xdrop, stats.ungapped_cutoff,
                                 stats.reduced_cutoff, options.reward, options.penalty, threads,
@@ -171,24 +176,92 @@ def volume_initial_hits(batch, table, stats, volume, options, backend, num_threa
         hits.extensions = extensions_ahead(backend, hits, part, buffer, batch, stats, options)
         return hits
 
+    def initial_hits(part):
+        with turns:
+            return sliced_initial_hits(part, scan, extend)
+
     last_chunk = first_chunk + len(chunks.length)
     if shared_scans is None:
-        hits = extend(scan(chunks), chunks)
+        hits = initial_hits(chunks)
     elif uses_diag_hash(table):
         # the hash must see the database in order: the whole volume's seeds are extended
         # once, in the volume's turn, and each job takes its chunks' initial hits
         hits = shared_scans.initial_hits(
-            volume, lambda: extend(scan(every_chunk), every_chunk)).of_chunks(first_chunk,
-                                                                              last_chunk)
+            volume, lambda: initial_hits(every_chunk)).of_chunks(first_chunk, last_chunk)
     else:
         seeds = shared_scans.seeds(volume, lambda: scan(every_chunk))
-        hits = extend(seeds.of_chunks(first_chunk, last_chunk), chunks)
+        with turns:
+            hits = extend(seeds.of_chunks(first_chunk, last_chunk), chunks)
     bounds = np.searchsorted(hits.chunk, np.arange(len(chunks.length) + 1))
     contexts = hit_contexts(hits.q_start, batch) if pool.threads > 1 else None
     pieces = [(int(c), part) for c in np.flatnonzero(np.diff(bounds))
               for part in context_pieces(contexts, bounds[c], bounds[c + 1], pool.threads)]
     return VolumeGapped(batch, stats, options, volume, buffer, chunks, hits, bounds, contexts,
                         pieces, pool.spread)
+
+
+class TurnsOnce:
+    """A volume's turns at the scan and at the ungapped stage (context managers, or None),
+    each taken once: the scan's around the first scan only, the ungapped stage's from the
+    first extension until this object's `with` block ends."""
+
+    def __init__(self, scan_turn, ungapped_turn):
+        self.scan_turn = scan_turn
+        self.ungapped_turn = ungapped_turn
+        self.held = ExitStack()
+
+    def first_scan(self):
+        turn, self.scan_turn = self.scan_turn, None
+        return turn or nullcontext()
+
+    def enter_ungapped(self) -> None:
+        if self.ungapped_turn is not None:
+            turn, self.ungapped_turn = self.ungapped_turn, None
+            self.held.enter_context(turn)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return self.held.__exit__(*exc)
+
+
+# A volume's chunks are scanned and extended in slices, in order, each aimed at SLICE_SEEDS
+# seeds (20 bytes each), so that the seeds of a whole volume are never held at once; the
+# first slice has FIRST_SLICE_LETTERS letters, later ones as many as the seeds per letter
+# so far give.
+SLICE_SEEDS = 1 << 22
+FIRST_SLICE_LETTERS = 1 << 22
+
+
+def sliced_initial_hits(chunks: SubjectChunks, scan, extend):
+    """The initial hits of `chunks`, as extend(scan(chunks), chunks) gives them, made slice
+    after slice in chunk order (the hits are in chunk order, and the diagonal hash, which
+    extend carries from one call to the next, sees the chunks in the same order)."""
+    from .ungapped import joined_initial_hits
+
+    parts = []
+    first, total = 0, len(chunks.length)
+    letters_seen, seeds_seen = 0, 0
+    while first < total:
+        want = FIRST_SLICE_LETTERS if seeds_seen == 0 else \
+            max(1, SLICE_SEEDS * letters_seen // seeds_seen)
+        last = slice_end(chunks.length, first, want)
+        part = chunks if (first, last) == (0, total) else chunks.take(np.arange(first, last))
+        seeds = scan(part)
+        letters_seen += int(np.sum(part.length, dtype=np.int64))
+        seeds_seen += len(seeds)
+        parts.append((first, extend(seeds, part)))
+        del seeds
+        first = last
+    return joined_initial_hits(parts) if parts else extend(scan(chunks), chunks)
+
+
+def slice_end(lengths: np.ndarray, first: int, letters: int) -> int:
+    """The end of the slice of chunks from `first` that holds about `letters` letters (at
+    least one chunk)."""
+    ends = np.cumsum(lengths[first:], dtype=np.int64)
+    return min(int(lengths.size), first + int(np.searchsorted(ends, letters, side="left")) + 1)
 
 
 def extensions_ahead(backend, hits, chunks: SubjectChunks, buffer, batch, stats, options):

@@ -70,6 +70,19 @@ class InitialHits:
                            None if self.extensions is None else self.extensions[lo:hi])
 
 
+def joined_initial_hits(parts: list) -> InitialHits:
+    """The hits of successive slices of a volume's chunks as one InitialHits: `parts` holds
+    (first chunk of the slice, its hits numbered from 0), in chunk order."""
+    if len(parts) == 1 and parts[0][0] == 0:
+        return parts[0][1]
+    fields = [np.concatenate([hits.chunk + np.int32(first) for first, hits in parts])]
+    for name in ("q_start", "s_start", "length", "score", "seed_q", "seed_s"):
+        fields.append(np.concatenate([getattr(hits, name) for _, hits in parts]))
+    made = [hits.extensions for _, hits in parts]
+    extensions = None if any(e is None for e in made) else np.concatenate(made)
+    return InitialHits(*fields, extensions)
+
+
 def nucl_score_table(reward: int, penalty: int) -> np.ndarray:
     """Score of 4 aligned bases from the XOR of query and subject bytes: each 2-bit group
     is a match (0) or a mismatch."""

@@ -233,6 +233,33 @@ def test_whole_volume_hits_keep_the_diagonal_hash_in_database_order(case, monkey
     assert backend.calls == len(extended) == len(db.volumes)
 
 
+def test_volumes_scanned_and_extended_in_slices_give_identical_output(case, monkeypatch):
+    """A volume is scanned and extended slice after slice (bounded memory); with slices of
+    one chunk, or as many letters as a few seeds need, the output is the same in every
+    mode, the diagonal hash seeing the slices in database order."""
+    from gblastn import engine, ungapped
+
+    reference = search(case, "serial", 1, "serial-unsliced.out")
+    extended = []
+    real = ungapped.extend_seeds
+
+    def spy(seeds, *args):
+        extended.append(len(seeds))
+        return real(seeds, *args)
+
+    monkeypatch.setattr(ungapped, "extend_seeds", spy)
+    monkeypatch.setattr(engine, "FIRST_SLICE_LETTERS", 1)
+    for seeds_per_slice in (1, 200):
+        monkeypatch.setattr(engine, "SLICE_SEEDS", seeds_per_slice)
+        for mode, threads, backend in (("serial", 1, None), ("pipeline", 4, None),
+                                       ("pipeline", 8, WholeVolumeScans())):
+            extended.clear()
+            out = search(case, mode, threads, f"sliced-{seeds_per_slice}-{mode}{threads}.out",
+                         backend)
+            assert out == reference, (seeds_per_slice, mode, threads)
+            assert len(extended) > 2
+
+
 def test_failing_stage_stops_the_run_and_leaves_no_output(case, monkeypatch):
     from gblastn import engine
     from gblastn.options import make_options
