@@ -33,7 +33,6 @@ from .wordrun import WORD_PAD, letter_run_backward, letter_run_forward, packed_r
 OP_SUB = 0
 OP_DEL = 1
 OP_INS = 2
-_NO_OP = 255
 
 INVALID_OFFSET = -2          # "this diagonal cannot reach this distance"
 INVALID_DIAG = 100000000     # bounds of an empty range of diagonals

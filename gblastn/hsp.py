@@ -765,12 +765,6 @@ def count_identities(query, q_base, subject, q_start, s_start, ops, nums):
     return ident, length
 
 
-def fails_identity_or_length(ident: int, length: int, perc_identity: float,
-                             min_hit_length: int = 0) -> bool:
-    """s_HSPTest: below the percent identity or shorter than the minimum hit length."""
-    return ident * 100.0 < length * perc_identity or length < min_hit_length
-
-
 # ----------------------------------------------------------------------------------------------
 # a subject's preliminary HSPs, chunk by chunk, as rows [n, 8] (hsp_rows order): each chunk's
 # purge, sort and merge in compiled code, since the prelim threads do it for every chunk (1,611

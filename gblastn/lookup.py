@@ -41,7 +41,6 @@ from .query import QueryBatch
 from .tasks import INLINE, spread_map
 
 SMALL, STANDARD, MEGABLAST = 0, 1, 2
-KIND_NAMES = {SMALL: "small", STANDARD: "standard", MEGABLAST: "megablast"}
 
 SMALL_OFFSET_LIMIT = 32768     # small-table offsets and overflow indices are Int2
 PV_TARGET_BYTES = 131072       # kTargetPVSize
@@ -87,10 +86,6 @@ class LookupTable:
     def blast_length(self) -> int:
         """BLAST's query->length: concatenated length without the two outer sentinels."""
         return int(self.sequence.size) - 2
-
-    @property
-    def kind_name(self) -> str:
-        return KIND_NAMES[self.kind]
 
 
 def estimate_entries(segments: np.ndarray) -> tuple:

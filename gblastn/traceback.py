@@ -566,7 +566,7 @@ def _dp_traceback_rows(rows_in, context_offset, context_length, query, unmasked,
         if script.size == 0:
             continue
         ident, length = count_identities(unmasked, q_base, subject, q0, s0, script, lens)
-        if ident * 100.0 < length * perc_identity:  # fails_identity_or_length
+        if ident * 100.0 < length * perc_identity:  # s_HSPTest
             continue
         ops, op_len = _append_traced(rows, op_start, ops, op_len, kept,
                                      ctx, q0, q1, s0, s1, score, qg, sg, script, lens)
@@ -639,7 +639,7 @@ def _rescore_rows(rows_in, op_start_in, ops_in, op_len_in, first, context_offset
             lens = lens[first_run:last_run + 1].copy()
             lens[lens.size - 1] = last_num
             ident, length = count_identities(unmasked, q_base, subject, qs, ss, script, lens)
-            if ident * 100.0 < length * perc_identity:  # fails_identity_or_length
+            if ident * 100.0 < length * perc_identity:  # s_HSPTest
                 continue
             row[1] = qs
             row[2] = qe

@@ -39,9 +39,7 @@ from .scan import Seeds
 from .scan.cpu import _split_chunks, context_of, subject_base, subject_byte
 
 DIAG_HASH_QUERY_LENGTH = 8000   # kQueryLenForHashTable
-DIAG_HASH_BUCKETS = 512
 HASH_OFFSET_LIMIT = 2147483647 // 4  # Blast_ExtendWordExit: the hash is emptied beyond this
-EXACT_WORD_SIZE = 11            # W below this: exact extension only
 
 
 @dataclass
