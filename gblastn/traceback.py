@@ -25,9 +25,10 @@ from functools import lru_cache
 import numpy as np
 
 from .alphabet import COMPLEMENT_BLASTNA, score_matrix
+from .arrays import grown
 from .db.reader import CODE_OF, fill_ranges
 from .dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS, adjust_subject_range, gapped_offsets, \
-    gapped_start_nucl, grown, traceback_dp
+    gapped_start_nucl, traceback_dp
 from .greedy import greedy_alignment_from_runs, greedy_gapped_alignment
 from .hsp import Hsps, alloc_tree, count_identities, \
     containment_keep, hsp_rows, hsps_from_rows, purge_rows, ranked_order, \

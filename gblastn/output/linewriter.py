@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from ..dynprog import grown
+from ..arrays import grown
 from ..numba_start import njit
 
 INT = 0
