@@ -108,7 +108,10 @@ def test_against_blastn(tmp_path, seed):
     out = subprocess.run(["blastn", "-task", "megablast", "-dust", "no", "-query",
                           str(tmp_path / "q.fa"), "-subject", str(tmp_path / "s.fa"), "-outfmt",
                           "6 qstart qend sstart send score btop"],
-                         capture_output=True, text=True, check=True).stdout.split("\n")[0].split("\t")
+                         capture_output=True, text=True, check=True).stdout
+    from golden import assert_blastn_found_hits
+    assert_blastn_found_hits(out)
+    out = out.split("\n")[0].split("\t")
     batch, subj, tb = _trace(q, s, 200)
     mine = [str(tb.q_start[0] + 1), str(tb.q_end[0]), str(tb.s_start[0] + 1), str(tb.s_end[0]),
             str(tb.score[0]), _btop(batch, subj, tb, 0)]
