@@ -1,5 +1,8 @@
-"""The GPU scan backend returns exactly the CPU backend's Seeds (all fields, same order), and a
-search gives byte-identical output on either device. Skipped without pycuda and a GPU."""
+"""The GPU backend (gblastn.scan.gpu) against the CPU: exactly the CPU backend's Seeds (all
+fields, same order), the greedy kernels' extensions and traceback searches equal to the
+CPU's, and a search's output byte-identical on either device; also the kernels' cache, the
+resident volumes and their page-locked upload buffers, calls from other threads, and a
+backend retired while the search ends. Skipped without pycuda and a GPU."""
 
 import os
 import subprocess

@@ -1,4 +1,6 @@
-"""Traceback: edit scripts consistent with coordinates; golden check against blastn."""
+"""The traceback (gblastn.traceback): edit scripts consistent with coordinates and scores, a
+golden check against blastn, tracebacks whose greedy searches were made ahead (as the GPU
+makes them) equal to those made in place, and a group's split into each task's HSPs."""
 
 import shutil
 import subprocess
