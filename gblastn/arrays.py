@@ -1,4 +1,4 @@
-"""Array helpers for compiled code."""
+"""Arrays in compiled code: a buffer grown as it fills."""
 
 import numpy as np
 
