@@ -38,7 +38,7 @@ from . import Seeds
 from .cpu import choose_extend
 
 SORT_LOCAL = 1024          # must match SORT_LOCAL in seeds.cu
-SCAN_THREADS = 128         # measured choices; see bench/gpu_notes.md
+SCAN_THREADS = 128         # the variants' timings: docs/perf/gpu-scan.md
 PROBES_PER_THREAD = 4
 FLUSH_MODE = 2
 FLUSH_SLOTS = 2
