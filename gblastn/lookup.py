@@ -259,9 +259,9 @@ def _fill_megablast(sequence, segments, word_size, width, hashtable, next_pos, p
     of `pool`: each thread sorts the words of its share of the segments by cell range
     (counts them, then places them), and each range's words are inserted in order by one
     thread. A range's cells are a 64th of the table, so its insertions mostly hit the
-    cache: inserted in the batch's order, one thread took 0.15 s for the synth 8G queries'
-    6 million words, nearly all of it in cache misses; threads that each read the whole
-    batch and kept the words of their own cells took as long each, under load."""
+    cache: inserted in the batch's order, a large batch's words miss the cache at nearly
+    every insertion, and threads that each read the whole batch and keep the words of their
+    own cells each take as long as one thread (docs/perf/start-up.md)."""
     if not len(segments):
         return
     shift = max(2 * width - TABLE_CELL_RANGES.bit_length() + 1, pv_bts)  # whole pv words

@@ -114,9 +114,9 @@ def traceback_group(hsps_list: list, subjects: list, query_index: list, packed, 
 
 
 def _split_by_task(task_start, rows, op_start, ops, op_len, evalue, bitscore, counts) -> list:
-    """One Hsps per task, each field a view of the group's arrays. A group splits into
-    thousands (synth 8G: some 9,000 (query, subject) pairs), under the GIL: what can be
-    worked out for all tasks at once is (the tasks' own op_start, counted from their first
+    """One Hsps per task, each field a view of the group's arrays. A search's groups split
+    into thousands of (query, subject) pairs, under the GIL: what can be worked out for all
+    tasks at once is (the tasks' own op_start, counted from their first
     run, laid end to end, a task's n + 1 entries after the previous task's), and each task
     then takes slices only."""
     columns = np.ascontiguousarray(rows[:, :8].T, dtype=np.int32)
