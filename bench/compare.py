@@ -12,7 +12,7 @@ threads.
 usage: compare.py --db-fasta DB.fa --queries queries.list [--task megablast] [--threads 2]
                   [--device cpu|gpu] [--modes pipeline] [--together] [--repeat 1]
                   [--work DIR] [--cold] [--diff N] [--warm-up]
-The query list names FASTA files (one query set each), as ../shared/bench/kleb.py writes it.
+The query list names FASTA files (one query set each), as the benchmark kit's kleb.py writes it.
 """
 
 import argparse

@@ -6,10 +6,12 @@ same output; the script says so.
     python3 bench/gpu_greedy.py -db DB -query QUERIES [--threads 16] [--repeats 2]
 
 The variants change, one at a time from the defaults: the distance limits of the traceback's
-searches (TAIL_MAX_DISTANCE) and of the preliminary extensions (HIT_MAX_DISTANCE; 1 << 62 is
-none), the diagonals a warp keeps per distance (GREEDY_ROW_CELLS), the items (warps) per
-block (GREEDY_ITEM_WARPS), and the traceback's searches without their edit runs (the CPU
-then searches again, to the best distances).
+searches (`GpuBackend.greedy_tails`' `max_distance`, TAIL_MAX_DISTANCE by default) and of the
+preliminary extensions (`greedy_extensions`' `max_distance`, HIT_MAX_DISTANCE; 1 << 62 is
+none), the diagonals a warp keeps per distance (both methods' `row_cells`), the items (warps)
+per block (the module's GREEDY_ITEM_WARPS), and the traceback's searches without their edit
+runs (`greedy_tails`' `edit_runs`; the CPU then searches again, to the best distances). The
+search calls both methods without these keywords; the launcher passes the variant's.
 """
 
 import argparse
@@ -36,17 +38,19 @@ VARIANTS = [
 # Runs one search with a variant's settings (argv[1], JSON) and writes the kernels' launches
 # to argv[2]; the search's own arguments follow.
 LAUNCHER = r"""
-import json, sys, time
+import functools, json, sys, time
 sys.path.insert(0, sys.argv[3])
 import gblastn.scan.gpu as G
 settings, report = json.loads(sys.argv[1]), sys.argv[2]
 row_cells = settings.get("row_cells", G.GREEDY_ROW_CELLS)
 G.GREEDY_ITEM_WARPS = settings.get("item_warps", G.GREEDY_ITEM_WARPS)
-G.GpuBackend.greedy_tails.__defaults__ = (
-    row_cells, settings.get("tail_max_distance", G.TAIL_MAX_DISTANCE),
-    bool(settings.get("edit_runs", 1)))
-G.GpuBackend.greedy_extensions.__defaults__ = (
-    row_cells, settings.get("hit_max_distance", G.HIT_MAX_DISTANCE))
+G.GpuBackend.greedy_tails = functools.partialmethod(
+    G.GpuBackend.greedy_tails, row_cells=row_cells,
+    max_distance=settings.get("tail_max_distance", G.TAIL_MAX_DISTANCE),
+    edit_runs=bool(settings.get("edit_runs", 1)))
+G.GpuBackend.greedy_extensions = functools.partialmethod(
+    G.GpuBackend.greedy_extensions, row_cells=row_cells,
+    max_distance=settings.get("hit_max_distance", G.HIT_MAX_DISTANCE))
 launches = []
 launch = G.GpuBackend._greedy_launch
 def timed(self, name, *args, **kwargs):

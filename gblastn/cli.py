@@ -34,8 +34,8 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
     skip_numba_extras()
     # threads that only need the GIL between compiled calls (DUST, the table, the gapped and
-    # traceback workers) wait up to this long while another thread runs Python; at the 5 ms
-    # default, 16 threads starting behind the warm-up's Python took 8 times longer
+    # traceback workers) wait up to this long whenever another thread runs Python, as the
+    # warm-up does beside the query setup (docs/perf/start-up.md)
     sys.setswitchinterval(0.001)
     if sys.argv[1:] in (["-version"], ["--version"]):
         _leave(_version_text(), 0, sys.stdout)
@@ -246,7 +246,7 @@ def search_command(
 
 def _within_cpus(threads: int | None) -> int | None:
     """-num_threads reduced to the CPUs this process may use, with blastn's warning: more
-    threads than cores only contend (10,000 threads ran 7 times slower)."""
+    threads than cores only contend."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     if threads is None or not cpus or threads <= cpus:
         return threads

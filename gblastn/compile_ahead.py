@@ -23,8 +23,8 @@ from .errors import OptionsError
 
 TASKS = ("megablast", "blastn", "blastn-short")
 DEVICES = ("auto", "cpu", "gpu")
-# CPU seconds a first compilation took on the 2-core development machine (two processes of
-# about 35 s, docs/perf/coldstart.md), for the notice's estimate
+# CPU seconds of a task's first compilation (docs/perf/coldstart.md), for the notice's
+# estimate of its wall time
 COMPILE_CPU_SECONDS = {"megablast": 70, "blastn": 70, "blastn-short": 70}
 
 _DTYPES = {"i64": "int64", "u32": "uint32", "u8": "uint8", "f64": "float64", "bool": "boolean",
@@ -98,9 +98,9 @@ def compile_task(task: str, device: str, backend, word_size: int | None = None,
 def _load_stages(task: str, word_size: int | None, query_letters: int | None, backend,
                  trace: bool, announce: bool = False) -> None:
     """engine.warm_up's made-up search with the task's tables and aligners, and the stages
-    that `backend` calls for: numba's first call in a process sets up its type system
-    (about half a second) and each stage's first call loads its machine code (or compiles
-    it). With `announce`, a compilation after all says so."""
+    that `backend` calls for: numba's first call in a process sets up its type system,
+    and each stage's first call loads its machine code (or compiles it). With `announce`,
+    a compilation after all says so."""
     from .engine import warm_up
     from .numba_start import lighten_numba_start
     from .options import make_options

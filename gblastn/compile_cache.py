@@ -193,11 +193,6 @@ def source_keys(package: str = PACKAGE, folder: str = PACKAGE_DIR) -> SourceKeys
     return _KEYS[package]
 
 
-def keyed_packages() -> dict:
-    """Packages whose compiled functions are cached by content: name -> folder."""
-    return _PACKAGES
-
-
 _PACKAGES = {PACKAGE: PACKAGE_DIR}
 
 

@@ -1,8 +1,8 @@
-"""The CUDA driver library called directly (ctypes), for the steps where pycuda would hold the
-GIL: making a device's primary context (0.2-0.3 s on an H200 host), tearing it down, and
-page-locking host memory. ctypes lets go of the GIL during each call, so the search's other
-threads run meanwhile. Every function here does nothing (or returns None) where the driver
-library cannot be loaded or called."""
+"""The CUDA driver library called directly (ctypes), for the slow steps where pycuda would
+hold the GIL: making a device's primary context, tearing it down, and page-locking host
+memory (docs/perf/gpu-context.md). ctypes lets go of the GIL during each call, so the
+search's other threads run meanwhile. Every function here does nothing (or returns None)
+where the driver library cannot be loaded or called."""
 
 import ctypes
 import threading
@@ -52,7 +52,7 @@ def reset_primary_context(gpu_id: int) -> None:
 def close_device_files() -> None:
     """Close the process's files of the NVIDIA driver (/dev/nvidia*), for a process done with
     the GPU for good, once its contexts are reset: left to the process's exit, closing them
-    took 45-60 ms after the output was complete (H200 host; 2 ms with them closed before).
+    would delay the exit after the output was complete.
     The driver's later calls in this process fail with an error code; none is made, as the
     device was given back. Linux only (the files are found in /proc/self/fd)."""
     import os
@@ -73,8 +73,7 @@ def page_locked_buffer(size: int):
     """`size` bytes of page-locked host memory for the current context (cuMemHostAlloc), as
     a writable uint8 array, and the call that frees them (once; it runs by itself when the
     array is dropped); None where the driver does not give them. pycuda's pagelocked_empty
-    held the GIL while the driver locked the pages (56 ms for a volume copy's 128 MB of
-    buffers, during the query setup, H200 host)."""
+    holds the GIL while the driver locks the pages, during the query setup."""
     import numpy as np
 
     cuda = _driver()
@@ -101,8 +100,7 @@ def make_context_early(gpu_id: int) -> None:
 def start_context_for(argv: list) -> None:
     """A search that may use the GPU starts making the device's context first thing, before
     the command line's own imports (typer, numpy, numba, pycuda): begun after them, the
-    context had been the last thing the first volume's copy to the GPU waited for (synth
-    8G, H200 host)."""
+    context is the last thing the first volume's copy to the GPU waits for."""
     if len(argv) < 2 or argv[1] != "search":
         return
     flags = dict(zip(argv[2:], argv[3:]))

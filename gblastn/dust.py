@@ -33,6 +33,7 @@ intervals are absolute, 0-based and inclusive.
 
 import numpy as np
 
+from .arrays import grown
 from .db.crandom import crandom_draw, crandom_reset
 from .numba_start import njit
 
@@ -112,14 +113,6 @@ def _is_group(g_live, g_first, pos):
 
 
 # ---------------------------------------------------------------- output intervals
-
-@njit(cache=True, nogil=True)
-def _grown(res):
-    """`res` with twice the rows (called when full)."""
-    bigger = np.empty((2 * res.shape[0], 2), dtype=np.int64)
-    bigger[:res.shape[0]] = res
-    return bigger
-
 
 @njit(cache=True, nogil=True)
 def _append_masked(res, n_res, first, last, linker):
@@ -315,8 +308,7 @@ def _symdust(codes, level, window, linker):
         variety_back = False
         while not variety_back and pos <= stop:
             if _group_before(g_live, g_first, lowest, w_start):
-                if n_res == res.shape[0]:
-                    res = _grown(res)
+                res = grown(res, n_res + 1)
                 n_res = _save_masked(g_live, g_first, g_last, lowest, w_start,
                                      res, n_res, start, linker)
             lowest = max(lowest, w_start)
@@ -344,8 +336,7 @@ def _symdust(codes, level, window, linker):
         # the window reached the end (or variety came back): write out what is left
         for p in range(lowest, w_stop + 1):
             if _is_group(g_live, g_first, p):
-                if n_res == res.shape[0]:
-                    res = _grown(res)
+                res = grown(res, n_res + 1)
                 n_res = _append_masked(res, n_res, p + start,
                                        g_last[p & _SLOT] + start, linker)
 
@@ -395,8 +386,7 @@ def _symdust_each(joined, ends, level, window, linker):
     for i in range(ends.size):
         found = _symdust(joined[start:ends[i]], level, window, linker)
         counts[i] = found.shape[0]
-        while n_out + found.shape[0] > out.shape[0]:
-            out = _grown(out)
+        out = grown(out, n_out + found.shape[0])
         out[n_out:n_out + found.shape[0]] = found
         n_out += found.shape[0]
         start = ends[i]

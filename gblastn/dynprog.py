@@ -32,6 +32,7 @@ Coordinates are 0-based and ends exclusive (as in `gblastn.hsp`).
 
 import numpy as np
 
+from .arrays import grown
 from .hsp import OP_DEL, OP_INS, OP_SUB
 from .numba_start import njit
 
@@ -56,14 +57,6 @@ _EXTEND_GAP_IN_SUBJECT = 0x40  # the subject-gap (OP_INS) ending here continues 
 def _packed_base(packed, i):
     """Base i (0..3) of a packed 2-bit buffer, first base in the high bits."""
     return (packed[i >> 2] >> (2 * (3 - (i & 3)))) & 3
-
-
-@njit(cache=True, nogil=True)
-def grown(array, need):
-    """`array` copied into one of length max(need, 2 * len): BLAST's realloc of its columns."""
-    out = np.empty(max(need, 2 * array.size), dtype=array.dtype)
-    out[:array.size] = array
-    return out
 
 
 @njit(cache=True, nogil=True)

@@ -269,7 +269,8 @@ def extensions_ahead(backend, hits, chunks: SubjectChunks, buffer, batch, stats,
     stage needs them (InitialHits.extensions), when the backend makes them: greedy ones
     (greedy.cu: linear gap costs only) or X-drop DP ones (dynprog.cu); None otherwise. Each
     is a function of its hit alone, so the GPU extends every hit at once, and the gapped
-    stage's in-order pass only picks those it keeps."""
+    stage's in-order pass only picks those it keeps instead of extending them one after the
+    other (docs/perf/gpu-greedy.md, docs/perf/blastn-gpu-extensions.md)."""
     from .gapped import hit_contexts
 
     if not len(hits):
@@ -312,8 +313,8 @@ class VolumeGapped:
     spread: object
 
     def piece_hits(self) -> list:
-        """The number of initial hits of each piece: on synth 8G the pieces that took longest
-        were those with most hits."""
+        """The number of initial hits of each piece, the measure of its work: the pieces
+        with most hits are those that take longest."""
         return [int(self.bounds[c + 1] - self.bounds[c]) if part is None else len(part)
                 for c, part in self.pieces]
 
@@ -321,8 +322,8 @@ class VolumeGapped:
         """Every piece extended on `pool`, the heaviest tasks first; returns a function that
         waits for them and gives each piece's (rows, origin), in piece order. With the
         greedy extensions made ahead, whole chunks go in runs, each one task and one compiled
-        call (gapped.extend_chunks_given): on synth 8G the Python of a call per chunk, 1,613
-        of them, held the GIL longer than their compiled work took."""
+        call (gapped.extend_chunks_given): a call per chunk would hold the GIL longer, in
+        Python, than the compiled work it calls for."""
         hits = self.piece_hits()
         tasks = self._tasks(hits, pool.threads)
         if any(len(task) > 1 for task in tasks):
@@ -447,8 +448,7 @@ def context_pieces(contexts, lo: int, hi: int, parts: int) -> list:
     index arrays (relative to lo, increasing), each holding whole contexts, with about equal
     hit counts; [None] (all in one) for a small chunk. A hit is only tested against the
     gapped HSPs of its own context, so the pieces give the rows one pass would: a chunk
-    with repeats hit by many queries no longer holds up its job (on synth 8G one chunk
-    took 0.5 s)."""
+    with repeats hit by many queries no longer holds up its job."""
     parts = min(parts, (hi - lo) // MIN_PIECE_HITS)
     if contexts is None or parts <= 1:
         return [None]
@@ -494,8 +494,8 @@ def subject_hsps_by_query(hsps: Hsps, stats, options) -> list:
     hsps.bitscore = bit_scores(hsps.score, hsps.context, stats)
     kept = np.flatnonzero(hsps.evalue <= options.evalue)
     # each query's HSPs in their score order: a stable sort by query, then a view each (a
-    # mask per query went over a chromosome's HSPs once for each of 220 queries on synth 8G,
-    # and a copy per query held the GIL for some 9,000 (query, subject) pairs)
+    # mask per query would go over a subject's HSPs once for every query, and a copy per
+    # query would hold the GIL once for every (query, subject) pair)
     hsps = hsps.take(kept[np.argsort(hsps.context[kept] // 2, kind="stable")])
     if not len(hsps):
         return []
@@ -514,8 +514,8 @@ def prelim_hitlist_size(options: SearchOptions) -> int:
 def best_first(items: list) -> list:
     """Order (ordinal, hsps) pairs, none without HSPs, as s_EvalueCompareHSPLists: best
     E-value (tiny ones equal), then best score, then the higher ordinal first; ties keep
-    their order. The keys are worked out for all pairs at once: a query's thousands of
-    subjects took 4 µs each in Python (2-core machine), under the GIL."""
+    their order. The keys are worked out for all pairs at once, not in Python for each
+    of a query's thousands of subjects, under the GIL."""
     from .stats import EVALUE_EQUAL_BELOW
 
     if len(items) < 2:
@@ -643,8 +643,8 @@ def tails_ahead(by_query: dict, batch, stats, db, backend, options: SearchOption
     makes them (greedy.cu: linear gap costs, subjects resident on the GPU, windows of bases
     only). With an alignment's edit runs, the CPU only joins and tidies them; without (a
     search too long to keep its rows), it searches again, knowing the best distances, and
-    stops there: most of a search's time went past the alignment's end, confirming that
-    nothing better follows (on synth 1G, 55 %)."""
+    stops there: most of a search's time goes past the alignment's end, confirming that
+    nothing better follows."""
     from .hsp import rows_by_score
     from .traceback import FETCH_MARGIN
 
@@ -712,11 +712,10 @@ class BatchPlan:
 
 class SharedScans:
     """Each volume's seeds, from one scan of the whole volume shared by the jobs that search
-    parts of it: a GPU call has a fixed cost of milliseconds, and the jobs would queue for
-    the device one after the other. With the diagonal hash, each volume's initial hits are
-    shared instead: the hash must see the database in order, and on synth 8G the 64 jobs
-    taking turns at it, each turn waiting for the GIL, spent 0.5-0.7 s there, where the
-    three volumes' turns take 0.17 s."""
+    parts of it: a GPU call has a fixed cost, and the jobs would queue for the device one
+    after the other. With the diagonal hash, each volume's initial hits are shared
+    instead: the hash must see the database in order, and jobs taking turns at it would
+    each wait for the previous one and for the GIL, where one turn per volume does not."""
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -818,7 +817,7 @@ def warm_up(options: SearchOptions, query_letters: int | None = None, backend=No
     set's size, when known) calls for is loaded first, and the other only when the set
     makes several batches. `backend` (or a Future of it) is the search's scan backend:
     with the GPU's, the stages that run beside it are loaded, not the CPU's scan and
-    extensions (a tenth of a second of the GIL, once spent beside the query setup).
+    extensions, whose loading would hold the GIL beside the query setup.
     Without `trace`, the searches stop before the traceback (compile_ahead compiles it
     meanwhile). Returns how many HSPs it traced."""
     from .dynprog import MAX_SUBJECT_OFFSET

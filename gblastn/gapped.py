@@ -120,9 +120,10 @@ def _keep(i, found, ctx, cutoffs, rows, origin, kept, tree, held):
 # a piece of many hits, extended ahead on several threads
 
 
-# a piece whose alignments found so far span more query letters goes on in blocks: on synth
-# 8G a few pieces of 280-400 hits along 100 kb alignments took 0.1-0.5 s each on one thread,
-# while most pieces take microseconds, for which a block's Python would cost more than it saves
+# a piece whose alignments found so far span more query letters goes on in blocks: the few
+# heavy pieces (hundreds of hits along one long alignment) take long enough on one thread to
+# hold up a search, while most pieces take microseconds, for which a block's Python would
+# cost more than it saves (docs/perf/pipeline.md)
 HEAVY_LETTERS = 1_000_000
 MAX_BLOCK = 64        # hits extended ahead at once, at most
 

@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from .arrays import grown
 from .numba_start import njit
 from .wordrun import WORD_PAD, letter_run_backward, letter_run_forward, packed_run_backward, \
     packed_run_forward
@@ -33,7 +34,6 @@ from .wordrun import WORD_PAD, letter_run_backward, letter_run_forward, packed_r
 OP_SUB = 0
 OP_DEL = 1
 OP_INS = 2
-_NO_OP = 255
 
 INVALID_OFFSET = -2          # "this diagonal cannot reach this distance"
 INVALID_DIAG = 100000000     # bounds of an empty range of diagonals
@@ -96,15 +96,6 @@ def _edit_add(ops, nums, n, op, count):
     return n + 1
 
 
-@njit(cache=True, nogil=True)
-def _grow_int(buf, need):
-    if need <= buf.size:
-        return buf
-    out = np.empty(max(need, 2 * buf.size), dtype=buf.dtype)
-    out[:buf.size] = buf
-    return out
-
-
 # ----------------------------------------------------------------------------------------------
 # non-affine (linear gap cost) greedy alignment: BLAST_GreedyAlign
 
@@ -162,7 +153,7 @@ def greedy_linear(seqs, packed, reverse, xdrop, match_cost, mismatch_cost, max_d
     lower = origin - 1
     upper = origin + 1
     width = upper - lower + 5
-    cells = _grow_int(cells, used + width)
+    cells = grown(cells, used + width)
     row_at[1] = used
     row_lo[1] = lower - 2
     cells[used:used + width] = INVALID_OFFSET
@@ -176,10 +167,10 @@ def greedy_linear(seqs, packed, reverse, xdrop, match_cost, mismatch_cost, max_d
     while True:
         d += 1
         if d + 2 > row_at.size:
-            row_at = _grow_int(row_at, d + 2)
-            row_lo = _grow_int(row_lo, d + 2)
+            row_at = grown(row_at, d + 2)
+            row_lo = grown(row_lo, d + 2)
         if d + xdrop_offset >= best_by_dist.size:
-            best_by_dist = _grow_int(best_by_dist, d + xdrop_offset + 1)
+            best_by_dist = grown(best_by_dist, d + xdrop_offset + 1)
         prev = row_at[d - 1] - row_lo[d - 1]
         here = row_at[d] - row_lo[d]
         # diagonals just outside the range get impossible offsets: the loop reads them
@@ -247,7 +238,7 @@ def greedy_linear(seqs, packed, reverse, xdrop, match_cost, mismatch_cost, max_d
             upper += 1
         width = upper - lower + 5
         if used + width > cells.size:
-            cells = _grow_int(cells, used + width)
+            cells = grown(cells, used + width)
         row_at[d + 1] = used
         row_lo[d + 1] = lower - 2
         for j in range(used, used + width):
@@ -300,18 +291,6 @@ def greedy_linear(seqs, packed, reverse, xdrop, match_cost, mismatch_cost, max_d
 
 
 @njit(cache=True, nogil=True)
-def _gcd(a, b):
-    if a < b:
-        a, b = b, a
-    while True:
-        c = a % b
-        if c == 0:
-            return b
-        a = b
-        b = c
-
-
-@njit(cache=True, nogil=True)
 def _in_range(lower_of, upper_of, at, k):
     return lower_of[at] <= k <= upper_of[at]
 
@@ -328,9 +307,9 @@ def greedy_affine(seqs, packed, reverse, xdrop, match_score, mismatch_score, gap
     gap_open = gap_open_in
     gap_extend = gap_extend_in + half
     if gap_open == 0:
-        common = _gcd(op_cost, gap_extend)
+        common = math.gcd(op_cost, gap_extend)
     else:
-        common = _gcd(op_cost, _gcd(gap_open, gap_extend))
+        common = math.gcd(op_cost, math.gcd(gap_open, gap_extend))
     if common > 1:
         op_cost //= common
         gap_open //= common
@@ -392,13 +371,13 @@ def greedy_affine(seqs, packed, reverse, xdrop, match_score, mismatch_score, gap
     mp = max_penalty
     while True:
         if d + 2 > row_at.size:
-            row_at = _grow_int(row_at, d + 2)
-            row_lo = _grow_int(row_lo, d + 2)
+            row_at = grown(row_at, d + 2)
+            row_lo = grown(row_lo, d + 2)
         if d + mp >= lower_of.size:
-            lower_of = _grow_int(lower_of, d + mp + 1)
-            upper_of = _grow_int(upper_of, d + mp + 1)
+            lower_of = grown(lower_of, d + mp + 1)
+            upper_of = grown(upper_of, d + mp + 1)
         if d + xdrop_offset >= best_by_dist.size:
-            best_by_dist = _grow_int(best_by_dist, d + xdrop_offset + 1)
+            best_by_dist = grown(best_by_dist, d + xdrop_offset + 1)
         xdrop_score = best_by_dist[d] + common * d - xdrop
         xdrop_score = int(math.ceil(xdrop_score / half))
         if xdrop_score < 0:
@@ -406,9 +385,9 @@ def greedy_affine(seqs, packed, reverse, xdrop, match_score, mismatch_score, gap
 
         width = max(cur_upper - cur_lower + 1, 0)
         if used + width > match_off.size:
-            match_off = _grow_int(match_off, used + width)
-            ins_off = _grow_int(ins_off, used + width)
-            del_off = _grow_int(del_off, used + width)
+            match_off = grown(match_off, used + width)
+            ins_off = grown(ins_off, used + width)
+            del_off = grown(del_off, used + width)
         row_at[d] = used
         row_lo[d] = cur_lower
         used += width

@@ -153,8 +153,8 @@ def hsp_rows(hsps: Hsps) -> np.ndarray:
 
 def rows_by_score(lists: list) -> np.ndarray:
     """hsp_rows(h)[score_order(h)] of each Hsps in `lists`, one after the other: a few numpy
-    calls for all of them (a job of synth 8G has about 2,000 lists, and at 30 microseconds a
-    list the calls for each on its own held its traceback searches back by 0.1 s)."""
+    calls for all of them, since a job has thousands of lists and numpy's fixed cost per
+    call, paid for each list on its own, would hold its traceback searches back."""
     if not lists:
         return np.zeros((0, 8), dtype=np.int64)
     rows = np.column_stack([np.concatenate([getattr(h, f) for h in lists]).astype(np.int64)
@@ -169,10 +169,9 @@ def rows_by_score(lists: list) -> np.ndarray:
 
 def _in_score_order(rows: np.ndarray, owner: np.ndarray) -> bool:
     """Whether rows_by_score's sort would leave the rows as they are. The preliminary HSPs
-    come in score order (subject_hsps_by_query), so the six-key sort found them in order
-    and moved nothing: on synth 8G the serial driver's traceback searches took 0.118 s with
-    it, 0.085 s with this check (medians of 5, H200 host). Each key decides the pairs that
-    the keys before it left tied."""
+    come in score order (subject_hsps_by_query), so the six-key sort finds them in order
+    and moves nothing, and this check costs less than the sort. Each key decides the pairs
+    that the keys before it left tied."""
     pairs = np.arange(rows.shape[0] - 1)
     for column, sign in ((owner, 1), (rows[:, 5], -1), (rows[:, 3], 1), (rows[:, 4], -1),
                          (rows[:, 1], 1), (rows[:, 2], -1)):
@@ -765,16 +764,10 @@ def count_identities(query, q_base, subject, q_start, s_start, ops, nums):
     return ident, length
 
 
-def fails_identity_or_length(ident: int, length: int, perc_identity: float,
-                             min_hit_length: int = 0) -> bool:
-    """s_HSPTest: below the percent identity or shorter than the minimum hit length."""
-    return ident * 100.0 < length * perc_identity or length < min_hit_length
-
-
 # ----------------------------------------------------------------------------------------------
 # a subject's preliminary HSPs, chunk by chunk, as rows [n, 8] (hsp_rows order): each chunk's
-# purge, sort and merge in compiled code, since the prelim threads do it for every chunk (1,611
-# of them on synth 8G) and the Python version held the GIL for half a second there
+# purge, sort and merge in compiled code, since the prelim threads do it for every chunk, and
+# Python would hold the GIL for each
 
 
 @njit(cache=True, nogil=True)
@@ -804,8 +797,7 @@ def merge_chunk_rows(combined, new, split, overlap, diag_close):
     sort of `combined` then `new` would sort them.
 
     The rows are merged in order rather than sorted again: a long subject's rows grow chunk
-    by chunk, and sorting all of them at every chunk was quadratic (0.17 s on synth 8G, on
-    the one thread that files a volume's HSPs)."""
+    by chunk, and sorting all of them at every chunk would be quadratic in its chunks."""
     keep_new = np.ones(new.shape[0], dtype=np.bool_)
     changed = np.zeros(combined.shape[0], dtype=np.bool_)
     for i in range(combined.shape[0]):
@@ -834,8 +826,8 @@ def subject_rows(found, bounds, starts, overlap, diag_close):
     """A subject's preliminary rows from its chunks' gapped rows: chunk k's rows are
     found[bounds[k]:bounds[k + 1]] and it starts at letter starts[k] (the chunks in order,
     each with rows); each chunk goes through chunk_rows and is merged into those before it
-    (merge_chunk_rows). One compiled call for the subject: a chromosome of synth 8G has 67
-    chunks, and a call per chunk from Python took the GIL back twice for each."""
+    (merge_chunk_rows). One compiled call for the subject: a chromosome has dozens of
+    chunks, and a call per chunk from Python would take the GIL back twice for each."""
     rows = chunk_rows(found[bounds[0]:bounds[1]], starts[0])
     for k in range(1, starts.size):
         more = chunk_rows(found[bounds[k]:bounds[k + 1]], starts[k])

@@ -41,7 +41,6 @@ from .query import QueryBatch
 from .tasks import INLINE, spread_map
 
 SMALL, STANDARD, MEGABLAST = 0, 1, 2
-KIND_NAMES = {SMALL: "small", STANDARD: "standard", MEGABLAST: "megablast"}
 
 SMALL_OFFSET_LIMIT = 32768     # small-table offsets and overflow indices are Int2
 PV_TARGET_BYTES = 131072       # kTargetPVSize
@@ -87,10 +86,6 @@ class LookupTable:
     def blast_length(self) -> int:
         """BLAST's query->length: concatenated length without the two outer sentinels."""
         return int(self.sequence.size) - 2
-
-    @property
-    def kind_name(self) -> str:
-        return KIND_NAMES[self.kind]
 
 
 def estimate_entries(segments: np.ndarray) -> tuple:
@@ -264,9 +259,9 @@ def _fill_megablast(sequence, segments, word_size, width, hashtable, next_pos, p
     of `pool`: each thread sorts the words of its share of the segments by cell range
     (counts them, then places them), and each range's words are inserted in order by one
     thread. A range's cells are a 64th of the table, so its insertions mostly hit the
-    cache: inserted in the batch's order, one thread took 0.15 s for the synth 8G queries'
-    6 million words, nearly all of it in cache misses; threads that each read the whole
-    batch and kept the words of their own cells took as long each, under load."""
+    cache: inserted in the batch's order, a large batch's words miss the cache at nearly
+    every insertion, and threads that each read the whole batch and keep the words of their
+    own cells each take as long as one thread (docs/perf/start-up.md)."""
     if not len(segments):
         return
     shift = max(2 * width - TABLE_CELL_RANGES.bit_length() + 1, pv_bts)  # whole pv words

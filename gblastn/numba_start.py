@@ -2,10 +2,10 @@
 
 A search runs with the GIL held nearly throughout, and its stages' first calls wait for
 their machine code to be loaded from numba's cache, one entry point at a time (numba's
-compiler lock). Each step below was measured on the search's path; each is skipped only
-where numba's internals are those it was written for, and a compilation (a cache miss)
-still finds everything it needs. gblastn's compiled functions are declared with this
-module's `njit`, whose dispatchers are made on first use.
+compiler lock). Each step below held the GIL on the search's path (docs/perf/start-up.md);
+each is skipped only where numba's internals are those it was written for, and a
+compilation (a cache miss) still finds everything it needs. gblastn's compiled functions
+are declared with this module's `njit`, whose dispatchers are made on first use.
 """
 
 import functools
@@ -17,7 +17,7 @@ import threading
 
 def skip_numba_extras() -> None:
     """numba's import also imports, when installed, scipy (to check its version, and at the
-    first compilation its BLAS bindings, for np.dot: a third of a second), coverage (to
+    first compilation its BLAS bindings, for np.dot, a slow import), coverage (to
     follow compiled code under coverage.py) and yaml (to read a .numba_config.yaml in the
     working directory). gblastn's compiled code needs none of them, so they are left out
     unless in use: a config file present, or coverage already running. Called before
@@ -34,10 +34,9 @@ def lighten_numba_start() -> None:
     thread, once numba is imported; should another thread's compilation come first, that
     one merely takes them):
 
-    * the scan of every installed distribution's entry points for numba extensions (60-80 ms
-      of the GIL on the H200 host);
-    * filling the type system's registries before cached machine code is loaded (0.26 s of
-      the GIL on the H200 host, by py-spy --gil): loaded code needs only numba's runtime;
+    * the scan of every installed distribution's entry points for numba extensions;
+    * filling the type system's registries before cached machine code is loaded: loaded
+      code needs only numba's runtime;
     * parsing each loaded entry point's LLVM bitcode (see `_load_without_bitcode`);
     * importing numba's own modules to rebuild the environments of the numba functions
       compiled into gblastn's (see `_environments_without_imports`);
@@ -73,8 +72,8 @@ def _load_without_bitcode() -> None:
     own symbols. So the bitcode is parsed only when a compilation links the library or a
     symbol is asked for that the machine code does not define (linkonce functions that were
     inlined away), and the symbols come from the machine code's ELF symbol table. Parsing
-    and listing took 90 % of each load: 1.0 of 1.1 s for all 164 cached entry points (the
-    listing, 0.38 s, a Python loop holding the GIL), against 9 ms for reading the tables."""
+    and listing (a Python loop holding the GIL) were nearly all of each load; reading the
+    tables is a small fraction of it."""
     from numba.core import codegen
 
     library, engine = codegen.CPUCodeLibrary, codegen.JitEngine
@@ -122,9 +121,9 @@ def _environments_without_imports() -> None:
     """Each compiled function has an environment: its constants, and its module's globals,
     which only code compiled in object mode reads. gblastn compiles none, but numba
     rebuilds a loaded function's environment by importing its module, and the first entry
-    point loaded (DUST's, which the query setup waits for) thereby imported numba's array
-    and string implementations (45 ms of the GIL on the 2-core machine). A module not yet
-    imported now gets a placeholder for its globals."""
+    point loaded (DUST's, which the query setup waits for) would thereby import numba's
+    array and string implementations, holding the GIL. A module not yet imported gets a
+    placeholder for its globals."""
     from numba.core import environment
 
     rebuild_imported = environment._rebuild_env
@@ -146,10 +145,10 @@ def _environments_without_imports() -> None:
 
 def _runtime_from_cache() -> None:
     """numba compiles its runtime's few functions (reference counts, atomic operations) in
-    every process, before the first cached entry point can be loaded: 30 ms on the 2-core
-    machine, in front of DUST. Its machine code is now kept beside gblastn's in numba's
-    cache folder, keyed as numba keys its own (numba's and llvmlite's versions, the target
-    and the CPU), and loaded as an entry point is."""
+    every process, before the first cached entry point (DUST's, on the query setup's path)
+    can be loaded. Its machine code is kept beside gblastn's in numba's cache folder,
+    keyed as numba keys its own (numba's and llvmlite's versions, the target and the CPU),
+    and loaded as an entry point is."""
     import pickle
 
     import llvmlite
@@ -188,9 +187,9 @@ def _runtime_from_cache() -> None:
 def _arrays_typed_without_masks() -> None:
     """numba types an array argument in Python the first time it meets its kind (and every
     time for a read-only one), and checks first that it is not a masked array, which imports
-    numpy.ma (45 ms of the GIL on the 2-core machine, in the warm-up's first call, which the
-    query setup waits for). No array is a masked one before numpy.ma is imported: until then
-    the check is left out, and the type is worked out as numba does."""
+    numpy.ma (holding the GIL, in the warm-up's first call, which the query setup waits
+    for). No array is a masked one before numpy.ma is imported: until then the check is
+    left out, and the type is worked out as numba does."""
     import numpy as np
     from numba.core import errors, types
     from numba.core.typing import typeof
@@ -249,12 +248,12 @@ def defined_symbols(object_code: bytes) -> set | None:
 
 def njit(**options):
     """numba.njit (and `constant_args`: see OneSignatureDispatcher), with the dispatcher
-    made on the function's first use: a dispatcher costs
-    0.2-0.35 ms to make (its cache's locator tries writing a file in the cache folder, and
-    the function's signature is inspected), gblastn defines 159, and a search calls about
-    30. A compilation finds the stand-ins as it finds dispatchers: numba inlines a function
-    by the `targetoptions` and `py_func` it reads from the global, and types the global
-    with typeof (registered below)."""
+    made on the function's first use: making a dispatcher is not free (its cache's locator
+    tries writing a file in the cache folder, and the function's signature is inspected),
+    and a search calls a fraction of the functions gblastn defines. A compilation finds
+    the stand-ins as it finds dispatchers: numba inlines a function by the `targetoptions`
+    and `py_func` it reads from the global, and types the global with typeof (registered
+    below)."""
     def decorate(py_func):
         return LazyDispatcher(py_func, options)
     return decorate

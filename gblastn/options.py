@@ -52,11 +52,6 @@ class SearchOptions:
         """Megablast extends with the greedy aligner; the other tasks with X-drop DP."""
         return self.task == "megablast"
 
-    @property
-    def query_chunk_letters(self) -> int:
-        """How many concatenated query letters BLAST searches in one pass (spec §1)."""
-        return 5_000_000 if self.task == "megablast" else 1_000_000
-
 
 _PRESETS = {
     # megablast's ungapped X-drop is 0 ("use the ungapped cutoff"): blastn's options start

@@ -261,9 +261,8 @@ def _serial_texts(files, db, options, backend, render, release_device=False):
 
 def _runs_of_lines(pairs: list, runs: int) -> list:
     """(query, result) pairs cut, in order, into about `runs` runs of about equal numbers of
-    output lines. Formatted one call per query, the 8G benchmark's 220 queries spent 0.1 s
-    of the GIL in Python on their way to the compiled writer, the last step of a serial
-    search."""
+    output lines. Formatted one call per query, a batch's queries would each take the GIL
+    in Python on their way to the compiled writer, the last step of a serial search."""
     from .tasks import runs_of
 
     lines = [sum(len(subject.hsps) for subject in result.subjects) + 1 for _, result in pairs]
@@ -386,9 +385,8 @@ class Pipeline:
             self._put(self.prelim_q, ("batch", batch_id, plan))
             if plan.table is not None:
                 # imported here, not first thing: its module imports numba, whose import
-                # (about 0.3 s, in the GPU's set-up thread) held the first batch's masks and
-                # table back until it was done (synth 8G: plan_batch began at 0.43 s against
-                # the serial driver's 0.34 s, H200 host)
+                # (in the GPU's set-up thread) would hold the first batch's masks and table
+                # back until it was done
                 from .ungapped import uses_diag_hash
 
                 turns = _Turnstile(self.stop) if uses_diag_hash(plan.table) else None
@@ -402,11 +400,10 @@ class Pipeline:
     def _make_jobs(self) -> None:
         """The jobs, once the backend is ready (the workers wait for it anyway). A backend
         that scans whole volumes gets one job per volume, whose gapped stage and traceback
-        searches spread over the threads: with four per volume, each job cut its gapped
-        work into as many tasks as a whole volume's (synth 8G: 502 gapped tasks against
-        the serial driver's 193), and the time from the first scan to the end was 0.50-0.53
-        s against 0.42-0.45 s (medians of 5-8 rounds, two H200 hosts). A CPU scan gets many
-        jobs, so that its threads end together."""
+        searches spread over the threads: with several per volume, each job would cut its
+        gapped work into as many tasks as a whole volume's, each task with its own Python
+        (docs/perf/pipeline.md). A CPU scan gets many jobs, so that its threads end
+        together."""
         if self.jobs is not None:
             return
         self.backend = _ready(self.backend)
@@ -430,8 +427,8 @@ class Pipeline:
             rank = self.volume_rank[id(volume)]
             # the diagonal hash's order: the jobs', or the volumes' when each volume is
             # scanned and extended whole (by the first of its jobs to come); whole volumes
-            # are scanned in order too (on synth 8G the three scans at once held the first
-            # volume's extension back by 0.15 s)
+            # are scanned in order too (scans at once would hold back the first volume's
+            # extension, which must come first)
             turn = None if turns is None else turns.turn(rank if shared else number)
             # a whole volume's seeds are extended by one job while the others wait for them:
             # it may spread the diagonal hash's stretches over the threads (extend_seeds)
@@ -504,8 +501,8 @@ class Pipeline:
         """Traceback tasks to the CPU pool, in groups (engine.trace_groups): earlier batches
         first, then the most work. `jobs`: how many parts of the batch's tasks come this way
         (one per job when they go as each job ends), which share the batch's groups: cut for
-        each job as for a whole batch, groups held a few tasks each (synth 8G: 386 groups
-        against the serial driver's 104, their calls summing 3.6 s against 1.8 s)."""
+        each job as for a whole batch, groups would hold a few tasks each, and their calls
+        cost more than fewer, fuller groups."""
         from .engine import GROUPS_PER_THREAD, trace_groups
 
         groups = max(1, GROUPS_PER_THREAD * self.traceback_threads // jobs)
@@ -572,8 +569,7 @@ class Pipeline:
         from .tasks import PriorityPool
 
         # the reader first: the first batch is planned once all its queries are read, and
-        # starting the pool's threads first held the reading back (kleb, 2-core machine:
-        # the plan began at 0.169 s against 0.151 s, medians of 6)
+        # starting the pool's threads first would hold the reading back
         threads = [self._run("reader", self._reader)]
         waiting, next_index = {}, 0
         try:

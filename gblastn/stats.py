@@ -134,16 +134,6 @@ _TABLES = {
 }
 
 
-def _gcd(a: int, b: int) -> int:
-    """BLAST_Gcd: the first argument is used as given, the second by absolute value."""
-    b = abs(b)
-    if b > a:
-        a, b = b, a
-    while b != 0:
-        a, b = b, a % b
-    return a
-
-
 @dataclass
 class _ScoringSystem:
     """The table rows that apply to one (reward, penalty), scaled back by their gcd."""
@@ -159,7 +149,7 @@ class _ScoringSystem:
 def _scoring_system(reward: int, penalty: int) -> _ScoringSystem:
     """s_GetNuclValuesArray + s_AdjustGapParametersByGcd. Raises OptionsError when the
     substitution scores have no table."""
-    divisor = _gcd(reward, penalty)
+    divisor = math.gcd(reward, penalty)  # BLAST_Gcd, the same for a positive reward
     table = _TABLES.get((reward // divisor, penalty // divisor))
     if table is None:
         raise OptionsError(f"Substitution scores {reward // divisor} and "
@@ -253,27 +243,13 @@ def _powi(x, n):
 
 
 @njit(cache=True, nogil=True)
-def _gcd_nb(a, b):
-    b = abs(b)
-    if b > a:
-        c = a
-        a = b
-        b = c
-    while b != 0:
-        c = a % b
-        a = b
-        b = c
-    return a
-
-
-@njit(cache=True, nogil=True)
 def _score_lattice(probs, low, high):
     """Greatest common divisor of the scores that occur (the lattice step), from -low."""
     d = -low
     i = 1
     while i <= high - low and d > 1:
         if probs[i] != 0.0:
-            d = _gcd_nb(d, i)
+            d = math.gcd(d, i)
         i += 1
     return d
 
@@ -357,7 +333,7 @@ def _karlin_k(probs, low, high, score_avg, lam, h):
     i = 1
     while i <= rng and divisor > 1:
         if probs[i] != 0.0:
-            divisor = _gcd_nb(divisor, i)
+            divisor = math.gcd(divisor, i)
         i += 1
     high = high // divisor
     low = -((-low) // divisor)

@@ -97,8 +97,8 @@ INLINE = TaskPool(1)  # runs every piece in the calling thread
 def spread_map(pool, function, items) -> list:
     """[function(item) for item in items] by the calling thread and the free threads of
     `pool` (a TaskPool or a PriorityPool: its spread). The search's threads are already
-    running: threads started for a stage each waited for the GIL to start (on synth 8G the
-    megablast table's 16 started over 0.1 s, while the warm-up held the GIL)."""
+    running: threads started for a stage would each wait for the GIL to start, while the
+    warm-up holds it."""
     items = list(items)
     results = [None] * len(items)
 
@@ -136,9 +136,8 @@ class PriorityPool:
 
     No Python-level lock: the heap is changed by single heapq calls (atomic under the GIL)
     and a queue.SimpleQueue, whose put and get are C, hands each worker one token per task.
-    A Condition here made a convoy: a thread preempted while holding its lock kept the
-    workers and the submitting threads waiting (py-spy on the 8G search: a quarter of the
-    stage threads' time)."""
+    A Condition here makes a convoy: a thread preempted while holding its lock keeps the
+    workers and the submitting threads waiting (docs/perf/pipeline.md)."""
 
     def __init__(self, threads: int, name: str = "gblastn-cpu"):
         self.threads = max(1, int(threads))

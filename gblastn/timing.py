@@ -12,9 +12,8 @@ STAGES = ("start-up", "gpu set-up", "database load", "gpu copy", "query setup", 
 
 class StageTimes:
     """Each thread keeps its own sums and spans, merged when they are read: a lock shared by
-    every stage of every thread made a convoy under the GIL (a thread preempted while
-    holding it kept the others waiting; py-spy found the 8G search's CPU threads blocked
-    there a quarter of the time)."""
+    every stage of every thread makes a convoy under the GIL: a thread preempted while
+    holding it keeps the others waiting (docs/perf/pipeline.md)."""
 
     def __init__(self):
         self._local = threading.local()

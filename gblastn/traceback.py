@@ -25,9 +25,10 @@ from functools import lru_cache
 import numpy as np
 
 from .alphabet import COMPLEMENT_BLASTNA, score_matrix
+from .arrays import grown
 from .db.reader import CODE_OF, fill_ranges
 from .dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS, adjust_subject_range, gapped_offsets, \
-    gapped_start_nucl, grown, traceback_dp
+    gapped_start_nucl, traceback_dp
 from .greedy import greedy_alignment_from_runs, greedy_gapped_alignment
 from .hsp import Hsps, alloc_tree, count_identities, \
     containment_keep, hsp_rows, hsps_from_rows, purge_rows, ranked_order, \
@@ -113,9 +114,9 @@ def traceback_group(hsps_list: list, subjects: list, query_index: list, packed, 
 
 
 def _split_by_task(task_start, rows, op_start, ops, op_len, evalue, bitscore, counts) -> list:
-    """One Hsps per task, each field a view of the group's arrays. A group splits into
-    thousands (synth 8G: some 9,000 (query, subject) pairs), under the GIL: what can be
-    worked out for all tasks at once is (the tasks' own op_start, counted from their first
+    """One Hsps per task, each field a view of the group's arrays. A search's groups split
+    into thousands of (query, subject) pairs, under the GIL: what can be worked out for all
+    tasks at once is (the tasks' own op_start, counted from their first
     run, laid end to end, a task's n + 1 entries after the previous task's), and each task
     then takes slices only."""
     columns = np.ascontiguousarray(rows[:, :8].T, dtype=np.int32)
@@ -566,7 +567,7 @@ def _dp_traceback_rows(rows_in, context_offset, context_length, query, unmasked,
         if script.size == 0:
             continue
         ident, length = count_identities(unmasked, q_base, subject, q0, s0, script, lens)
-        if ident * 100.0 < length * perc_identity:  # fails_identity_or_length
+        if ident * 100.0 < length * perc_identity:  # s_HSPTest
             continue
         ops, op_len = _append_traced(rows, op_start, ops, op_len, kept,
                                      ctx, q0, q1, s0, s1, score, qg, sg, script, lens)
@@ -639,7 +640,7 @@ def _rescore_rows(rows_in, op_start_in, ops_in, op_len_in, first, context_offset
             lens = lens[first_run:last_run + 1].copy()
             lens[lens.size - 1] = last_num
             ident, length = count_identities(unmasked, q_base, subject, qs, ss, script, lens)
-            if ident * 100.0 < length * perc_identity:  # fails_identity_or_length
+            if ident * 100.0 < length * perc_identity:  # s_HSPTest
                 continue
             row[1] = qs
             row[2] = qe

@@ -33,15 +33,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from .alphabet import score_matrix
+from .arrays import grown
 from .lookup import LookupTable
 from .numba_start import njit
 from .scan import Seeds
 from .scan.cpu import _split_chunks, context_of, subject_base, subject_byte
 
 DIAG_HASH_QUERY_LENGTH = 8000   # kQueryLenForHashTable
-DIAG_HASH_BUCKETS = 512
 HASH_OFFSET_LIMIT = 2147483647 // 4  # Blast_ExtendWordExit: the hash is emptied beyond this
-EXACT_WORD_SIZE = 11            # W below this: exact extension only
 
 
 @dataclass
@@ -281,14 +280,13 @@ def extend_chunks(seed_chunk, seed_q, seed_s, seed_first, chunk_bounds, first_ch
                                                xdrop[ctx], reduced_cutoff[ctx])
             if sc >= cutoff[ctx]:
                 if n_out == o_chunk.size:
-                    grow = 2 * o_chunk.size
-                    o_chunk = _resize(o_chunk, grow)
-                    o_q = _resize(o_q, grow)
-                    o_s = _resize(o_s, grow)
-                    o_len = _resize(o_len, grow)
-                    o_score = _resize(o_score, grow)
-                    o_seed_q = _resize(o_seed_q, grow)
-                    o_seed_s = _resize(o_seed_s, grow)
+                    o_chunk = grown(o_chunk, n_out + 1)
+                    o_q = grown(o_q, n_out + 1)
+                    o_s = grown(o_s, n_out + 1)
+                    o_len = grown(o_len, n_out + 1)
+                    o_score = grown(o_score, n_out + 1)
+                    o_seed_q = grown(o_seed_q, n_out + 1)
+                    o_seed_s = grown(o_seed_s, n_out + 1)
                 o_chunk[n_out] = c
                 o_q[n_out] = qs
                 o_s[n_out] = ss
@@ -311,10 +309,9 @@ def extend_chunks(seed_chunk, seed_q, seed_s, seed_first, chunk_bounds, first_ch
                         break
                     k = cell_next[k]
                 if not done:
-                    if occupancy == cell_diag.size:
-                        cell_diag = _resize64(cell_diag, 2 * occupancy)
-                        cell_level = _resize64(cell_level, 2 * occupancy)
-                        cell_next = _resize64(cell_next, 2 * occupancy)
+                    cell_diag = grown(cell_diag, occupancy + 1)
+                    cell_level = grown(cell_level, occupancy + 1)
+                    cell_next = grown(cell_next, occupancy + 1)
                     cell_diag[occupancy] = diag
                     cell_level[occupancy] = s_end_pos
                     cell_next[occupancy] = backbone[bucket]
@@ -335,20 +332,6 @@ def extend_chunks(seed_chunk, seed_q, seed_s, seed_first, chunk_bounds, first_ch
     return (o_chunk[:n_out], o_q[:n_out], o_s[:n_out], o_len[:n_out], o_score[:n_out],
             o_seed_q[:n_out], o_seed_s[:n_out],
             backbone, cell_diag, cell_level, cell_next, occupancy, offset)
-
-
-@njit(cache=True, nogil=True)
-def _resize(a, n):
-    b = np.empty(n, dtype=np.int32)
-    b[:a.size] = a
-    return b
-
-
-@njit(cache=True, nogil=True)
-def _resize64(a, n):
-    b = np.zeros(n, dtype=np.int64)
-    b[:a.size] = a
-    return b
 
 
 def sort_initial_hits(hits: InitialHits) -> InitialHits:

@@ -1,6 +1,7 @@
 """The compiled-code cache is keyed by content: an edit of a callee in another module is
-seen, unrelated modules load from the cache, and a copy of the same code elsewhere
-compiles nothing."""
+seen, unrelated modules load from the cache, a copy of the same code elsewhere compiles
+nothing; keys follow a module's imports and the library versions, processes compiling at
+once lose no entry, and a function numba cannot cache still runs."""
 
 import json
 import os

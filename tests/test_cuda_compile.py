@@ -1,5 +1,5 @@
-"""Every kernel variant compiles for sm_90, and the greedy kernel (no GPU needed; skipped
-without nvcc)."""
+"""nvcc compiles every seed-kernel variant the tasks reach (and the tuning alternatives) and
+the greedy kernels for sm_90; no GPU needed, skipped without nvcc."""
 
 import shutil
 import subprocess

@@ -1,4 +1,6 @@
-"""Database format details: manifest, versions, sizes, lookups."""
+"""Database format details: manifest fields and versions, size syntax, id lookups (ids
+sharing a hash, duplicates across volumes), and volumes of many LMDB blocks read in place,
+a damaged block found there."""
 
 import json
 

@@ -1,4 +1,6 @@
-"""Golden test: our 2-bit bytes, substitutes and ambiguity runs against makeblastdb's .nsq."""
+"""Golden tests against makeblastdb: the 2-bit bytes, substitutes and ambiguity runs equal
+its .nsq, ambiguity codes decode as BLAST decodes them, and deflines with bytes outside
+ASCII print as blastn prints them."""
 
 import shutil
 import struct

@@ -1,4 +1,6 @@
-"""X-drop DP gapped extension (gblastn.dynprog): reference DP, traceback consistency, golden BLAST."""
+"""X-drop DP gapped extension (gblastn.dynprog): score-only and traceback DP against a
+reference DP and BLAST's own library, edit scripts consistent with scores, start points and
+subject windows, script cut-off and rescoring, and golden HSPs from blastn."""
 
 import shutil
 import subprocess

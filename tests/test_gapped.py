@@ -1,4 +1,6 @@
-"""Preliminary greedy stage on one chunk."""
+"""The preliminary gapped stage (gblastn.gapped): a hit's greedy extension and BLAST's
+containment of later hits, extensions spread over threads or made ahead (as the GPU makes
+them) keeping the serial loop's rows, and whole chunks extended in one call."""
 
 from types import SimpleNamespace
 

@@ -1,4 +1,7 @@
-"""Greedy aligner: hand-made pairs against a slow reference."""
+"""The greedy aligner (gblastn.greedy), linear and affine gap costs: hand-made pairs with
+known scores, edit scripts whose score is the alignment's, the X-drop stop, long
+alignments past the first memory, and letters outside the range it reports having read
+that change nothing."""
 
 import numpy as np
 from hypothesis import given, settings

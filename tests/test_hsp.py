@@ -1,4 +1,6 @@
-"""HSP management: containment, endpoint purge, rescoring."""
+"""HSP management (gblastn.hsp): containment (the indexed tree against plain lists), the
+common-endpoint purge, rescoring with ambiguity letters, each chunk's rows merged into a
+subject's as BLAST merges them, score ordering, and the order BLAST gives hit lists."""
 
 import numpy as np
 

@@ -1,6 +1,8 @@
-"""Cached compiled code loaded without its bitcode, with placeholders for the globals of
-modules not imported and with numba's runtime from the cache, still runs, links into a later
-compilation, and answers numba's symbol lookups as the parsed bitcode would."""
+"""numba's start-up cut down (gblastn.numba_start): cached compiled code loaded without its
+bitcode, with placeholders for the globals of modules not imported and with numba's runtime
+from the cache, still runs, links into a later compilation, and answers numba's symbol
+lookups as the parsed bitcode would; arrays are typed as numba types them; the dispatchers'
+stand-ins compile, load, pass attributes and pickle as the dispatchers they become."""
 
 import os
 import subprocess

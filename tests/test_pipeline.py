@@ -1,5 +1,7 @@
-"""The search drivers: serial and pipeline modes give identical output for any thread count,
-a failing stage stops the run cleanly, and an interrupt leaves no partial output."""
+"""The search drivers: serial and pipeline modes give identical output for any thread count
+and any split of the gapped stage, volumes scanned once serve every job, the task pools run
+the most urgent work first, a failing stage stops the run cleanly, an interrupt leaves no
+partial output, and the warm-up reaches every stage a search uses."""
 
 import os
 import signal

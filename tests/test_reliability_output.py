@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from golden import needs_blast
+from golden import assert_blastn_found_hits, needs_blast
 from reliability import (World, assert_one_line_error, blastn, mount_tmpfs, search,
                          start_search, temporaries, unmount, wait_for)
 
@@ -361,4 +361,5 @@ def test_output_through_a_link_is_blastns(world, tmp_path):
     search(world, "-query", world.query, "-out", str(tmp_path / "gblastn.link"))
     for tool in ("blastn", "gblastn"):
         assert (tmp_path / f"{tool}.link").is_symlink()
+    assert_blastn_found_hits((tmp_path / "blastn.target").read_text())
     assert (tmp_path / "gblastn.target").read_text() == (tmp_path / "blastn.target").read_text()

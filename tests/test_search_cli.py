@@ -1,6 +1,7 @@
 """The search command and the Python API on bad and unusual input: one-line errors and
 non-zero exit codes, never a traceback, never a partial output file; BLAST-like results for
-queries that cannot hit."""
+queries that cannot hit; -out_dir, the API's typed records, -device gpu without a GPU, and
+which command lines start the device's context early."""
 
 import os
 

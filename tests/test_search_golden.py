@@ -2,8 +2,8 @@
 
 import pytest
 
-from golden import blastn, compare_lines, flags, gblastn, golden_databases, megablast_case, \
-    needs_blast, run_ours
+from golden import assert_blastn_found_hits, blastn, compare_lines, flags, gblastn, \
+    golden_databases, megablast_case, needs_blast, run_ours
 
 pytestmark = [pytest.mark.golden, needs_blast]
 
@@ -37,12 +37,14 @@ def test_megablast_matches_blastn(case, name):
     query = case["queries"][which]
     expected = blastn(query, case["blast_db"], "-task", "megablast", "-outfmt", outfmt, *flags(extra))
     got = run_ours(case, query, "megablast", outfmt, extra)
+    assert_blastn_found_hits(expected)
     assert not compare_lines(expected, got), compare_lines(expected, got)
 
 
 def test_cli_search_matches_blastn(case, tmp_path):
     query = case["queries"]["small"]
     expected = blastn(query, case["blast_db"], "-outfmt", "7")
+    assert_blastn_found_hits(expected)
     out = tmp_path / "cli.out"
     done = gblastn("search", "-db", case["our_db"], "-query", query, "-outfmt", "7", "-out", str(out))
     assert done.returncode == 0, done.stderr

@@ -6,8 +6,8 @@ import os
 import numpy as np
 import pytest
 
-from golden import blastn, compare_lines, flags, golden_databases, lower, mutate, needs_blast, \
-    random_dna, revcomp, run_ours, sprinkle, write_fasta
+from golden import assert_blastn_found_hits, blastn, compare_lines, flags, golden_databases, \
+    lower, mutate, needs_blast, random_dna, revcomp, run_ours, sprinkle, write_fasta
 
 pytestmark = [pytest.mark.golden, needs_blast]
 
@@ -107,6 +107,7 @@ def test_dp_tasks_match_blastn(case, name):
     query = case["queries"][which]
     expected = blastn(query, case["blast_db"], "-task", task, "-outfmt", outfmt, *flags(extra))
     got = run_ours(case, query, task, outfmt, extra)
+    assert_blastn_found_hits(expected)
     if outfmt.startswith("7"):
         # the '# Database:' line names the database as given, which differs between the tools
         expected = [line for line in expected if not line.startswith("# Database:")]

@@ -394,6 +394,7 @@ def test_golden_comment_lines(golden):
     for line in expected:
         if not line.startswith("#"):
             counts[line.split("\t")[0]] = counts.get(line.split("\t")[0], 0) + 1
+    assert counts, "blastn reported no hits: the '# N hits found' lines would all be 0"
     for name, (defline, seq) in queries.items():
         query = Query(name, defline, encode_blastna(seq), np.zeros(len(seq), bool))
         write_header(out, fmt, query, str(work / "db"), counts.get(name, 0))

@@ -1,4 +1,6 @@
-"""Traceback: edit scripts consistent with coordinates; golden check against blastn."""
+"""The traceback (gblastn.traceback): edit scripts consistent with coordinates and scores, a
+golden check against blastn, tracebacks whose greedy searches were made ahead (as the GPU
+makes them) equal to those made in place, and a group's split into each task's HSPs."""
 
 import shutil
 import subprocess
@@ -108,7 +110,10 @@ def test_against_blastn(tmp_path, seed):
     out = subprocess.run(["blastn", "-task", "megablast", "-dust", "no", "-query",
                           str(tmp_path / "q.fa"), "-subject", str(tmp_path / "s.fa"), "-outfmt",
                           "6 qstart qend sstart send score btop"],
-                         capture_output=True, text=True, check=True).stdout.split("\n")[0].split("\t")
+                         capture_output=True, text=True, check=True).stdout
+    from golden import assert_blastn_found_hits
+    assert_blastn_found_hits(out)
+    out = out.split("\n")[0].split("\t")
     batch, subj, tb = _trace(q, s, 200)
     mine = [str(tb.q_start[0] + 1), str(tb.q_end[0]), str(tb.s_start[0] + 1), str(tb.s_end[0]),
             str(tb.score[0]), _btop(batch, subj, tb, 0)]

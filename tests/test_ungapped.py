@@ -1,4 +1,6 @@
-"""Ungapped extension and diagonal bookkeeping against a slow reference written from the spec."""
+"""Ungapped extension and diagonal bookkeeping against a slow reference written from the
+spec; the hits are the same on any number of threads, and the diagonal hash's stretches
+between resets, extended in parallel, give the sequential hits and final hash."""
 
 import numpy as np
 import pytest

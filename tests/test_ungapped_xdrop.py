@@ -8,7 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from golden import blastn, compare_lines, makeblastdb, needs_blast, random_dna, write_fasta
+from golden import assert_blastn_found_hits, blastn, compare_lines, makeblastdb, needs_blast, \
+    random_dna, write_fasta
 from gblastn.options import make_options
 from gblastn.query import Query, build_batch
 from gblastn.stats import LN2, prepare_statistics
@@ -62,6 +63,7 @@ def test_low_complexity_repeat_matches_blastn(repeat_case, extra):
     flags = [arg for key, value in extra.items() for arg in (f"-{key}", str(value))]
     expected = blastn(repeat_case["query"], repeat_case["blast_db"], "-task", "megablast",
                       "-dust", "no", "-outfmt", outfmt, *flags)
+    assert_blastn_found_hits(expected)
     out = str(repeat_case["folder"] / "ours.out")
     run_search([repeat_case["query"]], repeat_case["our_db"],
                make_options("megablast", dust="no", **extra),

@@ -368,9 +368,10 @@ class Volume:
     def _blocks_in_place(self) -> tuple[np.ndarray, np.ndarray] | None:
         """(span, block_start): the part of the volume's file from its first block to its
         last, mapped read-only, and where each block starts in it; every block checked.
-        Copying the blocks end to end cost synth 8G's searches 2 GB of fresh memory, written
-        by 8 threads beside the query setup and freed again at exit. None where LMDB's map
-        of the file cannot be located (no /proc/self/maps): the blocks are copied."""
+        Copying the blocks end to end would cost a search as much fresh memory as the
+        volume's packed bases, written beside the query setup and freed again at exit. None
+        where LMDB's map of the file cannot be located (no /proc/self/maps): the blocks are
+        copied."""
         views = [np.frombuffer(self._raw_block(block), dtype=np.uint8)
                  for block in range(self._block_crc.size)]
         placed = _file_offsets(self.path, [view.ctypes.data for view in views])
@@ -411,8 +412,8 @@ class Volume:
             self._check(block, view)
             if buffer is not None:
                 buffer[start:start + view.size] = view
-            # checked: the subjects' letters for traceback read it without a second check
-            # (on synth 8G, 2 GB of checksums on the traceback's path)
+            # checked: the subjects' letters for traceback read it without a second check,
+            # which would checksum the whole volume again on the traceback's path
             self._blocks[block] = view
 
         total = int(starts[-1]) + blocks[-1][1].size

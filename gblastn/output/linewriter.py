@@ -1,10 +1,10 @@
 """Tabular lines written as bytes by compiled code, a column at a time.
 
-Formatting the 8G benchmark's 74,088 lines in Python took 0.46 s on one thread (str() of the
-integers, the E-value, bit score and percent formats, the joins): the last step of a serial
-search, and GIL time that the traceback threads waited for in the pipeline. Here Python only
-prepares one array per column; the lines are written by one compiled call that does not hold
-the GIL.
+Formatting a large search's lines in Python (str() of the integers, the E-value, bit score
+and percent formats, the joins) is the last step of a serial search, and GIL time that the
+traceback threads wait for in the pipeline (docs/perf/output.md). Here Python only prepares
+one array per column; the lines are written by one compiled call that does not hold the
+GIL.
 
 A column is one of:
 
@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from ..dynprog import grown
+from ..arrays import grown
 from ..numba_start import njit
 
 INT = 0

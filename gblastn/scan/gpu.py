@@ -38,7 +38,7 @@ from . import Seeds
 from .cpu import choose_extend
 
 SORT_LOCAL = 1024          # must match SORT_LOCAL in seeds.cu
-SCAN_THREADS = 128         # measured choices; see bench/gpu_notes.md
+SCAN_THREADS = 128         # the variants' timings: docs/perf/gpu-scan.md
 PROBES_PER_THREAD = 4
 FLUSH_MODE = 2
 FLUSH_SLOTS = 2
@@ -46,11 +46,11 @@ EXTEND_THREADS = 256
 GREEDY_ITEM_WARPS = 4      # items per block of greedy.cu's kernels (a warp each)
 GREEDY_ROW_CELLS = 256     # diagonals per distance a greedy.cu warp keeps
 # Distances a greedy search goes on the GPU before it is left to the CPU: a launch lasts as
-# long as its longest warp (bench/gpu_greedy.py has the variants' table). The traceback's
-# searches: past 1,000 the CPU saves little on a long alignment's search, and on synth 8G
-# the launches took 101 ms with the limit against 131-168 ms without. The preliminary
-# extensions: none; since a warp takes each hit, the launches took 67-74 ms on synth 8G
-# without a limit, and 3,000 had left 1,829 long extensions to one CPU thread each.
+# long as its longest warp (bench/gpu_greedy.py times the variants; docs/perf/gpu-greedy.md).
+# The traceback's searches: past 1,000 the CPU saves little on a long alignment's search,
+# and the few long searches would lengthen every launch. The preliminary extensions: none;
+# with a warp for each hit the long ones no longer lengthen the launches, and a limit only
+# leaves them to the CPU, one thread each.
 TAIL_MAX_DISTANCE = 1000
 HIT_MAX_DISTANCE = 1 << 62
 DP_THREADS = 128           # hits per block of dynprog.cu's kernel (a thread each)
@@ -68,8 +68,8 @@ TAIL_WARPS = 8192
 STORE_WORDS = 8192 + 2 * 512
 PADDING = 16               # zero bytes after each device copy of a volume
 # a volume goes to the GPU through UPLOAD_THREADS lanes of two page-locked buffers of
-# UPLOAD_STEP bytes (bench/gpu_upload.py: 8 lanes of 8 MB moved 680 MB in 24 ms, and in 81-86
-# ms beside a thread running Python; fewer or smaller buffers lost more to the GIL)
+# UPLOAD_STEP bytes: each step takes the GIL, which the query setup's Python holds meanwhile,
+# so fewer or smaller buffers lose more to it (bench/gpu_upload.py; docs/perf/gpu-upload.md)
 UPLOAD_STEP = 8 << 20      # bytes per host-to-device copy of a volume
 UPLOAD_THREADS = 8         # threads filling page-locked buffers for those copies
 
@@ -131,9 +131,9 @@ def cached_cubin(source: str, options: list, arch: str, compile=None,
                  refresh: bool = False) -> bytes:
     """The cubin of `source` built by nvcc with `options` for `arch`, from gblastn's cache
     when it holds one. pycuda's own cache runs `nvcc --version` in every process to make its
-    key, and its compiler module takes 0.1 s to import, both on the first scan's path; this
-    key names the nvcc found on PATH by its size and time instead. A cache that cannot be
-    written only costs the next run a compilation; `refresh` compiles and rewrites it."""
+    key, and imports its compiler module, both on the first scan's path; this key names
+    the nvcc found on PATH by its size and time instead. A cache that cannot be written
+    only costs the next run a compilation; `refresh` compiles and rewrites it."""
     nvcc = shutil.which("nvcc")
     key = hashlib.sha256()
     for part in (source, "\0".join(options), arch, nvcc or "no nvcc"):
@@ -269,7 +269,7 @@ class GpuBackend:
     def retire(self, for_good: bool = False) -> None:
         """Tear the device's context down now, in a thread, for a process that is done with
         the GPU and has CPU work left (tracebacks, output): left to the process's exit, the
-        driver's teardown took 0.1 s after the output was complete (synth 8G, H200 host).
+        driver's teardown would come after the output was complete.
         The backend is unusable afterwards, and backend_for makes a new one, unless
         `for_good`: then the driver's files are closed too (driver.close_device_files), and
         no device work is possible in this process again. The backend is kept, so that
@@ -360,7 +360,8 @@ class GpuBackend:
     def _copy_in(self, alloc, data: np.ndarray) -> None:
         """Host to device in UPLOAD_THREADS shares, each through its lane's two page-locked
         buffers in turn on the lane's stream. Pinning the whole volume would cost more than
-        the copy itself; one thread filling the page-locked buffers moved 3 GB/s. Runs with
+        the copy itself, and one thread filling the page-locked buffers is slower than the
+        bus. Runs with
         the context pushed and the lock held, so the lanes serve one volume at a time."""
         steps = np.arange(-(-data.size // UPLOAD_STEP))
         shares = [share for share in np.array_split(steps, UPLOAD_THREADS) if share.size]
@@ -382,10 +383,9 @@ class GpuBackend:
 
     def _upload_lanes(self) -> list:
         """The copies' streams and page-locked buffers, made once (again only if
-        UPLOAD_THREADS or UPLOAD_STEP change): page-locking cost 0.7 ms a MB on an H200 host,
-        and made for each volume the buffers took longer than the copy (0.09 of 0.16 s for
-        680 MB). The driver locks the pages without the GIL where it can be called
-        directly."""
+        UPLOAD_THREADS or UPLOAD_STEP change): made for each volume, page-locking the
+        buffers would take longer than the copy. The driver locks the pages without the GIL
+        where it can be called directly."""
         shape = (UPLOAD_THREADS, UPLOAD_STEP)
         if self.upload_lanes is None or self.upload_lanes[0] != shape:
             self._free_upload_lanes()
@@ -609,8 +609,7 @@ class GpuBackend:
 
         Calls that wait for the device while another runs are made together, in one launch
         when it is free: a launch takes about as long as its longest search, whatever the
-        number of searches (on synth 8G the pipeline's nine jobs queued for 0.3 s, one
-        launch after the other)."""
+        number of searches, so launches one after the other for each job would queue."""
         key = (id(batch), xdrop, reward, penalty, row_cells, max_distance, edit_runs)
         request = _TailRequest(key, (rows, subject_address, subject_length, exact))
         with self.tails_lock:
