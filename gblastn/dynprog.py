@@ -32,7 +32,7 @@ Coordinates are 0-based and ends exclusive (as in `gblastn.hsp`).
 
 import numpy as np
 
-from .hsp import OP_DEL, OP_INS, OP_SUB
+from .layouts import OP_DEL, OP_INS, OP_SUB
 from .numba_start import njit
 
 # Scores below any reachable one; halved so that adding a matrix entry cannot overflow.

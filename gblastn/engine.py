@@ -841,7 +841,7 @@ class _MadeUpDevice:
 
     def greedy_extensions(self, packed, chunk_byte_offset, chunk_length, hit_chunk, *args,
                           **kwargs) -> np.ndarray:
-        from .gapped import GAPPED_FIELDS
+        from .layouts import GAPPED_FIELDS
 
         return np.zeros((len(hit_chunk), GAPPED_FIELDS + 1), dtype=np.int64)
 

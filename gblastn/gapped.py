@@ -18,6 +18,7 @@ from .alphabet import score_matrix
 from .dynprog import prelim_dp_extend_in
 from .greedy import greedy_gapped_alignment
 from .hsp import Hsps, alloc_tree, chunk_rows, hsps_from_rows, tree_add, tree_contains
+from .layouts import GAPPED_FIELDS
 from .numba_start import njit
 
 
@@ -63,8 +64,6 @@ def _extend_hits_begin(budget, q_start, s_start, length, score, context, context
         i += 1
     return i, kept, held, rows, origin, tree
 
-
-GAPPED_FIELDS = 7  # score, q_start, q_end, s_start, s_end, q_gapped_start, s_gapped_start
 
 
 @njit(cache=True, nogil=True)

@@ -15,10 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# Edit-script operations (traceback output): runs of one of these.
-OP_SUB = 0  # aligned pair (match or mismatch): one query letter, one subject letter
-OP_DEL = 1  # gap in the query: one subject letter against '-'   (BLAST eGapAlignDel)
-OP_INS = 2  # gap in the subject: one query letter against '-'   (BLAST eGapAlignIns)
+from .layouts import OP_DEL, OP_SUB
 
 
 @dataclass
@@ -37,7 +34,7 @@ class Hsps:
     bitscore: np.ndarray = None  # float64, filled by stats
     # traceback only: edit script of HSP i is ops[op_start[i]:op_start[i+1]] with run lengths
     op_start: np.ndarray = None  # int64, len n+1
-    ops: np.ndarray = None       # uint8 (OP_*)
+    ops: np.ndarray = None       # uint8 (gblastn.layouts' OP_*)
     op_len: np.ndarray = None    # int32
     counts: np.ndarray = None    # int64 [n, 4]: columns, identities, gaps, gap runs (output)
     # preliminary only: the greedy traceback's searches made ahead (engine.tails_ahead), a row
@@ -662,12 +659,12 @@ def reevaluate_with_ambiguities(query, q_base, q_length, subject, q_start, s_sta
     for index in range(size):
         op_index = 0
         while op_index < nums[index]:
-            if ops[index] == 0:
+            if ops[index] == OP_SUB:
                 total += factor * matrix[query[q_base + qp] & 15, subject[sp]]
                 qp += 1
                 sp += 1
                 op_index += 1
-            elif ops[index] == 1:
+            elif ops[index] == OP_DEL:
                 total -= g_open + g_extend * nums[index]
                 sp += nums[index]
                 op_index += nums[index]
@@ -752,13 +749,13 @@ def count_identities(query, q_base, subject, q_start, s_start, ops, nums):
     sp = s_start
     for i in range(ops.size):
         length += nums[i]
-        if ops[i] == 0:
+        if ops[i] == OP_SUB:
             for _ in range(nums[i]):
                 if query[qp] == subject[sp]:
                     ident += 1
                 qp += 1
                 sp += 1
-        elif ops[i] == 1:
+        elif ops[i] == OP_DEL:
             sp += nums[i]
         else:
             qp += nums[i]

@@ -33,6 +33,8 @@ from .hsp import Hsps, alloc_tree, count_identities, \
     containment_keep, hsp_rows, hsps_from_rows, purge_rows, ranked_order, \
     reevaluate_with_ambiguities, score_order, score_order_rows, take_rows, tree_add, \
     tree_contains
+from .layouts import SCRIPT_RUNS, TAIL_DISTANCES, TAIL_EXTENTS, TAIL_FIELDS, TAIL_READ, \
+    TAIL_RUNS, TAIL_START
 from .numba_start import njit
 from .output.tabular import counts_of_all
 from .stats import EVALUE_EQUAL_BELOW, evalue_and_bits
@@ -254,8 +256,8 @@ def letter_spans(rows, ahead, context_length, subject_length, fetch_margin, ever
             starts[i] = rows[i, 3] - reach
             ends[i] = rows[i, 4] + reach
         elif made_ahead and ahead[i, TAIL_FIELDS] != 0:
-            starts[i] = min(rows[i, 3], ahead[i, AHEAD_READ]) - SPAN_MARGIN
-            ends[i] = max(rows[i, 4], ahead[i, AHEAD_READ + 1]) + SPAN_MARGIN
+            starts[i] = min(rows[i, 3], ahead[i, TAIL_READ]) - SPAN_MARGIN
+            ends[i] = max(rows[i, 4], ahead[i, TAIL_READ + 1]) + SPAN_MARGIN
         else:
             starts[i] = rows[i, 3] - fetch_margin
             ends[i] = rows[i, 4] + fetch_margin
@@ -307,7 +309,7 @@ def _ahead_and_runs(ahead, ahead_runs) -> tuple:
         ahead = NOTHING_AHEAD
     if ahead_runs is None:  # searches without their edit runs: the CPU searches again
         ahead = ahead.copy()
-        ahead[:, AHEAD_RUNS:AHEAD_RUNS + 2] = -1
+        ahead[:, TAIL_RUNS:TAIL_RUNS + 2] = -1
         ahead_runs = np.zeros((ahead.shape[0], 2 * SCRIPT_RUNS), dtype=np.uint32)
     return np.ascontiguousarray(ahead, dtype=np.int64), \
         np.ascontiguousarray(ahead_runs, dtype=np.uint32)
@@ -434,15 +436,6 @@ def _traceback_rows(rows, context_offset, context_length, query, unmasked, subje
 
 # blastna subjects are compared with the query's letters, not its packed words
 NO_WORDS = (np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.uint8))
-# a search made ahead (greedy.cu's tail_search): start point, best distances right and left,
-# letters read, extents right (query, subject) and left, edit runs right and left (-1: none);
-# the columns where each pair starts
-TAIL_FIELDS = 12
-AHEAD_DISTANCES = 2
-AHEAD_READ = 4
-AHEAD_EXTENTS = 6
-AHEAD_RUNS = 10
-SCRIPT_RUNS = 64  # edit runs per direction of a search made ahead (a run ends at a gap)
 NOTHING_AHEAD = np.zeros((0, TAIL_FIELDS + 1), dtype=np.int64)
 
 
@@ -493,25 +486,25 @@ def _greedy_traceback_rows(rows_in, context_offset, context_length, query, subje
         else:
             qg, sg = gapped_start_nucl(letters, subject, qs, qe, ss, se, qg, sg)
         shift, s_in_window, window = adjust_subject_range(sg, subject.size, qg, q_length)
-        known = ahead.shape[0] == n and ahead[i, TAIL_FIELDS] != 0 and ahead[i, 0] == qg and \
-            ahead[i, 1] == sg
-        if known and ahead[i, AHEAD_RUNS] >= 0:
-            read_start = ahead[i, AHEAD_READ]
-            read_end = ahead[i, AHEAD_READ + 1]
-            e = AHEAD_EXTENTS
+        known = ahead.shape[0] == n and ahead[i, TAIL_FIELDS] != 0 and \
+            ahead[i, TAIL_START] == qg and ahead[i, TAIL_START + 1] == sg
+        if known and ahead[i, TAIL_RUNS] >= 0:
+            read_start = ahead[i, TAIL_READ]
+            read_end = ahead[i, TAIL_READ + 1]
+            e = TAIL_EXTENTS
             score, q0, q1, s0, s1, script, lens, n_ops = greedy_alignment_from_runs(
                 query, q_base, subject, shift, qg, s_in_window, reward, penalty,
-                ahead[i, AHEAD_DISTANCES], ahead[i, AHEAD_DISTANCES + 1], ahead[i, e],
+                ahead[i, TAIL_DISTANCES], ahead[i, TAIL_DISTANCES + 1], ahead[i, e],
                 ahead[i, e + 1], ahead[i, e + 2], ahead[i, e + 3], ahead_runs[i],
-                ahead[i, AHEAD_RUNS], ahead[i, AHEAD_RUNS + 1], SCRIPT_RUNS)
+                ahead[i, TAIL_RUNS], ahead[i, TAIL_RUNS + 1], SCRIPT_RUNS)
         else:
             res = greedy_gapped_alignment(query, NO_WORDS, q_base, q_length, subject, shift,
                                           window, False, qg, s_in_window, xdrop, reward, penalty,
                                           gap_open, gap_extend, True,
-                                          ahead[i, AHEAD_DISTANCES] if known else -1,
-                                          ahead[i, AHEAD_DISTANCES + 1] if known else -1)
-            read_start = ahead[i, AHEAD_READ] if known else res[10] + shift
-            read_end = ahead[i, AHEAD_READ + 1] if known else res[11] + shift
+                                          ahead[i, TAIL_DISTANCES] if known else -1,
+                                          ahead[i, TAIL_DISTANCES + 1] if known else -1)
+            read_start = ahead[i, TAIL_READ] if known else res[10] + shift
+            read_end = ahead[i, TAIL_READ + 1] if known else res[11] + shift
             score, q0, q1, s0, s1 = res[0], res[1], res[2], res[3], res[4]
             script, lens, n_ops = res[7], res[8], res[9]
         if not _within(spans, read_start, read_end):

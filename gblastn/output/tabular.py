@@ -18,7 +18,7 @@ import numpy as np
 
 from ..alphabet import COMPLEMENT_BLASTNA, IUPAC_FROM_BLASTNA, reverse_complement
 from ..errors import OptionsError
-from ..hsp import OP_DEL, OP_INS, OP_SUB
+from ..layouts import OP_DEL, OP_INS, OP_SUB
 from ..numba_start import njit
 from .linewriter import LineColumns
 

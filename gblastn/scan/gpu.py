@@ -32,12 +32,13 @@ from ..cache_files import write_cache_file
 from ..driver import close_device_files, page_locked_buffer, reset_primary_context, \
     retain_primary_context
 from ..errors import GpuUnavailableError
-from ..lookup import SMALL, LookupTable
+from ..layouts import GAPPED_FIELDS, HSP_FIELDS, SCRIPT_RUNS, SEED_FIELDS, SORT_LOCAL, \
+    STORE_WORDS, TABLE_SMALL, TAIL_FIELDS
+from ..lookup import LookupTable
 from ..timing import TIMES
 from . import Seeds
 from .cpu import choose_extend
 
-SORT_LOCAL = 1024          # must match SORT_LOCAL in seeds.cu
 SCAN_THREADS = 128         # measured choices; see bench/gpu_notes.md
 PROBES_PER_THREAD = 4
 FLUSH_MODE = 2
@@ -58,14 +59,9 @@ DP_THREADS = 128           # hits per block of dynprog.cu's kernel (a thread eac
 # extensions start from hits inside an HSP that an earlier hit finds, which the CPU's
 # in-order pass skips, while a launch lasts as long as its longest thread.
 DP_CELL_BUDGET = 1 << 20
-GAPPED_FIELDS = 7          # must match GAPPED_FIELDS in greedy.cu and gapped.py
-TAIL_FIELDS = 12           # must match TAIL_FIELDS in greedy.cu and traceback.py
-SCRIPT_RUNS = 64           # edit runs per direction of a traceback search (greedy.cu, traceback.py)
 # the traceback searches' warps at once, each keeping its rows in STORE_WORDS ints of device
-# memory (greedy.cu: 9,216 ints, 36 kB; 8,192 warps hold 302 MB), about as many as the
-# GPU keeps running
+# memory (9,216 ints, 36 kB; 8,192 warps hold 302 MB), about as many as the GPU keeps running
 TAIL_WARPS = 8192
-STORE_WORDS = 8192 + 2 * 512
 PADDING = 16               # zero bytes after each device copy of a volume
 # a volume goes to the GPU through UPLOAD_THREADS lanes of two page-locked buffers of
 # UPLOAD_STEP bytes (bench/gpu_upload.py: 8 lanes of 8 MB moved 680 MB in 24 ms, and in 81-86
@@ -99,7 +95,7 @@ def variant_defines(table: LookupTable, **tuning) -> dict:
         "WIDTH": table.width,
         "WORD_SIZE": table.word_size,
         "SCAN_STEP": table.scan_step,
-        "PV_BTS": table.pv_bts if table.kind != SMALL else 5,
+        "PV_BTS": table.pv_bts if table.kind != TABLE_SMALL else 5,
         "EXTEND_KIND": choose_extend(table),
         "CHECK_MASKS": int(bool(table.check_masks)),
         "SCAN_THREADS": SCAN_THREADS,
@@ -534,7 +530,7 @@ class GpuBackend:
                                          chunk_length[first:last], probes[first:last], first,
                                          rank_bits))
         rows = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
-        return Seeds(*(np.ascontiguousarray(rows[i]) for i in range(5)))
+        return Seeds(*(np.ascontiguousarray(rows[i]) for i in range(SEED_FIELDS)))
 
     def greedy_extensions(self, packed: np.ndarray, chunk_byte_offset, chunk_length, hit_chunk,
                           hit_q_start, hit_s_start, hit_length, hit_context, batch, xdrop: int,
@@ -641,7 +637,7 @@ class GpuBackend:
         """greedy_tails' launch, the device held."""
         from ..dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS
 
-        arrays = [np.ascontiguousarray(rows, dtype=np.int64).reshape(-1, 8),
+        arrays = [np.ascontiguousarray(rows, dtype=np.int64).reshape(-1, HSP_FIELDS),
                   np.ascontiguousarray(subject_address, dtype=np.uint64),
                   np.ascontiguousarray(subject_length, dtype=np.int64),
                   np.ascontiguousarray(exact, dtype=np.int64).reshape(-1, 2),
@@ -705,18 +701,18 @@ class GpuBackend:
         np.cumsum(probes, out=probe_start[1:])
         total = int(probe_start[-1])
         if total == 0:
-            return np.zeros((5, 0), dtype=np.int32)
+            return np.zeros((SEED_FIELDS, 0), dtype=np.int32)
         d_offset = self.upload(byte_offset)
         d_length = self.upload(length)
         d_start = self.upload(probe_start)
         try:
             num_hits = self._scan(mod, tab, dev_packed, d_offset, d_start, probes.size, total)
             if num_hits == 0:
-                return np.zeros((5, 0), dtype=np.int32)
+                return np.zeros((SEED_FIELDS, 0), dtype=np.int32)
             num_seeds = self._extend(mod, table, tab, dev_packed, packed_size, d_offset,
                                      d_length, d_start, chunk_base, rank_bits, num_hits)
             if num_seeds == 0:
-                return np.zeros((5, 0), dtype=np.int32)
+                return np.zeros((SEED_FIELDS, 0), dtype=np.int32)
             return self._sorted_rows(mod, num_seeds)
         finally:
             for alloc in (d_offset, d_length, d_start):
@@ -783,11 +779,11 @@ class GpuBackend:
         mod.get_function("init_order")(keys, order, np.uint64(n), np.uint64(sort_len),
                                        block=(256, 1, 1), grid=((sort_len + 255) // 256, 1))
         bitonic_sort(mod, keys, order, sort_len)
-        rows_dev = self.buffer("rows", 4 * 5 * n)
+        rows_dev = self.buffer("rows", 4 * SEED_FIELDS * n)
         fields = [self.buffers[f"seed_{name}"][0] for name in ("q", "s", "first", "chunk", "hit")]
         mod.get_function("gather_seeds")(order, np.uint64(n), *fields, rows_dev,
                                          block=(256, 1, 1), grid=((n + 255) // 256, 1))
-        rows = np.empty((5, n), dtype=np.int32)
+        rows = np.empty((SEED_FIELDS, n), dtype=np.int32)
         drv.memcpy_dtoh(rows, rows_dev)
         return rows
 
