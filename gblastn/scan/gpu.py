@@ -33,7 +33,7 @@ from ..driver import close_device_files, page_locked_buffer, reset_primary_conte
     retain_primary_context
 from ..errors import GpuUnavailableError
 from ..layouts import GAPPED_FIELDS, HSP_FIELDS, SCRIPT_RUNS, SEED_FIELDS, SORT_LOCAL, \
-    STORE_WORDS, TABLE_SMALL, TAIL_FIELDS
+    STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, kernel_defines
 from ..lookup import LookupTable
 from ..timing import TIMES
 from . import Seeds
@@ -89,7 +89,7 @@ def kernel_source(name: str = "seeds.cu") -> str:
 
 
 def variant_defines(table: LookupTable, **tuning) -> dict:
-    """The compile-time defines of the kernel variant for this table."""
+    """The compile-time defines of seeds.cu's variant for this table."""
     defines = {
         "TABLE_KIND": table.kind,
         "WIDTH": table.width,
@@ -107,8 +107,16 @@ def variant_defines(table: LookupTable, **tuning) -> dict:
     return defines
 
 
+def greedy_defines(row_cells: int = GREEDY_ROW_CELLS) -> dict:
+    """The compile-time defines of greedy.cu's kernels."""
+    return {"ROW_CELLS": row_cells, "ITEM_WARPS": GREEDY_ITEM_WARPS}
+
+
 def nvcc_options(defines: dict) -> list:
-    return ["-std=c++17"] + [f"-D{k}={int(v)}" for k, v in sorted(defines.items())]
+    """nvcc's options for a kernel variant's `defines`: every kernel also gets the layouts
+    it shares with the host (gblastn.layouts), so they are part of the cubin cache's key."""
+    every = {**kernel_defines(), **defines}
+    return ["-std=c++17"] + [f"-D{k}={int(v)}" for k, v in sorted(every.items())]
 
 
 def cubin_cache_dir() -> str:
@@ -673,8 +681,7 @@ class GpuBackend:
         out = np.zeros((n, width + 1), dtype=np.int64)
         if n == 0:
             return out
-        kernel = self.module({"ROW_CELLS": row_cells, "ITEM_WARPS": GREEDY_ITEM_WARPS},
-                             "greedy.cu").get_function(name)
+        kernel = self.module(greedy_defines(row_cells), "greedy.cu").get_function(name)
         bases, ambig = self.resident_query_words(batch)
         inputs = [self.upload(a) for a in arrays]
         try:
