@@ -16,14 +16,20 @@
 
 typedef long long i64;
 
-#ifndef BAND_COLUMNS
-#define BAND_COLUMNS 128      // columns of the band ring (a power of two)
+// The kernel's tuning (gblastn.scan.gpu.dp_defines): BAND_COLUMNS columns in the band's ring
+// (a power of two).
+#if !defined(BAND_COLUMNS)
+#error "the DP kernel's defines are missing: compile with gblastn.scan.gpu.nvcc_options"
 #endif
+// the records exchanged with the host and the constants of dynprog.py, from gblastn/layouts.py
+#if !defined(GAPPED_SCORE) || !defined(GAPPED_Q_START) || !defined(GAPPED_Q_END) || \
+    !defined(GAPPED_S_START) || !defined(GAPPED_S_END) || !defined(GAPPED_Q_GAPPED_START) || \
+    !defined(GAPPED_S_GAPPED_START) || !defined(GAPPED_FIELDS) || !defined(MININT) || \
+    !defined(PACK_RATIO) || !defined(BLASTNA_LETTERS)
+#error "gblastn.layouts' defines are missing: compile with gblastn.scan.gpu.nvcc_options"
+#endif
+
 #define BAND_MASK (BAND_COLUMNS - 1)
-#define MININT (-(1 << 30))   // below any reachable score; halved so a sum cannot overflow
-#define PACK_RATIO 4
-#define MATRIX_SIDE 16        // blastna codes
-#define DP_FIELDS 7           // score, q_start, q_end, s_start, s_end, q_gapped_start, s_gapped_start
 
 #ifdef __CUDACC__
 #define HD __device__ __forceinline__
@@ -75,7 +81,7 @@ HD bool xdrop_extent(const unsigned char* subject, i64 row_origin, int row_step,
     int best_score = 0;
     i64 best_a = 0, best_b = 0, first_b = 0;
     for (i64 a = 1; a <= m; ++a) {
-        const int* matrix_row = matrix + MATRIX_SIDE * packed_base(subject, row_origin + row_step * a);
+        const int* matrix_row = matrix + BLASTNA_LETTERS * packed_base(subject, row_origin + row_step * a);
         int cell = MININT;
         int score_gap_row = MININT;
         i64 last_b = first_b;
@@ -150,7 +156,7 @@ HD bool xdrop_extent(const unsigned char* subject, i64 row_origin, int row_step,
     return true;
 }
 
-// dynprog.py's prelim_dp_extend_in for one hit, into found[0:DP_FIELDS]. query: the hit's
+// dynprog.py's prelim_dp_extend_in for one hit, into found[0:GAPPED_FIELDS]. query: the hit's
 // context (blastna codes); seed_q context-relative; subject: the chunk's packed bases.
 HD bool dp_extend(const unsigned char* query, i64 query_length, const unsigned char* subject,
                   i64 subject_length, i64 seed_q, i64 seed_s, i64 ungapped_s_start,
@@ -183,13 +189,13 @@ HD bool dp_extend(const unsigned char* query, i64 query_length, const unsigned c
                       1, query_length - q_length, matrix, gap_open, gap_extend, x_dropoff,
                       &budget, &right))
         return false;
-    found[0] = (i64)left.score + right.score;
-    found[1] = q_length - left.columns;
-    found[2] = q_length + right.columns;
-    found[3] = s_length - left.rows;
-    found[4] = s_length + right.rows;
-    found[5] = seed_q;
-    found[6] = seed_s;
+    found[GAPPED_SCORE] = (i64)left.score + right.score;
+    found[GAPPED_Q_START] = q_length - left.columns;
+    found[GAPPED_Q_END] = q_length + right.columns;
+    found[GAPPED_S_START] = s_length - left.rows;
+    found[GAPPED_S_END] = s_length + right.rows;
+    found[GAPPED_Q_GAPPED_START] = seed_q;
+    found[GAPPED_S_GAPPED_START] = seed_s;
     return true;
 }
 
@@ -227,7 +233,7 @@ HD bool dp_extend_hit(const Hits& h, int i, const int* matrix, int gap_open, int
 
 #ifdef __CUDACC__
 
-// found: int64 [n, DP_FIELDS]; done[i] 1 where hit i was extended here.
+// found: int64 [n, GAPPED_FIELDS]; done[i] 1 where hit i was extended here.
 extern "C" __global__ void dp_hits(
         int n, const int* q_start, const int* s_start, const int* length, const int* score,
         const int* seed_q, const int* seed_s, const int* chunk, const int* context,
@@ -235,8 +241,8 @@ extern "C" __global__ void dp_hits(
         const i64* chunk_length, const unsigned char* query, const unsigned char* volume,
         const int* matrix, int gap_open, int gap_extend, int gap_x_dropoff, i64 budget,
         i64* found, unsigned char* done) {
-    __shared__ int shared_matrix[MATRIX_SIDE * MATRIX_SIDE];
-    for (int k = threadIdx.x; k < MATRIX_SIDE * MATRIX_SIDE; k += blockDim.x)
+    __shared__ int shared_matrix[BLASTNA_LETTERS * BLASTNA_LETTERS];
+    for (int k = threadIdx.x; k < BLASTNA_LETTERS * BLASTNA_LETTERS; k += blockDim.x)
         shared_matrix[k] = matrix[k];
     __syncthreads();
     const Hits h = {q_start, s_start, length, score, seed_q, seed_s, chunk, context,
@@ -245,7 +251,7 @@ extern "C" __global__ void dp_hits(
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     done[i] = dp_extend_hit(h, i, shared_matrix, gap_open, gap_extend, gap_x_dropoff, budget,
-                            found + (i64)DP_FIELDS * i) ? 1 : 0;
+                            found + (i64)GAPPED_FIELDS * i) ? 1 : 0;
 }
 
 #else
@@ -262,7 +268,7 @@ extern "C" void dp_hits_host(
                     volume};
     for (int i = 0; i < n; ++i)
         done[i] = dp_extend_hit(h, i, matrix, gap_open, gap_extend, gap_x_dropoff, budget,
-                                found + (i64)DP_FIELDS * i) ? 1 : 0;
+                                found + (i64)GAPPED_FIELDS * i) ? 1 : 0;
 }
 
 #endif

@@ -9,16 +9,30 @@
 typedef long long i64;
 typedef unsigned long long u64;
 
-#ifndef ROW_CELLS
-#define ROW_CELLS 256       // diagonals kept per distance (a power of two)
+// The kernels' tuning (gblastn.scan.gpu.greedy_defines): ROW_CELLS diagonals kept per
+// distance (a power of two), ITEM_WARPS items (a warp each) per block.
+#if !defined(ROW_CELLS) || !defined(ITEM_WARPS)
+#error "the greedy kernels' defines are missing: compile with gblastn.scan.gpu.nvcc_options"
 #endif
+// the records exchanged with the host and the codes they hold, from gblastn/layouts.py
+#if !defined(HSP_CONTEXT) || !defined(HSP_Q_START) || !defined(HSP_Q_END) || \
+    !defined(HSP_S_START) || !defined(HSP_S_END) || !defined(HSP_Q_GAPPED_START) || \
+    !defined(HSP_S_GAPPED_START) || !defined(HSP_FIELDS) || !defined(GAPPED_SCORE) || \
+    !defined(GAPPED_Q_START) || !defined(GAPPED_Q_END) || !defined(GAPPED_S_START) || \
+    !defined(GAPPED_S_END) || !defined(GAPPED_Q_GAPPED_START) || \
+    !defined(GAPPED_S_GAPPED_START) || !defined(GAPPED_FIELDS) || !defined(TAIL_START) || \
+    !defined(TAIL_DISTANCES) || !defined(TAIL_READ) || !defined(TAIL_EXTENTS) || \
+    !defined(TAIL_RUNS) || !defined(TAIL_FIELDS) || !defined(SCRIPT_RUNS) || \
+    !defined(STORE_CELLS) || !defined(STORE_ROWS) || !defined(STORE_WORDS) || \
+    !defined(OP_SUB) || !defined(OP_DEL) || !defined(OP_INS) || !defined(RUN_COUNT_SHIFT) || \
+    !defined(RUN_OP_MASK) || !defined(INVALID_OFFSET) || !defined(PACKED_STEP)
+#error "gblastn.layouts' defines are missing: compile with gblastn.scan.gpu.nvcc_options"
+#endif
+
 #define ROW_MASK (ROW_CELLS - 1)
 #define BEST_SLOTS 64       // best scores kept, by distance (a power of two)
 #define BEST_MASK (BEST_SLOTS - 1)
-#define INVALID_OFFSET (-2)
-#define PACKED_STEP 28
 #define DIAG_ORIGIN (1 << 28)  // diagonal of the start point: keeps diagonal numbers positive
-#define GAPPED_FIELDS 7
 
 #ifdef __CUDA_ARCH__
 #define HD __device__ __forceinline__
@@ -179,9 +193,7 @@ HD bool greedy_next(Reach& r, i64* best, bool writer, i64 d, i64 xo, i64 cur_sco
 // back): row d holds the cells of diagonals [lo[d], lo[d] + its width) from cells[at[d]], as
 // the CPU's row d holds them once the search has gone past it. Rows stop being kept when
 // STORE_CELLS or STORE_ROWS would be exceeded (the CPU then searches itself).
-#define STORE_CELLS 8192
-#define STORE_ROWS 512
-#define STORE_WORDS (STORE_CELLS + 2 * STORE_ROWS)
+static_assert(STORE_WORDS == STORE_CELLS + 2 * STORE_ROWS, "a store: cells, at[], lo[]");
 
 struct RowStore {
     int* cells;  // STORE_WORDS ints: the cells, then at[], then lo[]
@@ -217,12 +229,10 @@ HD int kept_cell(const RowStore& s, i64 d, int diag) {
     return s.cells[at[d] + (diag - at[STORE_ROWS + d])];
 }
 
-// An edit script's runs, as (count << 2 | op) with gblastn.hsp's OP_* codes, far end first
-// (greedy.py's order). Every lane of a warp adds the same runs and writes the same words.
-#define SCRIPT_RUNS 64
-#define OP_SUB 0
-#define OP_DEL 1
-#define OP_INS 2
+// An edit script's runs, as (count << RUN_COUNT_SHIFT | op) with the OP_* codes, far end
+// first (greedy.py's order). Every lane of a warp adds the same runs and writes the same words.
+static_assert(OP_SUB <= RUN_OP_MASK && OP_DEL <= RUN_OP_MASK && OP_INS <= RUN_OP_MASK,
+              "an op fits below a run's count");
 
 struct Script {
     unsigned* out;
@@ -233,8 +243,8 @@ struct Script {
 
 HD void script_add(Script& s, int op, i64 count) {
     if (count <= 0 || s.over) return;
-    if (s.n > 0 && (int)(s.last & 3u) == op) {
-        s.last += (unsigned)count << 2;
+    if (s.n > 0 && (int)(s.last & RUN_OP_MASK) == op) {
+        s.last += (unsigned)count << RUN_COUNT_SHIFT;
         return;
     }
     if (s.n == SCRIPT_RUNS) {
@@ -242,7 +252,7 @@ HD void script_add(Script& s, int op, i64 count) {
         return;
     }
     if (s.n > 0) s.out[s.n - 1] = s.last;
-    s.last = ((unsigned)count << 2) | (unsigned)op;
+    s.last = ((unsigned)count << RUN_COUNT_SHIFT) | (unsigned)op;
     ++s.n;
 }
 
@@ -506,8 +516,9 @@ __device__ Reach greedy_linear_warp(const Letters& L, const Direction& D, i64 xd
 #define GREEDY_LINEAR greedy_linear
 #endif
 
-// gapped._greedy_from_hit's values (score, q_start, q_end, s_start, s_end, q_seed, s_seed),
-// from greedy.greedy_gapped_alignment (score-only) and greedy._best_start_point.
+// gapped._greedy_from_hit's values (the GAPPED_* columns: score, q_start, q_end, s_start, s_end,
+// q_seed, s_seed), from greedy.greedy_gapped_alignment (score-only) and
+// greedy._best_start_point.
 HD bool greedy_from_hit(const Letters& L, i64 q_base, i64 q_length, i64 s_length, i64 q_off,
                         i64 s_off, i64 xdrop, i64 match_cost, i64 mismatch_cost, i64 reward,
                         i64 penalty, i64 max_dist, int* row_a, int* row_b, i64* best,
@@ -521,12 +532,12 @@ HD bool greedy_from_hit(const Letters& L, i64 q_base, i64 q_length, i64 s_length
                              best, nullptr);
     if (!rl.done) return false;
     i64 q_ext_r = rr.seq1_len, s_ext_r = rr.seq2_len, q_ext_l = rl.seq1_len, s_ext_l = rl.seq2_len;
-    found[0] = (q_ext_r + s_ext_r + q_ext_l + s_ext_l) * reward / 2 -
+    found[GAPPED_SCORE] = (q_ext_r + s_ext_r + q_ext_l + s_ext_l) * reward / 2 -
                (rr.dist + rl.dist) * (reward - penalty);
-    found[1] = q_off - q_ext_l;
-    found[2] = q_off + q_ext_r;
-    found[3] = s_off - s_ext_l;
-    found[4] = s_off + s_ext_r;
+    found[GAPPED_Q_START] = q_off - q_ext_l;
+    found[GAPPED_Q_END] = q_off + q_ext_r;
+    found[GAPPED_S_START] = s_off - s_ext_l;
+    found[GAPPED_S_END] = s_off + s_ext_r;
     // _best_start_point
     i64 q_box_l = q_off - q_ext_l, s_box_l = s_off - s_ext_l;
     i64 q_box_r = q_off + q_ext_r, s_box_r = s_off + s_ext_r;
@@ -548,11 +559,11 @@ HD bool greedy_from_hit(const Letters& L, i64 q_base, i64 q_length, i64 s_length
         s_l = s_off;
     }
     if (valid_r > valid_l) {
-        found[5] = q_r + valid_r;
-        found[6] = s_r + valid_r;
+        found[GAPPED_Q_GAPPED_START] = q_r + valid_r;
+        found[GAPPED_S_GAPPED_START] = s_r + valid_r;
     } else {
-        found[5] = q_l - valid_l;
-        found[6] = s_l - valid_l;
+        found[GAPPED_Q_GAPPED_START] = q_l - valid_l;
+        found[GAPPED_S_GAPPED_START] = s_l - valid_l;
     }
     return true;
 }
@@ -626,27 +637,26 @@ HD void start_point(const Letters& L, i64 q_base, i64 s_len, i64 q_start, i64 q_
     }
 }
 
-// Out of one HSP's traceback search: the start point, the best distances to the right and
-// left, the subject letters read [read_lo, read_hi), the best alignment's extents (query and
-// subject letters to the right, then to the left), and the number of runs of each
-// direction's edit script (right, left; -1: none made).
-#define TAIL_FIELDS 12
-
 // The start point, dynprog.adjust_subject_range's window and both directions' searches of
 // one HSP (a row of hsp.hsp_rows), with their edit scripts where `store` keeps the rows they
-// need: script[0, SCRIPT_RUNS) right, script[SCRIPT_RUNS, 2 SCRIPT_RUNS) left. False where
-// the CPU must search: no stored start point, a band too wide, or letters read outside
-// [exact_lo, exact_hi).
+// need: script[0, SCRIPT_RUNS) right, script[SCRIPT_RUNS, 2 SCRIPT_RUNS) left. Out: the
+// TAIL_FIELDS values of the search (gblastn.layouts' TAIL_* columns): the start point, the
+// best distances to the right and left, the subject letters read [read_lo, read_hi), the
+// best alignment's extents (query and subject letters to the right, then to the left), and
+// the number of runs of each direction's edit script (right, left; -1: none made). False
+// where the CPU must search: no stored start point, a band too wide, or letters read
+// outside [exact_lo, exact_hi).
 HD bool tail_search(const Letters& L, const i64* row, i64 q_base, i64 q_length, i64 s_len,
                     i64 exact_lo, i64 exact_hi, i64 xdrop, i64 match_cost, i64 mismatch_cost,
                     i64 max_subject_offset, i64 max_total_gaps, i64 max_dist, int* row_a,
                     int* row_b, i64* best, RowStore* store, unsigned* script, i64* out) {
-    i64 qg = row[6], sg = row[7];
+    i64 qg = row[HSP_Q_GAPPED_START], sg = row[HSP_S_GAPPED_START];
     if (qg == 0 && sg == 0) return false;
     // the start point's runs read up to 12 letters around it, inside the box or near it
-    if (row[3] - 16 < exact_lo || row[4] + 16 > exact_hi || sg - 16 < exact_lo ||
-        sg + 16 > exact_hi) return false;
-    start_point(L, q_base, s_len, row[1], row[2], row[3], row[4], qg, sg);
+    if (row[HSP_S_START] - 16 < exact_lo || row[HSP_S_END] + 16 > exact_hi ||
+        sg - 16 < exact_lo || sg + 16 > exact_hi) return false;
+    start_point(L, q_base, s_len, row[HSP_Q_START], row[HSP_Q_END], row[HSP_S_START],
+                row[HSP_S_END], qg, sg);
     i64 shift = 0, s_in = sg, window = s_len;
     if (s_len >= max_subject_offset) {
         i64 max_left = qg + max_total_gaps, max_right = q_length - qg + max_total_gaps;
@@ -670,28 +680,25 @@ HD bool tail_search(const Letters& L, const i64* row, i64 q_base, i64 q_length, 
     const int runs_left = store ? walk_back(*store, rl, script + SCRIPT_RUNS) : -1;
     i64 read_lo = shift + s_in - rl.reach, read_hi = shift + s_in + rr.reach;
     if (read_lo < exact_lo || read_hi > exact_hi) return false;
-    out[0] = qg;
-    out[1] = sg;
-    out[2] = rr.dist;
-    out[3] = rl.dist;
-    out[4] = read_lo;
-    out[5] = read_hi;
-    out[6] = rr.seq1_len;
-    out[7] = rr.seq2_len;
-    out[8] = rl.seq1_len;
-    out[9] = rl.seq2_len;
+    out[TAIL_START] = qg;
+    out[TAIL_START + 1] = sg;
+    out[TAIL_DISTANCES] = rr.dist;
+    out[TAIL_DISTANCES + 1] = rl.dist;
+    out[TAIL_READ] = read_lo;
+    out[TAIL_READ + 1] = read_hi;
+    out[TAIL_EXTENTS] = rr.seq1_len;
+    out[TAIL_EXTENTS + 1] = rr.seq2_len;
+    out[TAIL_EXTENTS + 2] = rl.seq1_len;
+    out[TAIL_EXTENTS + 3] = rl.seq2_len;
     const bool both = runs_right >= 0 && runs_left >= 0;
-    out[10] = both ? runs_right : -1;
-    out[11] = both ? runs_left : -1;
+    out[TAIL_RUNS] = both ? runs_right : -1;
+    out[TAIL_RUNS + 1] = both ? runs_left : -1;
     return true;
 }
 
 #ifdef __CUDACC__
 // One warp per item (all its lanes compute the item, and write the same values); each warp
 // has its rows of diagonals and its best scores in shared memory.
-#ifndef ITEM_WARPS
-#define ITEM_WARPS 4
-#endif
 #define WARP_ITEM(n)                                                                       \
     __shared__ int rows_of_warp[ITEM_WARPS][2][ROW_CELLS];                                 \
     __shared__ i64 best_of_warp[ITEM_WARPS][BEST_SLOTS];                                   \
@@ -702,8 +709,9 @@ HD bool tail_search(const Letters& L, const i64* row, i64 q_base, i64 q_length, 
     int* row_b = rows_of_warp[warp][1];                                                    \
     i64* best = best_of_warp[warp];
 
-// HSPs: rows (hsp.hsp_rows, 8 values each) of subjects at device addresses subject_addr
-// (packed), subject_len letters, whose letters [exact[2i], exact[2i + 1]) are all bases.
+// HSPs: rows (hsp.hsp_rows, HSP_FIELDS values each) of subjects at device addresses
+// subject_addr (packed), subject_len letters, whose letters [exact[2i], exact[2i + 1]) are all
+// bases.
 // out: TAIL_FIELDS values per HSP; done[i] is 0 where the CPU must search; scripts: each HSP's
 // edit scripts (2 SCRIPT_RUNS words, tail_search's). The warps take HSPs in turn, each with
 // its own STORE_WORDS of kept_rows for the rows it keeps (none kept, no scripts made, when
@@ -723,8 +731,8 @@ extern "C" __global__ void greedy_tails(
     RowStore store = {kept_rows + (i64)slot * STORE_WORDS, 0, 0, false};
     RowStore* keep = kept_rows ? &store : nullptr;
     for (int i = slot; i < n; i += gridDim.x * ITEM_WARPS) {
-        const i64* row = rows + (i64)i * 8;
-        i64 length = subject_len[i], ctx = row[0];
+        const i64* row = rows + (i64)i * HSP_FIELDS;
+        i64 length = subject_len[i], ctx = row[HSP_CONTEXT];
         Letters L = {q_bases, q_ambig, (const unsigned char*)subject_addr[i], (length + 3) / 4};
         bool made = tail_search(L, row, ctx_offset[ctx], ctx_len[ctx], length, exact[2 * i],
                                 exact[2 * i + 1], xdrop, match_cost, mismatch_cost,

@@ -2,14 +2,15 @@
 // routines and BLAST's s_TypeOfWord check. Each one matches its numba twin in
 // gblastn/scan/cpu.py line for line in effect; keep the two in step.
 //
-// Compile-time variant (set by the loader with -D):
-//   TABLE_KIND   0 small (backbone/overflow int16), 1 standard (CSR + pv), 2 megablast
-//                (hashtable/next_pos chains + pv)
+// Compile-time variant (set by the loader with -D, gblastn.scan.gpu.variant_defines):
+//   TABLE_KIND   TABLE_SMALL (backbone/overflow int16), TABLE_STANDARD (CSR + pv),
+//                TABLE_MEGABLAST (hashtable/next_pos chains + pv)
 //   WIDTH        w, letters per table word
 //   WORD_SIZE    W
 //   SCAN_STEP    distance between probed subject offsets (W - w + 1)
 //   PV_BTS       log2 of the table words one presence-vector bit stands for (pv kinds)
-//   EXTEND_KIND  0 direct, 1 base-wise, 2 small one-byte, 3 small (BlastChooseNaExtend)
+//   EXTEND_KIND  EXTEND_DIRECT, EXTEND_BASEWISE, EXTEND_SMALL_ONE_BYTE, EXTEND_SMALL
+//                (BlastChooseNaExtend)
 //   CHECK_MASKS  1 when s_TypeOfWord verifies the seed against the table
 //
 // Subject: packed 2-bit bytes, first base in the two most significant bits. The device copy
@@ -18,36 +19,23 @@
 
 #pragma once
 
-#ifndef TABLE_KIND
-#define TABLE_KIND 2
+#if !defined(TABLE_KIND) || !defined(WIDTH) || !defined(WORD_SIZE) || !defined(SCAN_STEP) || \
+    !defined(PV_BTS) || !defined(EXTEND_KIND) || !defined(CHECK_MASKS)
+#error "the variant's defines are missing: compile with gblastn.scan.gpu.nvcc_options"
 #endif
-#ifndef WIDTH
-#define WIDTH 11
+// the table and extension kinds, from gblastn/layouts.py
+#if !defined(TABLE_SMALL) || !defined(TABLE_STANDARD) || !defined(TABLE_MEGABLAST) || \
+    !defined(EXTEND_DIRECT) || !defined(EXTEND_BASEWISE) || !defined(EXTEND_SMALL_ONE_BYTE) || \
+    !defined(EXTEND_SMALL)
+#error "gblastn.layouts' defines are missing: compile with gblastn.scan.gpu.nvcc_options"
 #endif
-#ifndef WORD_SIZE
-#define WORD_SIZE 28
+#if TABLE_KIND != TABLE_SMALL && TABLE_KIND != TABLE_STANDARD && TABLE_KIND != TABLE_MEGABLAST
+#error "TABLE_KIND is none of the table kinds"
 #endif
-#ifndef SCAN_STEP
-#define SCAN_STEP (WORD_SIZE - WIDTH + 1)
+#if EXTEND_KIND != EXTEND_DIRECT && EXTEND_KIND != EXTEND_BASEWISE && \
+    EXTEND_KIND != EXTEND_SMALL_ONE_BYTE && EXTEND_KIND != EXTEND_SMALL
+#error "EXTEND_KIND is none of the extension kinds"
 #endif
-#ifndef PV_BTS
-#define PV_BTS 5
-#endif
-#ifndef EXTEND_KIND
-#define EXTEND_KIND 1
-#endif
-#ifndef CHECK_MASKS
-#define CHECK_MASKS 0
-#endif
-
-#define KIND_SMALL 0
-#define KIND_STANDARD 1
-#define KIND_MEGABLAST 2
-
-#define EXT_DIRECT 0
-#define EXT_BASEWISE 1
-#define EXT_SMALL_ONE_BYTE 2
-#define EXT_SMALL 3
 
 #define WORD_MASK ((1u << (2 * WIDTH)) - 1u)
 
@@ -138,7 +126,7 @@ __device__ __forceinline__ int match_right(int x) {
 
 // Whether the table lists this word at all (the scan's probe).
 __device__ __forceinline__ bool word_present(const QueryTable& t, unsigned word) {
-#if TABLE_KIND == KIND_SMALL
+#if TABLE_KIND == TABLE_SMALL
     return __ldg(&t.backbone[word]) != -1;
 #else
     return (__ldg(&t.pv[word >> PV_BTS]) >> (word & 31)) & 1u;
@@ -148,7 +136,7 @@ __device__ __forceinline__ bool word_present(const QueryTable& t, unsigned word)
 // Whether the table lists query offset q for this word (s_SmallNaLookup, s_MBLookup,
 // s_NaLookup).
 __device__ bool word_has_offset(const QueryTable& t, unsigned word, i64 q) {
-#if TABLE_KIND == KIND_SMALL
+#if TABLE_KIND == TABLE_SMALL
     int v = t.backbone[word];
     if (v == q) return true;
     if (v >= -1) return false;
@@ -157,7 +145,7 @@ __device__ bool word_has_offset(const QueryTable& t, unsigned word, i64 q) {
     return false;
 #else
     if (((t.pv[word >> PV_BTS] >> (word & 31)) & 1u) == 0) return false;
-#if TABLE_KIND == KIND_MEGABLAST
+#if TABLE_KIND == TABLE_MEGABLAST
     for (int p = t.hashtable[word]; p != 0; p = t.next_pos[p])
         if (p == q) return true;
     return false;
@@ -175,11 +163,11 @@ __device__ bool word_has_offset(const QueryTable& t, unsigned word, i64 q) {
 __device__ bool mini_extend(const QueryTable& t, const unsigned char* __restrict__ packed,
                             i64 packed_size, i64 byte_off, i64 s_range, i64 q_hit, i64 s_hit,
                             i64& q_seed, i64& s_seed) {
-#if EXTEND_KIND == EXT_DIRECT
+#if EXTEND_KIND == EXTEND_DIRECT
     q_seed = q_hit;
     s_seed = s_hit;
     return true;
-#elif EXTEND_KIND == EXT_BASEWISE
+#elif EXTEND_KIND == EXTEND_BASEWISE
     const i64 ext_to = WORD_SIZE - WIDTH;
     i64 left = 0;
     i64 limit = min(ext_to, s_hit);
@@ -206,7 +194,7 @@ __device__ bool mini_extend(const QueryTable& t, const unsigned char* __restrict
     int ctx = context_of(t, q_hit);
     i64 q_start = t.context_offset[ctx];
     i64 q_range = q_start + t.context_length[ctx];
-#if EXTEND_KIND == EXT_SMALL_ONE_BYTE
+#if EXTEND_KIND == EXTEND_SMALL_ONE_BYTE
     const i64 ext_to = WORD_SIZE - WIDTH;
     i64 left = 0;
     // BLAST tests s_offset > 0 && q_offset > 0, its q_offset being ours - 1
@@ -226,7 +214,7 @@ __device__ bool mini_extend(const QueryTable& t, const unsigned char* __restrict
     q_seed = q_hit - left;
     s_seed = s_hit - left;
     return true;
-#else  // EXT_SMALL: whole bytes from the first byte boundary right of the hit start
+#else  // EXTEND_SMALL: whole bytes from the first byte boundary right of the hit start
     i64 ext_max = min(min((i64)(WORD_SIZE - WIDTH), s_hit), q_hit - q_start);
     i64 rsdl = 4 - (s_hit & 3);
     i64 s0 = s_hit + rsdl;

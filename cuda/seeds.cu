@@ -8,7 +8,7 @@
 //                 word, the mini-extension to W, s_TypeOfWord; a survivor is written with its
 //                 sort key (probe number << rank_bits | rank of the offset in the table's list).
 //   bitonic_*     sort (key, index) pairs so survivors come out in the CPU backend's order.
-//   gather_seeds  survivors in key order, as five int32 rows.
+//   gather_seeds  survivors in key order, as SEED_FIELDS int32 rows.
 //
 // Probe numbering: the probes of chunk c are probe_start[c] .. probe_start[c + 1] - 1, probe
 // k of a chunk at subject offset k * SCAN_STEP; chunks shorter than WIDTH have none. A w-mer
@@ -17,21 +17,21 @@
 
 #include "seed_common.cuh"
 
-#ifndef SCAN_THREADS
-#define SCAN_THREADS 128
-#endif
-#ifndef PROBES_PER_THREAD
-#define PROBES_PER_THREAD 4
-#endif
-// where the scan collects hits before they go to global memory:
-//   0 one block buffer, flushed whenever it cannot take another round (half full)
+// The scan's tuning (gblastn.scan.gpu.variant_defines): SCAN_THREADS threads a block, each
+// probing PROBES_PER_THREAD offsets; where the scan collects hits before they go to global
+// memory (FLUSH_MODE):
+//   0 one block buffer of FLUSH_SLOTS * SCAN_THREADS records, flushed whenever it cannot
+//     take another round (half full with two slots)
 //   1 one buffer per warp, flushed when half full (no block barriers)
 //   2 one block buffer holding the whole tile, flushed once at the end (no barrier in the loop)
-#ifndef FLUSH_MODE
-#define FLUSH_MODE 2
+#if !defined(SCAN_THREADS) || !defined(PROBES_PER_THREAD) || !defined(FLUSH_MODE) || \
+    !defined(FLUSH_SLOTS)
+#error "the scan's tuning defines are missing: compile with gblastn.scan.gpu.nvcc_options"
 #endif
-#ifndef FLUSH_SLOTS
-#define FLUSH_SLOTS 2  // block buffer of FLUSH_SLOTS * SCAN_THREADS records
+// the seeds' rows and the sort's block, from gblastn/layouts.py
+#if !defined(SEED_CHUNK) || !defined(SEED_Q_OFF) || !defined(SEED_S_OFF) || \
+    !defined(SEED_S_FIRST) || !defined(SEED_HIT_S) || !defined(SORT_LOCAL)
+#error "gblastn.layouts' defines are missing: compile with gblastn.scan.gpu.nvcc_options"
 #endif
 
 #define FULL_MASK 0xffffffffu
@@ -231,7 +231,7 @@ extend_hits(const int2* __restrict__ hits, u64 num_hits,
         seed_hit[at] = (int)s_hit;
     };
 
-#if TABLE_KIND == KIND_SMALL
+#if TABLE_KIND == TABLE_SMALL
     int v = backbone[word];
     if (v >= 0) {
         consider(v, 0);
@@ -239,7 +239,7 @@ extend_hits(const int2* __restrict__ hits, u64 num_hits,
         u64 rank = 0;
         for (int k = -v; overflow[k] >= 0; ++k) consider(overflow[k], rank++);
     }
-#elif TABLE_KIND == KIND_MEGABLAST
+#elif TABLE_KIND == TABLE_MEGABLAST
     u64 rank = 0;
     for (int p = hashtable[word]; p != 0; p = next_pos[p]) consider(p, rank++);
 #else
@@ -249,9 +249,10 @@ extend_hits(const int2* __restrict__ hits, u64 num_hits,
 }
 
 // ---------------------------------------------------------------------------------------
-// bitonic sort of (key, index) pairs, ascending; n is a power of two, padding keys are ~0
+// bitonic sort of (key, index) pairs, ascending; n is a power of two, padding keys are ~0;
+// a block sorts SORT_LOCAL elements in shared memory (SORT_LOCAL / 2 threads)
 
-#define SORT_LOCAL 1024  // elements a block sorts in shared memory (512 threads)
+static_assert((SORT_LOCAL & (SORT_LOCAL - 1)) == 0, "SORT_LOCAL is a power of two");
 
 __device__ __forceinline__ void order_pair(u64& ka, unsigned& va, u64& kb, unsigned& vb,
                                            bool ascending) {
@@ -313,7 +314,7 @@ extern "C" __global__ void init_order(u64* __restrict__ keys, unsigned* __restri
     if (i >= n) keys[i] = ~0ull;
 }
 
-// rows[f * n + i] = field f of survivor order[i], fields q, s, first, chunk, hit.
+// rows[f * n + i] = field f of survivor order[i] (gblastn.layouts' SEED_* rows).
 extern "C" __global__ void gather_seeds(const unsigned* __restrict__ order, u64 n,
                                         const int* __restrict__ seed_q,
                                         const int* __restrict__ seed_s,
@@ -324,9 +325,9 @@ extern "C" __global__ void gather_seeds(const unsigned* __restrict__ order, u64 
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     unsigned o = order[i];
-    rows[i] = seed_chunk[o];
-    rows[n + i] = seed_q[o];
-    rows[2 * n + i] = seed_s[o];
-    rows[3 * n + i] = seed_first[o];
-    rows[4 * n + i] = seed_hit[o];
+    rows[SEED_CHUNK * n + i] = seed_chunk[o];
+    rows[SEED_Q_OFF * n + i] = seed_q[o];
+    rows[SEED_S_OFF * n + i] = seed_s[o];
+    rows[SEED_S_FIRST * n + i] = seed_first[o];
+    rows[SEED_HIT_S * n + i] = seed_hit[o];
 }

@@ -33,19 +33,15 @@ Coordinates are 0-based and ends exclusive (as in `gblastn.hsp`).
 import numpy as np
 
 from .arrays import grown
-from .hsp import OP_DEL, OP_INS, OP_SUB
+from .layouts import MININT, OP_DEL, OP_INS, OP_SUB, PACK_RATIO
 from .numba_start import njit
 
-# Scores below any reachable one; halved so that adding a matrix entry cannot overflow.
-MININT = -(2**31) // 2
 # Subjects at least this long are cut to a window around the traceback start point.
 MAX_SUBJECT_OFFSET = 90000
 # How many gap letters that window allows on top of the query length.
 MAX_TOTAL_GAPS = 3000
 # Window (letters) BlastGetOffsetsForGappedAlignment slides along an HSP.
 HSP_MAX_WINDOW = 11
-# Letters per byte of the packed subject.
-PACK_RATIO = 4
 
 # Traceback cell flags (low bits: the OP_* the cell's best path ends with).
 _OP_MASK = 0x0F

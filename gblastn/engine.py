@@ -646,6 +646,7 @@ def tails_ahead(by_query: dict, batch, stats, db, backend, options: SearchOption
     stops there: most of a search's time goes past the alignment's end, confirming that
     nothing better follows."""
     from .hsp import rows_by_score
+    from .layouts import HSP_S_END, HSP_S_START
     from .traceback import FETCH_MARGIN
 
     pairs = [(ordinal, hsps) for subjects in by_query.values()
@@ -659,8 +660,8 @@ def tails_ahead(by_query: dict, batch, stats, db, backend, options: SearchOption
         counts = np.array([hsps.score.size for hsps in lists], dtype=np.int64)
         ordinal = np.repeat(np.array([o for o, _ in pairs], dtype=np.int64), counts)
         length = db.lengths[ordinal]
-        exact = np.stack([np.maximum(rows[:, 3] - FETCH_MARGIN, 0),
-                          np.minimum(rows[:, 4] + FETCH_MARGIN, length)], axis=1)
+        exact = np.stack([np.maximum(rows[:, HSP_S_START] - FETCH_MARGIN, 0),
+                          np.minimum(rows[:, HSP_S_END] + FETCH_MARGIN, length)], axis=1)
         address = np.zeros(rows.shape[0], dtype=np.uint64)
         usable = np.zeros(rows.shape[0], dtype=bool)
         for volume in db.volumes:
@@ -913,7 +914,7 @@ class _MadeUpDevice:
 
     def greedy_extensions(self, packed, chunk_byte_offset, chunk_length, hit_chunk, *args,
                           **kwargs) -> np.ndarray:
-        from .gapped import GAPPED_FIELDS
+        from .layouts import GAPPED_FIELDS
 
         return np.zeros((len(hit_chunk), GAPPED_FIELDS + 1), dtype=np.int64)
 

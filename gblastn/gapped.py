@@ -18,6 +18,10 @@ from .alphabet import score_matrix
 from .dynprog import prelim_dp_extend_in
 from .greedy import greedy_gapped_alignment
 from .hsp import Hsps, alloc_tree, chunk_rows, hsps_from_rows, tree_add, tree_contains
+from .layouts import GAPPED_FIELDS, GAPPED_Q_END, GAPPED_Q_GAPPED_START, GAPPED_Q_START, \
+    GAPPED_SCORE, GAPPED_S_END, GAPPED_S_GAPPED_START, GAPPED_S_START, HSP_CONTEXT, HSP_FIELDS, \
+    HSP_Q_END, HSP_Q_GAPPED_START, HSP_Q_START, HSP_SCORE, HSP_S_END, HSP_S_GAPPED_START, \
+    HSP_S_START
 from .numba_start import njit
 
 
@@ -25,9 +29,8 @@ from .numba_start import njit
 def _extend_hits(q_start, s_start, length, score, context, context_offset, context_length,
                  sequence, query_words, packed, chunk_length, cutoffs, xdrop, reward, penalty, gap_open,
                  gap_extend, min_diag_separation):
-    """Extend the initial hits in order; returns int64 rows [n, 8] (context, q_start, q_end,
-    s_start, s_end, score, q_gapped_start, s_gapped_start) of the kept gapped HSPs, and the
-    index of the hit each came from."""
+    """Extend the initial hits in order; returns int64 rows [n, HSP_FIELDS] (hsp_rows) of the
+    kept gapped HSPs, and the index of the hit each came from."""
     _, kept, _, rows, origin, _ = _extend_hits_begin(
         -1, q_start, s_start, length, score, context, context_offset, context_length, sequence,
         query_words, packed, chunk_length, cutoffs, xdrop, reward, penalty, gap_open,
@@ -43,7 +46,7 @@ def _extend_hits_begin(budget, q_start, s_start, length, score, context, context
     limit when negative). Returns (the next hit, kept, held, rows, origin, tree): the state
     to go on from."""
     n = q_start.size
-    rows = np.empty((n, 8), dtype=np.int64)
+    rows = np.empty((n, HSP_FIELDS), dtype=np.int64)
     origin = np.empty(n, dtype=np.int64)
     tree = alloc_tree(n, min_diag_separation)
     kept = 0
@@ -58,13 +61,11 @@ def _extend_hits_begin(budget, q_start, s_start, length, score, context, context
             _greedy_from_hit(i, found, q_start, s_start, length, context, context_offset,
                              context_length, sequence, query_words, packed, chunk_length,
                              xdrop, reward, penalty, gap_open, gap_extend)
-            spent += found[2] - found[1]
+            spent += found[GAPPED_Q_END] - found[GAPPED_Q_START]
             kept, held = _keep(i, found, context[i], cutoffs, rows, origin, kept, tree, held)
         i += 1
     return i, kept, held, rows, origin, tree
 
-
-GAPPED_FIELDS = 7  # score, q_start, q_end, s_start, s_end, q_gapped_start, s_gapped_start
 
 
 @njit(cache=True, nogil=True)
@@ -90,29 +91,32 @@ def _greedy_from_hit(i, found, q_start, s_start, length, context, context_offset
                                   0, chunk_length, True, q_start[i] - base + half,
                                   s_start[i] + half, xdrop, reward, penalty, gap_open,
                                   gap_extend, False)
-    found[0] = res[0]
-    found[1] = res[1]
-    found[2] = res[2]
-    found[3] = res[3]
-    found[4] = res[4]
-    found[5] = res[5]
-    found[6] = res[6]
+    found[GAPPED_SCORE] = res[0]
+    found[GAPPED_Q_START] = res[1]
+    found[GAPPED_Q_END] = res[2]
+    found[GAPPED_S_START] = res[3]
+    found[GAPPED_S_END] = res[4]
+    found[GAPPED_Q_GAPPED_START] = res[5]
+    found[GAPPED_S_GAPPED_START] = res[6]
 
 
 @njit(cache=True, nogil=True)
 def _keep(i, found, ctx, cutoffs, rows, origin, kept, tree, held):
     """Hit i's gapped HSP `found` joins the rows when it reaches the context's cutoff.
     Returns (kept, held)."""
-    if found[0] < cutoffs[ctx]:
+    if found[GAPPED_SCORE] < cutoffs[ctx]:
         return kept, held
-    rows[kept, 0] = ctx
-    for k in range(1, 5):
-        rows[kept, k] = found[k]  # q_start, q_end, s_start, s_end
-    rows[kept, 5] = found[0]
-    rows[kept, 6] = found[5]
-    rows[kept, 7] = found[6]
+    rows[kept, HSP_CONTEXT] = ctx
+    rows[kept, HSP_Q_START] = found[GAPPED_Q_START]
+    rows[kept, HSP_Q_END] = found[GAPPED_Q_END]
+    rows[kept, HSP_S_START] = found[GAPPED_S_START]
+    rows[kept, HSP_S_END] = found[GAPPED_S_END]
+    rows[kept, HSP_SCORE] = found[GAPPED_SCORE]
+    rows[kept, HSP_Q_GAPPED_START] = found[GAPPED_Q_GAPPED_START]
+    rows[kept, HSP_S_GAPPED_START] = found[GAPPED_S_GAPPED_START]
     origin[kept] = i
-    held = tree_add(tree, held, ctx, found[1], found[2], found[3], found[4], found[0])
+    held = tree_add(tree, held, ctx, found[GAPPED_Q_START], found[GAPPED_Q_END],
+                    found[GAPPED_S_START], found[GAPPED_S_END], found[GAPPED_SCORE])
     return kept + 1, held
 
 
@@ -226,7 +230,7 @@ def _extend_hits_given(extensions, q_start, s_start, length, score, context, con
     in-order pass keeps the rows _extend_hits would keep, and extends on the CPU only the
     hits left undone there."""
     n = q_start.size
-    rows = np.empty((n, 8), dtype=np.int64)
+    rows = np.empty((n, HSP_FIELDS), dtype=np.int64)
     origin = np.empty(n, dtype=np.int64)
     tree = alloc_tree(n, min_diag_separation)
     candidates = np.flatnonzero(extensions[:, GAPPED_FIELDS])
@@ -253,7 +257,7 @@ def extend_chunks_given(chunks, bounds, extensions, q_start, s_start, length, sc
     total = 0
     for k in range(chunks.size):
         total += bounds[chunks[k] + 1] - bounds[chunks[k]]
-    rows = np.empty((total, 8), dtype=np.int64)
+    rows = np.empty((total, HSP_FIELDS), dtype=np.int64)
     origin = np.empty(total, dtype=np.int64)
     counts = np.zeros(chunks.size, dtype=np.int64)
     at = 0
@@ -285,7 +289,7 @@ def _extend_hits_dp(extensions, q_start, s_start, length, score, seed_q, seed_s,
     no rows: the in-order pass takes those marked made and extends the others itself."""
     n = q_start.size
     ahead = extensions.shape[0] == n
-    rows = np.empty((n, 8), dtype=np.int64)
+    rows = np.empty((n, HSP_FIELDS), dtype=np.int64)
     origin = np.empty(n, dtype=np.int64)
     kept = 0
     tree = alloc_tree(n, min_diag_separation)
@@ -308,8 +312,10 @@ def _extend_hits_dp(extensions, q_start, s_start, length, score, seed_q, seed_s,
             res = prelim_dp_extend_in(band, query, packed, chunk_length, seed_q[i] - base,
                                       seed_s[i], ss, ln, score[i], matrix, gap_open,
                                       gap_extend, xdrop)
-            found[0], found[1], found[2], found[3] = res[0], res[1], res[2], res[3]
-            found[4], found[5], found[6] = res[4], res[5], res[6]
+            found[GAPPED_SCORE], found[GAPPED_Q_START], found[GAPPED_Q_END] = \
+                res[0], res[1], res[2]
+            found[GAPPED_S_START], found[GAPPED_S_END] = res[3], res[4]
+            found[GAPPED_Q_GAPPED_START], found[GAPPED_S_GAPPED_START] = res[5], res[6]
             band = res[7]
         kept, held = _keep(i, found, ctx, cutoffs, rows, origin, kept, tree, held)
     return rows[:kept], origin[:kept]
@@ -344,7 +350,7 @@ def extend_hits(hits_q_start, hits_s_start, hits_length, hits_score, batch, pack
                 chunk_length, stats, options, hits_seed_q=None, hits_seed_s=None,
                 hits_context=None, spread=None, extensions=None) -> tuple:
     """prelim_gapped's extensions, without the purge: (rows, origin), the kept gapped HSPs
-    as int64 rows [k, 8] (hsp_rows) in the order found, and the index of the hit each came
+    as int64 rows (hsp_rows) in the order found, and the index of the hit each came
     from. A hit is only ever tested against HSPs of its own context, so the hits of any
     set of contexts, extended apart, give the same rows as extended with the others.
     hits_context: the hits' contexts (hit_contexts), when the caller has them already.
@@ -353,7 +359,7 @@ def extend_hits(hits_q_start, hits_s_start, hits_length, hits_score, batch, pack
     extensions made ahead (InitialHits.extensions)."""
     n = int(np.asarray(hits_score).size)
     if n == 0:
-        return np.zeros((0, 8), dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return np.zeros((0, HSP_FIELDS), dtype=np.int64), np.zeros(0, dtype=np.int64)
     q_start = np.ascontiguousarray(hits_q_start, dtype=np.int64)
     offsets = np.ascontiguousarray(batch.context_offset, dtype=np.int64)
     context = hit_contexts(q_start, batch) if hits_context is None else \

@@ -18,7 +18,7 @@ its tie choices:
 Coordinates passed in are absolute indices into the arrays given: the query is the batch's
 concatenated blastna sequence and the subject a chunk (packed) or the whole subject (blastna).
 
-Edit scripts are runs of (op, length) with the ``gblastn.hsp`` OP_* codes:
+Edit scripts are runs of (op, length) with the ``gblastn.layouts`` OP_* codes:
 OP_SUB aligned pair, OP_DEL gap in the query, OP_INS gap in the subject.
 """
 
@@ -27,15 +27,12 @@ import math
 import numpy as np
 
 from .arrays import grown
+from .layouts import INVALID_OFFSET, OP_DEL, OP_INS, OP_SUB, RUN_COUNT_SHIFT, RUN_OP_MASK
 from .numba_start import njit
 from .wordrun import WORD_PAD, letter_run_backward, letter_run_forward, packed_run_backward, \
     packed_run_forward
 
-OP_SUB = 0
-OP_DEL = 1
-OP_INS = 2
 
-INVALID_OFFSET = -2          # "this diagonal cannot reach this distance"
 INVALID_DIAG = 100000000     # bounds of an empty range of diagonals
 GREEDY_MAX_COST = 1000       # first search memory, in distances (BLAST's GREEDY_MAX_COST)
 OUTSIDE = 15                 # what the subject holds outside its ends (BLAST's sentinel byte)
@@ -641,13 +638,13 @@ def greedy_alignment_from_runs(query, q_base, subject, s_base, q_off, s_off, rew
                                n_left, half):
     """greedy_gapped_alignment's traceback (linear gap costs) from both directions' searches
     made elsewhere (greedy.cu's tail_search): their best distances, extents and walked-back
-    edit runs, as greedy_linear leaves them, packed (count << 2 | op); `runs` holds the right
-    direction's n_right from 0 and the left's n_left from `half`. Returns score, q_start,
+    edit runs, as greedy_linear leaves them, packed (count << RUN_COUNT_SHIFT | op); `runs`
+    holds the right direction's n_right from 0 and the left's n_left from `half`. Returns score, q_start,
     q_end, s_start, s_end, ops, nums, n_ops (as greedy_gapped_alignment's)."""
-    fwd_ops = (runs[:n_right] & 3).astype(np.uint8)
-    fwd_nums = (runs[:n_right] >> 2).astype(np.int32)
-    rev_ops = (runs[half:half + n_left] & 3).astype(np.uint8)
-    rev_nums = (runs[half:half + n_left] >> 2).astype(np.int32)
+    fwd_ops = (runs[:n_right] & RUN_OP_MASK).astype(np.uint8)
+    fwd_nums = (runs[:n_right] >> RUN_COUNT_SHIFT).astype(np.int32)
+    rev_ops = (runs[half:half + n_left] & RUN_OP_MASK).astype(np.uint8)
+    rev_nums = (runs[half:half + n_left] >> RUN_COUNT_SHIFT).astype(np.int32)
     score = (q_ext_r + s_ext_r + q_ext_l + s_ext_l) * reward // 2 - \
         (dist_r + dist_l) * (reward - penalty)
     ops, nums, n_ops = _edit_script(query, q_base, q_off, q_ext_l, q_ext_r, subject, s_base,

@@ -15,10 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# Edit-script operations (traceback output): runs of one of these.
-OP_SUB = 0  # aligned pair (match or mismatch): one query letter, one subject letter
-OP_DEL = 1  # gap in the query: one subject letter against '-'   (BLAST eGapAlignDel)
-OP_INS = 2  # gap in the subject: one query letter against '-'   (BLAST eGapAlignIns)
+from .layouts import HSP_CONTEXT, HSP_FIELDS, HSP_Q_END, HSP_Q_GAPPED_START, HSP_Q_START, \
+    HSP_SCORE, HSP_S_END, HSP_S_GAPPED_START, HSP_S_START, OP_DEL, OP_SUB
 
 
 @dataclass
@@ -37,9 +35,9 @@ class Hsps:
     bitscore: np.ndarray = None  # float64, filled by stats
     # traceback only: edit script of HSP i is ops[op_start[i]:op_start[i+1]] with run lengths
     op_start: np.ndarray = None  # int64, len n+1
-    ops: np.ndarray = None       # uint8 (OP_*)
+    ops: np.ndarray = None       # uint8 (gblastn.layouts' OP_*)
     op_len: np.ndarray = None    # int32
-    counts: np.ndarray = None    # int64 [n, 4]: columns, identities, gaps, gap runs (output)
+    counts: np.ndarray = None    # int64 [n, 4] (output.tabular's COUNT_* columns)
     # preliminary only: the greedy traceback's searches made ahead (engine.tails_ahead), a row
     # per HSP in score order, their edit runs, and the HSPs' rows in that order
     # (hsp_rows(h)[score_order(h)])
@@ -118,6 +116,7 @@ class QueryResult:
 from .alphabet import AMBIGUOUS_MIN  # noqa: E402
 from .numba_start import njit  # noqa: E402
 
+# the Hsps fields of the rows' columns (gblastn.layouts' HSP_* order)
 _HSP_FIELDS = ("context", "q_start", "q_end", "s_start", "s_end", "score",
                "q_gapped_start", "s_gapped_start")
 
@@ -130,10 +129,10 @@ def score_order(hsps: Hsps) -> np.ndarray:
 
 
 def hsps_from_rows(rows, scripts=None) -> Hsps:
-    """Hsps from an int array [n, 8] in _HSP_FIELDS order and, optionally, one
+    """Hsps from an int array [n, HSP_FIELDS] (hsp_rows) and, optionally, one
     (ops, lengths) pair of arrays per HSP."""
-    rows = np.asarray(rows, dtype=np.int64).reshape(-1, 8)
-    out = Hsps(*(rows[:, i].astype(np.int32) for i in range(8)))
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1, HSP_FIELDS)
+    out = Hsps(*(rows[:, i].astype(np.int32) for i in range(HSP_FIELDS)))
     if scripts is not None:
         sizes = np.array([len(o) for o, _ in scripts], dtype=np.int64)
         out.op_start = np.zeros(len(scripts) + 1, dtype=np.int64)
@@ -146,9 +145,9 @@ def hsps_from_rows(rows, scripts=None) -> Hsps:
 
 
 def hsp_rows(hsps: Hsps) -> np.ndarray:
-    """The HSPs as an int64 array [n, 8] in _HSP_FIELDS order."""
+    """The HSPs as rows: an int64 array [n, HSP_FIELDS], the columns gblastn.layouts names."""
     return np.column_stack([getattr(hsps, f).astype(np.int64) for f in _HSP_FIELDS]) \
-        .reshape(-1, 8)
+        .reshape(-1, HSP_FIELDS)
 
 
 def rows_by_score(lists: list) -> np.ndarray:
@@ -156,14 +155,15 @@ def rows_by_score(lists: list) -> np.ndarray:
     calls for all of them, since a job has thousands of lists and numpy's fixed cost per
     call, paid for each list on its own, would hold its traceback searches back."""
     if not lists:
-        return np.zeros((0, 8), dtype=np.int64)
+        return np.zeros((0, HSP_FIELDS), dtype=np.int64)
     rows = np.column_stack([np.concatenate([getattr(h, f) for h in lists]).astype(np.int64)
-                            for f in _HSP_FIELDS]).reshape(-1, 8)
+                            for f in _HSP_FIELDS]).reshape(-1, HSP_FIELDS)
     owner = np.repeat(np.arange(len(lists)), [h.score.size for h in lists])
     if _in_score_order(rows, owner):
         return rows
     # score_order's keys, the list first: each list's rows stay together, in its own order
-    order = np.lexsort((-rows[:, 2], rows[:, 1], -rows[:, 4], rows[:, 3], -rows[:, 5], owner))
+    order = np.lexsort((-rows[:, HSP_Q_END], rows[:, HSP_Q_START], -rows[:, HSP_S_END],
+                        rows[:, HSP_S_START], -rows[:, HSP_SCORE], owner))
     return rows[order]
 
 
@@ -173,8 +173,9 @@ def _in_score_order(rows: np.ndarray, owner: np.ndarray) -> bool:
     and moves nothing, and this check costs less than the sort. Each key decides the pairs
     that the keys before it left tied."""
     pairs = np.arange(rows.shape[0] - 1)
-    for column, sign in ((owner, 1), (rows[:, 5], -1), (rows[:, 3], 1), (rows[:, 4], -1),
-                         (rows[:, 1], 1), (rows[:, 2], -1)):
+    for column, sign in ((owner, 1), (rows[:, HSP_SCORE], -1), (rows[:, HSP_S_START], 1),
+                         (rows[:, HSP_S_END], -1), (rows[:, HSP_Q_START], 1),
+                         (rows[:, HSP_Q_END], -1)):
         step = (column[pairs + 1] - column[pairs]) * sign
         if (step < 0).any():
             return False
@@ -345,16 +346,18 @@ def containment_keep(rows, min_diag_separation):
     used = 0
     for i in range(n):
         r = rows[i]
-        if tree_contains(tree, used, r[0], r[1], r[2], r[3], r[4], r[5], min_diag_separation):
+        if tree_contains(tree, used, r[HSP_CONTEXT], r[HSP_Q_START], r[HSP_Q_END],
+                         r[HSP_S_START], r[HSP_S_END], r[HSP_SCORE], min_diag_separation):
             continue
         keep[i] = True
-        used = tree_add(tree, used, r[0], r[1], r[2], r[3], r[4], r[5])
+        used = tree_add(tree, used, r[HSP_CONTEXT], r[HSP_Q_START], r[HSP_Q_END],
+                        r[HSP_S_START], r[HSP_S_END], r[HSP_SCORE])
     return keep
 
 
 @njit(cache=True, nogil=True)
 def score_order_rows(rows):
-    """score_order for rows [n, 8] (hsp_rows order), in compiled code: the index order."""
+    """score_order for rows [n, HSP_FIELDS] (hsp_rows), in compiled code: the index order."""
     order = np.arange(rows.shape[0])
     _stable_sort(order, order.size, rows, BY_SCORE)
     return order
@@ -364,9 +367,9 @@ def score_order_rows(rows):
 def ranked_order(rows, index, rank_of):
     """The order (positions within `index`) of the rows at `index` by rank_of (float64, one
     per row at `index`; equal values tie), then as score_order; stable."""
-    ranked = np.empty((index.size, 9), dtype=np.int64)
-    ranked[:, :8] = rows[index]
-    ranked[:, 8] = np.searchsorted(np.unique(rank_of), rank_of)
+    ranked = np.empty((index.size, RANK_COLUMN + 1), dtype=np.int64)
+    ranked[:, :HSP_FIELDS] = rows[index]
+    ranked[:, RANK_COLUMN] = np.searchsorted(np.unique(rank_of), rank_of)
     order = np.arange(index.size)
     _stable_sort(order, order.size, ranked, BY_RANK)
     return order
@@ -374,7 +377,7 @@ def ranked_order(rows, index, rank_of):
 
 @njit(cache=True, nogil=True)
 def take_rows(rows, op_start, ops, op_len, index):
-    """Hsps.take for rows [n, 8] and their edit scripts: the rows at `index`, in its
+    """Hsps.take for rows [n, HSP_FIELDS] and their edit scripts: the rows at `index`, in its
     order. Returns rows, op_start, ops, op_len."""
     out_start = np.zeros(index.size + 1, dtype=np.int64)
     for k in range(index.size):
@@ -382,7 +385,7 @@ def take_rows(rows, op_start, ops, op_len, index):
         out_start[k + 1] = out_start[k] + op_start[h + 1] - op_start[h]
     out_ops = np.empty(out_start[index.size], dtype=np.uint8)
     out_len = np.empty(out_start[index.size], dtype=np.int32)
-    out_rows = np.empty((index.size, 8), dtype=np.int64)
+    out_rows = np.empty((index.size, HSP_FIELDS), dtype=np.int64)
     for k in range(index.size):
         h = index[k]
         out_rows[k] = rows[h]
@@ -401,7 +404,8 @@ def take_rows(rows, op_start, ops, op_len, index):
 BY_START = 0   # context, q_start, s_start, then score, q_end, s_end descending
 BY_END = 1     # context, q_end, s_end, then score descending, q_start, s_start descending
 BY_SCORE = 2   # score descending, s_start, s_end descending, q_start, q_end descending
-BY_RANK = 3    # column 8 (a rank the caller puts there), then as BY_SCORE
+BY_RANK = 3    # RANK_COLUMN (a rank the caller puts there), then as BY_SCORE
+RANK_COLUMN = HSP_FIELDS  # after a row's own columns
 
 
 @njit(cache=True, nogil=True)
@@ -410,17 +414,23 @@ def _key_before(rows, a, b, order):
     ra = rows[a]
     rb = rows[b]
     if order == BY_END:
-        ka = (ra[0], ra[2], ra[4], -ra[5], -ra[1], -ra[3])
-        kb = (rb[0], rb[2], rb[4], -rb[5], -rb[1], -rb[3])
+        ka = (ra[HSP_CONTEXT], ra[HSP_Q_END], ra[HSP_S_END], -ra[HSP_SCORE], -ra[HSP_Q_START],
+              -ra[HSP_S_START])
+        kb = (rb[HSP_CONTEXT], rb[HSP_Q_END], rb[HSP_S_END], -rb[HSP_SCORE], -rb[HSP_Q_START],
+              -rb[HSP_S_START])
     elif order == BY_START:
-        ka = (ra[0], ra[1], ra[3], -ra[5], -ra[2], -ra[4])
-        kb = (rb[0], rb[1], rb[3], -rb[5], -rb[2], -rb[4])
+        ka = (ra[HSP_CONTEXT], ra[HSP_Q_START], ra[HSP_S_START], -ra[HSP_SCORE], -ra[HSP_Q_END],
+              -ra[HSP_S_END])
+        kb = (rb[HSP_CONTEXT], rb[HSP_Q_START], rb[HSP_S_START], -rb[HSP_SCORE], -rb[HSP_Q_END],
+              -rb[HSP_S_END])
     elif order == BY_SCORE:
-        ka = (-ra[5], ra[3], -ra[4], ra[1], -ra[2], 0)
-        kb = (-rb[5], rb[3], -rb[4], rb[1], -rb[2], 0)
+        ka = (-ra[HSP_SCORE], ra[HSP_S_START], -ra[HSP_S_END], ra[HSP_Q_START], -ra[HSP_Q_END], 0)
+        kb = (-rb[HSP_SCORE], rb[HSP_S_START], -rb[HSP_S_END], rb[HSP_Q_START], -rb[HSP_Q_END], 0)
     else:
-        ka = (ra[8], -ra[5], ra[3], -ra[4], ra[1], -ra[2])
-        kb = (rb[8], -rb[5], rb[3], -rb[4], rb[1], -rb[2])
+        ka = (ra[RANK_COLUMN], -ra[HSP_SCORE], ra[HSP_S_START], -ra[HSP_S_END], ra[HSP_Q_START],
+              -ra[HSP_Q_END])
+        kb = (rb[RANK_COLUMN], -rb[HSP_SCORE], rb[HSP_S_START], -rb[HSP_S_END], rb[HSP_Q_START],
+              -rb[HSP_Q_END])
     return ka < kb
 
 
@@ -459,7 +469,7 @@ def _stable_sort(order, count, rows, key):
 
 @njit(cache=True, nogil=True)
 def purge_rows(rows_in, op_start, ops, op_len, purge):
-    """Blast_HSPListPurgeHSPsWithCommonEndpoints on rows [n, 8] (hsp_rows order) and their
+    """Blast_HSPListPurgeHSPsWithCommonEndpoints on rows [n, HSP_FIELDS] (hsp_rows) and their
     edit scripts. Returns (rows, op_start, ops, op_len, count): the kept HSPs first (count
     of them), then the trimmed ones (purge False) in BLAST's order."""
     n = rows_in.shape[0]
@@ -478,20 +488,22 @@ def purge_rows(rows_in, op_start, ops, op_len, purge):
             while i + 1 < count and order[i] >= 0 and order[i + 1] >= 0:
                 w = order[i]
                 loser = order[i + 1]
-                same = rows[w, 0] == rows[loser, 0] and (
-                    (rows[w, 2] == rows[loser, 2] and rows[w, 4] == rows[loser, 4]) if at_end
-                    else (rows[w, 1] == rows[loser, 1] and rows[w, 3] == rows[loser, 3]))
+                same = rows[w, HSP_CONTEXT] == rows[loser, HSP_CONTEXT] and (
+                    (rows[w, HSP_Q_END] == rows[loser, HSP_Q_END] and
+                     rows[w, HSP_S_END] == rows[loser, HSP_S_END]) if at_end
+                    else (rows[w, HSP_Q_START] == rows[loser, HSP_Q_START] and
+                          rows[w, HSP_S_START] == rows[loser, HSP_S_START]))
                 if not same:
                     break
                 count -= 1
                 trimmed = False
-                if not purge and not at_end and rows[loser, 2] > rows[w, 2]:
+                if not purge and not at_end and rows[loser, HSP_Q_END] > rows[w, HSP_Q_END]:
                     _cut(rows, loser, ops, op_len, first_run, last_run, first_len, last_len,
-                         rows[w, 2], rows[w, 4], True)
+                         rows[w, HSP_Q_END], rows[w, HSP_S_END], True)
                     trimmed = True
-                elif not purge and at_end and rows[loser, 1] < rows[w, 1]:
+                elif not purge and at_end and rows[loser, HSP_Q_START] < rows[w, HSP_Q_START]:
                     _cut(rows, loser, ops, op_len, first_run, last_run, first_len, last_len,
-                         rows[w, 1], rows[w, 3], False)
+                         rows[w, HSP_Q_START], rows[w, HSP_S_START], False)
                     trimmed = True
                 # the loser (trimmed, or -1 when deleted) moves behind the kept ones
                 for k in range(i + 1, count):
@@ -502,7 +514,7 @@ def purge_rows(rows_in, op_start, ops, op_len, purge):
     for k in range(n):
         if order[k] >= 0:
             kept += 1
-    out_rows = np.empty((kept, 8), dtype=np.int64)
+    out_rows = np.empty((kept, HSP_FIELDS), dtype=np.int64)
     out_start = np.zeros(kept + 1, dtype=np.int64)
     total = 0
     m = 0
@@ -545,12 +557,12 @@ def _cut(rows, h, ops, op_len, first_run, last_run, first_len, last_len, q_cut, 
     if last_len[h] >= 0:
         lens[lens.size - 1] = last_len[h]
     q0, q1, s0, s1, new_ops, new_lens = cut_off_gap_edit_script(
-        ops[lo:hi], lens, rows[h, 1], rows[h, 2], rows[h, 3], rows[h, 4], q_cut, s_cut,
-        cut_begin)
-    rows[h, 1] = q0
-    rows[h, 2] = q1
-    rows[h, 3] = s0
-    rows[h, 4] = s1
+        ops[lo:hi], lens, rows[h, HSP_Q_START], rows[h, HSP_Q_END], rows[h, HSP_S_START],
+        rows[h, HSP_S_END], q_cut, s_cut, cut_begin)
+    rows[h, HSP_Q_START] = q0
+    rows[h, HSP_Q_END] = q1
+    rows[h, HSP_S_START] = s0
+    rows[h, HSP_S_END] = s1
     # the new script is a run window of the old one: find where it starts
     start = lo + (lens.size - new_lens.size) if cut_begin else lo
     first_run[h] = start
@@ -661,12 +673,12 @@ def reevaluate_with_ambiguities(query, q_base, q_length, subject, q_start, s_sta
     for index in range(size):
         op_index = 0
         while op_index < nums[index]:
-            if ops[index] == 0:
+            if ops[index] == OP_SUB:
                 total += factor * matrix[query[q_base + qp] & 15, subject[sp]]
                 qp += 1
                 sp += 1
                 op_index += 1
-            elif ops[index] == 1:
+            elif ops[index] == OP_DEL:
                 total -= g_open + g_extend * nums[index]
                 sp += nums[index]
                 op_index += nums[index]
@@ -751,13 +763,13 @@ def count_identities(query, q_base, subject, q_start, s_start, ops, nums):
     sp = s_start
     for i in range(ops.size):
         length += nums[i]
-        if ops[i] == 0:
+        if ops[i] == OP_SUB:
             for _ in range(nums[i]):
                 if query[qp] == subject[sp]:
                     ident += 1
                 qp += 1
                 sp += 1
-        elif ops[i] == 1:
+        elif ops[i] == OP_DEL:
             sp += nums[i]
         else:
             qp += nums[i]
@@ -765,7 +777,7 @@ def count_identities(query, q_base, subject, q_start, s_start, ops, nums):
 
 
 # ----------------------------------------------------------------------------------------------
-# a subject's preliminary HSPs, chunk by chunk, as rows [n, 8] (hsp_rows order): each chunk's
+# a subject's preliminary HSPs, chunk by chunk, as rows [n, HSP_FIELDS] (hsp_rows): each chunk's
 # purge, sort and merge in compiled code, since the prelim threads do it for every chunk, and
 # Python would hold the GIL for each
 
@@ -781,9 +793,9 @@ def chunk_rows(rows, offset):
                                   True)
     out = kept[score_order_rows(kept)]
     for i in range(out.shape[0]):
-        out[i, 3] += offset
-        out[i, 4] += offset
-        out[i, 7] += offset
+        out[i, HSP_S_START] += offset
+        out[i, HSP_S_END] += offset
+        out[i, HSP_S_GAPPED_START] += offset
     return out
 
 
@@ -801,13 +813,14 @@ def merge_chunk_rows(combined, new, split, overlap, diag_close):
     keep_new = np.ones(new.shape[0], dtype=np.bool_)
     changed = np.zeros(combined.shape[0], dtype=np.bool_)
     for i in range(combined.shape[0]):
-        if combined[i, 4] <= split:
+        if combined[i, HSP_S_END] <= split:
             continue
         for j in range(new.shape[0]):
-            if new[j, 3] >= split + overlap or not keep_new[j] or combined[i, 0] != new[j, 0]:
+            if new[j, HSP_S_START] >= split + overlap or not keep_new[j] or \
+                    combined[i, HSP_CONTEXT] != new[j, HSP_CONTEXT]:
                 continue
-            end_diag = combined[i, 2] - combined[i, 4]
-            start_diag = new[j, 1] - new[j, 3]
+            end_diag = combined[i, HSP_Q_END] - combined[i, HSP_S_END]
+            start_diag = new[j, HSP_Q_START] - new[j, HSP_S_START]
             if abs(end_diag - start_diag) < diag_close and _merge_two_rows(combined, i, new, j):
                 keep_new[j] = False
                 changed[i] = True
@@ -857,20 +870,23 @@ def _merge_by_key(rows, first, second):
 def _merge_two_rows(a, i, b, j):
     """s_BlastMergeTwoHSPs with allow_gap false: rows on the same diagonal, one reaching
     into the other, become one (a's row i)."""
-    if (a[i, 3] - b[j, 3]) - (a[i, 1] - b[j, 1]) != 0:
+    if (a[i, HSP_S_START] - b[j, HSP_S_START]) - (a[i, HSP_Q_START] - b[j, HSP_Q_START]) != 0:
         return False
-    start_inside = a[i, 1] <= b[j, 1] <= a[i, 2] and a[i, 3] <= b[j, 3] <= a[i, 4]
-    end_inside = a[i, 1] <= b[j, 2] <= a[i, 2] and a[i, 3] <= b[j, 4] <= a[i, 4]
+    start_inside = a[i, HSP_Q_START] <= b[j, HSP_Q_START] <= a[i, HSP_Q_END] and \
+        a[i, HSP_S_START] <= b[j, HSP_S_START] <= a[i, HSP_S_END]
+    end_inside = a[i, HSP_Q_START] <= b[j, HSP_Q_END] <= a[i, HSP_Q_END] and \
+        a[i, HSP_S_START] <= b[j, HSP_S_END] <= a[i, HSP_S_END]
     if not (start_inside or end_inside):
         return False
-    density = (a[i, 5] + b[j, 5]) / ((a[i, 2] - a[i, 1]) + (b[j, 2] - b[j, 1]))
-    a[i, 1] = min(a[i, 1], b[j, 1])
-    a[i, 3] = min(a[i, 3], b[j, 3])
-    a[i, 2] = max(a[i, 2], b[j, 2])
-    a[i, 4] = max(a[i, 4], b[j, 4])
-    if b[j, 5] > a[i, 5]:
-        a[i, 6] = b[j, 6]
-        a[i, 7] = b[j, 7]
-        a[i, 5] = b[j, 5]
-    a[i, 5] = max(int(density * (a[i, 2] - a[i, 1])), a[i, 5])
+    density = (a[i, HSP_SCORE] + b[j, HSP_SCORE]) / \
+        ((a[i, HSP_Q_END] - a[i, HSP_Q_START]) + (b[j, HSP_Q_END] - b[j, HSP_Q_START]))
+    a[i, HSP_Q_START] = min(a[i, HSP_Q_START], b[j, HSP_Q_START])
+    a[i, HSP_S_START] = min(a[i, HSP_S_START], b[j, HSP_S_START])
+    a[i, HSP_Q_END] = max(a[i, HSP_Q_END], b[j, HSP_Q_END])
+    a[i, HSP_S_END] = max(a[i, HSP_S_END], b[j, HSP_S_END])
+    if b[j, HSP_SCORE] > a[i, HSP_SCORE]:
+        a[i, HSP_Q_GAPPED_START] = b[j, HSP_Q_GAPPED_START]
+        a[i, HSP_S_GAPPED_START] = b[j, HSP_S_GAPPED_START]
+        a[i, HSP_SCORE] = b[j, HSP_SCORE]
+    a[i, HSP_SCORE] = max(int(density * (a[i, HSP_Q_END] - a[i, HSP_Q_START])), a[i, HSP_SCORE])
     return True

@@ -11,16 +11,16 @@ A *word* is ``width`` (w) bases packed two bits per base, first base most signif
 
 Layouts (the GPU kernels read the same arrays):
 
-* **small** (``kind == SMALL``): ``backbone`` int16[4^w]: -1 empty; >= 0 the one query offset
-  of that word; < -1 the negated start of a run in ``overflow`` int16[]. A run lists the
+* **small** (``kind == TABLE_SMALL``): ``backbone`` int16[4^w]: -1 empty; >= 0 the one query
+  offset of that word; < -1 the negated start of a run in ``overflow`` int16[]. A run lists the
   offsets in increasing order and ends with -1. Runs start at index 2, so pointers are <= -2.
-* **megablast** (``kind == MEGABLAST``): ``hashtable`` int32[4^w] holds the offset of the
-  *last* inserted position of the word (0 = empty; BLAST stores q_off + 1, which is our offset);
+* **megablast** (``kind == TABLE_MEGABLAST``): ``hashtable`` int32[4^w] holds the offset of
+  the *last* inserted position of the word (0 = empty; BLAST stores q_off + 1, which is our offset);
   ``next_pos`` int32[len(sequence)] chains to the previous position of the same word (0 ends).
   Walking ``q = hashtable[i]; while q: use(q); q = next_pos[q]`` gives decreasing offsets.
   ``pv`` uint32[] is BLAST's presence vector: the word ``i`` may have hits only if
   ``pv[i >> pv_bts] & (1 << (i & 31))``; one bit may stand for several words (§3.6).
-* **standard** (``kind == STANDARD``): CSR. The offsets of word ``i`` are
+* **standard** (``kind == TABLE_STANDARD``): CSR. The offsets of word ``i`` are
   ``offsets[cell_start[i]:cell_start[i + 1]]`` in increasing order; ``pv`` with ``pv_bts`` = 5
   (one bit per word).
 
@@ -35,12 +35,12 @@ from functools import cached_property
 
 import numpy as np
 
+from .layouts import TABLE_MEGABLAST, TABLE_SMALL, TABLE_STANDARD
 from .numba_start import njit
 from .options import SearchOptions
 from .query import QueryBatch
 from .tasks import INLINE, spread_map
 
-SMALL, STANDARD, MEGABLAST = 0, 1, 2
 
 SMALL_OFFSET_LIMIT = 32768     # small-table offsets and overflow indices are Int2
 PV_TARGET_BYTES = 131072       # kTargetPVSize
@@ -103,28 +103,29 @@ def estimate_entries(segments: np.ndarray) -> tuple:
 def choose_table(word_size: int, entries: int, max_q_off: int) -> tuple:
     """BlastChooseNaLookupTable (contiguous words): (kind, width)."""
     e, w = entries, word_size
+    small, mega = TABLE_SMALL, TABLE_MEGABLAST
     if w <= 6:
-        kind, width = SMALL, w
+        kind, width = small, w
     elif w == 7:
-        kind, width = SMALL, (6 if e < 250 else 7)
+        kind, width = small, (6 if e < 250 else 7)
     elif w == 8:
-        kind, width = SMALL, (7 if e < 8500 else 8)
+        kind, width = small, (7 if e < 8500 else 8)
     elif w == 9:
-        kind, width = (SMALL, 7) if e < 1250 else (SMALL, 8) if e < 21000 else (MEGABLAST, 9)
+        kind, width = (small, 7) if e < 1250 else (small, 8) if e < 21000 else (mega, 9)
     elif w == 10:
-        kind, width = ((SMALL, 7) if e < 1250 else (SMALL, 8) if e < 8500
-                       else (MEGABLAST, 9) if e < 18000 else (MEGABLAST, 10))
+        kind, width = ((small, 7) if e < 1250 else (small, 8) if e < 8500
+                       else (mega, 9) if e < 18000 else (mega, 10))
     elif w == 11:
-        kind, width = (SMALL, 8) if e < 12000 else (MEGABLAST, 10) if e < 180000 else (MEGABLAST, 11)
+        kind, width = (small, 8) if e < 12000 else (mega, 10) if e < 180000 else (mega, 11)
     elif w == 12:
-        kind, width = ((SMALL, 8) if e < 8500 else (MEGABLAST, 9) if e < 18000
-                       else (MEGABLAST, 10) if e < 60000 else (MEGABLAST, 11) if e < 900000
-                       else (MEGABLAST, 12))
+        kind, width = ((small, 8) if e < 8500 else (mega, 9) if e < 18000
+                       else (mega, 10) if e < 60000 else (mega, 11) if e < 900000
+                       else (mega, 12))
     else:
-        kind, width = (SMALL, 8) if e < 8500 else (MEGABLAST, 11) if e < 300000 else (MEGABLAST, 12)
+        kind, width = (small, 8) if e < 8500 else (mega, 11) if e < 300000 else (mega, 12)
     # the small table keeps offsets in 15 bits
-    if kind == SMALL and (e >= 32767 or max_q_off >= SMALL_OFFSET_LIMIT):
-        kind = STANDARD
+    if kind == TABLE_SMALL and (e >= 32767 or max_q_off >= SMALL_OFFSET_LIMIT):
+        kind = TABLE_STANDARD
     return kind, width
 
 
@@ -351,27 +352,27 @@ def build_lookup(batch: QueryBatch, options: SearchOptions, pool=INLINE) -> Look
     entries, max_q_off = estimate_entries(segments)
     kind, width = choose_table(word_size, entries, max_q_off)
     size = 1 << (2 * width)
-    if kind != MEGABLAST:
+    if kind != TABLE_MEGABLAST:
         index, offset = _list_words(sequence, segments, word_size, width)
     empty16 = np.zeros(0, dtype=np.int16)
     empty32 = np.zeros(0, dtype=np.int32)
     backbone, overflow, hashtable, next_pos = empty16, empty16, empty32, empty32
     cell_start, offsets, pv, pv_bts = empty32, empty32, np.zeros(0, dtype=np.uint32), 5
     longest = 0
-    if kind == SMALL:
+    if kind == TABLE_SMALL:
         backbone, overflow, needed, longest = _build_small(index, offset, size)
         if needed >= 32768:
-            kind, backbone, overflow = STANDARD, empty16, empty16
-    if kind == MEGABLAST:
+            kind, backbone, overflow = TABLE_STANDARD, empty16, empty16
+    if kind == TABLE_MEGABLAST:
         hashtable, next_pos, pv, pv_bts = _build_megablast(sequence, segments, word_size,
                                                            width, entries, pool)
         longest = 0
-    elif kind == STANDARD:
+    elif kind == TABLE_STANDARD:
         cell_start, offsets, pv, longest = _build_standard(index, offset, size)
     # BLAST's masked_locations: always for the small table when W > w, for the others only
     # with mask-at-hash (soft masking); it exists whenever there is any lookup segment
     has_segments = len(segments) > 0
-    if kind == SMALL:
+    if kind == TABLE_SMALL:
         check = word_size > width and has_segments
     else:
         check = word_size > width and has_segments and bool(options.soft_masking)
@@ -384,7 +385,7 @@ def build_lookup(batch: QueryBatch, options: SearchOptions, pool=INLINE) -> Look
 
 def words_of(table: LookupTable, word: int) -> np.ndarray:
     """Query offsets of one table word, in the order BLAST's scanner emits them."""
-    if table.kind == SMALL:
+    if table.kind == TABLE_SMALL:
         v = int(table.backbone[word])
         if v == -1:
             return np.zeros(0, dtype=np.int32)
@@ -395,7 +396,7 @@ def words_of(table: LookupTable, word: int) -> np.ndarray:
             out.append(int(table.overflow[k]))
             k += 1
         return np.array(out, dtype=np.int32)
-    if table.kind == MEGABLAST:
+    if table.kind == TABLE_MEGABLAST:
         out, q = [], int(table.hashtable[word])
         while q:
             out.append(q)

@@ -34,8 +34,11 @@ from .hsp import Hsps, alloc_tree, count_identities, \
     containment_keep, hsp_rows, hsps_from_rows, purge_rows, ranked_order, \
     reevaluate_with_ambiguities, score_order, score_order_rows, take_rows, tree_add, \
     tree_contains
+from .layouts import HSP_CONTEXT, HSP_FIELDS, HSP_Q_END, HSP_Q_GAPPED_START, HSP_Q_START, \
+    HSP_SCORE, HSP_S_END, HSP_S_GAPPED_START, HSP_S_START, SCRIPT_RUNS, TAIL_DISTANCES, \
+    TAIL_EXTENTS, TAIL_FIELDS, TAIL_READ, TAIL_RUNS, TAIL_START
 from .numba_start import njit
-from .output.tabular import counts_of_all
+from .output.tabular import COUNT_FIELDS, counts_of_all
 from .stats import EVALUE_EQUAL_BELOW, evalue_and_bits
 
 SPAN_MARGIN = 64  # letters read beyond an alignment's window: words and edit-script tidying
@@ -119,7 +122,7 @@ def _split_by_task(task_start, rows, op_start, ops, op_len, evalue, bitscore, co
     tasks at once is (the tasks' own op_start, counted from their first
     run, laid end to end, a task's n + 1 entries after the previous task's), and each task
     then takes slices only."""
-    columns = np.ascontiguousarray(rows[:, :8].T, dtype=np.int32)
+    columns = np.ascontiguousarray(rows[:, :HSP_FIELDS].T, dtype=np.int32)
     sizes = np.diff(task_start)
     entry_task = np.repeat(np.arange(sizes.size), sizes + 1)
     entry = np.arange(entry_task.size) - entry_task  # each task's rows, and its end
@@ -174,13 +177,13 @@ def _trace_group(task_subject, task_query, task_rows, rows, task_ahead, ahead, a
     tasks = task_subject.size
     total = task_rows[tasks]
     task_start = np.zeros(tasks + 1, dtype=np.int64)
-    out_rows = np.empty((total, 8), dtype=np.int64)
+    out_rows = np.empty((total, HSP_FIELDS), dtype=np.int64)
     op_start = np.zeros(total + 1, dtype=np.int64)
     ops = np.empty(1024, dtype=np.uint8)
     op_len = np.empty(1024, dtype=np.int32)
     evalue = np.empty(total, dtype=np.float64)
     bitscore = np.empty(total, dtype=np.float64)
-    counts = np.empty((total, 4), dtype=np.int64)
+    counts = np.empty((total, COUNT_FIELDS), dtype=np.int64)
     redone = 0
     k = 0
     for i in range(tasks):
@@ -251,15 +254,15 @@ def letter_spans(rows, ahead, context_length, subject_length, fetch_margin, ever
     made_ahead = ahead.shape[0] == n
     for i in range(n):
         if every_read:
-            reach = context_length[rows[i, 0]] + MAX_TOTAL_GAPS + SPAN_MARGIN
-            starts[i] = rows[i, 3] - reach
-            ends[i] = rows[i, 4] + reach
+            reach = context_length[rows[i, HSP_CONTEXT]] + MAX_TOTAL_GAPS + SPAN_MARGIN
+            starts[i] = rows[i, HSP_S_START] - reach
+            ends[i] = rows[i, HSP_S_END] + reach
         elif made_ahead and ahead[i, TAIL_FIELDS] != 0:
-            starts[i] = min(rows[i, 3], ahead[i, AHEAD_READ]) - SPAN_MARGIN
-            ends[i] = max(rows[i, 4], ahead[i, AHEAD_READ + 1]) + SPAN_MARGIN
+            starts[i] = min(rows[i, HSP_S_START], ahead[i, TAIL_READ]) - SPAN_MARGIN
+            ends[i] = max(rows[i, HSP_S_END], ahead[i, TAIL_READ + 1]) + SPAN_MARGIN
         else:
-            starts[i] = rows[i, 3] - fetch_margin
-            ends[i] = rows[i, 4] + fetch_margin
+            starts[i] = rows[i, HSP_S_START] - fetch_margin
+            ends[i] = rows[i, HSP_S_END] + fetch_margin
     return _merged(starts, ends, subject_length)
 
 
@@ -308,7 +311,7 @@ def _ahead_and_runs(ahead, ahead_runs) -> tuple:
         ahead = NOTHING_AHEAD
     if ahead_runs is None:  # searches without their edit runs: the CPU searches again
         ahead = ahead.copy()
-        ahead[:, AHEAD_RUNS:AHEAD_RUNS + 2] = -1
+        ahead[:, TAIL_RUNS:TAIL_RUNS + 2] = -1
         ahead_runs = np.zeros((ahead.shape[0], 2 * SCRIPT_RUNS), dtype=np.uint32)
     return np.ascontiguousarray(ahead, dtype=np.int64), \
         np.ascontiguousarray(ahead_runs, dtype=np.uint32)
@@ -370,8 +373,8 @@ def _traceback_final_rows(rows, context_offset, context_length, query, unmasked,
     evalue = np.empty(n, dtype=np.float64)
     bitscore = np.empty(n, dtype=np.float64)
     for i in range(n):
-        evalue[i], bitscore[i] = evalue_and_bits(rows[i, 5], rows[i, 0], lambdas, log_ks,
-                                                  searchsp, round_down)
+        evalue[i], bitscore[i] = evalue_and_bits(rows[i, HSP_SCORE], rows[i, HSP_CONTEXT],
+                                                  lambdas, log_ks, searchsp, round_down)
     index = np.flatnonzero(evalue <= evalue_max)
     if max_hsps > 0:
         # Blast_TrimHSPListByMaxHsps cuts the list in traceback (score) order; the E-value
@@ -385,12 +388,13 @@ def _traceback_final_rows(rows, context_offset, context_length, query, unmasked,
         covered = np.empty(index.size, dtype=np.bool_)
         for k in range(index.size):
             r = rows[index[k]]
-            covered[k] = 100.0 * (r[2] - r[1]) / np.float64(context_length[r[0]]) >= qcov_percent
+            covered[k] = 100.0 * (r[HSP_Q_END] - r[HSP_Q_START]) / \
+                np.float64(context_length[r[HSP_CONTEXT]]) >= qcov_percent
         index = index[covered]
     rows, op_start, ops, op_len = take_rows(rows, op_start, ops, op_len, index)
-    counts = counts_of_all(query_codes, rows[:, 0].copy(), rows[:, 1].copy(),
-                           rows[:, 2].copy(), rows[:, 3].copy(), subject, op_start, ops,
-                           op_len, complement)
+    counts = counts_of_all(query_codes, rows[:, HSP_CONTEXT].copy(), rows[:, HSP_Q_START].copy(),
+                           rows[:, HSP_Q_END].copy(), rows[:, HSP_S_START].copy(), subject,
+                           op_start, ops, op_len, complement)
     return complete, rows, op_start, ops, op_len, evalue[index], bitscore[index], counts
 
 
@@ -399,7 +403,7 @@ def _traceback_rows(rows, context_offset, context_length, query, unmasked, subje
                     dp_traceback, xdrop, reward, penalty, gap_open, gap_extend, min_diag,
                     perc_identity, cutoffs, spans, ahead, ahead_runs):
     """The whole of traceback_subject in one compiled call (no Python between the steps, so
-    the traceback threads hardly need the GIL). rows: int64 [n, 8] (hsp_rows), in score
+    the traceback threads hardly need the GIL). rows: int64 [n, HSP_FIELDS] (hsp_rows), in score
     order; the subject's letters are true in `spans` only; `ahead` as traceback_final's
     (no rows: none), with ahead_runs its edit runs. Returns complete (no alignment
     read outside the spans), then the final rows and their edit scripts: rows, op_start,
@@ -435,15 +439,6 @@ def _traceback_rows(rows, context_offset, context_length, query, unmasked, subje
 
 # blastna subjects are compared with the query's letters, not its packed words
 NO_WORDS = (np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.uint8))
-# a search made ahead (greedy.cu's tail_search): start point, best distances right and left,
-# letters read, extents right (query, subject) and left, edit runs right and left (-1: none);
-# the columns where each pair starts
-TAIL_FIELDS = 12
-AHEAD_DISTANCES = 2
-AHEAD_READ = 4
-AHEAD_EXTENTS = 6
-AHEAD_RUNS = 10
-SCRIPT_RUNS = 64  # edit runs per direction of a search made ahead (a run ends at a gap)
 NOTHING_AHEAD = np.zeros((0, TAIL_FIELDS + 1), dtype=np.int64)
 
 
@@ -461,13 +456,14 @@ def _greedy_traceback_rows(rows_in, context_offset, context_length, query, subje
     """Containment test, start point (BlastGetStartForGappedAlignmentNucl, or
     BlastGetOffsetsForGappedAlignment without one), then BLAST_GreedyGappedAlignment with
     traceback in the subject window of AdjustSubjectRange, for each HSP in order. rows_in:
-    int64 [n, 8] (hsp_rows). Returns complete (every alignment read only letters inside
-    `spans`; if not, the loop stops), the traced rows [k, 8] (whole-subject coordinates) and
-    their edit scripts: op_start [k + 1], ops, op_len. A search made ahead (`ahead`, a row
-    per HSP) from the same start point gives the distances where the aligner stops and the
-    letters the whole search read, or, with its edit runs, the alignment itself."""
+    int64 [n, HSP_FIELDS] (hsp_rows). Returns complete (every alignment read only letters
+    inside `spans`; if not, the loop stops), the traced rows [k, HSP_FIELDS] (whole-subject
+    coordinates) and their edit scripts: op_start [k + 1], ops, op_len. A search made ahead
+    (`ahead`, a row per HSP) from the same start point gives the distances where the aligner
+    stops and the letters the whole search read, or, with its edit runs, the alignment
+    itself."""
     n = rows_in.shape[0]
-    rows = np.empty((n, 8), dtype=np.int64)
+    rows = np.empty((n, HSP_FIELDS), dtype=np.int64)
     op_start = np.zeros(n + 1, dtype=np.int64)
     ops = np.empty(256, dtype=np.uint8)
     op_len = np.empty(256, dtype=np.int32)
@@ -475,14 +471,14 @@ def _greedy_traceback_rows(rows_in, context_offset, context_length, query, subje
     held = 0
     kept = 0
     for i in range(n):
-        ctx = rows_in[i, 0]
-        qs = rows_in[i, 1]
-        qe = rows_in[i, 2]
-        ss = rows_in[i, 3]
-        se = rows_in[i, 4]
-        qg = rows_in[i, 6]
-        sg = rows_in[i, 7]
-        if tree_contains(tree, held, ctx, qs, qe, ss, se, rows_in[i, 5], min_diag):
+        ctx = rows_in[i, HSP_CONTEXT]
+        qs = rows_in[i, HSP_Q_START]
+        qe = rows_in[i, HSP_Q_END]
+        ss = rows_in[i, HSP_S_START]
+        se = rows_in[i, HSP_S_END]
+        qg = rows_in[i, HSP_Q_GAPPED_START]
+        sg = rows_in[i, HSP_S_GAPPED_START]
+        if tree_contains(tree, held, ctx, qs, qe, ss, se, rows_in[i, HSP_SCORE], min_diag):
             continue
         q_base = context_offset[ctx]
         q_length = context_length[ctx]
@@ -494,25 +490,25 @@ def _greedy_traceback_rows(rows_in, context_offset, context_length, query, subje
         else:
             qg, sg = gapped_start_nucl(letters, subject, qs, qe, ss, se, qg, sg)
         shift, s_in_window, window = adjust_subject_range(sg, subject.size, qg, q_length)
-        known = ahead.shape[0] == n and ahead[i, TAIL_FIELDS] != 0 and ahead[i, 0] == qg and \
-            ahead[i, 1] == sg
-        if known and ahead[i, AHEAD_RUNS] >= 0:
-            read_start = ahead[i, AHEAD_READ]
-            read_end = ahead[i, AHEAD_READ + 1]
-            e = AHEAD_EXTENTS
+        known = ahead.shape[0] == n and ahead[i, TAIL_FIELDS] != 0 and \
+            ahead[i, TAIL_START] == qg and ahead[i, TAIL_START + 1] == sg
+        if known and ahead[i, TAIL_RUNS] >= 0:
+            read_start = ahead[i, TAIL_READ]
+            read_end = ahead[i, TAIL_READ + 1]
+            e = TAIL_EXTENTS
             score, q0, q1, s0, s1, script, lens, n_ops = greedy_alignment_from_runs(
                 query, q_base, subject, shift, qg, s_in_window, reward, penalty,
-                ahead[i, AHEAD_DISTANCES], ahead[i, AHEAD_DISTANCES + 1], ahead[i, e],
+                ahead[i, TAIL_DISTANCES], ahead[i, TAIL_DISTANCES + 1], ahead[i, e],
                 ahead[i, e + 1], ahead[i, e + 2], ahead[i, e + 3], ahead_runs[i],
-                ahead[i, AHEAD_RUNS], ahead[i, AHEAD_RUNS + 1], SCRIPT_RUNS)
+                ahead[i, TAIL_RUNS], ahead[i, TAIL_RUNS + 1], SCRIPT_RUNS)
         else:
             res = greedy_gapped_alignment(query, NO_WORDS, q_base, q_length, subject, shift,
                                           window, False, qg, s_in_window, xdrop, reward, penalty,
                                           gap_open, gap_extend, True,
-                                          ahead[i, AHEAD_DISTANCES] if known else -1,
-                                          ahead[i, AHEAD_DISTANCES + 1] if known else -1)
-            read_start = ahead[i, AHEAD_READ] if known else res[10] + shift
-            read_end = ahead[i, AHEAD_READ + 1] if known else res[11] + shift
+                                          ahead[i, TAIL_DISTANCES] if known else -1,
+                                          ahead[i, TAIL_DISTANCES + 1] if known else -1)
+            read_start = ahead[i, TAIL_READ] if known else res[10] + shift
+            read_end = ahead[i, TAIL_READ + 1] if known else res[11] + shift
             score, q0, q1, s0, s1 = res[0], res[1], res[2], res[3], res[4]
             script, lens, n_ops = res[7], res[8], res[9]
         if not _within(spans, read_start, read_end):
@@ -531,11 +527,11 @@ def _dp_traceback_rows(rows_in, context_offset, context_length, query, unmasked,
                        matrix, gap_open, gap_extend, xdrop, min_diag, perc_identity, spans):
     """The loop of traceback_subject for DP: containment test, start point, ALIGN_EX from
     it, percent identity test (Blast_HSPTestIdentityAndLength, no minimum length), in
-    order. rows_in: int64 [n, 8] (hsp_rows). Returns complete (as _greedy_traceback_rows),
-    the kept rows [k, 8] (start point updated) and their edit scripts: op_start [k + 1],
+    order. rows_in: int64 [n, HSP_FIELDS] (hsp_rows). Returns complete (as _greedy_traceback_rows),
+    the kept rows [k, HSP_FIELDS] (start point updated) and their edit scripts: op_start [k + 1],
     ops, op_len."""
     n = rows_in.shape[0]
-    rows = np.empty((n, 8), dtype=np.int64)
+    rows = np.empty((n, HSP_FIELDS), dtype=np.int64)
     op_start = np.zeros(n + 1, dtype=np.int64)
     ops = np.empty(256, dtype=np.uint8)
     op_len = np.empty(256, dtype=np.int32)
@@ -543,14 +539,14 @@ def _dp_traceback_rows(rows_in, context_offset, context_length, query, unmasked,
     held = 0
     kept = 0
     for i in range(n):
-        ctx = rows_in[i, 0]
-        qs = rows_in[i, 1]
-        qe = rows_in[i, 2]
-        ss = rows_in[i, 3]
-        se = rows_in[i, 4]
-        qg = rows_in[i, 6]
-        sg = rows_in[i, 7]
-        if tree_contains(tree, held, ctx, qs, qe, ss, se, rows_in[i, 5], min_diag):
+        ctx = rows_in[i, HSP_CONTEXT]
+        qs = rows_in[i, HSP_Q_START]
+        qe = rows_in[i, HSP_Q_END]
+        ss = rows_in[i, HSP_S_START]
+        se = rows_in[i, HSP_S_END]
+        qg = rows_in[i, HSP_Q_GAPPED_START]
+        sg = rows_in[i, HSP_S_GAPPED_START]
+        if tree_contains(tree, held, ctx, qs, qe, ss, se, rows_in[i, HSP_SCORE], min_diag):
             continue
         q_base = context_offset[ctx]
         letters = query[q_base:q_base + context_length[ctx]]
@@ -591,14 +587,14 @@ def _append_traced(rows, op_start, ops, op_len, kept, ctx, q0, q1, s0, s1, score
                    script, lens):
     """Store traced HSP number `kept` (its row and edit script) in the output arrays of a
     traceback loop; op_start[kept + 1] is set. Returns ops and op_len, grown if needed."""
-    rows[kept, 0] = ctx
-    rows[kept, 1] = q0
-    rows[kept, 2] = q1
-    rows[kept, 3] = s0
-    rows[kept, 4] = s1
-    rows[kept, 5] = score
-    rows[kept, 6] = qg
-    rows[kept, 7] = sg
+    rows[kept, HSP_CONTEXT] = ctx
+    rows[kept, HSP_Q_START] = q0
+    rows[kept, HSP_Q_END] = q1
+    rows[kept, HSP_S_START] = s0
+    rows[kept, HSP_S_END] = s1
+    rows[kept, HSP_SCORE] = score
+    rows[kept, HSP_Q_GAPPED_START] = qg
+    rows[kept, HSP_S_GAPPED_START] = sg
     start = op_start[kept]
     end = start + script.size
     if end > ops.size:
@@ -616,9 +612,10 @@ def _rescore_rows(rows_in, op_start_in, ops_in, op_len_in, first, context_offset
                   gap_extend, cutoffs, perc_identity):
     """_rescore's loop in one compiled call: rows before `first` pass through; the others
     are rescored on the true letters and kept if above their context's cutoff and the
-    percent identity. Returns rows [k, 8] and edit scripts: op_start [k + 1], ops, op_len."""
+    percent identity. Returns rows [k, HSP_FIELDS] and edit scripts: op_start [k + 1], ops,
+    op_len."""
     n = rows_in.shape[0]
-    rows = np.empty((n, 8), dtype=np.int64)
+    rows = np.empty((n, HSP_FIELDS), dtype=np.int64)
     op_start = np.zeros(n + 1, dtype=np.int64)
     ops = np.empty(max(16, ops_in.size), dtype=np.uint8)
     op_len = np.empty(max(16, ops_in.size), dtype=np.int32)
@@ -628,12 +625,13 @@ def _rescore_rows(rows_in, op_start_in, ops_in, op_len_in, first, context_offset
         lens = op_len_in[op_start_in[i]:op_start_in[i + 1]]
         row = rows_in[i].copy()
         if i >= first:
-            ctx = row[0]
+            ctx = row[HSP_CONTEXT]
             q_base = context_offset[ctx]
             keep, score, qs, qe, ss, se, first_run, last_run, last_num = \
                 reevaluate_with_ambiguities(query, q_base, context_length[ctx], subject,
-                                            row[1], row[3], script, lens, matrix, reward,
-                                            penalty, gap_open, gap_extend, cutoffs[ctx])
+                                            row[HSP_Q_START], row[HSP_S_START], script, lens,
+                                            matrix, reward, penalty, gap_open, gap_extend,
+                                            cutoffs[ctx])
             if not keep:
                 continue
             script = script[first_run:last_run + 1]
@@ -642,13 +640,15 @@ def _rescore_rows(rows_in, op_start_in, ops_in, op_len_in, first, context_offset
             ident, length = count_identities(unmasked, q_base, subject, qs, ss, script, lens)
             if ident * 100.0 < length * perc_identity:  # s_HSPTest
                 continue
-            row[1] = qs
-            row[2] = qe
-            row[3] = ss
-            row[4] = se
-            row[5] = score
-        ops, op_len = _append_traced(rows, op_start, ops, op_len, kept, row[0], row[1], row[2],
-                                     row[3], row[4], row[5], row[6], row[7], script, lens)
+            row[HSP_Q_START] = qs
+            row[HSP_Q_END] = qe
+            row[HSP_S_START] = ss
+            row[HSP_S_END] = se
+            row[HSP_SCORE] = score
+        ops, op_len = _append_traced(rows, op_start, ops, op_len, kept, row[HSP_CONTEXT],
+                                     row[HSP_Q_START], row[HSP_Q_END], row[HSP_S_START],
+                                     row[HSP_S_END], row[HSP_SCORE], row[HSP_Q_GAPPED_START],
+                                     row[HSP_S_GAPPED_START], script, lens)
         kept += 1
     used = op_start[kept]
     return rows[:kept].copy(), op_start[:kept + 1].copy(), ops[:used].copy(), \

@@ -28,10 +28,10 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from .layouts import PACKED_STEP
 from .numba_start import njit
 
 WORD_PAD = 8          # zero bytes around the packed query arrays
-PACKED_STEP = 28      # bases taken from one packed word (at least 29 are valid after a shift)
 AMBIGUOUS_BYTES = 0xFCFCFCFCFCFCFCFC  # a blastna letter with one of these bits is no base
 
 

@@ -7,10 +7,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from gblastn.lookup import MEGABLAST, SMALL, STANDARD
-from gblastn.scan.cpu import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND_SMALL_ONE_BYTE
+from gblastn.layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND_SMALL_ONE_BYTE, \
+    TABLE_MEGABLAST as MEGABLAST, TABLE_SMALL as SMALL, TABLE_STANDARD as STANDARD
 from gblastn.scan.gpu import (FLUSH_MODE, FLUSH_SLOTS, GREEDY_ROW_CELLS, PROBES_PER_THREAD,
-                              SCAN_THREADS, kernel_source, nvcc_options)
+                              SCAN_THREADS, greedy_defines, kernel_source, nvcc_options)
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
@@ -61,7 +61,7 @@ def compile_variant(defines, folder, source="seeds.cu"):
 
 @pytest.mark.parametrize("row_cells", [GREEDY_ROW_CELLS, 8])
 def test_greedy_kernel_compiles(tmp_path, row_cells):
-    result = compile_variant({"ROW_CELLS": row_cells}, tmp_path, "greedy.cu")
+    result = compile_variant(greedy_defines(row_cells), tmp_path, "greedy.cu")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "error" not in result.stderr.lower()
 

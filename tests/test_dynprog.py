@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from gblastn import dynprog
 from gblastn.alphabet import encode_blastna, pack_2bit, score_matrix
-from gblastn.hsp import OP_DEL, OP_INS, OP_SUB, cut_off_gap_edit_script, \
-    reevaluate_with_ambiguities
+from gblastn.hsp import cut_off_gap_edit_script, reevaluate_with_ambiguities
+from gblastn.layouts import OP_DEL, OP_INS, OP_SUB
 
 BLASTN = score_matrix(2, -3)
 SHORT = score_matrix(1, -3)

@@ -18,7 +18,7 @@ from gblastn.dynprog import prelim_dp_extend
 from gblastn.gapped import GAPPED_FIELDS, extend_hits, hit_contexts
 from gblastn.options import make_options
 from gblastn.query import Query, build_batch
-from gblastn.scan.gpu import dp_costs, dp_hit_arrays
+from gblastn.scan.gpu import dp_costs, dp_defines, dp_hit_arrays, nvcc_options
 
 KERNEL = Path(gblastn.__file__).parent / "cuda" / "dynprog.cu"
 # (reward, penalty, gap open, gap extend, raw X-drop): blastn's scorings and their gap costs
@@ -38,7 +38,7 @@ def host_kernel(tmp_path_factory):
         if columns not in built:
             path = tmp_path_factory.mktemp("dynprog") / f"dp{columns}.so"
             subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-x", "c++",
-                            f"-DBAND_COLUMNS={columns}", str(KERNEL), "-o", str(path)],
+                            *nvcc_options(dp_defines(columns)), str(KERNEL), "-o", str(path)],
                            check=True)
             built[columns] = ctypes.CDLL(str(path)).dp_hits_host
         return built[columns]

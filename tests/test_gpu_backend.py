@@ -14,7 +14,9 @@ import pytest
 from gblastn.alphabet import pack_2bit
 from gblastn.engine import subject_chunks
 from gblastn.errors import GpuUnavailableError
-from gblastn.lookup import MEGABLAST, SMALL, STANDARD, build_lookup
+from gblastn.layouts import TABLE_MEGABLAST as MEGABLAST, TABLE_SMALL as SMALL, \
+    TABLE_STANDARD as STANDARD
+from gblastn.lookup import build_lookup
 from gblastn.options import make_options
 from gblastn.query import Query, build_batch
 from gblastn.scan import cpu

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gblastn.alphabet import encode_blastna, pack_2bit
-from gblastn.greedy import OP_DEL, OP_INS, OP_SUB, greedy_gapped_alignment
+from gblastn.greedy import greedy_gapped_alignment
+from gblastn.layouts import OP_DEL, OP_INS, OP_SUB
 from gblastn.wordrun import pack_query_words
 
 

@@ -3,8 +3,10 @@
 import numpy as np
 import pytest
 
-from gblastn.lookup import (MEGABLAST, PARALLEL_TABLE_WORDS, SMALL, STANDARD, build_lookup,
-                            choose_table, estimate_entries, megablast_pv_shape, words_of)
+from gblastn.layouts import TABLE_MEGABLAST as MEGABLAST, TABLE_SMALL as SMALL, \
+    TABLE_STANDARD as STANDARD
+from gblastn.lookup import (PARALLEL_TABLE_WORDS, build_lookup, choose_table, estimate_entries,
+                            megablast_pv_shape, words_of)
 from gblastn.options import make_options
 from gblastn.query import Query, build_batch
 from gblastn.tasks import TaskPool

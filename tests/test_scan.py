@@ -6,11 +6,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gblastn.alphabet import pack_2bit
-from gblastn.lookup import MEGABLAST, SMALL, STANDARD, build_lookup
+from gblastn.layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND_SMALL_ONE_BYTE, \
+    TABLE_MEGABLAST as MEGABLAST, TABLE_SMALL as SMALL, TABLE_STANDARD as STANDARD
+from gblastn.lookup import build_lookup
 from gblastn.options import make_options
 from gblastn.query import Query, build_batch
-from gblastn.scan.cpu import (EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL,
-                              EXTEND_SMALL_ONE_BYTE, choose_extend, find_seeds)
+from gblastn.scan.cpu import choose_extend, find_seeds
 
 
 def make_case(rng, query_lengths, subject_lengths, task, n_plants=6, **kw):

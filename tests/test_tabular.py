@@ -13,7 +13,8 @@ import pytest
 
 from gblastn.alphabet import encode_blastna
 from gblastn.errors import OptionsError
-from gblastn.hsp import OP_DEL, OP_INS, OP_SUB, Hsps, QueryResult, SubjectHits
+from gblastn.hsp import Hsps, QueryResult, SubjectHits
+from gblastn.layouts import OP_DEL, OP_INS, OP_SUB
 from gblastn.options import make_options
 from gblastn.output.tabular import (DEFAULT_COLUMNS, TabularFormat, btop, coverage_percent,
                                     display_hsp, format_bitscore, format_evalue,

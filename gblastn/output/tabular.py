@@ -18,7 +18,7 @@ import numpy as np
 
 from ..alphabet import COMPLEMENT_BLASTNA, IUPAC_FROM_BLASTNA, reverse_complement
 from ..errors import OptionsError
-from ..hsp import OP_DEL, OP_INS, OP_SUB
+from ..layouts import OP_DEL, OP_INS, OP_SUB
 from ..numba_start import njit
 from .linewriter import LineColumns
 
@@ -282,17 +282,26 @@ def alignment_counts(query_codes, minus, q_start, q_end, subject_letters, ops, o
     return columns, nident, gaps, gap_runs
 
 
+# the columns of counts_of_all's rows (Hsps.counts): alignment_counts' values
+COUNT_LENGTH = 0      # columns
+COUNT_IDENTITIES = 1  # identical columns
+COUNT_GAPS = 2        # gap letters in either row
+COUNT_GAP_RUNS = 3
+COUNT_FIELDS = 4
+
+
 @njit(cache=True, nogil=True)
 def counts_of_all(query_codes, context, q_start, q_end, s_start, subject, op_start, ops,
                    op_len, complement):
-    """alignment_counts for each HSP of one subject: int64 [n, 4]. `subject` is the whole
-    subject's letters."""
+    """alignment_counts for each HSP of one subject: int64 [n, COUNT_FIELDS]. `subject` is
+    the whole subject's letters."""
     n = context.size
-    out = np.empty((n, 4), dtype=np.int64)
+    out = np.empty((n, COUNT_FIELDS), dtype=np.int64)
     for i in range(n):
         a, b = op_start[i], op_start[i + 1]
         s0 = s_start[i]
-        out[i, 0], out[i, 1], out[i, 2], out[i, 3] = alignment_counts(
+        out[i, COUNT_LENGTH], out[i, COUNT_IDENTITIES], out[i, COUNT_GAPS], \
+            out[i, COUNT_GAP_RUNS] = alignment_counts(
             query_codes, context[i] % 2 == 1, q_start[i], q_end[i], subject[s0:],
             ops[a:b], op_len[a:b], complement)
     return out
@@ -620,7 +629,7 @@ def _lines_of(fmt, db, entries: list) -> list:
         if name in numbers:
             lines.add_int(numbers[name]())
         elif name in ("pident", "ppos"):
-            length, nident = hsps.counts[:, 0], hsps.counts[:, 1]
+            length, nident = hsps.counts[:, COUNT_LENGTH], hsps.counts[:, COUNT_IDENTITIES]
             percent = np.where(length > 0, (nident / np.maximum(length, 1)) * 100, 0.0)
             lines.add_fixed(percent, 3 if name == "pident" else 2)
         elif name in _STRAND_TEXT:
@@ -681,7 +690,8 @@ def _alignment_numbers(hsps, qlen: int) -> dict:
     minus = hsps.context % 2 == 1
     q_start, q_end = hsps.q_start.astype(np.int64), hsps.q_end.astype(np.int64)
     s_start, s_end = hsps.s_start.astype(np.int64), hsps.s_end.astype(np.int64)
-    length, nident, gaps, gap_runs = (hsps.counts[:, k] for k in range(4))
+    length, nident, gaps, gap_runs = (hsps.counts[:, k] for k in (
+        COUNT_LENGTH, COUNT_IDENTITIES, COUNT_GAPS, COUNT_GAP_RUNS))
     return {
         "qstart": lambda: np.where(minus, qlen - q_end + 1, q_start + 1),
         "qend": lambda: np.where(minus, qlen - q_start, q_end),

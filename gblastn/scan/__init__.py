@@ -20,6 +20,8 @@ import numpy as np
 
 @dataclass
 class Seeds:
+    """Seeds as arrays, in the order of their rows in gblastn.layouts (SEED_*)."""
+
     chunk: np.ndarray    # int32, chunk index
     q_off: np.ndarray    # int32, concatenated query offset of the seed start (after s_TypeOfWord)
     s_off: np.ndarray    # int32, chunk-relative subject offset of the seed start (after s_TypeOfWord)

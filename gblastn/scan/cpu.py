@@ -17,23 +17,20 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..lookup import MEGABLAST, SMALL, LookupTable
+from ..layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND_SMALL_ONE_BYTE, \
+    SEED_CHUNK, SEED_FIELDS, SEED_HIT_S, SEED_Q_OFF, SEED_S_FIRST, SEED_S_OFF, TABLE_MEGABLAST, \
+    TABLE_SMALL
+from ..lookup import LookupTable
 from ..numba_start import njit
 from ..wordrun import WORD_PAD, packed_run_backward, packed_run_forward
 from . import Seeds
-
-# mini-extension routines (BlastChooseNaExtend)
-EXTEND_DIRECT = 0        # w == W: s_BlastNaExtendDirect
-EXTEND_BASEWISE = 1      # s_BlastNaExtend / s_BlastNaExtendAligned (same result)
-EXTEND_SMALL_ONE_BYTE = 2  # s_BlastSmallNaExtendAlignedOneByte
-EXTEND_SMALL = 3         # s_BlastSmallNaExtend
 
 
 def choose_extend(table: LookupTable) -> int:
     w, W, step = table.width, table.word_size, table.scan_step
     if w == W:
         return EXTEND_DIRECT
-    if table.kind == SMALL:
+    if table.kind == TABLE_SMALL:
         if w % 4 == 0 and step % 4 == 0 and W - w <= 4:
             return EXTEND_SMALL_ONE_BYTE
         return EXTEND_SMALL
@@ -116,7 +113,7 @@ def word_has_offset(kind, backbone, overflow, hashtable, next_pos, cell_start, o
                     pv, pv_bts, word, q):
     """Whether the table lists query offset q for this word (s_SmallNaLookup, s_MBLookup,
     s_NaLookup)."""
-    if kind == SMALL:
+    if kind == TABLE_SMALL:
         v = np.int64(backbone[word])
         if v == q:
             return True
@@ -130,7 +127,7 @@ def word_has_offset(kind, backbone, overflow, hashtable, next_pos, cell_start, o
         return False
     if (pv[word >> pv_bts] >> (word & 31)) & 1 == 0:
         return False
-    if kind == MEGABLAST:
+    if kind == TABLE_MEGABLAST:
         p = hashtable[word]
         while p != 0:
             if p == q:
@@ -290,11 +287,11 @@ def _emit(extend_kind, check_masks, kind, backbone, overflow, hashtable, next_po
         return n
     if n == out.shape[1]:
         return -1
-    out[0, n] = c
-    out[1, n] = q_fin
-    out[2, n] = s_fin
-    out[3, n] = s_seed
-    out[4, n] = s_hit
+    out[SEED_CHUNK, n] = c
+    out[SEED_Q_OFF, n] = q_fin
+    out[SEED_S_OFF, n] = s_fin
+    out[SEED_S_FIRST, n] = s_seed
+    out[SEED_HIT_S, n] = s_hit
     return n + 1
 
 
@@ -328,22 +325,22 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
             # chain link after it); 0 / -1 where the word has none
             for i in range(m):
                 word = subject_word(packed, byte_off, s + i * scan_step, width)
-                if kind == SMALL:
+                if kind == TABLE_SMALL:
                     heads[i] = backbone[word]
                 elif (pv[word >> pv_bts] >> (word & 31)) & 1:
-                    if kind == MEGABLAST:
+                    if kind == TABLE_MEGABLAST:
                         h = np.int64(hashtable[word])
                         heads[i] = h
                         follow[i] = next_pos[h] if h != 0 else 0
                     else:
                         heads[i] = word
                 else:
-                    heads[i] = 0 if kind == MEGABLAST else -1
+                    heads[i] = 0 if kind == TABLE_MEGABLAST else -1
             # pass 2: every query offset of each position, in table order
             for i in range(m):
                 s_hit = s + i * scan_step
                 n0 = n
-                if kind == MEGABLAST:
+                if kind == TABLE_MEGABLAST:
                     q_hit = heads[i]
                     nxt = follow[i]
                     while q_hit != 0:
@@ -356,7 +353,7 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
                         q_hit = nxt
                         if q_hit != 0:
                             nxt = next_pos[q_hit]
-                elif kind == SMALL:
+                elif kind == TABLE_SMALL:
                     v = heads[i]
                     if v >= 0:
                         n = _emit(extend_kind, check_masks, kind, backbone, overflow, hashtable,
@@ -398,7 +395,7 @@ def scan_chunks(kind, extend_kind, check_masks, word_size, width, scan_step,
                 packed, chunk_byte_offset, chunk_length, first_chunk, last_chunk):
     """Seeds of chunks [first_chunk, last_chunk), in BLAST's order: (chunk, q_off, s_off,
     s_first, hit_s) arrays."""
-    out = np.empty((5, 4096), dtype=np.int32)
+    out = np.empty((SEED_FIELDS, 4096), dtype=np.int32)
     n, c, s = 0, first_chunk, 0
     while True:
         n, c, s = scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
@@ -408,11 +405,11 @@ def scan_chunks(kind, extend_kind, check_masks, word_size, width, scan_step,
                             last_chunk, out, n)
         if c == last_chunk:
             break
-        bigger = np.empty((5, 2 * out.shape[1]), dtype=np.int32)
+        bigger = np.empty((SEED_FIELDS, 2 * out.shape[1]), dtype=np.int32)
         bigger[:, :n] = out[:, :n]
         out = bigger
-    return (out[0, :n].copy(), out[1, :n].copy(), out[2, :n].copy(), out[3, :n].copy(),
-            out[4, :n].copy())
+    return (out[SEED_CHUNK, :n].copy(), out[SEED_Q_OFF, :n].copy(), out[SEED_S_OFF, :n].copy(),
+            out[SEED_S_FIRST, :n].copy(), out[SEED_HIT_S, :n].copy())
 
 
 def _table_args(table: LookupTable) -> tuple:
@@ -454,5 +451,5 @@ def find_seeds(table: LookupTable, packed: np.ndarray, chunk_byte_offset: np.nda
             parts = list(pool.map(run, ranges))
     if not parts:
         return Seeds.empty()
-    fields = [np.concatenate([p[i] for p in parts]) for i in range(5)]
+    fields = [np.concatenate([p[i] for p in parts]) for i in range(SEED_FIELDS)]
     return Seeds(*fields)

@@ -32,12 +32,13 @@ from ..cache_files import write_cache_file
 from ..driver import close_device_files, page_locked_buffer, reset_primary_context, \
     retain_primary_context
 from ..errors import GpuUnavailableError
-from ..lookup import SMALL, LookupTable
+from ..layouts import GAPPED_FIELDS, HSP_FIELDS, SCRIPT_RUNS, SEED_FIELDS, SORT_LOCAL, \
+    STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, kernel_defines
+from ..lookup import LookupTable
 from ..timing import TIMES
 from . import Seeds
 from .cpu import choose_extend
 
-SORT_LOCAL = 1024          # must match SORT_LOCAL in seeds.cu
 SCAN_THREADS = 128         # the variants' timings: docs/perf/gpu-scan.md
 PROBES_PER_THREAD = 4
 FLUSH_MODE = 2
@@ -54,18 +55,14 @@ GREEDY_ROW_CELLS = 256     # diagonals per distance a greedy.cu warp keeps
 TAIL_MAX_DISTANCE = 1000
 HIT_MAX_DISTANCE = 1 << 62
 DP_THREADS = 128           # hits per block of dynprog.cu's kernel (a thread each)
+DP_BAND_COLUMNS = 128      # columns of a DP extension's band on the GPU (a wider one: the CPU)
 # Cells a DP extension computes on the GPU before it is left to the CPU: most long
 # extensions start from hits inside an HSP that an earlier hit finds, which the CPU's
 # in-order pass skips, while a launch lasts as long as its longest thread.
 DP_CELL_BUDGET = 1 << 20
-GAPPED_FIELDS = 7          # must match GAPPED_FIELDS in greedy.cu and gapped.py
-TAIL_FIELDS = 12           # must match TAIL_FIELDS in greedy.cu and traceback.py
-SCRIPT_RUNS = 64           # edit runs per direction of a traceback search (greedy.cu, traceback.py)
 # the traceback searches' warps at once, each keeping its rows in STORE_WORDS ints of device
-# memory (greedy.cu: 9,216 ints, 36 kB; 8,192 warps hold 302 MB), about as many as the
-# GPU keeps running
+# memory (9,216 ints, 36 kB; 8,192 warps hold 302 MB), about as many as the GPU keeps running
 TAIL_WARPS = 8192
-STORE_WORDS = 8192 + 2 * 512
 PADDING = 16               # zero bytes after each device copy of a volume
 # a volume goes to the GPU through UPLOAD_THREADS lanes of two page-locked buffers of
 # UPLOAD_STEP bytes: each step takes the GIL, which the query setup's Python holds meanwhile,
@@ -93,13 +90,13 @@ def kernel_source(name: str = "seeds.cu") -> str:
 
 
 def variant_defines(table: LookupTable, **tuning) -> dict:
-    """The compile-time defines of the kernel variant for this table."""
+    """The compile-time defines of seeds.cu's variant for this table."""
     defines = {
         "TABLE_KIND": table.kind,
         "WIDTH": table.width,
         "WORD_SIZE": table.word_size,
         "SCAN_STEP": table.scan_step,
-        "PV_BTS": table.pv_bts if table.kind != SMALL else 5,
+        "PV_BTS": table.pv_bts if table.kind != TABLE_SMALL else 5,
         "EXTEND_KIND": choose_extend(table),
         "CHECK_MASKS": int(bool(table.check_masks)),
         "SCAN_THREADS": SCAN_THREADS,
@@ -111,8 +108,21 @@ def variant_defines(table: LookupTable, **tuning) -> dict:
     return defines
 
 
+def greedy_defines(row_cells: int = GREEDY_ROW_CELLS) -> dict:
+    """The compile-time defines of greedy.cu's kernels."""
+    return {"ROW_CELLS": row_cells, "ITEM_WARPS": GREEDY_ITEM_WARPS}
+
+
+def dp_defines(band_columns: int = DP_BAND_COLUMNS) -> dict:
+    """The compile-time defines of dynprog.cu's kernel."""
+    return {"BAND_COLUMNS": band_columns}
+
+
 def nvcc_options(defines: dict) -> list:
-    return ["-std=c++17"] + [f"-D{k}={int(v)}" for k, v in sorted(defines.items())]
+    """nvcc's options for a kernel variant's `defines`: every kernel also gets the layouts
+    it shares with the host (gblastn.layouts), so they are part of the cubin cache's key."""
+    every = {**kernel_defines(), **defines}
+    return ["-std=c++17"] + [f"-D{k}={int(v)}" for k, v in sorted(every.items())]
 
 
 def cubin_cache_dir() -> str:
@@ -534,7 +544,7 @@ class GpuBackend:
                                          chunk_length[first:last], probes[first:last], first,
                                          rank_bits))
         rows = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
-        return Seeds(*(np.ascontiguousarray(rows[i]) for i in range(5)))
+        return Seeds(*(np.ascontiguousarray(rows[i]) for i in range(SEED_FIELDS)))
 
     def greedy_extensions(self, packed: np.ndarray, chunk_byte_offset, chunk_length, hit_chunk,
                           hit_q_start, hit_s_start, hit_length, hit_context, batch, xdrop: int,
@@ -574,7 +584,7 @@ class GpuBackend:
         with self:
             volume = self.resident_volume(np.ascontiguousarray(packed, dtype=np.uint8))
             letters = self.resident_query_letters(batch)
-            kernel = self.module({}, "dynprog.cu").get_function("dp_hits")
+            kernel = self.module(dp_defines(), "dynprog.cu").get_function("dp_hits")
             matrix, *costs = dp_costs(matrix, gap_open, gap_extend, xdrop, budget)
             inputs = [self.upload(a) for a in (*arrays, matrix)]
             try:
@@ -640,7 +650,7 @@ class GpuBackend:
         """greedy_tails' launch, the device held."""
         from ..dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS
 
-        arrays = [np.ascontiguousarray(rows, dtype=np.int64).reshape(-1, 8),
+        arrays = [np.ascontiguousarray(rows, dtype=np.int64).reshape(-1, HSP_FIELDS),
                   np.ascontiguousarray(subject_address, dtype=np.uint64),
                   np.ascontiguousarray(subject_length, dtype=np.int64),
                   np.ascontiguousarray(exact, dtype=np.int64).reshape(-1, 2),
@@ -676,8 +686,7 @@ class GpuBackend:
         out = np.zeros((n, width + 1), dtype=np.int64)
         if n == 0:
             return out
-        kernel = self.module({"ROW_CELLS": row_cells, "ITEM_WARPS": GREEDY_ITEM_WARPS},
-                             "greedy.cu").get_function(name)
+        kernel = self.module(greedy_defines(row_cells), "greedy.cu").get_function(name)
         bases, ambig = self.resident_query_words(batch)
         inputs = [self.upload(a) for a in arrays]
         try:
@@ -704,18 +713,18 @@ class GpuBackend:
         np.cumsum(probes, out=probe_start[1:])
         total = int(probe_start[-1])
         if total == 0:
-            return np.zeros((5, 0), dtype=np.int32)
+            return np.zeros((SEED_FIELDS, 0), dtype=np.int32)
         d_offset = self.upload(byte_offset)
         d_length = self.upload(length)
         d_start = self.upload(probe_start)
         try:
             num_hits = self._scan(mod, tab, dev_packed, d_offset, d_start, probes.size, total)
             if num_hits == 0:
-                return np.zeros((5, 0), dtype=np.int32)
+                return np.zeros((SEED_FIELDS, 0), dtype=np.int32)
             num_seeds = self._extend(mod, table, tab, dev_packed, packed_size, d_offset,
                                      d_length, d_start, chunk_base, rank_bits, num_hits)
             if num_seeds == 0:
-                return np.zeros((5, 0), dtype=np.int32)
+                return np.zeros((SEED_FIELDS, 0), dtype=np.int32)
             return self._sorted_rows(mod, num_seeds)
         finally:
             for alloc in (d_offset, d_length, d_start):
@@ -782,11 +791,11 @@ class GpuBackend:
         mod.get_function("init_order")(keys, order, np.uint64(n), np.uint64(sort_len),
                                        block=(256, 1, 1), grid=((sort_len + 255) // 256, 1))
         bitonic_sort(mod, keys, order, sort_len)
-        rows_dev = self.buffer("rows", 4 * 5 * n)
+        rows_dev = self.buffer("rows", 4 * SEED_FIELDS * n)
         fields = [self.buffers[f"seed_{name}"][0] for name in ("q", "s", "first", "chunk", "hit")]
         mod.get_function("gather_seeds")(order, np.uint64(n), *fields, rows_dev,
                                          block=(256, 1, 1), grid=((n + 255) // 256, 1))
-        rows = np.empty((5, n), dtype=np.int32)
+        rows = np.empty((SEED_FIELDS, n), dtype=np.int32)
         drv.memcpy_dtoh(rows, rows_dev)
         return rows
 

@@ -1,0 +1,93 @@
+"""The layouts and codes that gblastn's Python and numba code shares with its CUDA kernels
+(cuda/*.cu, cuda/*.cuh): record widths and what their columns hold, edit-script codes,
+lookup-table and mini-extension kinds, and the sizes the host allocates for the kernels.
+
+They are defined here only. Python modules import them from here; the kernels get every one
+of them (kernel_defines) as an nvcc -D flag from the loader (gblastn.scan.gpu.nvcc_options),
+refuse to compile without them (#error), and keep no copy of their own.
+"""
+
+# -- lookup tables (gblastn.lookup; seeds.cu's TABLE_KIND) -----------------------------------
+TABLE_SMALL = 0       # backbone/overflow int16
+TABLE_STANDARD = 1    # CSR (cell_start/offsets) and presence vector
+TABLE_MEGABLAST = 2   # hashtable/next_pos chains and presence vector
+
+# -- mini-extension routines (BlastChooseNaExtend; seeds.cu's EXTEND_KIND) -------------------
+EXTEND_DIRECT = 0          # w == W: s_BlastNaExtendDirect
+EXTEND_BASEWISE = 1        # s_BlastNaExtend / s_BlastNaExtendAligned (same result)
+EXTEND_SMALL_ONE_BYTE = 2  # s_BlastSmallNaExtendAlignedOneByte
+EXTEND_SMALL = 3           # s_BlastSmallNaExtend
+
+# -- seeds (gblastn.scan.Seeds): SEED_FIELDS int32 rows, one column per seed -----------------
+SEED_CHUNK = 0    # chunk index
+SEED_Q_OFF = 1    # concatenated query offset of the seed start
+SEED_S_OFF = 2    # chunk-relative subject offset of the seed start
+SEED_S_FIRST = 3  # seed start before s_TypeOfWord slid it right
+SEED_HIT_S = 4    # subject offset of the w-mer hit that produced the seed
+SEED_FIELDS = 5
+
+# keys one block of seeds.cu's bitonic_local sorts in shared memory (SORT_LOCAL / 2 threads);
+# the host pads what it sorts to a power of two of at least this many
+SORT_LOCAL = 1024
+
+# -- HSP rows (gblastn.hsp.hsp_rows; greedy.cu's greedy_tails reads them): int64 [n, 8] ------
+HSP_CONTEXT = 0
+HSP_Q_START = 1         # context-relative
+HSP_Q_END = 2           # exclusive
+HSP_S_START = 3
+HSP_S_END = 4           # exclusive
+HSP_SCORE = 5           # raw score
+HSP_Q_GAPPED_START = 6  # the start point of the gapped extension (0, 0: none stored)
+HSP_S_GAPPED_START = 7
+HSP_FIELDS = 8
+
+# -- a preliminary greedy extension of an initial hit (gblastn.gapped._greedy_from_hit;
+# greedy.cu's greedy_hits): GAPPED_FIELDS int64, then the host's done flag ------------------
+GAPPED_SCORE = 0
+GAPPED_Q_START = 1        # context-relative
+GAPPED_Q_END = 2
+GAPPED_S_START = 3        # chunk-relative
+GAPPED_S_END = 4
+GAPPED_Q_GAPPED_START = 5  # the start point _best_start_point picked
+GAPPED_S_GAPPED_START = 6
+GAPPED_FIELDS = 7
+
+# -- edit scripts: runs of one operation -----------------------------------------------------
+OP_SUB = 0  # aligned pair (match or mismatch): one query letter, one subject letter
+OP_DEL = 1  # gap in the query: one subject letter against '-'   (BLAST eGapAlignDel)
+OP_INS = 2  # gap in the subject: one query letter against '-'   (BLAST eGapAlignIns)
+# a run as greedy.cu's walk_back writes it: count << RUN_COUNT_SHIFT | op
+RUN_COUNT_SHIFT = 2
+RUN_OP_MASK = (1 << RUN_COUNT_SHIFT) - 1
+
+# -- a traceback's greedy search made ahead (greedy.cu's tail_search; gblastn.traceback):
+# TAIL_FIELDS int64, then the host's done flag. Each name is its values' first column --
+TAIL_START = 0       # the start point: query, subject
+TAIL_DISTANCES = 2   # the best distances: right, left
+TAIL_READ = 4        # the subject letters read: [start, end)
+TAIL_EXTENTS = 6     # the best alignment's extents: query right, subject right, query left,
+                     # subject left (four columns)
+TAIL_RUNS = 10       # the runs of each direction's edit script: right, left (-1: none made)
+TAIL_FIELDS = 12
+SCRIPT_RUNS = 64     # edit runs per direction of a search made ahead (a run ends at a gap)
+# the device memory a warp keeps a search's rows in, for its walk back (greedy.cu's
+# RowStore): STORE_CELLS cells, then STORE_ROWS row starts and STORE_ROWS lowest diagonals
+STORE_CELLS = 8192
+STORE_ROWS = 512
+STORE_WORDS = STORE_CELLS + 2 * STORE_ROWS  # ints
+
+# -- greedy alignment, on both sides -------------------------------------------------------
+INVALID_OFFSET = -2  # a diagonal's cell that cannot reach this distance
+PACKED_STEP = 28     # bases taken from one packed word (at least 29 are valid after a shift)
+
+# -- X-drop DP (gblastn.dynprog; dynprog.cu's dp_hits, whose found rows are GAPPED_FIELDS
+# int64 in the GAPPED_* columns, the start point the seed moved as prelim_dp_extend moves it)
+MININT = -(1 << 30)   # a score below any reachable one; halved so adding a matrix entry cannot overflow
+PACK_RATIO = 4        # letters per byte of a packed subject
+BLASTNA_LETTERS = 16  # the score matrix's side: blastna codes
+
+
+def kernel_defines() -> dict:
+    """Every constant above by name: the defines the kernels are compiled with."""
+    return {name: value for name, value in globals().items()
+            if name.isupper() and type(value) is int}
