@@ -22,7 +22,8 @@ ID_STYLES = ("gi|{n}000|gb|AB{n:06d}.1| genbank piece", "ref|NC_{n:06d}.2| refse
 COLUMNS_7 = ("7 qseqid sseqid sacc saccver sallseqid sgi stitle salltitles slen qstart qend "
              "sstart send evalue bitscore score length nident mismatch gaps gapopen btop "
              "qseq sseq")
-COLUMNS_6 = "6 qaccver saccver stitle slen pident length qstart qend sstart send evalue bitscore sstrand"
+COLUMNS_6 = ("6 qaccver saccver stitle slen pident length qstart qend sstart send evalue "
+             "bitscore sstrand")
 
 
 def _chromosome() -> np.ndarray:
