@@ -182,7 +182,8 @@ INTEGER = BlastInteger()
 
 @app.command("search", help="Search nucleotide queries against a gblastn database (blastn's flags).")
 def search_command(
-    db: str = typer.Option(..., "-db", help="Database name (as given to makedb -out)."),
+    db: str = typer.Option(..., "-db", help="Database: a gblastn makedb -out name, or BLAST+ "
+                            "databases (makeblastdb volumes or alias files; several in quotes)."),
     query: str = typer.Option(None, "-query", help="Query FASTA file ('-' or none: stdin)."),
     query_list: str = typer.Option(None, "-query_list", help="File naming query FASTA files, one per line."),
     out: str = typer.Option(None, "-out", help="Output file (default: stdout)."),

@@ -276,3 +276,12 @@ def test_cli_reports_a_damaged_database_in_one_line(blast_db, tmp_path):
     assert done.returncode == 3
     assert done.stderr.strip().count("\n") == 0
     assert done.stderr.startswith("gblastn: error: ") and "ids.nsq is truncated" in done.stderr
+
+
+@needs_makeblastdb
+def test_names_found_in_blastdb_folders(tmp_path, blast_db, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    folders = [str(tmp_path / "none"), os.path.dirname(blast_db)]
+    monkeypatch.setenv("BLASTDB", os.pathsep.join(folders))
+    with open_db("ids") as db:
+        assert db.num_seqs == len(RECORDS)
