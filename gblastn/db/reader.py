@@ -612,12 +612,16 @@ class Database(OrdinalAccess):
             volume.defline(local), self.parse_seqids)
 
 
-def open_db(path: str):
+def open_db(path):
     """Opens database `path`: a gblastn database ('NAME' or 'NAME.gdb'), else a BLAST+
     database as makeblastdb writes it (volumes and alias files; several names in one value,
-    as blastn's -db takes them). DatabaseError if neither is there, or damaged or newer."""
+    as blastn's -db takes them); or the FASTA subjects of a SubjectFile. DatabaseError if
+    neither is there, or damaged or newer."""
     from .blastdb import BlastDatabase, is_blast_db
+    from .subjects import SubjectDatabase, SubjectFile
 
+    if isinstance(path, SubjectFile):
+        return SubjectDatabase(path)
     path = os.fspath(path)
     if any(os.path.isfile(os.path.join(candidate, fmt.MANIFEST))
            for candidate in (path, path + fmt.DB_SUFFIX)) or not is_blast_db(path):
