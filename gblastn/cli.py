@@ -180,7 +180,7 @@ INTEGER = BlastInteger()
 # search
 
 
-@app.command("search", help="Search nucleotide queries against a gblastn database (blastn's flags).")
+@app.command("search", help="Search nucleotide queries against a database (blastn's flags).")
 def search_command(
     db: str = typer.Option(None, "-db", help="Database: a gblastn makedb -out name, or BLAST+ "
                            "databases (makeblastdb volumes or alias files; several in quotes)."),
@@ -246,11 +246,13 @@ def search_command(
                            compile_stages=compile_stages)
     from .timing import TIMES
     TIMES.add("start-up", time.perf_counter() - STARTED)
+    database, label = db, db
     if subject is not None:
         from .db.subjects import SubjectFile
-        db = SubjectFile(subject)
-    run_search(files, db, options, OutputSpec(outfmt, out, out_dir, getattr(db, "label", db)),
-               backend, settings)
+        database = SubjectFile(subject)
+        label = database.label
+    run_search(files, database, options, OutputSpec(outfmt, out, out_dir, label), backend,
+               settings)
 
 
 def _within_cpus(threads: int | None) -> int | None:
