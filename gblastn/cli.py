@@ -180,9 +180,12 @@ INTEGER = BlastInteger()
 # search
 
 
-@app.command("search", help="Search nucleotide queries against a gblastn database (blastn's flags).")
+@app.command("search", help="Search nucleotide queries against a database (blastn's flags).")
 def search_command(
-    db: str = typer.Option(..., "-db", help="Database name (as given to makedb -out)."),
+    db: str = typer.Option(None, "-db", help="Database: a gblastn makedb -out name, or BLAST+ "
+                           "databases (makeblastdb volumes or alias files; several in quotes)."),
+    subject: str = typer.Option(None, "-subject", help="Subject FASTA file, searched "
+                                "without a database (instead of -db)."),
     query: str = typer.Option(None, "-query", help="Query FASTA file ('-' or none: stdin)."),
     query_list: str = typer.Option(None, "-query_list", help="File naming query FASTA files, one per line."),
     out: str = typer.Option(None, "-out", help="Output file (default: stdout)."),
@@ -219,6 +222,8 @@ def search_command(
     from .pipeline import OutputSpec, RunSettings, query_files, run_search
     from .scan import select_backend
 
+    if (db is None) == (subject is None):
+        raise OptionsError("give one of -db and -subject")
     if mode not in ("pipeline", "serial"):
         raise OptionsError(f"invalid -mode {mode!r}: use pipeline or serial")
     if prelim_threads < 0 or traceback_threads < 0:
@@ -241,7 +246,13 @@ def search_command(
                            compile_stages=compile_stages)
     from .timing import TIMES
     TIMES.add("start-up", time.perf_counter() - STARTED)
-    run_search(files, db, options, OutputSpec(outfmt, out, out_dir, db), backend, settings)
+    database, label = db, db
+    if subject is not None:
+        from .db.subjects import SubjectFile
+        database = SubjectFile(subject)
+        label = database.label
+    run_search(files, database, options, OutputSpec(outfmt, out, out_dir, label), backend,
+               settings)
 
 
 def _within_cpus(threads: int | None) -> int | None:

@@ -757,7 +757,8 @@ def plan_batch(queries: list, first_index: int, db, options: SearchOptions,
             # mostly in Python: side by side, they take the time of the longer one
             with ThreadPoolExecutor(1, thread_name_prefix="gblastn-table") as builder:
                 table = builder.submit(build_lookup, batch, options, pool)
-                plan.stats = prepare_statistics(batch, db.total_letters, db.num_seqs, options)
+                plan.stats = prepare_statistics(batch, db.stats_letters, db.stats_num_seqs,
+                                                options)
                 plan.table = table.result()
             plan.diag_hash = DiagonalHash()
     return plan
@@ -782,6 +783,7 @@ class _MadeUpSubject:
         packed.flags.writeable = False
         self.lengths = np.array([codes.size], dtype=np.int64)
         self.num_seqs, self.total_letters, self.first_ordinal = 1, int(codes.size), 0
+        self.stats_num_seqs, self.stats_letters = self.num_seqs, self.total_letters
         self.volumes = [self]
         self._concat = (packed, np.array([0, packed.size], dtype=np.int64))
 

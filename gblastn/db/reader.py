@@ -114,7 +114,8 @@ def _resolve(path: str) -> str:
         if os.path.isfile(os.path.join(candidate, fmt.MANIFEST)):
             return candidate
     raise DatabaseError(f"{path}: no gblastn database found (expected {path}{fmt.DB_SUFFIX}/"
-                        f"{fmt.MANIFEST}; build one with gblastn makedb)")
+                        f"{fmt.MANIFEST}; build one with gblastn makedb), nor a BLAST+ "
+                        f"database ({path}.nal or {path}.nin)")
 
 
 def _read_manifest(directory: str, name: str) -> tuple[dict, bytes]:
@@ -468,58 +469,13 @@ def sparse_letters(length: int) -> np.ndarray:
     return np.frombuffer(area, dtype=np.uint8)
 
 
-class Database:
-    """A whole database: counts, ids and titles by global ordinal, sequences by ordinal."""
+class OrdinalAccess:
+    """What a database of either kind offers by global ordinal, given its `volumes` (each
+    with first_ordinal, num_seqs, packed and ambiguities), `num_seqs`, `lengths`, `_firsts`
+    (the volumes' first ordinals), `parse_seqids` and `defline`: ids and titles, packed
+    bases and true letters."""
 
-    def __init__(self, name: str):
-        self.name = os.fspath(name)
-        self.volumes: list[Volume] = []
-        for attempt in range(OPEN_ATTEMPTS):
-            self.directory = _resolve(self.name)
-            manifest, raw = _read_manifest(self.directory, self.name)
-            try:
-                self._open(manifest)
-                break
-            except DatabaseError:
-                # a build that replaced the database between our reading its manifest and
-                # opening its volumes removed them: the new one is complete, open that
-                if attempt + 1 == OPEN_ATTEMPTS or _manifest_bytes(self.directory) == raw:
-                    raise
-        self._describe = lru_cache(maxsize=4096)(self._describe_uncached)
-        self._id_keys_checked = False
-
-    def _open(self, manifest: dict) -> None:
-        try:
-            self.title = str(manifest["title"])
-            self.num_seqs = int(manifest["num_seqs"])
-            self.total_letters = int(manifest["total_letters"])
-            self.max_length = int(manifest["max_length"])
-            self.created = str(manifest["created"])
-            self.format_version = int(manifest["format_version"])
-            self.parse_seqids = bool(manifest["parse_seqids"])
-            entries = list(manifest["volumes"])
-        except (KeyError, TypeError, ValueError):
-            raise DatabaseError(f"{self.name}: damaged database (incomplete manifest)") from None
-        self.volumes = []
-        try:
-            for index, entry in enumerate(entries):
-                self.volumes.append(Volume(self.directory, index, entry, self.name,
-                                           self.format_version))
-        except (KeyError, TypeError, ValueError):
-            self.close()
-            raise DatabaseError(f"{self.name}: damaged database (volume list)") from None
-        except DatabaseError:
-            self.close()
-            raise
-        self._firsts = np.array([v.first_ordinal for v in self.volumes], dtype=np.int64)
-        parts = [v.lengths for v in self.volumes]
-        self.lengths = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
-        if self.lengths.size != self.num_seqs or int(self.lengths.sum()) != self.total_letters:
-            self.close()
-            raise DatabaseError(f"{self.name}: damaged database (totals do not match volumes)")
-
-    # -- locating an ordinal ---------------------------------------------------------------
-    def _locate(self, ordinal: int) -> tuple[Volume, int]:
+    def _locate(self, ordinal: int):
         ordinal = int(ordinal)
         if not 0 <= ordinal < self.num_seqs:
             raise IndexError(f"ordinal {ordinal} outside 0..{self.num_seqs - 1}")
@@ -527,10 +483,6 @@ class Database:
         return volume, ordinal - volume.first_ordinal
 
     # -- ids and titles --------------------------------------------------------------------
-    def defline(self, ordinal: int) -> str:
-        volume, local = self._locate(ordinal)
-        return volume.defline(local)
-
     def _describe_uncached(self, ordinal: int) -> tuple[str, str, str]:
         return describe(self.defline(ordinal), self.parse_seqids)
 
@@ -542,29 +494,6 @@ class Database:
 
     def title_of(self, ordinal: int) -> str:
         return self._describe(int(ordinal))[2]
-
-    def find(self, seq_id: str) -> int:
-        """Ordinal of the (first) sequence an id names, as dbcmd -entry accepts ids."""
-        identifier = seq_id.strip()
-        for volume in self.volumes:
-            for ordinal in volume.ordinals_named(identifier):
-                if self._names(ordinal, identifier, volume):
-                    return ordinal
-        if not self._id_keys_checked:
-            # an id key that is damaged, not one that is absent, must not read as "no such id"
-            for volume in self.volumes:
-                volume.check_id_keys()
-            self._id_keys_checked = True
-        raise InputError(f"{self.name}: no sequence with id '{seq_id}'")
-
-    def _names(self, ordinal: int, identifier: str, volume: Volume) -> bool:
-        """Whether the sequence an id key gave carries the id in its defline (version 2: the
-        keys are hashes, which two ids may share)."""
-        if volume.version == 1:
-            return True
-        local = ordinal - volume.first_ordinal
-        return 0 <= local < volume.num_seqs and identifier.lower() in lookup_keys(
-            volume.defline(local), self.parse_seqids)
 
     # -- sequences -------------------------------------------------------------------------
     def packed(self, ordinal: int) -> np.ndarray:
@@ -596,13 +525,106 @@ class Database:
         for volume in self.volumes:
             volume.close()
 
-    def __enter__(self) -> "Database":
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
 
-def open_db(path: str) -> Database:
-    """Opens database `path` ('NAME' or 'NAME.gdb'); DatabaseError if missing, damaged or newer."""
-    return Database(path)
+class Database(OrdinalAccess):
+    """A gblastn database: counts, ids and titles by global ordinal, sequences by ordinal."""
+
+    def __init__(self, name: str):
+        self.name = os.fspath(name)
+        self.volumes: list[Volume] = []
+        for attempt in range(OPEN_ATTEMPTS):
+            self.directory = _resolve(self.name)
+            manifest, raw = _read_manifest(self.directory, self.name)
+            try:
+                self._open(manifest)
+                break
+            except DatabaseError:
+                # a build that replaced the database between our reading its manifest and
+                # opening its volumes removed them: the new one is complete, open that
+                if attempt + 1 == OPEN_ATTEMPTS or _manifest_bytes(self.directory) == raw:
+                    raise
+        self._describe = lru_cache(maxsize=4096)(self._describe_uncached)
+        self._id_keys_checked = False
+        # the size E-values are computed for
+        self.stats_letters, self.stats_num_seqs = self.total_letters, self.num_seqs
+
+    def _open(self, manifest: dict) -> None:
+        try:
+            self.title = str(manifest["title"])
+            self.num_seqs = int(manifest["num_seqs"])
+            self.total_letters = int(manifest["total_letters"])
+            self.max_length = int(manifest["max_length"])
+            self.created = str(manifest["created"])
+            self.format_version = int(manifest["format_version"])
+            self.parse_seqids = bool(manifest["parse_seqids"])
+            entries = list(manifest["volumes"])
+        except (KeyError, TypeError, ValueError):
+            raise DatabaseError(f"{self.name}: damaged database (incomplete manifest)") from None
+        self.volumes = []
+        try:
+            for index, entry in enumerate(entries):
+                self.volumes.append(Volume(self.directory, index, entry, self.name,
+                                           self.format_version))
+        except (KeyError, TypeError, ValueError):
+            self.close()
+            raise DatabaseError(f"{self.name}: damaged database (volume list)") from None
+        except DatabaseError:
+            self.close()
+            raise
+        self._firsts = np.array([v.first_ordinal for v in self.volumes], dtype=np.int64)
+        parts = [v.lengths for v in self.volumes]
+        self.lengths = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+        if self.lengths.size != self.num_seqs or int(self.lengths.sum()) != self.total_letters:
+            self.close()
+            raise DatabaseError(f"{self.name}: damaged database (totals do not match volumes)")
+
+    # -- ids and titles --------------------------------------------------------------------
+    def defline(self, ordinal: int) -> str:
+        volume, local = self._locate(ordinal)
+        return volume.defline(local)
+
+    def find(self, seq_id: str) -> int:
+        """Ordinal of the (first) sequence an id names, as dbcmd -entry accepts ids."""
+        identifier = seq_id.strip()
+        for volume in self.volumes:
+            for ordinal in volume.ordinals_named(identifier):
+                if self._names(ordinal, identifier, volume):
+                    return ordinal
+        if not self._id_keys_checked:
+            # an id key that is damaged, not one that is absent, must not read as "no such id"
+            for volume in self.volumes:
+                volume.check_id_keys()
+            self._id_keys_checked = True
+        raise InputError(f"{self.name}: no sequence with id '{seq_id}'")
+
+    def _names(self, ordinal: int, identifier: str, volume: Volume) -> bool:
+        """Whether the sequence an id key gave carries the id in its defline (version 2: the
+        keys are hashes, which two ids may share)."""
+        if volume.version == 1:
+            return True
+        local = ordinal - volume.first_ordinal
+        return 0 <= local < volume.num_seqs and identifier.lower() in lookup_keys(
+            volume.defline(local), self.parse_seqids)
+
+
+def open_db(path):
+    """Opens database `path`: a gblastn database ('NAME' or 'NAME.gdb'), else a BLAST+
+    database as makeblastdb writes it (volumes and alias files; several names in one value,
+    as blastn's -db takes them); or the FASTA subjects of a SubjectFile. DatabaseError if
+    neither is there, or damaged or newer."""
+    from .blastdb import BlastDatabase, is_blast_db
+    from .subjects import SubjectDatabase, SubjectFile
+
+    if isinstance(path, SubjectFile):
+        return SubjectDatabase(path)
+    path = os.fspath(path)
+    if any(os.path.isfile(os.path.join(candidate, fmt.MANIFEST))
+           for candidate in (path, path + fmt.DB_SUFFIX)) or not is_blast_db(path):
+        return Database(path)
+    return BlastDatabase(path)

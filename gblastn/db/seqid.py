@@ -95,6 +95,8 @@ def _best_accession(ids) -> str:
             return f"{fields[0]}:{fields[1]}"
         if kind == "lcl":
             return fields[0]
+        if kind == "pdb":  # a PDB id's accession names its chain: 1ABC_A
+            return f"{fields[0]}_{fields[1]}" if fields[1] else fields[0]
     return ids[0][1][0]
 
 
