@@ -49,6 +49,11 @@ class OutputSpec:
     out: str | None = None        # None or '-': standard output
     out_dir: str | None = None    # one output per listed query file
     db_name: str = ""             # as the user gave it, for '# Database:'
+    # -outfmt 0's settings (None: blastn's default)
+    line_length: int | None = None
+    num_descriptions: int | None = None
+    num_alignments: int | None = None
+    show_gis: bool | None = None
 
 
 @dataclass
@@ -91,7 +96,10 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
     from .output.formats import output_format
 
     settings = settings or RunSettings()
-    fmt = output_format(output.outfmt, options, output.db_name)
+    fmt = output_format(output.outfmt, options, output.db_name,
+                        line_length=output.line_length,
+                        num_descriptions=output.num_descriptions,
+                        num_alignments=output.num_alignments, show_gis=output.show_gis)
     if backend is None:
         from .scan import cpu as backend
     paths = output_paths(output, files)

@@ -60,14 +60,20 @@ def gblastn_output(data: dict, query: str, db: str, task: str, outfmt: str,
     """gblastn's output of the same search, run in this process; `options` are
     make_options' keyword arguments, and those of the report (line_length, ...)."""
     from gblastn.options import make_options
+    from gblastn.output.formats import report_limits
     from gblastn.pipeline import OutputSpec, run_search
 
-    report = {key: options.pop(key) for key in list(options) if key in REPORT_OPTIONS}
+    line_length, show_gis = options.pop("line_length", None), options.pop("show_gis", None)
+    limits = report_limits(outfmt, options.pop("max_target_seqs", None),
+                           options.pop("num_descriptions", None),
+                           options.pop("num_alignments", None), line_length,
+                           warn=lambda text: None)
     out = os.path.join(data["folder"], "gblastn.out")
-    run_search([query], db, make_options(task, **options),
-               OutputSpec(outfmt, out, None, db, **report))
+    search_options = make_options(task, max_target_seqs=limits.max_target_seqs, **options)
+    run_search([query], db, search_options,
+               OutputSpec(outfmt, out, None, db, line_length=line_length,
+                          num_descriptions=limits.num_descriptions,
+                          num_alignments=limits.num_alignments, show_gis=show_gis))
     with open(out, encoding="utf-8", errors="surrogateescape") as handle:
         return handle.read()
 
-
-REPORT_OPTIONS = ("line_length", "num_descriptions", "num_alignments", "show_gis")
