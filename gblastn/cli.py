@@ -188,7 +188,7 @@ def search_command(
     out: str = typer.Option(None, "-out", help="Output file (default: stdout)."),
     out_dir: str = typer.Option(None, "-out_dir", help="With -query_list: one output per listed file."),
     task: str = typer.Option("megablast", "-task", help="megablast, blastn or blastn-short."),
-    outfmt: str = typer.Option("6", "-outfmt", help="0 (pairwise), 5 (BLAST XML), or 6, 7 or 10 optionally followed by column names."),
+    outfmt: str = typer.Option("0", "-outfmt", help="0 (pairwise), 5 (BLAST XML), or 6, 7 or 10 optionally followed by column names."),
     evalue: float = typer.Option(None, "-evalue", click_type=REAL),
     word_size: int = typer.Option(None, "-word_size", click_type=INTEGER),
     reward: int = typer.Option(None, "-reward", click_type=INTEGER),

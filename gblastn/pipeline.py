@@ -45,7 +45,7 @@ WHOLE_VOLUME_JOBS = 1  # jobs per volume when the backend scans whole volumes
 
 @dataclass
 class OutputSpec:
-    outfmt: str = "6"
+    outfmt: str = "0"
     out: str | None = None        # None or '-': standard output
     out_dir: str | None = None    # one output per listed query file
     db_name: str = ""             # as the user gave it, for '# Database:'
