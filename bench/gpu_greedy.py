@@ -103,7 +103,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
-    search_args = ["-db", args.db, "-query", args.query, "-num_threads", str(args.threads),
+    search_args = ["-db", args.db, "-query", args.query, "-outfmt", "6",
+                   "-num_threads", str(args.threads),
                    "-device", "gpu"]
     with tempfile.TemporaryDirectory() as work:
         out_path = str(Path(work) / "out.tsv")

@@ -191,7 +191,7 @@ def search_command(
     out: str = typer.Option(None, "-out", help="Output file (default: stdout)."),
     out_dir: str = typer.Option(None, "-out_dir", help="With -query_list: one output per listed file."),
     task: str = typer.Option("megablast", "-task", help="megablast, blastn or blastn-short."),
-    outfmt: str = typer.Option("6", "-outfmt", help="'6' or '7', optionally followed by column names."),
+    outfmt: str = typer.Option("0", "-outfmt", help="0 (pairwise), 5 (BLAST XML), or 6, 7 or 10 optionally followed by column names."),
     evalue: float = typer.Option(None, "-evalue", click_type=REAL),
     word_size: int = typer.Option(None, "-word_size", click_type=INTEGER),
     reward: int = typer.Option(None, "-reward", click_type=INTEGER),
@@ -206,6 +206,13 @@ def search_command(
     lcase_masking: bool = typer.Option(False, "-lcase_masking", help="Mask lower-case query letters."),
     strand: str = typer.Option(None, "-strand", help="both, plus or minus."),
     max_target_seqs: int = typer.Option(None, "-max_target_seqs", click_type=INTEGER),
+    num_descriptions: int = typer.Option(None, "-num_descriptions", click_type=INTEGER,
+                                         help="-outfmt 0: subjects with a one-line description (500)."),
+    num_alignments: int = typer.Option(None, "-num_alignments", click_type=INTEGER,
+                                       help="-outfmt 0: subjects with alignments shown (250)."),
+    line_length: int = typer.Option(None, "-line_length", click_type=INTEGER,
+                                    help="-outfmt 0: alignment columns per line (60)."),
+    show_gis: bool = typer.Option(False, "-show_gis", help="-outfmt 0: show the subjects' GIs."),
     max_hsps: int = typer.Option(None, "-max_hsps", click_type=INTEGER),
     perc_identity: float = typer.Option(None, "-perc_identity", click_type=REAL),
     qcov_hsp_perc: float = typer.Option(None, "-qcov_hsp_perc", click_type=REAL),
@@ -219,6 +226,7 @@ def search_command(
 ) -> None:
     from .compile_ahead import stages_before_search
     from .options import make_options
+    from .output.formats import report_limits
     from .pipeline import OutputSpec, RunSettings, query_files, run_search
     from .scan import select_backend
 
@@ -229,6 +237,8 @@ def search_command(
     if prelim_threads < 0 or traceback_threads < 0:
         raise OptionsError("thread counts must not be negative")
     num_threads = _within_cpus(num_threads)
+    limits = report_limits(outfmt, max_target_seqs, num_descriptions, num_alignments,
+                           line_length, warn=lambda text: print(text, file=sys.stderr))
 
     # the GPU's set-up (pycuda, its context) runs while options, files and database are read
     backend = _in_background(select_backend, device, gpu_id)
@@ -238,7 +248,8 @@ def search_command(
         task, evalue=evalue, word_size=word_size, reward=reward, penalty=penalty,
         gapopen=gapopen, gapextend=gapextend, xdrop_ungap=xdrop_ungap, xdrop_gap=xdrop_gap,
         xdrop_gap_final=xdrop_gap_final, dust=dust, soft_masking=_parse_bool("-soft_masking", soft_masking),
-        lcase_masking=lcase_masking or None, strand=strand, max_target_seqs=max_target_seqs,
+        lcase_masking=lcase_masking or None, strand=strand,
+        max_target_seqs=limits.max_target_seqs,
         max_hsps=max_hsps, perc_identity=perc_identity, qcov_hsp_perc=qcov_hsp_perc,
         num_threads=num_threads)
     settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty(),
@@ -251,8 +262,10 @@ def search_command(
         from .db.subjects import SubjectFile
         database = SubjectFile(subject)
         label = database.label
-    run_search(files, database, options, OutputSpec(outfmt, out, out_dir, label), backend,
-               settings)
+    output = OutputSpec(outfmt, out, out_dir, label, line_length=line_length,
+                        num_descriptions=limits.num_descriptions,
+                        num_alignments=limits.num_alignments, show_gis=show_gis)
+    run_search(files, database, options, output, backend, settings)
 
 
 def _within_cpus(threads: int | None) -> int | None:

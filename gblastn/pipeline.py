@@ -45,10 +45,15 @@ WHOLE_VOLUME_JOBS = 1  # jobs per volume when the backend scans whole volumes
 
 @dataclass
 class OutputSpec:
-    outfmt: str = "6"
+    outfmt: str = "0"
     out: str | None = None        # None or '-': standard output
     out_dir: str | None = None    # one output per listed query file
     db_name: str = ""             # as the user gave it, for '# Database:'
+    # -outfmt 0's settings (None: blastn's default)
+    line_length: int | None = None
+    num_descriptions: int | None = None
+    num_alignments: int | None = None
+    show_gis: bool | None = None
 
 
 @dataclass
@@ -88,10 +93,13 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
     is opened, and put in place only when the whole search succeeded (output.files)."""
     from .db.reader import open_db
     from .output.files import OutputFiles, prepare_output_folder
-    from .output.tabular import TabularFormat
+    from .output.formats import output_format
 
     settings = settings or RunSettings()
-    fmt = TabularFormat.parse(output.outfmt)
+    fmt = output_format(output.outfmt, options, output.db_name,
+                        line_length=output.line_length,
+                        num_descriptions=output.num_descriptions,
+                        num_alignments=output.num_alignments, show_gis=output.show_gis)
     if backend is None:
         from .scan import cpu as backend
     paths = output_paths(output, files)
@@ -170,11 +178,9 @@ def _preload(db, backend) -> threading.Thread:
 
 def _search_into(outputs, index, fmt, files, db, options, output, backend, settings) -> int:
     """Search the queries of `files` into output `index` of `outputs` (an OutputFiles)."""
-    from .output.tabular import format_queries, write_footer
-
     def render(pairs):
         with TIMES.stage("output"):
-            return format_queries(fmt, pairs, db, db_name=output.db_name)
+            return fmt.render(pairs, db)
 
     if settings.mode == "serial":
         texts = _serial_texts(files, db, options, backend, render, settings.release_device)
@@ -193,8 +199,7 @@ def _search_into(outputs, index, fmt, files, db, options, output, backend, setti
     finally:
         if progress:
             progress.close()
-    if fmt.with_comments:
-        write_footer(out, fmt, count)
+    out.write(fmt.footer(db, count))
     _ready(backend)  # -device gpu without a GPU fails even when nothing needed a scan
     outputs.close(index)
     return count

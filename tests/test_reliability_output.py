@@ -358,7 +358,7 @@ def test_output_through_a_link_is_blastns(world, tmp_path):
         (tmp_path / f"{tool}.target").write_text("")
         (tmp_path / f"{tool}.link").symlink_to(f"{tool}.target")
     blastn(world, "-query", world.query, "-outfmt", "6", "-out", str(tmp_path / "blastn.link"))
-    search(world, "-query", world.query, "-out", str(tmp_path / "gblastn.link"))
+    search(world, "-query", world.query, "-outfmt", "6", "-out", str(tmp_path / "gblastn.link"))
     for tool in ("blastn", "gblastn"):
         assert (tmp_path / f"{tool}.link").is_symlink()
     assert_blastn_found_hits((tmp_path / "blastn.target").read_text())

@@ -1,1 +1,3 @@
-"""Output formats; one module per format (tabular: -outfmt 6, 7 and 10)."""
+"""Output formats, one module per format: pairwise (-outfmt 0), xml (5), tabular (6, 7 and
+10); formats picks the one -outfmt names, alignments and statistics hold what the reports
+share."""

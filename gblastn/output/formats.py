@@ -1,0 +1,113 @@
+"""-outfmt: which report a search writes. Every report has the same two calls, which the
+search driver makes: render(pairs, db), the text of each (query, result) pair, in order (the
+first query's with the report's head), and footer(db, count), the text after the last
+query."""
+
+import re
+from dataclasses import dataclass
+
+from ..errors import OptionsError
+from .tabular import SUPPORTED_KINDS, TabularFormat, format_queries, write_footer
+
+PAIRWISE = 0
+XML = 5
+SUPPORTED = (PAIRWISE, XML, *SUPPORTED_KINDS)
+
+
+@dataclass
+class TabularReport:
+    """-outfmt 6, 7 and 10."""
+
+    fmt: TabularFormat
+    db_name: str
+
+    def render(self, pairs: list, db) -> list:
+        return format_queries(self.fmt, pairs, db, db_name=self.db_name)
+
+    def footer(self, db, count: int) -> str:
+        import io
+
+        text = io.StringIO()
+        write_footer(text, self.fmt, count)
+        return text.getvalue()
+
+
+def output_format(outfmt: str, options, db_name: str, **pairwise):
+    """The report that `-outfmt` names, for a search with `options` of the database the user
+    called `db_name`; `pairwise` holds -outfmt 0's settings that were given (line_length,
+    num_descriptions, num_alignments, show_gis). Columns after a number other than 6, 7 and
+    10 are ignored, as blastn ignores them."""
+    from .pairwise import PairwiseReport
+    from .xml import XmlReport
+
+    choice = outfmt.strip().partition(" ")[0]
+    if re.fullmatch(r"[+-]?\d+", choice) and int(choice) == XML:
+        return XmlReport(options, db_name)
+    if re.fullmatch(r"[+-]?\d+", choice) and int(choice) == PAIRWISE:
+        given = {name: value for name, value in pairwise.items() if value is not None}
+        return PairwiseReport(options, db_name, **given)
+    if re.fullmatch(r"[+-]?\d+", choice) and int(choice) not in SUPPORTED_KINDS:
+        raise OptionsError(f"output format {int(choice)} is not supported by gblastn: use "
+                           + ", ".join(map(str, SUPPORTED[:-1])) + f" or {SUPPORTED[-1]}")
+    return TabularReport(TabularFormat.parse(outfmt), db_name)
+
+
+
+@dataclass(frozen=True)
+class ReportLimits:
+    """How many subjects the search keeps and the pairwise report shows."""
+
+    max_target_seqs: int | None   # for the search; None: its default
+    num_descriptions: int | None  # for -outfmt 0; None: the report's default
+    num_alignments: int | None
+
+
+def report_limits(outfmt: str, max_target_seqs=None, num_descriptions=None,
+                  num_alignments=None, line_length=None, warn=print) -> ReportLimits:
+    """blastn's resolution of -max_target_seqs, -num_descriptions and -num_alignments
+    (CFormattingArgs::ExtractAlgorithmOptions). The last two go with the pairwise report
+    and may not be given with the first. For it, -max_target_seqs sets both, and the search
+    keeps as many subjects as the larger of the two when either is given. For the other
+    formats -num_alignments stands for -max_target_seqs, -num_descriptions and
+    -line_length are ignored with a warning. `warn` takes blastn's warnings."""
+    from .pairwise import DEFAULT_ALIGNMENTS, DEFAULT_DESCRIPTIONS
+
+    for flag, value in (("-num_descriptions", num_descriptions),
+                        ("-num_alignments", num_alignments)):
+        if value is not None and max_target_seqs is not None:
+            raise OptionsError(f"{flag} cannot be given with -max_target_seqs")
+        if value is not None and value < 0:
+            raise OptionsError(f"{flag} must be at least 0")
+    if line_length is not None and line_length < 1:
+        raise OptionsError("-line_length must be at least 1")
+    choice = outfmt.strip().partition(" ")[0]
+    if re.fullmatch(r"[+-]?\d+", choice) and int(choice) == PAIRWISE:
+        limits = _pairwise_limits(max_target_seqs, num_descriptions, num_alignments,
+                                  DEFAULT_DESCRIPTIONS, DEFAULT_ALIGNMENTS)
+    else:
+        if num_descriptions is not None:
+            warn("Warning: [blastn] The parameter -num_descriptions is ignored for output "
+                 "formats > 4 . Use -max_target_seqs to control output")
+        if line_length is not None:
+            warn("Warning: [blastn] The parameter -line_length is not applicable for "
+                 "output formats > 4 .")
+        kept = max_target_seqs if max_target_seqs is not None else num_alignments
+        limits = ReportLimits(kept, None, None)
+    kept = limits.max_target_seqs
+    if kept == 0:
+        raise OptionsError("No hits are being saved: -num_descriptions and -num_alignments "
+                           "are both 0")
+    if kept is not None and kept < 5:
+        warn("Warning: [blastn] Examining 5 or more matches is recommended")
+    return limits
+
+
+def _pairwise_limits(max_target_seqs, num_descriptions, num_alignments, default_descriptions,
+                     default_alignments) -> ReportLimits:
+    if max_target_seqs is not None:
+        return ReportLimits(max_target_seqs, max_target_seqs, max_target_seqs)
+    if num_descriptions is None and num_alignments is None:
+        return ReportLimits(None, None, None)
+    descriptions = default_descriptions if num_descriptions is None else num_descriptions
+    alignments = default_alignments if num_alignments is None else num_alignments
+    return ReportLimits(max(descriptions, alignments), descriptions, alignments)

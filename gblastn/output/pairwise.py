@@ -1,0 +1,373 @@
+"""Pairwise text: -outfmt 0, byte for byte as blastn 2.12 writes it (CBlastFormat's prolog,
+per-query report and epilog; CShowBlastDefline's one-line descriptions; CDisplaySeqalign's
+alignments; CAlignFormatUtil's number formats and line wrapping).
+
+The report of one query: its title and length, one line per subject (-num_descriptions of
+them) with the best HSP's bit score and E-value, the alignments of the first
+-num_alignments subjects, -line_length letters a row, masked query letters in lower case,
+and the query's Karlin-Altschul parameters and search space. The database and the scoring
+system close the file.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .alignments import shown_hsps
+from .statistics import query_statistics
+from .xml import query_definition
+
+PROGRAM_VERSION = "BLASTN 2.12.0+"
+LINE_WIDTH = 68            # kFormatLineLength: headers, references and descriptions
+TITLE_WRAP = 60            # the subject titles above the alignments
+DEFAULT_LINE_LENGTH = 60
+DEFAULT_DESCRIPTIONS = 500
+DEFAULT_ALIGNMENTS = 250
+MEGABLAST_REFERENCE = ('Zheng Zhang, Scott Schwartz, Lukas Wagner, and Webb Miller (2000), '
+                       '"A greedy algorithm for aligning DNA sequences", '
+                       'J Comput Biol 2000; 7(1-2):203-14.')
+GAPPED_BLAST_REFERENCE = ('Stephen F. Altschul, Thomas L. Madden, Alejandro A. Schaffer, '
+                          'Jinghui Zhang, Zheng Zhang, Webb Miller, and David J. Lipman (1997), '
+                          '"Gapped BLAST and PSI-BLAST: a new generation of protein database '
+                          'search programs", Nucleic Acids Res. 25:3389-3402.')
+ROW_NAMES = ("Query", "Sbjct")
+MARGIN = 2                 # between a row's name, start, letters and end
+
+
+# --------------------------------------------------------------------------------------------
+# Text helpers (NStr::Wrap, GetScoreString, GetPercentMatch)
+
+_FORCED, _PUNCT, _COMMA, _SPACE, _NEWLINE = range(5)
+
+
+def wrap(text: str, width: int) -> list:
+    """NStr::Wrap with fWrap_FlatFile: lines of at most `width` characters, broken at the
+    last space (dropped, with the spaces after it), else after the last comma or hyphen,
+    else anywhere."""
+    lines, pos, n = [], 0, len(text)
+    while pos < n:
+        newline = text.find("\n", pos)
+        newline = n if newline < 0 else newline
+        first = newline if newline - pos <= width else pos
+        best_pos, best_score, column, at = None, _FORCED, 0, first
+        while at < n and column <= width:
+            char, score, score_pos = text[at], _FORCED, at
+            if char == "\n":
+                best_pos, best_score = at, _NEWLINE
+                break
+            if char.isspace():
+                score = _SPACE
+            elif char == "," and column < width and at < n - 1:
+                score, score_pos = _COMMA, at + 1
+            elif char == "-" and at < n - 1 and column < width:
+                score, score_pos = _PUNCT, at + 1
+            if score >= best_score and score_pos > first:
+                best_pos, best_score = score_pos, score
+            at += 1
+            column += 1
+        if best_score != _NEWLINE and column <= width:
+            best_pos = n
+        lines.append(text[pos:best_pos])
+        pos = best_pos
+        if best_score == _SPACE:
+            while pos < n and text[pos] == " ":
+                pos += 1
+            if pos < n and text[pos] == "\n":
+                pos += 1
+        elif best_score == _NEWLINE:
+            pos += 1
+    return lines
+
+
+def wrapped(text: str, width: int = LINE_WIDTH) -> str:
+    return "".join(line + "\n" for line in wrap(text, width))
+
+
+def wrap_title(title: str) -> str:
+    """s_WrapOutputLine: a title longer than 60 characters breaks at the first space after
+    each multiple of 60 (the space stays at the end of the line)."""
+    if len(title) <= TITLE_WRAP:
+        return title
+    out, pending = [], False
+    for i, char in enumerate(title):
+        if i > 0 and i % TITLE_WRAP == 0:
+            pending = True
+        out.append(char)
+        if pending and char.isspace():
+            out.append("\n")
+            pending = False
+    return "".join(out)
+
+
+def evalue_text(evalue: float) -> str:
+    """GetScoreString's E-value (the descriptions' and the alignments')."""
+    if evalue < 1.0e-180:
+        return "0.0"
+    if evalue < 1.0e-99:
+        return "%2.0e" % evalue
+    if evalue < 0.0009:
+        return "%3.0e" % evalue
+    if evalue < 0.1:
+        return "%4.3f" % evalue
+    if evalue < 1.0:
+        return "%3.2f" % evalue
+    if evalue < 10.0:
+        return "%2.1f" % evalue
+    return "%2.0f" % evalue
+
+
+def bits_text(bits: float) -> str:
+    if bits > 99999:
+        return "%5.3e" % bits
+    if bits > 99.9:
+        return "%3d" % int(bits)
+    return "%4.1f" % bits
+
+
+def percent(numerator: int, denominator: int) -> int:
+    """GetPercentMatch: rounded, and 100 only when equal."""
+    if numerator == denominator:
+        return 100
+    return min(99, int(0.5 + 100.0 * numerator / denominator))
+
+
+def with_commas(number: int) -> str:
+    return f"{number:,}"
+
+
+def posted_date(created: str) -> str:
+    """makeblastdb's date: the hour without its leading zero ('Nov 26, 2026  3:43 PM')."""
+    day, sep, time = created.partition("  ")
+    return day + sep + (time[1:] if time.startswith("0") else time)
+
+
+# --------------------------------------------------------------------------------------------
+# Subjects' names
+
+def subject_id(db, ordinal: int, show_gis: bool) -> tuple:
+    """(gi, the id as the descriptions show it, the id as the alignments' titles show it):
+    none for a database without parsed ids, whose sequences are known by ordinal."""
+    from .tabular import _subject_gi
+
+    if not db.parse_seqids:
+        return 0, "", ""
+    seq_id = db.seq_id(ordinal)
+    gi = int(_subject_gi(db, ordinal))
+    fasta = _best_fasta_id(seq_id)
+    if fasta.startswith("lcl|"):
+        return gi, fasta[4:] + " ", fasta[4:]
+    bare = db.accession(ordinal)
+    long_form = show_gis and gi > 0
+    return gi, (fasta if show_gis and not fasta.startswith("gi|") else bare + " "), \
+        (fasta if long_form else bare)
+
+
+def _best_fasta_id(seq_id: str) -> str:
+    """The id a FASTA id list shows first: the one after a leading gi (gi|N|gb|X.1| gives
+    gb|X.1|), or the whole id; a bare id is local (lcl|)."""
+    parts = seq_id.split("|")
+    if len(parts) == 1:
+        return "lcl|" + seq_id
+    if parts[0] == "gi" and len(parts) > 2:
+        return "|".join(parts[2:])
+    return seq_id
+
+
+def subject_title(db, ordinal: int) -> str:
+    return db.title_of(ordinal) if db.parse_seqids else db.defline(ordinal)
+
+
+# --------------------------------------------------------------------------------------------
+# The report
+
+@dataclass
+class PairwiseReport:
+    options: object
+    db_name: str
+    line_length: int = DEFAULT_LINE_LENGTH
+    num_descriptions: int = DEFAULT_DESCRIPTIONS
+    num_alignments: int = DEFAULT_ALIGNMENTS
+    show_gis: bool = False
+
+    def render(self, pairs: list, db) -> list:
+        statistics = query_statistics([query for query, _ in pairs], db, self.options)
+        texts = []
+        for (query, result), stats in zip(pairs, statistics):
+            text = self._query(query, result, stats, db)
+            if result.query_index == 0:
+                text = self._prolog(db) + text
+            texts.append(text)
+        return texts
+
+    def footer(self, db, count: int) -> str:
+        if not count:
+            return ""
+        options = self.options
+        extension = float(options.gapextend)
+        if options.gapextend == 0:  # linear gap costs (PMID 10890397)
+            extension = (-2 * options.penalty + options.reward) / 2.0
+        return "".join([
+            "\n\n  Database: ", wrapped(db.title),
+            f"    Posted date:  {posted_date(db.created)}\n",
+            f"  Number of letters in database: {with_commas(db.total_letters)}\n",
+            f"  Number of sequences in database:  {with_commas(db.num_seqs)}\n\n",
+            f"\n\nMatrix: blastn matrix {options.reward} {options.penalty}\n",
+            f"Gap Penalties: Existence: {options.gapopen}, Extension: {extension:g}\n"])
+
+    def _prolog(self, db) -> str:
+        reference = MEGABLAST_REFERENCE if self.options.task == "megablast" \
+            else GAPPED_BLAST_REFERENCE
+        return "".join([
+            f"{PROGRAM_VERSION}\n\n\n", wrapped("Reference: " + reference), "\n\n\n",
+            "Database: ", wrapped(db.title),
+            f"{' ' * 11}{with_commas(db.num_seqs)} sequences; "
+            f"{with_commas(db.total_letters)} total letters\n\n"])
+
+    def _query(self, query, result, stats, db) -> str:
+        from ..query import blast_defline
+
+        parts = ["\n\nQuery= ", wrapped(blast_defline(query.defline or "")),
+                 f"\nLength={len(query)}\n"]
+        subjects = [subject for subject in result.subjects if len(subject.hsps)]
+        if not subjects:
+            parts.append("\n\n***** No hits found *****\n\n\n")
+        else:
+            shown = [(subject, shown_hsps(query, db, subject))
+                     for subject in subjects[:max(self.num_descriptions, self.num_alignments)]]
+            parts.append(self._descriptions(shown[:self.num_descriptions], db))
+            parts.append("\n")
+            masked = _mask_of(len(query), stats.masked)
+            for subject, hsps in shown[:self.num_alignments]:
+                parts.append(self._alignments(subject, hsps, db, masked))
+        parts.append(_karlin_footer(stats))
+        return "".join(parts)
+
+    def _descriptions(self, shown: list, db) -> str:
+        if not shown:
+            return "\n"
+        scores = [(bits_text(hsps[0].bitscore), evalue_text(hsps[0].evalue))
+                  for _, hsps in shown]
+        score_width = max([len("(Bits)")] + [len(bits) for bits, _ in scores])
+        evalue_width = max([len("Value")] + [len(evalue) for _, evalue in scores])
+        lines = [" " * (LINE_WIDTH + 2) + "Score" + " " * (score_width - 5 + 2) + "  E\n",
+                 "Sequences producing significant alignments:"
+                 + " " * (LINE_WIDTH - 43 + 1) + "(Bits)" + " " * (score_width - 6 + 2)
+                 + "Value\n\n"]
+        for (subject, _), (bits, evalue) in zip(shown, scores):
+            lines.append(self._description(subject.ordinal, db) + "  " + bits.ljust(score_width)
+                         + "  " + evalue.ljust(evalue_width) + "\n")
+        return "".join(lines) + "\n"
+
+    def _description(self, ordinal: int, db) -> str:
+        """The subject's id and title, cut to LINE_WIDTH with '...', padded to it."""
+        gi, shown_id, _ = subject_id(db, ordinal, self.show_gis)
+        head = f"gi|{gi}|" if self.show_gis and gi > 0 else ""
+        component = ("  " if head else "") + subject_title(db, ordinal)
+        head += shown_id
+        room = LINE_WIDTH - len(head)
+        if len(component) > room:
+            component = component[:room - 3] + "..." if room >= 3 else component
+        return (head + component).ljust(LINE_WIDTH)
+
+    def _alignments(self, subject, hsps: list, db, masked: np.ndarray) -> str:
+        gi, _, title_id = subject_id(db, subject.ordinal, self.show_gis)
+        head = ">"
+        if self.show_gis and gi > 0 and not title_id.startswith("gi|"):
+            head += f"gi|{gi}|"
+        head += title_id
+        if len(head) > 1:
+            head += " "
+        parts = [head, wrap_title(subject_title(db, subject.ordinal)), "\n",
+                 f"Length={int(db.lengths[subject.ordinal])}\n\n"]
+        for hsp in hsps:
+            parts.append(self._hsp(hsp, masked))
+        return "".join(parts)
+
+    def _hsp(self, hsp, masked: np.ndarray) -> str:
+        length, matches, gaps = hsp.length, hsp.identities, hsp.gaps
+        parts = [f" Score = {bits_text(hsp.bitscore)} bits ({hsp.score}),  "
+                 f"Expect = {evalue_text(hsp.evalue)}\n",
+                 f" Identities = {matches}/{length} ({percent(matches, length)}%), "
+                 f"Gaps = {gaps}/{length} ({percent(gaps, length)}%)\n",
+                 f" Strand=Plus/{'Minus' if hsp.minus else 'Plus'}\n\n"]
+        parts += _rows(hsp, masked, self.line_length)
+        return "".join(parts) + "\n"
+
+
+def _mask_of(length: int, ranges: tuple) -> np.ndarray:
+    mask = np.zeros(length, dtype=bool)
+    for start, end in ranges:
+        mask[start:end] = True
+    return mask
+
+
+def _karlin_footer(stats) -> str:
+    parts = ["\n"]
+    if stats.ungapped is not None:
+        parts.append(_karlin_block(stats.ungapped))
+    parts.append("\n")
+    if stats.gapped is not None:
+        parts.append("Gapped\n" + _karlin_block(stats.gapped))
+    parts.append(f"\nEffective search space used: {stats.search_space}\n")
+    return "".join(parts)
+
+
+def _karlin_block(block) -> str:
+    return ("Lambda      K        H\n"
+            + "".join("%#8.3g " % value for value in (block.lambda_, block.k, block.h)) + "\n")
+
+
+def _rows(hsp, masked: np.ndarray, line_length: int) -> list:
+    """The alignment's rows, `line_length` columns at a time: the query (masked letters in
+    lower case), the middle line, the subject, each with its first and last position."""
+    query_row = _lower_masked(hsp.query_row, hsp.query_start, masked)
+    middle = hsp.midline()
+    query_positions = _positions(hsp.query_row, hsp.query_start, 1)
+    subject_positions = _positions(hsp.subject_row, hsp.subject_start,
+                                   -1 if hsp.minus else 1)
+    number_width = max(len(str(max(hsp.query_start, hsp.query_end) - 1)),
+                       len(str(max(hsp.subject_start, hsp.subject_end) - 1)))
+    rows, previous_end = [], [None, None]
+    for first in range(0, hsp.length, line_length):
+        last = min(first + line_length, hsp.length)
+        for row, (letters, positions) in enumerate(((query_row, query_positions),
+                                                    (hsp.subject_row, subject_positions))):
+            rows.append(_sequence_line(row, letters[first:last], positions[first:last],
+                                       first, number_width, previous_end))
+            if row == 0:
+                rows.append(" " * (len(ROW_NAMES[0]) + MARGIN + number_width + MARGIN)
+                            + middle[first:last] + "\n")
+        rows.append("\n")
+    return rows
+
+
+def _sequence_line(row: int, letters: str, positions: np.ndarray, first: int,
+                   number_width: int, previous_end: list) -> str:
+    """One row of one block: name, first position, letters, last position. The positions
+    of a block without letters of this row are left out, as blastn leaves them out."""
+    present = positions[positions > 0]
+    start, end = (int(present[0]), int(present[-1])) if present.size else \
+        (previous_end[row], previous_end[row])
+    hidden = (first > 0 and end == previous_end[row]) or (first == 0 and start == 1 and end == 1)
+    previous_end[row] = end
+    start_text = "" if hidden else str(start)
+    return (ROW_NAMES[row] + " " * MARGIN + start_text
+            + " " * (number_width - len(start_text) + MARGIN) + letters + " " * MARGIN
+            + ("" if hidden else str(end)) + "\n")
+
+
+def _positions(row: str, first: int, step: int) -> np.ndarray:
+    """The sequence position of each column's letter, 0 in a gap."""
+    letters = np.frombuffer(row.encode("ascii"), dtype=np.uint8) != ord("-")
+    positions = first + step * (np.cumsum(letters) - 1)
+    return np.where(letters, positions, 0)
+
+
+def _lower_masked(row: str, first: int, masked: np.ndarray) -> str:
+    """The query row with its masked letters in lower case."""
+    letters = np.frombuffer(row.encode("ascii"), dtype=np.uint8).copy()
+    in_gap = letters == ord("-")
+    positions = first - 1 + np.cumsum(~in_gap) - 1
+    lower = ~in_gap & masked[np.clip(positions, 0, masked.size - 1)]
+    letters[lower] = letters[lower] | 0x20
+    return letters.tobytes().decode("ascii")

@@ -1,0 +1,62 @@
+"""What the reports print per query beside its hits (BLAST's CBlastAncillaryData and
+masked query regions): the Karlin-Altschul blocks, the length adjustment and the effective
+search space of the query's first valid context, and the query's masked ranges.
+
+They are computed again here, from the queries, the options and the database's totals, with
+the functions the search used (gblastn.stats): every value is a context's own, whatever
+else was in the search's batch, so the numbers are the search's.
+"""
+
+from dataclasses import dataclass
+
+from ..stats import KarlinBlock
+
+
+@dataclass(frozen=True)
+class QueryStatistics:
+    length_adjustment: int
+    search_space: int
+    ungapped: KarlinBlock | None   # None: no valid context (an empty query)
+    gapped: KarlinBlock | None
+    # half-open ranges of the plus strand masked (DUST, lower case with -lcase_masking)
+    masked: tuple = ()
+
+
+NO_STATISTICS = QueryStatistics(0, 0, None, None)
+
+
+def query_statistics(queries: list, db, options) -> list:
+    """One QueryStatistics per query, in order."""
+    from ..query import build_batch
+    from ..stats import prepare_statistics
+
+    searched = [query for query in queries if len(query)]
+    if not searched:
+        return [NO_STATISTICS for _ in queries]
+    batch = build_batch(searched, options)
+    stats = prepare_statistics(batch, db.total_letters, db.num_seqs, options)
+    found = iter([_first_valid(stats, 2 * i, batch) for i in range(len(searched))])
+    return [next(found) if len(query) else NO_STATISTICS for query in queries]
+
+
+def _first_valid(stats, first_context: int, batch) -> QueryStatistics:
+    """The values of the query's first valid context (its plus strand unless only the minus
+    strand is searched)."""
+    masked = _plus_strand_masks(batch, first_context)
+    for context in (first_context, first_context + 1):
+        if stats.valid[context]:
+            return QueryStatistics(int(stats.length_adjustment[context]),
+                                   int(stats.eff_searchsp[context]),
+                                   stats.kbp_ungapped[context], stats.kbp_gapped[context],
+                                   masked)
+    return QueryStatistics(0, 0, None, None, masked)
+
+
+def _plus_strand_masks(batch, plus_context: int) -> tuple:
+    """The query's masked ranges on its plus strand: the plus context's, or the minus
+    context's mirrored when only the minus strand is searched."""
+    if batch.context_length[plus_context]:
+        return tuple((int(a), int(b)) for a, b in batch.masks[plus_context])
+    length = int(batch.context_length[plus_context + 1])
+    return tuple(sorted((length - int(b), length - int(a))
+                        for a, b in batch.masks[plus_context + 1]))
