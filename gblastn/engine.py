@@ -760,7 +760,8 @@ def plan_batch(queries: list, first_index: int, db, options: SearchOptions,
                 plan.stats = prepare_statistics(batch, db.stats_letters, db.stats_num_seqs,
                                                 options)
                 plan.table = table.result()
-            plan.diag_hash = DiagonalHash()
+            # its buckets in parts that threads extend side by side, when there are threads
+            plan.diag_hash = DiagonalHash() if options.num_threads > 1 else DiagonalHash(1)
     return plan
 
 

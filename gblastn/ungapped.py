@@ -96,36 +96,41 @@ def uses_diag_hash(table: LookupTable) -> bool:
     return end > DIAG_HASH_QUERY_LENGTH
 
 
-class DiagonalHash:
-    """BLAST's diagonal hash (512 chained buckets) with its subject offset, carried across
-    the chunks of one batch's search in database order."""
+HASH_BUCKETS = 512  # BLAST's DIAGHASH_NUM_BUCKETS
+HASH_PARTS = 64     # the buckets' parts, each extended on its own (a power of two)
+
+
+class HashPart:
+    """The chains of some of the diagonal hash's buckets, with its subject offset."""
 
     def __init__(self):
-        self.backbone = np.zeros(512, dtype=np.int64)
+        self.backbone = np.zeros(HASH_BUCKETS, dtype=np.int64)
         self.cell_diag = np.zeros(256, dtype=np.int64)
         self.cell_level = np.zeros(256, dtype=np.int64)
         self.cell_next = np.zeros(256, dtype=np.int64)
         self.occupancy = 1
         self.offset = 0
 
-    def take_over(self, other: "DiagonalHash") -> None:
-        """Become `other`, whose chunks came last."""
-        self.__dict__.update(other.__dict__)
 
+class DiagonalHash:
+    """BLAST's diagonal hash (512 chained buckets) with its subject offset, carried across
+    the chunks of one batch's search in database order. A seed reads and writes only the
+    chain of its diagonal's bucket (a cell is reused only within its chain), so the buckets
+    fall into `parts` that never meet: each part's seeds, in their order, give the hits the
+    whole hash gives them, and the parts are extended side by side. The cells' numbering
+    differs from one hash's, which decides nothing."""
 
-def hash_segments(chunk_length: np.ndarray, offset: int) -> list:
-    """The chunk ranges between the diagonal hash's resets (see the module's docstring),
-    for a hash at `offset` before the first chunk: extend_chunks empties the hash after a
-    chunk that it began at an offset of at least HASH_OFFSET_LIMIT."""
-    starts = [0]
-    for c, length in enumerate(chunk_length.tolist()):
-        if offset >= HASH_OFFSET_LIMIT:
-            offset = 0
-            starts.append(c + 1)
-        else:
-            offset += length
-    ends = starts[1:] + [int(chunk_length.size)]
-    return [(a, b) for a, b in zip(starts, ends) if b > a]
+    def __init__(self, parts: int = HASH_PARTS):
+        self.parts = [HashPart() for _ in range(parts)]
+
+    @property
+    def offset(self) -> int:
+        return self.parts[0].offset
+
+    @offset.setter
+    def offset(self, value: int) -> None:
+        for part in self.parts:
+            part.offset = value
 
 
 @njit(cache=True, nogil=True)
@@ -226,7 +231,8 @@ def extend_chunks(seed_chunk, seed_q, seed_s, seed_first, chunk_bounds, first_ch
                   backbone, cell_diag, cell_level, cell_next, occupancy, hash_offset):
     """Diagonal bookkeeping and extension for chunks [first_chunk, last_chunk); seeds of
     chunk c are seed_*[chunk_bounds[c]:chunk_bounds[c + 1]]. Returns the saved hits in
-    processing order, then the diagonal hash's state for the next call."""
+    processing order with the index of the seed each came from, then the diagonal hash's
+    state for the next call."""
     total_seeds = chunk_bounds[last_chunk] - chunk_bounds[first_chunk]
     cap = max(16, total_seeds // 8)
     o_chunk = np.empty(cap, dtype=np.int32)
@@ -236,6 +242,7 @@ def extend_chunks(seed_chunk, seed_q, seed_s, seed_first, chunk_bounds, first_ch
     o_score = np.empty(cap, dtype=np.int32)
     o_seed_q = np.empty(cap, dtype=np.int32)
     o_seed_s = np.empty(cap, dtype=np.int32)
+    o_seed = np.empty(cap, dtype=np.int64)
     n_out = 0
     blast_len = sequence.size - 2
     exact_only = word_size < 11
@@ -287,6 +294,7 @@ def extend_chunks(seed_chunk, seed_q, seed_s, seed_first, chunk_bounds, first_ch
                     o_score = grown(o_score, n_out + 1)
                     o_seed_q = grown(o_seed_q, n_out + 1)
                     o_seed_s = grown(o_seed_s, n_out + 1)
+                    o_seed = grown(o_seed, n_out + 1)
                 o_chunk[n_out] = c
                 o_q[n_out] = qs
                 o_s[n_out] = ss
@@ -294,6 +302,7 @@ def extend_chunks(seed_chunk, seed_q, seed_s, seed_first, chunk_bounds, first_ch
                 o_score[n_out] = sc
                 o_seed_q[n_out] = q_off
                 o_seed_s[n_out] = s_off
+                o_seed[n_out] = i
                 n_out += 1
                 s_end_pos = ln + ss + offset
             if use_hash:
@@ -330,8 +339,31 @@ def extend_chunks(seed_chunk, seed_q, seed_s, seed_first, chunk_bounds, first_ch
         else:
             offset += s_len
     return (o_chunk[:n_out], o_q[:n_out], o_s[:n_out], o_len[:n_out], o_score[:n_out],
-            o_seed_q[:n_out], o_seed_s[:n_out],
+            o_seed_q[:n_out], o_seed_s[:n_out], o_seed[:n_out],
             backbone, cell_diag, cell_level, cell_next, occupancy, offset)
+
+
+def _extend_hash_parts(seeds: Seeds, state: DiagonalHash, run, chunks: int,
+                       num_threads: int) -> list:
+    """extend_chunks over all chunks for each part of the hash's buckets, with that part's
+    seeds in their order, on up to num_threads threads; the hits of all parts in the order
+    one pass over every seed finds them."""
+    diagonal = seeds.s_off.astype(np.int64) - seeds.q_off.astype(np.int64)
+    part_of = (diagonal & (HASH_BUCKETS - 1)) & (len(state.parts) - 1)
+    order = np.argsort(part_of, kind="stable")
+    ends = np.searchsorted(part_of[order], np.arange(len(state.parts) + 1))
+
+    def run_part(p):
+        picked = order[ends[p]:ends[p + 1]]
+        found = run(seeds.chunk[picked], seeds.q_off[picked], seeds.s_off[picked],
+                    seeds.s_first[picked], (0, chunks), state.parts[p])
+        return found[:7] + (picked[found[7]],)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(int(num_threads), len(state.parts)))) as pool:
+        found = list(pool.map(run_part, range(len(state.parts))))
+    seed_of = np.concatenate([f[7] for f in found])
+    in_order = np.argsort(seed_of, kind="stable")
+    return [np.concatenate([f[i] for f in found])[in_order] for i in range(7)]
 
 
 def sort_initial_hits(hits: InitialHits) -> InitialHits:
@@ -353,13 +385,13 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
     ``ungapped_xdrop``, ``ungapped_cutoff``, ``reduced_cutoff``: int32 per context (raw X > 0,
     raw cutoff, (int)(0.8 * cutoff)). The word size and the query come from ``table``.
     For queries that use the diagonal hash, ``diag_hash`` is the batch's `DiagonalHash`
-    (chunks then run in order, in one thread); a fresh one is used when it is None.
+    (chunks then run in order, each part of the hash's buckets on its own); a fresh one is
+    used when it is None.
     """
     packed = np.ascontiguousarray(packed, dtype=np.uint8)
     chunk_byte_offset = np.ascontiguousarray(chunk_byte_offset, dtype=np.int64)
     chunk_length = np.ascontiguousarray(chunk_length, dtype=np.int32)
     k = int(chunk_length.size)
-    bounds = np.searchsorted(seeds.chunk, np.arange(k + 1), side="left").astype(np.int64)
     matrix = score_matrix(reward, penalty).astype(np.int64)
     score_table = nucl_score_table(reward, penalty).astype(np.int64)
     per_ctx = [np.ascontiguousarray(a, dtype=np.int64) for a in
@@ -367,32 +399,28 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
     use_hash = uses_diag_hash(table)
     state = diag_hash if diag_hash is not None else DiagonalHash()
 
-    def run(rng, hash_state):
-        out = extend_chunks(seeds.chunk, seeds.q_off, seeds.s_off, seeds.s_first, bounds,
-                            rng[0], rng[1], table.sequence, table.context_offset, packed,
-                            chunk_byte_offset, chunk_length, matrix, score_table, *per_ctx,
-                            table.word_size, use_hash, hash_state.backbone,
-                            hash_state.cell_diag, hash_state.cell_level, hash_state.cell_next,
-                            hash_state.occupancy, hash_state.offset)
-        if use_hash:
-            (hash_state.backbone, hash_state.cell_diag, hash_state.cell_level,
-             hash_state.cell_next, hash_state.occupancy, hash_state.offset) = out[7:]
-        return out[:7]
+    def run(chunk, q_off, s_off, s_first, rng, part):
+        bounds = np.searchsorted(chunk, np.arange(k + 1), side="left").astype(np.int64)
+        out = extend_chunks(chunk, q_off, s_off, s_first, bounds, rng[0], rng[1],
+                            table.sequence, table.context_offset, packed, chunk_byte_offset,
+                            chunk_length, matrix, score_table, *per_ctx, table.word_size,
+                            use_hash, part.backbone, part.cell_diag, part.cell_level,
+                            part.cell_next, part.occupancy, part.offset)
+        (part.backbone, part.cell_diag, part.cell_level, part.cell_next, part.occupancy,
+         part.offset) = out[8:]
+        return out[:8]
 
-    if num_threads <= 1:
-        ranges = [(0, k)]
-    elif use_hash:
-        ranges = hash_segments(chunk_length, state.offset)
+    if use_hash:
+        fields = _extend_hash_parts(seeds, state, run, k, num_threads)
     else:
-        ranges = _split_chunks(chunk_length, 4 * num_threads)
-    # the first range goes on from the carried hash, each later one from an emptied hash
-    states = [state] + [DiagonalHash() for _ in ranges[1:]] if use_hash else [state] * len(ranges)
-    if len(ranges) <= 1:
-        parts = [run((0, k), state)]
-    else:
-        with ThreadPoolExecutor(max_workers=min(int(num_threads), len(ranges))) as pool:
-            parts = list(pool.map(run, ranges, states))
-        if use_hash:
-            state.take_over(states[-1])
-    fields = [np.concatenate([p[i] for p in parts]).astype(np.int32) for i in range(7)]
+        ranges = _split_chunks(chunk_length, 4 * num_threads) if num_threads > 1 else [(0, k)]
+        every = (seeds.chunk, seeds.q_off, seeds.s_off, seeds.s_first)
+
+        def run_range(rng):
+            return run(*every, rng, HashPart())  # the array's calls carry no hash
+
+        with ThreadPoolExecutor(max_workers=max(1, min(int(num_threads), len(ranges)))) as pool:
+            parts = list(pool.map(run_range, ranges))
+        fields = [np.concatenate([p[i] for p in parts]) for i in range(7)]
+    fields = [np.ascontiguousarray(f, dtype=np.int32) for f in fields]
     return sort_initial_hits(InitialHits(*fields))

@@ -8,7 +8,7 @@ import pytest
 from gblastn.alphabet import score_matrix
 from gblastn.lookup import build_lookup
 from gblastn.scan.cpu import find_seeds
-from gblastn.ungapped import (HASH_OFFSET_LIMIT, DiagonalHash, extend_seeds, hash_segments,
+from gblastn.ungapped import (HASH_OFFSET_LIMIT, DiagonalHash, extend_seeds,
                               nucl_score_table, uses_diag_hash)
 
 from test_scan import make_case, pack_chunks
@@ -163,19 +163,12 @@ def test_threads_do_not_change_hits():
         assert np.array_equal(getattr(one, f), getattr(two, f))
 
 
-def test_hash_segments_cut_after_each_reset():
-    big = HASH_OFFSET_LIMIT // 2 + 1
-    lengths = np.array([big, big, 5, big, big, big, 7], np.int32)
-    # offsets before each chunk: 0, big, 2big (reset after it), 0, big, 2big (reset), 0
-    assert hash_segments(lengths, 0) == [(0, 3), (3, 6), (6, 7)]
-    assert hash_segments(lengths, HASH_OFFSET_LIMIT) == [(0, 1), (1, 5), (5, 7)]
-    assert hash_segments(lengths[:0], 0) == []
-
-
-def test_hash_stretches_in_parallel_give_the_sequential_hits():
-    """The diagonal hash is emptied every HASH_OFFSET_LIMIT letters; the stretches between
-    those resets, extended on threads from fresh hashes, give the hits and the final hash of
-    one pass that carries the hash through every chunk."""
+@pytest.mark.parametrize("threads", [1, 4])
+def test_hash_parts_side_by_side_give_the_one_hash_hits(threads):
+    """The diagonal hash's buckets in parts, each part's seeds extended on their own (on
+    threads), give the hits of one hash walked through every seed, across the hash's resets
+    (every HASH_OFFSET_LIMIT letters) and carried from one call to the next as from one
+    volume to the next."""
     rng = np.random.default_rng(8)
     batch, options, subjects = make_case(rng, [5000, 4000], [int(n) for n in
                                          rng.integers(400, 3000, 12)], "megablast", n_plants=9)
@@ -187,21 +180,19 @@ def test_hash_stretches_in_parallel_give_the_sequential_hits():
     # and the same for both runs
     packed = np.concatenate([packed, rng.integers(0, 256, 1 << 16).astype(np.uint8)])
     claimed = np.full(lengths.size, HASH_OFFSET_LIMIT // 3, np.int32)
-    assert len(hash_segments(claimed, 0)) >= 3
     nc = batch.num_contexts
     args = (np.full(nc, 11), np.full(nc, 13), np.full(nc, 10), 1, -2)
-    carried, split = DiagonalHash(), DiagonalHash()
-    for state in (carried, split):  # a first volume leaves the hash mid-stretch
-        state.offset = HASH_OFFSET_LIMIT // 2
-    one = extend_seeds(seeds, table, packed, offsets, claimed, *args, num_threads=1,
-                       diag_hash=carried)
-    many = extend_seeds(seeds, table, packed, offsets, claimed, *args, num_threads=4,
-                        diag_hash=split)
-    assert len(one) > 0
-    for f in ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s"):
-        assert np.array_equal(getattr(one, f), getattr(many, f))
-    assert (carried.offset, carried.occupancy) == (split.offset, split.occupancy)
-    assert np.array_equal(carried.backbone, split.backbone)
-    used = slice(0, carried.occupancy)
-    for f in ("cell_diag", "cell_level", "cell_next"):
-        assert np.array_equal(getattr(carried, f)[used], getattr(split, f)[used])
+    half = lengths.size // 2
+    first, second = seeds.of_chunks(0, half), seeds.of_chunks(half, lengths.size)
+    found = []
+    for state in (DiagonalHash(parts=1), DiagonalHash()):
+        state.offset = HASH_OFFSET_LIMIT // 2  # a first volume leaves the hash mid-stretch
+        found.append([extend_seeds(part, table, packed, offsets[lo:hi], claimed[lo:hi],
+                                   *args, num_threads=threads if state.parts[1:] else 1,
+                                   diag_hash=state)
+                      for part, lo, hi in ((first, 0, half), (second, half, lengths.size))])
+    one, parts = found
+    assert len(one[0]) > 0 and len(one[1]) > 0
+    for a, b in zip(one, parts):
+        for f in ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s"):
+            assert np.array_equal(getattr(a, f), getattr(b, f))
