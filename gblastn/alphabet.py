@@ -17,6 +17,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from .layouts import BLASTNA_LETTERS
+
 IUPAC_LETTERS = b"ACGTRYMKWSBDHVN"
 SENTINEL = 15
 AMBIGUOUS_MIN = 4
@@ -98,9 +100,9 @@ def score_matrix(reward: int, penalty: int) -> np.ndarray:
     """
     bits = NCBI4NA_FROM_BLASTNA
     counts = np.array([bin(int(b)).count("1") for b in bits])
-    m = np.empty((16, 16), dtype=np.int32)
-    for i in range(16):
-        for j in range(16):
+    m = np.empty((BLASTNA_LETTERS, BLASTNA_LETTERS), dtype=np.int32)
+    for i in range(BLASTNA_LETTERS):
+        for j in range(BLASTNA_LETTERS):
             if i == SENTINEL or j == SENTINEL:
                 m[i, j] = SENTINEL_SCORE
             elif bits[i] & bits[j]:

@@ -5,8 +5,9 @@ import os
 
 import pytest
 
+from gblastn import layouts
 from gblastn.errors import GpuUnavailableError
-from gblastn.scan.gpu import cached_cubin, cubin_cache_dir
+from gblastn.scan.gpu import cached_cubin, cubin_cache_dir, nvcc_options
 
 
 class FakeNvcc:
@@ -41,6 +42,14 @@ def test_any_input_change_compiles_again(cache_home, change):
     nvcc = FakeNvcc()
     cached_cubin("kernel", ["-DA=1"], "sm_90", compile=nvcc)
     assert cached_cubin(*change, compile=nvcc) == FakeNvcc()(*change)
+    assert len(nvcc.calls) == 2
+
+
+def test_a_changed_layout_compiles_again(cache_home, monkeypatch):
+    nvcc = FakeNvcc()
+    cached_cubin("kernel", nvcc_options({"A": 1}), "sm_90", compile=nvcc)
+    monkeypatch.setattr(layouts, "GAPPED_FIELDS", layouts.GAPPED_FIELDS + 1)
+    cached_cubin("kernel", nvcc_options({"A": 1}), "sm_90", compile=nvcc)
     assert len(nvcc.calls) == 2
 
 

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from gblastn.layouts import TABLE_MEGABLAST, kernel_defines
-from gblastn.scan.gpu import dp_defines, greedy_defines, kernel_source, nvcc_options, \
-    variant_defines
+from gblastn.scan.gpu import dp_defines, greedy_defines, kernel_dir, kernel_source, \
+    nvcc_options, variant_defines
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
@@ -48,6 +48,10 @@ def names_in(source_text: str) -> tuple:
     used = set(re.findall(r"\b[A-Z][A-Z0-9_]+\b", code))
     local = set(re.findall(r"#\s*define\s+(\w+)", code))
     return used, local, guarded
+
+
+def test_every_kernel_is_checked():
+    assert {path.name for path in kernel_dir().glob("*.cu")} == set(LOADER_DEFINES)
 
 
 @pytest.mark.parametrize("source", sorted(LOADER_DEFINES))

@@ -9,6 +9,7 @@ from gblastn import engine, traceback
 from gblastn.db.reader import open_db
 from gblastn.db.writer import make_db
 from gblastn.engine import search
+from gblastn.layouts import TAIL_FIELDS, TAIL_READ
 
 from golden import mutate, random_dna, revcomp, sprinkle, write_fasta
 
@@ -155,8 +156,8 @@ def test_spans_of_searches_made_ahead_are_what_they_read():
     """An HSP whose traceback search was made ahead needs its range and the letters that
     search read, SPAN_MARGIN more either side; the others FETCH_MARGIN either side."""
     rows = _rows([0, 0], [100_000, 200_000], [100_600, 200_500])
-    ahead = np.zeros((2, traceback.TAIL_FIELDS + 1), dtype=np.int64)
-    ahead[0, [4, 5, traceback.TAIL_FIELDS]] = (99_950, 100_630, 1)
+    ahead = np.zeros((2, TAIL_FIELDS + 1), dtype=np.int64)
+    ahead[0, [TAIL_READ, TAIL_READ + 1, TAIL_FIELDS]] = (99_950, 100_630, 1)
     margin, near = traceback.FETCH_MARGIN, traceback.SPAN_MARGIN
     spans = traceback.letter_spans(rows, ahead, np.array([1000]), 1_000_000, margin, False)
     assert spans.tolist() == [[99_950 - near, 100_630 + near],

@@ -123,11 +123,12 @@ def test_against_blastn(tmp_path, seed):
 def tails_on_cpu(hsps, batch, subject, stats, options):
     """The greedy traceback's searches of `hsps` (in score order) made on the CPU, in the
     layout of Hsps.ahead and Hsps.ahead_runs (as GpuBackend.greedy_tails gives them): each
-    direction's walked-back edit runs packed as (count << 2 | op), where both fit."""
+    direction's walked-back edit runs packed as (count << RUN_COUNT_SHIFT | op), where both
+    fit."""
     from gblastn.dynprog import adjust_subject_range, gapped_start_nucl
     from gblastn.greedy import greedy_one_way
     from gblastn.hsp import hsp_rows, score_order
-    from gblastn.traceback import SCRIPT_RUNS, TAIL_FIELDS
+    from gblastn.layouts import RUN_COUNT_SHIFT, SCRIPT_RUNS, TAIL_FIELDS
 
     rows = hsp_rows(hsps)[score_order(hsps)]
     out = np.zeros((rows.shape[0], TAIL_FIELDS + 1), dtype=np.int64)
@@ -148,7 +149,7 @@ def tails_on_cpu(hsps, batch, subject, stats, options):
                               s_in, False, True, *scoring)
         fit = max(right[9], left[9]) <= SCRIPT_RUNS
         for half, way in enumerate((right, left)):
-            packed = (way[8][:way[9]].astype(np.uint32) << 2) | way[7][:way[9]]
+            packed = (way[8][:way[9]].astype(np.uint32) << RUN_COUNT_SHIFT) | way[7][:way[9]]
             runs[i, half * SCRIPT_RUNS:half * SCRIPT_RUNS + way[9]] = packed if fit else 0
         out[i] = (qg, sg, right[1], left[1], shift + s_in - left[0], shift + s_in + right[0],
                   right[2], right[3], left[2], left[3], right[9] if fit else -1,
@@ -194,15 +195,16 @@ def test_searches_made_ahead_give_the_same_traceback(seed):
     """Taking each greedy alignment's edit runs from the searches made ahead, or stopping
     each greedy traceback at the best distance found ahead, gives the same HSPs, scripts and
     counts; searches not made, or from another start point, are redone."""
-    from gblastn.traceback import TAIL_FIELDS, traceback_final
+    from gblastn.layouts import TAIL_FIELDS, TAIL_RUNS
+    from gblastn.traceback import traceback_final
 
     hsps, batch, codes, subject, stats, options = traced_case(seed)
     assert len(hsps) == 6
     plain = traceback_final(hsps, batch, codes, subject, stats, options)
     ahead, runs = tails_on_cpu(hsps, batch, subject, stats, options)
-    assert ahead[:, TAIL_FIELDS].all() and (ahead[:, 10:12] >= 1).all()
+    assert ahead[:, TAIL_FIELDS].all() and (ahead[:, TAIL_RUNS:TAIL_RUNS + 2] >= 1).all()
     searched = ahead.copy()
-    searched[:, 10:12] = -1  # no runs: the CPU searches, to the distances given
+    searched[:, TAIL_RUNS:TAIL_RUNS + 2] = -1  # no runs: the CPU searches, to the distances given
     partly = ahead.copy()
     partly[::2, TAIL_FIELDS] = 0
     partly[::2, 2:4] = 0  # would stop at once, if read
