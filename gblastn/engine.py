@@ -237,24 +237,43 @@ FIRST_SLICE_LETTERS = 1 << 22
 def sliced_initial_hits(chunks: SubjectChunks, scan, extend):
     """The initial hits of `chunks`, as extend(scan(chunks), chunks) gives them, made slice
     after slice in chunk order (the hits are in chunk order, and the diagonal hash, which
-    extend carries from one call to the next, sees the chunks in the same order)."""
+    extend carries from one call to the next, sees the chunks in the same order). The next
+    slice is scanned while this one is extended: the scan and the extension run on
+    different devices, or on different threads."""
     from .ungapped import joined_initial_hits
 
+    total = len(chunks.length)
+    if total == 0:
+        return extend(scan(chunks), chunks)
     parts = []
-    first, total = 0, len(chunks.length)
     letters_seen, seeds_seen = 0, 0
-    while first < total:
-        want = FIRST_SLICE_LETTERS if seeds_seen == 0 else \
-            max(1, SLICE_SEEDS * letters_seen // seeds_seen)
-        last = slice_end(chunks.length, first, want)
-        part = chunks if (first, last) == (0, total) else chunks.take(np.arange(first, last))
-        seeds = scan(part)
-        letters_seen += int(np.sum(part.length, dtype=np.int64))
-        seeds_seen += len(seeds)
-        parts.append((first, extend(seeds, part)))
-        del seeds
-        first = last
-    return joined_initial_hits(parts) if parts else extend(scan(chunks), chunks)
+    scan = TIMES.as_caller(scan)
+    with ThreadPoolExecutor(1, thread_name_prefix="gblastn-slice-scan") as ahead:
+        first, last = 0, slice_end(chunks.length, 0, FIRST_SLICE_LETTERS)
+        part = _slice(chunks, first, last)
+        scanning = ahead.submit(scan, part)
+        while first < total:
+            seeds = scanning.result()
+            letters_seen += int(np.sum(part.length, dtype=np.int64))
+            seeds_seen += len(seeds)
+            following = last
+            if following < total:
+                want = max(1, SLICE_SEEDS * letters_seen // max(1, seeds_seen))
+                end = slice_end(chunks.length, following, want)
+                next_part = _slice(chunks, following, end)
+                scanning = ahead.submit(scan, next_part)
+            parts.append((first, extend(seeds, part)))
+            del seeds
+            if following < total:
+                first, last, part = following, end, next_part
+            else:
+                first = total
+    return joined_initial_hits(parts)
+
+
+def _slice(chunks: SubjectChunks, first: int, last: int) -> SubjectChunks:
+    return chunks if (first, last) == (0, len(chunks.length)) else \
+        chunks.take(np.arange(first, last))
 
 
 def slice_end(lengths: np.ndarray, first: int, letters: int) -> int:

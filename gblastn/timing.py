@@ -32,6 +32,17 @@ class StageTimes:
         finally:
             self.untimed_threads.discard(ident)
 
+    def as_caller(self, function):
+        """`function`, to run on another thread, counted as the calling thread's stages are
+        (not at all when they are not)."""
+        if threading.get_ident() not in self.untimed_threads:
+            return function
+
+        def untimed(*args):
+            with self.untimed():
+                return function(*args)
+        return untimed
+
     @contextmanager
     def stage(self, name: str):
         start = time.perf_counter()

@@ -343,21 +343,53 @@ def extend_chunks(seed_chunk, seed_q, seed_s, seed_first, chunk_bounds, first_ch
             backbone, cell_diag, cell_level, cell_next, occupancy, offset)
 
 
+@njit(cache=True, nogil=True)
+def _by_hash_part(chunk, q_off, s_off, s_first, parts):
+    """The seeds grouped by the part of the diagonal hash their diagonal's bucket is in,
+    each group in seed order: their chunk, q_off, s_off, s_first and index, and where each
+    part's group starts (parts + 1 bounds)."""
+    n = chunk.size
+    bounds = np.zeros(parts + 1, dtype=np.int64)
+    part = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        part[i] = ((np.int64(s_off[i]) - np.int64(q_off[i])) & (HASH_BUCKETS - 1)) & (parts - 1)
+        bounds[part[i] + 1] += 1
+    for p in range(parts):
+        bounds[p + 1] += bounds[p]
+    at = bounds[:parts].copy()
+    out_chunk = np.empty_like(chunk)
+    out_q = np.empty_like(q_off)
+    out_s = np.empty_like(s_off)
+    out_first = np.empty_like(s_first)
+    index = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        k = at[part[i]]
+        at[part[i]] = k + 1
+        out_chunk[k] = chunk[i]
+        out_q[k] = q_off[i]
+        out_s[k] = s_off[i]
+        out_first[k] = s_first[i]
+        index[k] = i
+    return out_chunk, out_q, out_s, out_first, index, bounds
+
+
 def _extend_hash_parts(seeds: Seeds, state: DiagonalHash, run, chunks: int,
                        num_threads: int) -> list:
     """extend_chunks over all chunks for each part of the hash's buckets, with that part's
     seeds in their order, on up to num_threads threads; the hits of all parts in the order
     one pass over every seed finds them."""
-    diagonal = seeds.s_off.astype(np.int64) - seeds.q_off.astype(np.int64)
-    part_of = (diagonal & (HASH_BUCKETS - 1)) & (len(state.parts) - 1)
-    order = np.argsort(part_of, kind="stable")
-    ends = np.searchsorted(part_of[order], np.arange(len(state.parts) + 1))
+    if len(state.parts) == 1:
+        found = run(seeds.chunk, seeds.q_off, seeds.s_off, seeds.s_first, (0, chunks),
+                    state.parts[0])
+        return list(found[:7])
+    chunk, q_off, s_off, s_first, index, bounds = _by_hash_part(
+        seeds.chunk, seeds.q_off, seeds.s_off, seeds.s_first, len(state.parts))
 
     def run_part(p):
-        picked = order[ends[p]:ends[p + 1]]
-        found = run(seeds.chunk[picked], seeds.q_off[picked], seeds.s_off[picked],
-                    seeds.s_first[picked], (0, chunks), state.parts[p])
-        return found[:7] + (picked[found[7]],)
+        lo, hi = bounds[p], bounds[p + 1]
+        found = run(chunk[lo:hi], q_off[lo:hi], s_off[lo:hi], s_first[lo:hi], (0, chunks),
+                    state.parts[p])
+        return found[:7] + (index[lo:hi][found[7]],)
 
     with ThreadPoolExecutor(max_workers=max(1, min(int(num_threads), len(state.parts)))) as pool:
         found = list(pool.map(run_part, range(len(state.parts))))
