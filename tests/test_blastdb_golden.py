@@ -8,8 +8,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from golden import blastn, compare_lines, flags, gblastn, lower, mutate, revcomp, \
-    needs_blast, run_ours, sprinkle, write_fasta
+from golden import assert_blastn_found_hits, blastn, compare_lines, flags, gblastn, lower, \
+    mutate, revcomp, needs_blast, run_ours, sprinkle, write_fasta
 
 pytestmark = [pytest.mark.golden, needs_blast]
 
@@ -146,6 +146,7 @@ def test_blastn_task_custom_columns(built):
 def test_cli_search_of_a_makeblastdb_database(built, tmp_path):
     db = built["dbs"]["two_databases"]
     expected = blastn(built["queries"], db, "-outfmt", "7")
+    assert_blastn_found_hits(expected)
     out = tmp_path / "cli.out"
     done = gblastn("search", "-db", db, "-query", built["queries"], "-outfmt", "7",
                    "-out", str(out))

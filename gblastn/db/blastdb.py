@@ -49,7 +49,6 @@ KNOWN_VERSIONS = (4, 5)
 # alias-file keys that restrict a database to some of its sequences, which is not supported
 SUBSET_KEYS = ("OIDLIST", "GILIST", "TILIST", "SEQIDLIST", "TAXIDLIST", "MEMB_BIT",
                "FIRST_OID", "LAST_OID")
-AMBIGUITY_NEW_FORMAT = 0x80000000
 
 
 def split_names(text: str) -> list[str]:
