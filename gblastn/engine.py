@@ -229,8 +229,9 @@ class TurnsOnce:
 # A volume's chunks are scanned and extended in slices, in order, each aimed at SLICE_SEEDS
 # seeds (20 bytes each), so that the seeds of a whole volume are never held at once; the
 # first slice has FIRST_SLICE_LETTERS letters, later ones as many as the seeds per letter
-# so far give.
-SLICE_SEEDS = 1 << 22
+# so far give. Each slice costs a scan call (a GPU launch) and a pass of the ungapped
+# stage's threads: smaller slices hold less and wait more (docs/perf/blastn-gpu-extensions.md).
+SLICE_SEEDS = 1 << 24
 FIRST_SLICE_LETTERS = 1 << 22
 
 
