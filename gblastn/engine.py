@@ -40,7 +40,7 @@ import numpy as np
 
 from .hsp import Hsps, QueryResult, SubjectHits, score_order
 from .options import SearchOptions
-from .tasks import INLINE, runs_of
+from .pools import INLINE, runs_of
 from .timing import TIMES
 
 MAX_DBSEQ_LEN = 5_000_000      # BLAST searches longer subjects in chunks of this many letters

@@ -354,7 +354,7 @@ def extend_hits(hits_q_start, hits_s_start, hits_length, hits_score, batch, pack
     from. A hit is only ever tested against HSPs of its own context, so the hits of any
     set of contexts, extended apart, give the same rows as extended with the others.
     hits_context: the hits' contexts (hit_contexts), when the caller has them already.
-    spread: a pool's spread (tasks.TaskPool.spread), with which the greedy extensions of a
+    spread: a pool's spread (pools.TaskPool.spread), with which the greedy extensions of a
     piece of many hits run on several threads. extensions: the hits' greedy or DP
     extensions made ahead (InitialHits.extensions)."""
     n = int(np.asarray(hits_score).size)

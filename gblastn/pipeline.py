@@ -246,7 +246,7 @@ def _serial_texts(files, db, options, backend, render, release_device=False):
     it is searched, so that the last one is known: with release_device, the device goes
     back once that one's traceback searches are made."""
     from .engine import query_batches, search_batch
-    from .tasks import TaskPool
+    from .pools import TaskPool
 
     index = 0
     with TaskPool(options.num_threads) as pool:
@@ -268,7 +268,7 @@ def _runs_of_lines(pairs: list, runs: int) -> list:
     """(query, result) pairs cut, in order, into about `runs` runs of about equal numbers of
     output lines. Formatted one call per query, a batch's queries would each take the GIL
     in Python on their way to the compiled writer, the last step of a serial search."""
-    from .tasks import runs_of
+    from .pools import runs_of
 
     lines = [sum(len(subject.hsps) for subject in result.subjects) + 1 for _, result in pairs]
     return runs_of(pairs, lines, sum(lines) / max(1, runs))
@@ -571,7 +571,7 @@ class Pipeline:
 
     def texts(self):
         """Each query's output text, in input order, produced by the stage threads."""
-        from .tasks import PriorityPool
+        from .pools import PriorityPool
 
         # the reader first: the first batch is planned once all its queries are read, and
         # starting the pool's threads first would hold the reading back

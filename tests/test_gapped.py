@@ -61,7 +61,7 @@ def many_hits_case(seed: int, ambiguous: bool = False):
 def test_extensions_spread_over_threads_keep_the_serial_rows(seed, monkeypatch):
     from gblastn import gapped
     from gblastn.gapped import extend_hits
-    from gblastn.tasks import TaskPool
+    from gblastn.pools import TaskPool
 
     case = many_hits_case(seed)
     serial_rows, serial_origin = extend_hits(*case)

@@ -153,7 +153,7 @@ def test_primary_context_reference_taken_outside_pycuda_is_dropped_cleanly(gpu, 
     """The backend has the driver make the primary context (GIL released) before pycuda
     retains it, then drops its own reference: taking and dropping one more leaves pycuda's
     context alive and the scans right."""
-    from gblastn.driver import retain_primary_context
+    from gblastn.cuda_context import retain_primary_context
 
     retain_primary_context(0)()
     rng, batch, table = case
@@ -249,7 +249,7 @@ def test_preloaded_volume_is_the_volume_and_leaves_no_warning(gpu, case, monkeyp
 
 
 def test_upload_buffers_are_page_locked_by_the_driver(gpu):
-    from gblastn.driver import page_locked_buffer
+    from gblastn.cuda_context import page_locked_buffer
 
     with gpu:
         made = page_locked_buffer(1 << 20)

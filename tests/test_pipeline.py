@@ -96,7 +96,7 @@ def test_context_pieces_hold_whole_contexts_in_hit_order():
 def test_priority_pool_runs_the_most_urgent_first_and_cancels_on_close():
     import threading
 
-    from gblastn.tasks import PriorityPool
+    from gblastn.pools import PriorityPool
 
     pool = PriorityPool(1)
     gate, ran = threading.Event(), []
@@ -125,7 +125,7 @@ def test_priority_pool_runs_the_most_urgent_first_and_cancels_on_close():
 def test_runs_keep_the_order_and_reach_their_share(weights, share):
     """runs_of: every item once, in order; each run but the last weighs at least the share,
     and would not without its last item."""
-    from gblastn.tasks import runs_of
+    from gblastn.pools import runs_of
 
     runs = runs_of(list(range(len(weights))), weights, share)
     assert [i for run in runs for i in run] == list(range(len(weights)))
@@ -137,7 +137,7 @@ def test_runs_keep_the_order_and_reach_their_share(weights, share):
 def test_spread_inside_busy_pool_tasks_finishes_every_call(kind):
     import threading
 
-    from gblastn.tasks import PriorityPool, TaskPool
+    from gblastn.pools import PriorityPool, TaskPool
 
     pool = PriorityPool(2) if kind == "priority" else TaskPool(2)
     done, lock = [], threading.Lock()

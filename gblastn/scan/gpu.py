@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..cache_files import write_cache_file
-from ..driver import close_device_files, page_locked_buffer, reset_primary_context, \
+from ..cuda_context import close_device_files, page_locked_buffer, reset_primary_context, \
     retain_primary_context
 from ..errors import GpuUnavailableError
 from ..layouts import GAPPED_FIELDS, HSP_FIELDS, SCRIPT_RUNS, SEED_FIELDS, SORT_LOCAL, \
@@ -281,7 +281,7 @@ class GpuBackend:
         the GPU and has CPU work left (tracebacks, output): left to the process's exit, the
         driver's teardown would come after the output was complete.
         The backend is unusable afterwards, and backend_for makes a new one, unless
-        `for_good`: then the driver's files are closed too (driver.close_device_files), and
+        `for_good`: then the driver's files are closed too (cuda_context.close_device_files), and
         no device work is possible in this process again. The backend is kept, so that
         pycuda never frees again what the reset has freed; the process must leave with
         os._exit, as the command line does (at an interpreter's normal exit pycuda's
