@@ -63,6 +63,7 @@ def many_short(backend, tables, count=100_000):
     from gblastn.alphabet import pack_2bit
     from gblastn.engine import subject_chunks
     from gblastn.scan import cpu
+    from gblastn.scan.backend import SubjectBuffer
     import os
     rng = np.random.default_rng(3)
     lengths = rng.integers(50, 501, count)
@@ -71,13 +72,14 @@ def many_short(backend, tables, count=100_000):
     offset = np.zeros(count, dtype=np.int64)
     np.cumsum(padded[:-1] // 4, out=offset[1:])
     chunks = subject_chunks(lengths, offset)
+    subjects = SubjectBuffer(packed, np.append(offset, packed.size))
     threads = os.cpu_count()
     print(f"\n{count} sequences, {lengths.sum() / 1e6:.1f} Mbases: find_seeds, GPU vs CPU "
           f"({threads} threads)")
     for name, table in tables.items():
-        backend.find_seeds(table, packed, chunks.byte_offset, chunks.length)
+        backend.find_seeds(table, subjects, chunks.byte_offset, chunks.length)
         t0 = time.perf_counter()
-        got = backend.find_seeds(table, packed, chunks.byte_offset, chunks.length)
+        got = backend.find_seeds(table, subjects, chunks.byte_offset, chunks.length)
         t_gpu = time.perf_counter() - t0
         cpu.find_seeds(table, packed[:1000], chunks.byte_offset[:1], chunks.length[:1])
         t0 = time.perf_counter()
@@ -181,8 +183,11 @@ def main():
 
         if not args.skip_e2e:
             # the whole find_seeds on the resident synthetic volume
-            host = np.empty(nbytes, dtype=np.uint8)   # never touched: stands for the volume
-            backend.volumes[id(host)] = (host, dev, nbytes)
+            from gblastn.scan.backend import SubjectBuffer
+
+            # never touched: stands for the volume, resident as `dev`
+            host = SubjectBuffer(np.empty(nbytes, dtype=np.uint8), np.array([0, nbytes]))
+            backend.volumes[host.key] = (dev, nbytes)
             print("\nfind_seeds end to end (scan, expand + mini-extension, sort, download)")
             print(f"{'table':34} {'s':>7} {'Gbases/s':>9} {'hits':>11} {'seeds':>10}")
             for name, table in tables.items():

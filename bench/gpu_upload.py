@@ -28,6 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gblastn.scan import gpu as G  # noqa: E402
+from gblastn.scan.backend import SubjectBuffer  # noqa: E402
 
 STAGED = [(lanes, step_mb) for lanes in (4, 8) for step_mb in (4, 8)]
 DIRECT_THREADS = (1, 2, 4, 8)
@@ -74,9 +75,10 @@ def backend_copies(volumes: list, busy: bool, staged=None) -> list:
     times = []
     try:
         for volume in volumes:
+            subjects = SubjectBuffer(volume, np.array([0, volume.size], dtype=np.int64))
             with backend, (BusyPython() if busy else _Nothing()):
                 start = time.perf_counter()
-                backend.resident_volume(volume)
+                backend.resident_volume(subjects)
                 times.append(time.perf_counter() - start)
     finally:
         backend.release()

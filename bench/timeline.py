@@ -23,8 +23,8 @@ STARTED = time.perf_counter()
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 TIMED_IMPORTS = ("numpy", "numba", "pycuda.driver", "lmdb", "typer", "gblastn.query",
-                 "gblastn.engine", "gblastn.scan.gpu", "gblastn.wordrun", "gblastn.pipeline",
-                 "gblastn.ungapped", "gblastn.dust", "gblastn.traceback", "gblastn.output.tabular")
+                 "gblastn.engine", "gblastn.scan.gpu", "gblastn.wordrun",
+                 "gblastn.drivers.pipeline", "gblastn.ungapped", "gblastn.dust", "gblastn.traceback", "gblastn.output.tabular")
 
 
 def record(path: str, args: list) -> None:
@@ -56,16 +56,16 @@ def record(path: str, args: list) -> None:
 
 
 def _time_stages(add_event) -> None:
-    from gblastn.timing import TIMES
+    from gblastn.timing import StageTimes
 
-    real_add = TIMES.add
+    real_add = StageTimes.add
 
-    def add(name, seconds, start=None):
+    def add(self, name, seconds, start=None):
         start = time.perf_counter() - seconds if start is None else start
         add_event(name, start, start + seconds)
-        real_add(name, seconds, start)
+        real_add(self, name, seconds, start)
 
-    TIMES.add = add
+    StageTimes.add = add
 
     def plan_batch_timed(module):
         real = module.plan_batch

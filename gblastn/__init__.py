@@ -37,7 +37,7 @@ def __getattr__(name):
         from .db.reader import open_db
         return open_db
     if name == "search":
-        from .engine import search
+        from .drivers.api import search
         return search
     if name == "make_options":
         from .options import make_options

@@ -5,7 +5,7 @@ import sys
 
 
 def main() -> None:
-    from .driver import start_context_for
+    from .cuda_context import start_context_for
 
     start_context_for(sys.argv)
     from .cli import main as run_command_line

@@ -69,8 +69,7 @@ def main() -> None:
         _leave("gblastn: interrupted" if code == 130 else f"gblastn: exit status {code}", code)
     # done, the output complete: leave without the interpreter's teardown, which spent half a
     # second freeing the unpacked subjects and joining idle thread pools
-    from .timing import TIMES
-    _leave("gblastn: " + TIMES.report() if TIMES.report_wanted else "", 0)
+    _leave("", 0)
 
 
 def _version_text() -> str:
@@ -225,10 +224,11 @@ def search_command(
     stage_times: bool = typer.Option(False, "-stage_times", help="Print the time spent in each stage on stderr."),
 ) -> None:
     from .compile_ahead import stages_before_search
+    from .drivers.run import OutputSpec, RunSettings, query_files, run_search
     from .options import make_options
     from .output.formats import report_limits
-    from .pipeline import OutputSpec, RunSettings, query_files, run_search
     from .scan import select_backend
+    from .timing import StageTimes
 
     if (db is None) == (subject is None):
         raise OptionsError("give one of -db and -subject")
@@ -240,8 +240,9 @@ def search_command(
     limits = report_limits(outfmt, max_target_seqs, num_descriptions, num_alignments,
                            line_length, warn=lambda text: print(text, file=sys.stderr))
 
+    times = StageTimes()
     # the GPU's set-up (pycuda, its context) runs while options, files and database are read
-    backend = _in_background(select_backend, device, gpu_id)
+    backend = _in_background(select_backend, device, gpu_id, times)
     files = query_files(query, query_list)
     compile_stages = stages_before_search(task, device, word_size, _query_bytes(files), backend)
     options = make_options(
@@ -253,10 +254,8 @@ def search_command(
         max_hsps=max_hsps, perc_identity=perc_identity, qcov_hsp_perc=qcov_hsp_perc,
         num_threads=num_threads)
     settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty(),
-                           stage_times=stage_times, release_device=True,
-                           compile_stages=compile_stages)
-    from .timing import TIMES
-    TIMES.add("start-up", time.perf_counter() - STARTED)
+                           release_device=True, compile_stages=compile_stages)
+    times.add("start-up", time.perf_counter() - STARTED)
     database, label = db, db
     if subject is not None:
         from .db.subjects import SubjectFile
@@ -265,7 +264,9 @@ def search_command(
     output = OutputSpec(outfmt, out, out_dir, label, line_length=line_length,
                         num_descriptions=limits.num_descriptions,
                         num_alignments=limits.num_alignments, show_gis=show_gis)
-    run_search(files, database, options, output, backend, settings)
+    run_search(files, database, options, output, backend, settings, times)
+    if stage_times:
+        print("gblastn: " + times.report(), file=sys.stderr)
 
 
 def _within_cpus(threads: int | None) -> int | None:

@@ -116,10 +116,8 @@ def _load_stages(task: str, word_size: int | None, query_letters: int | None, ba
 
 def _device_of(backend) -> str:
     """'cpu' or 'gpu': what the Future of the scan backend's set-up came to."""
-    from .scan import cpu
-
     try:
-        return "cpu" if backend.result() is cpu else "gpu"
+        return backend.result().name
     except Exception:  # noqa: BLE001 - no device: the search reports it
         return "cpu"
 

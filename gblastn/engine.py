@@ -1,47 +1,60 @@
-"""One search, stage by stage, as BLAST+ 2.12's engine runs it.
+"""One (query batch x volume) search, stage by stage, as BLAST+ 2.12's engine runs it.
+
+The drivers (gblastn/drivers/) only decide where and when these calls run: serial.py one
+batch after the other, pipeline.py in threads joined by queues, api.py for the Python API.
+The engine takes no lock and keeps no per-thread state: the drivers hand it their pools
+(pools.py), the turns their threads take, and each thread's letter buffer; what it runs
+beside its caller (the lookup table, the next slice's scan) goes through pools.beside. It
+reads its backend's capabilities from the search's BackendPlan (scan/backend.py), resolved
+once.
 
 Call hierarchy (each stage its own module):
 
-    search(queries, db, options)
-      read_queries                       fasta.py       FASTA -> Query records
-      query_batches                      (here)         BLAST's query batches (letters per batch)
-      for each batch:
-        build_batch                      query.py       contexts, DUST/lower-case masks, segments
-        prepare_statistics               stats.py       Karlin blocks, search spaces, cutoffs, X-drops
-        build_lookup                     lookup.py      small / megablast / standard table
-        for each volume:
+    query_batches                        (here)         BLAST's query batches (letters per batch)
+    plan_batch -> BatchPlan              (here)         what every volume of a batch shares
+      build_batch                        query.py       contexts, DUST/lower-case masks, segments
+      prepare_statistics                 stats.py       Karlin blocks, search spaces, cutoffs, X-drops
+      build_lookup                       lookup.py      small / megablast / standard table
+    Engine(db, options, BackendPlan, times, ...)        one search, its backend resolved
+      prelim_search -> PrelimHits                       one batch x one volume (or part of one)
+        initial_hits -> VolumeGapped
           subject_chunks                 (here)         subjects cut in 5,000,000-letter chunks
           find_seeds                     scan/          scan + lookup + mini-extension (CPU or GPU)
           extend_seeds                   ungapped.py    diagonal bookkeeping, ungapped X-drop
           extensions_ahead               (here)         on a GPU: every hit's score-only gapped
-                                                        extension at once (cuda/greedy.cu,
+            -> ExtensionsAhead                          extension at once (cuda/greedy.cu,
                                                         cuda/dynprog.cu)
-          extend_hits per chunk          gapped.py      score-only gapped extension
-          subject_rows                   hsp.py         purge and sort per chunk, chunks of one
-                                                        subject merged
-          E-values, reap, split by query                per-query preliminary hit lists
-        tails_ahead                      (here)         on a GPU: the traceback's greedy searches,
-                                                        score-only, for where they may stop
-        trace_group                      (here)         the (query, subject) tasks, in groups of
-                                                        one volume, the most work first, on threads
-          traceback_group                traceback.py   letters unpacked around the HSPs, alignment
+        VolumeGapped.extend_later        gapped.py      score-only gapped extension, in pieces
+        VolumeGapped.subject_hits        hsp.py         purge and sort per chunk, chunks of one
+                                                        subject merged; E-values, reap, split
+                                                        by query
+        tails_ahead -> TailsAhead        (here)         on a GPU: the traceback's greedy
+                                                        searches, score-only, for where they stop
+      trace_tasks, trace_groups          (here)         the (query, subject) tasks, in groups of
+                                                        one volume, the most work first
+      trace_group                        (here)
+        traceback_group                  traceback.py   letters unpacked around the HSPs, alignment
                                                         on them, then E-values, max_hsps, order,
                                                         counts: one compiled call per group
-        query_result                     (here)         subjects in order, max_target_seqs
+      query_result                       (here)         subjects in order, max_target_seqs
+
+Stage rules the drivers follow: volume_jobs (a volume's parts for several threads: whole
+subjects only) and ungapped_in_database_order (the diagonal hash sees the chunks in database
+order, so the jobs take turns at the ungapped stage, once per volume: TurnsOnce).
 """
 
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Callable
 
 import numpy as np
 
 from .hsp import Hsps, QueryResult, SubjectHits, score_order
 from .options import SearchOptions
-from .tasks import INLINE, runs_of
-from .timing import TIMES
+from .pools import INLINE, beside, runs_of
+from .scan.backend import Backend, BackendPlan, Capabilities, SubjectBuffer
+from .timing import StageTimes
 
 MAX_DBSEQ_LEN = 5_000_000      # BLAST searches longer subjects in chunks of this many letters
 DBSEQ_CHUNK_OVERLAP = 100      # ... overlapping by this much
@@ -107,98 +120,153 @@ def subject_chunks(lengths: np.ndarray, byte_offset: np.ndarray) -> SubjectChunk
 
 
 # ----------------------------------------------------------------------------------------------
-# preliminary search of one batch against one volume
+# what every volume's search of one batch shares
+
+
+@dataclass
+class BatchPlan:
+    """What every volume's preliminary search of one query batch shares."""
+
+    queries: list
+    first_index: int
+    batch: object          # QueryBatch
+    stats: object = None   # SearchStatistics; None when nothing is left to search
+    table: object = None   # LookupTable; None when every query is masked or too short
+    diag_hash: object = None  # the batch's DiagonalHash, carried across all volumes
+
+
+def plan_batch(queries: list, first_index: int, db, options: SearchOptions,
+               times: StageTimes, pool=INLINE) -> BatchPlan:
+    """Contexts, masks, statistics and the lookup table of one batch of queries; the masks
+    and the table are made on the threads of `pool`. It needs no backend: a driver plans
+    the first batch while the GPU is set up."""
+    from .lookup import build_lookup
+    from .query import build_batch
+    from .stats import prepare_statistics
+
+    with times.stage("query setup"):
+        batch = build_batch(queries, options, pool)
+        plan = BatchPlan(queries, first_index, batch)
+        if len(batch.lookup_segments):
+            from .ungapped import DiagonalHash
+            # the table is built in compiled code that lets go of the GIL, the statistics
+            # mostly in Python: side by side, they take the time of the longer one
+            table = beside(build_lookup, batch, options, pool)
+            plan.stats = prepare_statistics(batch, db.stats_letters, db.stats_num_seqs,
+                                            options)
+            plan.table = table.result()
+            # its buckets in parts that threads extend side by side, when there are threads
+            plan.diag_hash = DiagonalHash() if options.num_threads > 1 else DiagonalHash(1)
+    return plan
+
+
+def empty_result(index: int, query) -> QueryResult:
+    return QueryResult(index, query.id, query.defline, len(query))
+
+
+# ----------------------------------------------------------------------------------------------
+# stage rules the drivers follow
+
+
+def ungapped_in_database_order(table) -> bool:
+    """Whether the ungapped stage must see the chunks in database order: the diagonal hash
+    (long queries) reuses its cells in the order of insertion, so a driver that searches
+    parts of the database at once lets them through that stage one at a time, in order.
+    ungapped.py (and numba with it) is imported at the first call, not with this module: in
+    the pipeline's planner, imported first thing, it would hold the first batch's masks and
+    table back until the GPU's set-up thread had imported numba."""
+    from .ungapped import uses_diag_hash
+
+    return uses_diag_hash(table)
+
+
+def volume_jobs(db, parts_per_volume: int) -> list:
+    """(volume, subject range) pieces of about equal letter counts; a subject is never split
+    across jobs, since its chunks are merged in one place."""
+    jobs = []
+    for volume in db.volumes:
+        lengths = np.asarray(volume.lengths, dtype=np.int64)
+        if parts_per_volume <= 1 or lengths.size <= 1:
+            jobs.append((volume, range(0, int(lengths.size))))
+            continue
+        ends = np.cumsum(lengths)
+        targets = ends[-1] * np.arange(1, parts_per_volume) / parts_per_volume
+        cuts = np.unique(np.concatenate([[0], np.searchsorted(ends, targets, side="left") + 1,
+                                         [lengths.size]]))
+        cuts = cuts[cuts <= lengths.size]
+        jobs += [(volume, range(int(a), int(b))) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+    return jobs
+
+
+class SubjectBuffers:
+    """Each volume's SubjectBuffer, made once for a whole search, for the engine and a
+    driver's preloading thread alike. (dict.setdefault keeps the first one made, whichever
+    thread asks.)"""
+
+    def __init__(self, times: StageTimes):
+        self.times = times
+        self.made: dict = {}  # volume -> SubjectBuffer
+
+    def of(self, volume) -> SubjectBuffer:
+        made = self.made.get(volume)
+        if made is None:
+            with self.times.stage("database load"):
+                packed, byte_offset = volume.concat_packed()
+            made = self.made.setdefault(volume, SubjectBuffer(packed, byte_offset, volume))
+        return made
+
+
+# ----------------------------------------------------------------------------------------------
+# records between the stages
+
+
+@dataclass
+class ExtensionsAhead:
+    """The initial hits' score-only gapped extensions, greedy or DP, made by the backend
+    ahead of the gapped stage (GpuBackend.greedy_extensions, GpuBackend.dp_extensions):
+    int64 [n, GAPPED_FIELDS + 1], a row per initial hit, the last column 0 where the hit
+    was left for the CPU."""
+
+    extensions: np.ndarray
+
+    def span(self, lo: int, hi: int) -> "ExtensionsAhead":
+        return ExtensionsAhead(self.extensions[lo:hi])
+
+
+@dataclass
+class VolumeHits:
+    """The initial hits of a volume's chunks (InitialHits, in chunk order), and their greedy
+    gapped extensions when the backend made them ahead."""
+
+    hits: object
+    ahead: ExtensionsAhead | None = None
+
+    def of_chunks(self, first: int, end: int) -> "VolumeHits":
+        """The hits of chunks [first, end), renumbered from 0."""
+        lo, hi = np.searchsorted(self.hits.chunk, [first, end])
+        return VolumeHits(self.hits.of_chunks(first, end),
+                          None if self.ahead is None else self.ahead.span(lo, hi))
 
 
 @dataclass
 class PrelimHits:
-    """Preliminary HSP lists per query: {query index: {ordinal: Hsps}}."""
+    """Preliminary HSP lists per query, {query index: {ordinal: Hsps}}, and the traceback
+    searches made ahead for them, {(query index, ordinal): TailsAhead}."""
 
     by_query: dict = field(default_factory=dict)
+    tails: dict = field(default_factory=dict)
 
     def add(self, query_index: int, ordinal: int, hsps: Hsps) -> None:
         self.by_query.setdefault(query_index, {})[ordinal] = hsps
 
-
-def prelim_search_volume(batch, table, stats, volume, options, prelim: PrelimHits, backend,
-                         num_threads: int | None = None, subjects: range | None = None,
-                         diag_hash=None, ungapped_turn=None, pool=INLINE,
-                         shared_scans=None, scan_turn=None) -> None:
-    """Scan one volume (or the `subjects` range of its sequences), extend the seeds, and file
-    the subjects' preliminary HSPs per query. The chunks' gapped extensions run on `pool`.
-
-    `diag_hash` is the batch's diagonal hash (see ungapped.py), which must see the chunks in
-    database order: `ungapped_turn`, when given, is a context manager that waits for this
-    job's turn around the ungapped stage. With `shared_scans` (a SharedScans), the whole
-    volume is scanned once and each subject range takes its share of the seeds;
-    `scan_turn`, likewise, waits for the volume's turn at the scan, so that the volumes are
-    scanned in order and the first one's extension does not wait behind the others' scans."""
-    gapped = volume_initial_hits(batch, table, stats, volume, options, backend, num_threads,
-                                 subjects, diag_hash, ungapped_turn, pool, shared_scans,
-                                 scan_turn)
-    results = gapped.extend_later(pool)()
-    gapped.file_subjects(gapped.subject_hits(results, pool)(), prelim)
+    def merge(self, other: "PrelimHits") -> None:
+        for q, subjects in other.by_query.items():
+            self.by_query.setdefault(q, {}).update(subjects)
+        self.tails.update(other.tails)
 
 
-def volume_initial_hits(batch, table, stats, volume, options, backend, num_threads=None,
-                        subjects=None, diag_hash=None, ungapped_turn=None, pool=INLINE,
-                        shared_scans=None, scan_turn=None) -> "VolumeGapped":
-    """prelim_search_volume's scan and ungapped stages (in the calling thread); its gapped
-    stage is returned, ready to run on `pool`."""
-    from .gapped import hit_contexts
-    from .ungapped import extend_seeds, uses_diag_hash
-
-    with TIMES.stage("database load"):
-        buffer, byte_offset = volume.concat_packed()
-    every_chunk = subject_chunks(volume.lengths, byte_offset)
-    chunks, first_chunk = every_chunk, 0
-    if subjects is not None:
-        picked = np.flatnonzero((every_chunk.local_index >= subjects.start) &
-                                (every_chunk.local_index < subjects.stop))
-        chunks, first_chunk = every_chunk.take(picked), int(picked[0]) if picked.size else 0
-    threads = options.num_threads if num_threads is None else num_threads
-
-    # the turns are taken once per volume: the scan's at the first slice's scan, the
-    # ungapped stage's from the first slice's extension to the last's
-    turns = TurnsOnce(scan_turn, ungapped_turn)
-
-    def scan(part):
-        with turns.first_scan(), TIMES.stage("scan"):
-            return backend.find_seeds(table, buffer, part.byte_offset, part.length, threads)
-
-    def extend(seeds, part):
-        turns.enter_ungapped()
-        with TIMES.stage("ungapped"):
-            hits = extend_seeds(seeds, table, buffer, part.byte_offset, part.length,
-                                stats.ungapped_xdrop, stats.ungapped_cutoff,
-                                stats.reduced_cutoff, options.reward, options.penalty, threads,
-                                diag_hash)
-        hits.extensions = extensions_ahead(backend, hits, part, buffer, batch, stats, options)
-        return hits
-
-    def initial_hits(part):
-        with turns:
-            return sliced_initial_hits(part, scan, extend)
-
-    last_chunk = first_chunk + len(chunks.length)
-    if shared_scans is None:
-        hits = initial_hits(chunks)
-    elif uses_diag_hash(table):
-        # the hash must see the database in order: the whole volume's seeds are extended
-        # once, in the volume's turn, and each job takes its chunks' initial hits
-        hits = shared_scans.initial_hits(
-            volume, lambda: initial_hits(every_chunk)).of_chunks(first_chunk, last_chunk)
-    else:
-        seeds = shared_scans.seeds(volume, lambda: scan(every_chunk))
-        with turns:
-            hits = extend(seeds.of_chunks(first_chunk, last_chunk), chunks)
-    bounds = np.searchsorted(hits.chunk, np.arange(len(chunks.length) + 1))
-    contexts = hit_contexts(hits.q_start, batch) if pool.threads > 1 else None
-    pieces = [(int(c), part) for c in np.flatnonzero(np.diff(bounds))
-              for part in context_pieces(contexts, bounds[c], bounds[c + 1], pool.threads)]
-    return VolumeGapped(batch, stats, options, volume, buffer, chunks, hits, bounds, contexts,
-                        pieces, pool.spread)
-
+# ----------------------------------------------------------------------------------------------
+# the engine of one search
 
 class TurnsOnce:
     """A volume's turns at the scan and at the ungapped stage (context managers, or None),
@@ -235,41 +303,37 @@ SLICE_SEEDS = 1 << 24
 FIRST_SLICE_LETTERS = 1 << 22
 
 
-def sliced_initial_hits(chunks: SubjectChunks, scan, extend):
-    """The initial hits of `chunks`, as extend(scan(chunks), chunks) gives them, made slice
-    after slice in chunk order (the hits are in chunk order, and the diagonal hash, which
-    extend carries from one call to the next, sees the chunks in the same order). The next
-    slice is scanned while this one is extended: the scan and the extension run on
-    different devices, or on different threads."""
-    from .ungapped import joined_initial_hits
-
+def sliced_initial_hits(chunks: SubjectChunks, scan, extend) -> "VolumeHits":
+    """The initial hits of `chunks` (VolumeHits), as extend(scan(chunks), chunks) gives
+    them, made slice after slice in chunk order (the hits are in chunk order, and the
+    diagonal hash, which extend carries from one call to the next, sees the chunks in the
+    same order). The next slice is scanned while this one is extended: the scan and the
+    extension run on different devices, or on different threads (pools.beside)."""
     total = len(chunks.length)
     if total == 0:
         return extend(scan(chunks), chunks)
     parts = []
     letters_seen, seeds_seen = 0, 0
-    scan = TIMES.as_caller(scan)
-    with ThreadPoolExecutor(1, thread_name_prefix="gblastn-slice-scan") as ahead:
-        first, last = 0, slice_end(chunks.length, 0, FIRST_SLICE_LETTERS)
-        part = _slice(chunks, first, last)
-        scanning = ahead.submit(scan, part)
-        while first < total:
-            seeds = scanning.result()
-            letters_seen += int(np.sum(part.length, dtype=np.int64))
-            seeds_seen += len(seeds)
-            following = last
-            if following < total:
-                want = max(1, SLICE_SEEDS * letters_seen // max(1, seeds_seen))
-                end = slice_end(chunks.length, following, want)
-                next_part = _slice(chunks, following, end)
-                scanning = ahead.submit(scan, next_part)
-            parts.append((first, extend(seeds, part)))
-            del seeds
-            if following < total:
-                first, last, part = following, end, next_part
-            else:
-                first = total
-    return joined_initial_hits(parts)
+    first, last = 0, slice_end(chunks.length, 0, FIRST_SLICE_LETTERS)
+    part = _slice(chunks, first, last)
+    scanning = beside(scan, part)
+    while first < total:
+        seeds = scanning.result()
+        letters_seen += int(np.sum(part.length, dtype=np.int64))
+        seeds_seen += len(seeds)
+        following = last
+        if following < total:
+            want = max(1, SLICE_SEEDS * letters_seen // max(1, seeds_seen))
+            end = slice_end(chunks.length, following, want)
+            next_part = _slice(chunks, following, end)
+            scanning = beside(scan, next_part)
+        parts.append((first, extend(seeds, part)))
+        del seeds
+        if following < total:
+            first, last, part = following, end, next_part
+        else:
+            first = total
+    return joined_volume_hits(parts)
 
 
 def _slice(chunks: SubjectChunks, first: int, last: int) -> SubjectChunks:
@@ -284,35 +348,230 @@ def slice_end(lengths: np.ndarray, first: int, letters: int) -> int:
     return min(int(lengths.size), first + int(np.searchsorted(ends, letters, side="left")) + 1)
 
 
-def extensions_ahead(backend, hits, chunks: SubjectChunks, buffer, batch, stats, options):
-    """The initial hits' score-only gapped extensions, made on the GPU before the gapped
-    stage needs them (InitialHits.extensions), when the backend makes them: greedy ones
-    (greedy.cu: linear gap costs only) or X-drop DP ones (dynprog.cu); None otherwise. Each
-    is a function of its hit alone, so the GPU extends every hit at once, and the gapped
-    stage's in-order pass only picks those it keeps instead of extending them one after the
-    other (docs/perf/gpu-greedy.md, docs/perf/blastn-gpu-extensions.md)."""
-    from .gapped import hit_contexts
+def joined_volume_hits(parts: list) -> "VolumeHits":
+    """The VolumeHits of successive slices of a volume's chunks as one: `parts` holds (first
+    chunk of the slice, its VolumeHits numbered from 0), in chunk order."""
+    from .ungapped import joined_initial_hits
 
-    if not len(hits):
-        return None
-    if options.greedy:
-        if not (options.gapopen == 0 and options.gapextend == 0 and
-                hasattr(backend, "greedy_extensions")):
+    if len(parts) == 1 and parts[0][0] == 0:
+        return parts[0][1]
+    hits = joined_initial_hits([(first, found.hits) for first, found in parts])
+    made = [found.ahead for _, found in parts]
+    ahead = None if any(a is None for a in made) else \
+        ExtensionsAhead(np.concatenate([a.extensions for a in made]))
+    return VolumeHits(hits, ahead)
+
+
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One search's stages over (query batch x volume) pieces: the database, the options,
+    the resolved backend, where the time goes, each volume's SubjectBuffer, and
+    `letter_scratch(length)`, the calling thread's buffer of subject letters for traceback
+    (a driver's pools.PerThreadBuffer: a subject-long array for each traceback would map
+    and unmap memory, which serialises the threads on the process's memory map)."""
+
+    db: object
+    options: SearchOptions
+    backend_plan: BackendPlan
+    times: StageTimes
+    buffers: SubjectBuffers
+    letter_scratch: Callable[[int], np.ndarray]
+
+    # -- preliminary search --------------------------------------------------------------
+
+    def prelim_search(self, plan: BatchPlan, volume, pool=INLINE, **part) -> PrelimHits:
+        """Scan one volume (or the part of it that `part` names, as initial_hits takes it),
+        extend the seeds, and file the subjects' preliminary HSPs per query, with the
+        traceback searches made ahead for them. The chunks' gapped extensions run on
+        `pool`."""
+        gapped = self.initial_hits(plan, volume, pool, **part)
+        prelim = PrelimHits()
+        gapped.file_subjects(gapped.subject_hits(gapped.extend_later(pool)(), pool)(), prelim)
+        prelim.tails = self.tails_ahead(prelim.by_query, plan)
+        return prelim
+
+    def initial_hits(self, plan: BatchPlan, volume, pool=INLINE, threads: int | None = None,
+                     subjects: range | None = None, once_per_volume=None, ungapped_turn=None,
+                     scan_turn=None) -> "VolumeGapped":
+        """prelim_search's scan and ungapped stages (in the calling thread), slice after
+        slice (sliced_initial_hits); its gapped stage is returned, ready to run on `pool`.
+        `threads`: those the scan and the diagonal hash may spread over (options.num_threads
+        unless given).
+
+        A driver that searches parts of a volume at once (`subjects`) gives
+        `once_per_volume(volume, what, make)`, which makes `what` once for the volume
+        whatever the jobs that ask: the whole volume is scanned once (a GPU call has a fixed
+        cost, and the jobs would queue for the device one after the other); with the
+        diagonal hash, the whole volume's seeds are extended once too, and each job takes
+        its chunks' initial hits (the hash must see the database in order, and jobs taking
+        turns at it would each wait for the previous one and for the GIL, where one turn per
+        volume does not). `ungapped_turn` and `scan_turn` are context managers that wait
+        for this job's turn at those stages (ungapped_in_database_order), each taken once
+        per volume: the scan's at the first slice's scan, the ungapped stage's from the
+        first slice's extension to the last's (TurnsOnce)."""
+        from .gapped import hit_contexts
+        from .ungapped import extend_seeds
+
+        subject_buffer = self.buffers.of(volume)
+        buffer = subject_buffer.packed
+        every_chunk = subject_chunks(volume.lengths, subject_buffer.byte_offset)
+        chunks, first_chunk = every_chunk, 0
+        if subjects is not None:
+            picked = np.flatnonzero((every_chunk.local_index >= subjects.start) &
+                                    (every_chunk.local_index < subjects.stop))
+            chunks, first_chunk = every_chunk.take(picked), int(picked[0]) if picked.size else 0
+        threads = self.options.num_threads if threads is None else threads
+        options, stats, table = self.options, plan.stats, plan.table
+        backend = self.backend_plan.backend
+        turns = TurnsOnce(scan_turn, ungapped_turn)
+
+        def scan(part):
+            with turns.first_scan(), self.times.stage("scan"):
+                return backend.find_seeds(table, subject_buffer, part.byte_offset, part.length,
+                                          threads)
+
+        def extend(seeds, part) -> VolumeHits:
+            turns.enter_ungapped()
+            with self.times.stage("ungapped"):
+                hits = extend_seeds(seeds, table, buffer, part.byte_offset, part.length,
+                                    stats.ungapped_xdrop, stats.ungapped_cutoff,
+                                    stats.reduced_cutoff, options.reward, options.penalty,
+                                    threads, plan.diag_hash)
+            return VolumeHits(hits, self.extensions_ahead(hits, part, subject_buffer, plan))
+
+        def initial_hits(part) -> VolumeHits:
+            with turns:
+                return sliced_initial_hits(part, scan, extend)
+
+        last_chunk = first_chunk + len(chunks.length)
+        if once_per_volume is None:
+            found = initial_hits(chunks)
+        elif ungapped_in_database_order(table):
+            found = once_per_volume(volume, "initial hits", lambda: initial_hits(every_chunk))
+            found = found.of_chunks(first_chunk, last_chunk)
+        else:
+            seeds = once_per_volume(volume, "seeds", lambda: scan(every_chunk))
+            with turns:
+                found = extend(seeds.of_chunks(first_chunk, last_chunk), chunks)
+        hits = found.hits
+        bounds = np.searchsorted(hits.chunk, np.arange(len(chunks.length) + 1))
+        contexts = hit_contexts(hits.q_start, plan.batch) if pool.threads > 1 else None
+        pieces = [(int(c), part) for c in np.flatnonzero(np.diff(bounds))
+                  for part in context_pieces(contexts, bounds[c], bounds[c + 1], pool.threads)]
+        return VolumeGapped(plan.batch, stats, options, volume, buffer, chunks, hits,
+                            found.ahead, bounds, contexts, pieces, pool.spread, self.times)
+
+    def extensions_ahead(self, hits, chunks: "SubjectChunks", subjects: SubjectBuffer,
+                         plan: BatchPlan) -> ExtensionsAhead | None:
+        """The initial hits' score-only gapped extensions, made on the GPU before the gapped
+        stage needs them, when the backend makes them: greedy ones (greedy.cu: linear gap
+        costs only) or X-drop DP ones (dynprog.cu); None otherwise. Each is a function of
+        its hit alone, so the GPU extends every hit at once, and the gapped stage's in-order
+        pass only picks those it keeps instead of extending them one after the other
+        (docs/perf/gpu-greedy.md, docs/perf/blastn-gpu-extensions.md)."""
+        from .gapped import hit_contexts
+
+        if not len(hits):
             return None
-        with TIMES.stage("gapped"):
-            return backend.greedy_extensions(
-                buffer, chunks.byte_offset, chunks.length, hits.chunk, hits.q_start,
-                hits.s_start, hits.length, hit_contexts(hits.q_start, batch), batch,
-                int(stats.gap_xdrop), int(options.reward), int(options.penalty))
-    if not hasattr(backend, "dp_extensions"):
-        return None
-    from .alphabet import score_matrix
+        backend, options, batch = self.backend_plan.backend, self.options, plan.batch
+        if self.backend_plan.greedy_ahead:
+            with self.times.stage("gapped"):
+                return ExtensionsAhead(backend.greedy_extensions(
+                    subjects, chunks.byte_offset, chunks.length, hits.chunk, hits.q_start,
+                    hits.s_start, hits.length, hit_contexts(hits.q_start, batch), batch,
+                    int(plan.stats.gap_xdrop), int(options.reward), int(options.penalty)))
+        if not self.backend_plan.dp_ahead:
+            return None
+        from .alphabet import score_matrix
 
-    with TIMES.stage("gapped"):
-        return backend.dp_extensions(
-            buffer, chunks.byte_offset, chunks.length, hits, hit_contexts(hits.q_start, batch),
-            batch, score_matrix(options.reward, options.penalty), int(options.gapopen),
-            int(options.gapextend), int(stats.gap_xdrop))
+        with self.times.stage("gapped"):
+            return ExtensionsAhead(backend.dp_extensions(
+                subjects, chunks.byte_offset, chunks.length, hits,
+                hit_contexts(hits.q_start, batch), batch,
+                score_matrix(options.reward, options.penalty), int(options.gapopen),
+                int(options.gapextend), int(plan.stats.gap_xdrop)))
+
+    def tails_ahead(self, by_query: dict, plan: BatchPlan) -> dict:
+        """The greedy traceback's searches of preliminary HSPs ({query: {ordinal: Hsps}}),
+        made on the GPU before their tracebacks start, when the backend makes them
+        (greedy.cu: linear gap costs, subjects resident on the GPU, windows of bases only):
+        {(query, ordinal): TailsAhead}. With an alignment's edit runs, the CPU only joins
+        and tidies them; without (a search too long to keep its rows), it searches again,
+        knowing the best distances, and stops there: most of a search's time goes past the
+        alignment's end, confirming that nothing better follows."""
+        from .hsp import rows_by_score
+        from .layouts import HSP_S_END, HSP_S_START
+        from .traceback import FETCH_MARGIN, TailsAhead
+
+        keyed = [((q, ordinal), hsps) for q, subjects in by_query.items()
+                 for ordinal, hsps in subjects.items() if hsps.score.size]
+        if not (self.backend_plan.tails_ahead and keyed):
+            return {}
+        db, backend, options = self.db, self.backend_plan.backend, self.options
+        with self.times.stage("traceback"):
+            lists = [hsps for _, hsps in keyed]
+            rows = rows_by_score(lists)
+            counts = np.array([hsps.score.size for hsps in lists], dtype=np.int64)
+            ordinal = np.repeat(np.array([o for (_, o), _ in keyed], dtype=np.int64), counts)
+            length = db.lengths[ordinal]
+            exact = np.stack([np.maximum(rows[:, HSP_S_START] - FETCH_MARGIN, 0),
+                              np.minimum(rows[:, HSP_S_END] + FETCH_MARGIN, length)], axis=1)
+            address = np.zeros(rows.shape[0], dtype=np.uint64)
+            usable = np.zeros(rows.shape[0], dtype=bool)
+            for volume in db.volumes:
+                mine = (ordinal >= volume.first_ordinal) & \
+                    (ordinal < volume.first_ordinal + volume.num_seqs)
+                if not mine.any():
+                    continue
+                subjects = self.buffers.of(volume)
+                base = backend.resident_address(subjects)
+                if base is None:
+                    continue
+                local = ordinal[mine] - volume.first_ordinal
+                address[mine] = np.uint64(base) + subjects.byte_offset[local].astype(np.uint64)
+                usable[mine] = volume.bases_only(local, exact[mine, 0], exact[mine, 1])
+            exact[~usable] = 0  # a window of no letters: the GPU leaves the search to the CPU
+            ahead, runs = backend.greedy_tails(rows, address, length, exact, plan.batch,
+                                               int(plan.stats.gap_xdrop_final),
+                                               int(options.reward), int(options.penalty))
+            ends = np.cumsum(counts).tolist()
+            return {key: TailsAhead(rows[first:last], ahead[first:last], runs[first:last])
+                    for (key, _), first, last in zip(keyed, [0] + ends[:-1], ends)}
+
+    # -- traceback -----------------------------------------------------------------------
+
+    def trace_tasks(self, prelim: PrelimHits) -> list:
+        """The batch's TraceTasks (trace_tasks), each with its searches made ahead."""
+        return trace_tasks(prelim, self.options)
+
+    def trace_groups(self, tasks: list, groups: int) -> list:
+        return trace_groups(tasks, self.db, groups)
+
+    def trace_group(self, group: "TraceGroup", plan: BatchPlan) -> list:
+        """Traceback of a TraceGroup, then BLAST's final filtering and order of each task's
+        HSPs (with the alignment counts the output needs). Returns (ordinal, final HSPs) for
+        each task, in order.
+
+        As BLAST's partial fetching, only the subject's letters around the HSPs are
+        unpacked; when an alignment reads beyond them (BLAST's fence hit), the traceback is
+        redone on every letter it may read."""
+        from .traceback import traceback_group
+
+        tasks, volume = group.tasks, group.volume
+        scratch = self.letter_scratch(int(max(self.db.lengths[task.ordinal] for task in tasks)))
+        with self.times.stage("traceback"):
+            final, _ = traceback_group([task.hsps for task in tasks],
+                                       [task.ordinal - volume.first_ordinal for task in tasks],
+                                       [task.query_index for task in tasks],
+                                       volume.packed_subjects(), plan.batch, plan.stats,
+                                       self.options, scratch, [task.tails for task in tasks])
+        return [(task.ordinal, hsps) for task, hsps in zip(tasks, final)]
+
+    def query_result(self, plan: BatchPlan, q: int, traced: list) -> QueryResult:
+        """Query q of the batch's result from its traced (ordinal, HSPs) pairs."""
+        return query_result(plan.first_index + q, plan.queries[q], traced, self.options)
 
 
 @dataclass
@@ -326,11 +585,13 @@ class VolumeGapped:
     volume: object
     buffer: np.ndarray
     chunks: "SubjectChunks"
-    hits: object
+    hits: object           # InitialHits
+    ahead: "ExtensionsAhead | None"
     bounds: np.ndarray
     contexts: np.ndarray | None
     pieces: list
     spread: object
+    times: StageTimes
 
     def piece_hits(self) -> list:
         """The number of initial hits of each piece, the measure of its work: the pieces
@@ -364,7 +625,7 @@ class VolumeGapped:
         """The pieces' indices in tasks: a piece cut from a chunk alone; whole chunks, when
         their extensions were made ahead, in runs of about RUN_TASKS_PER_THREAD tasks per
         thread's share of the hits."""
-        if self.hits.extensions is None or not self.options.greedy:
+        if self.ahead is None or not self.options.greedy:
             return [[i] for i in range(len(self.pieces))]
         whole = [i for i, (_, part) in enumerate(self.pieces) if part is None]
         alone = [[i] for i, (_, part) in enumerate(self.pieces) if part is not None]
@@ -377,7 +638,7 @@ class VolumeGapped:
         from .gapped import extend_chunks_given
 
         chunks = np.array([self.pieces[i][0] for i in task], dtype=np.int64)
-        with TIMES.stage("gapped"):
+        with self.times.stage("gapped"):
             rows, origin, counts = extend_chunks_given(chunks, self.bounds,
                                                        *self._run_arguments)
         ends = np.cumsum(counts)
@@ -396,7 +657,7 @@ class VolumeGapped:
         def as64(values):
             return np.ascontiguousarray(values, dtype=np.int64)
 
-        return (as64(hits.extensions), as64(hits.q_start), as64(hits.s_start),
+        return (as64(self.ahead.extensions), as64(hits.q_start), as64(hits.s_start),
                 as64(hits.length), as64(hits.score), as64(contexts), as64(batch.context_offset),
                 as64(batch.context_length), np.ascontiguousarray(batch.sequence, dtype=np.uint8),
                 batch.query_words, self.buffer, as64(self.chunks.byte_offset),
@@ -413,13 +674,13 @@ class VolumeGapped:
         picked = slice(bounds[c], bounds[c + 1]) if part is None else part + bounds[c]
         first = chunks.byte_offset[c]
         packed = self.buffer[first:first + (int(chunks.length[c]) + 3) // 4]
-        with TIMES.stage("gapped"):
+        with self.times.stage("gapped"):
             rows, origin = extend_hits(
                 hits.q_start[picked], hits.s_start[picked], hits.length[picked],
                 hits.score[picked], self.batch, packed, int(chunks.length[c]), self.stats,
                 self.options, hits.seed_q[picked], hits.seed_s[picked],
                 None if self.contexts is None else self.contexts[picked], self.spread,
-                None if hits.extensions is None else hits.extensions[picked])
+                None if self.ahead is None else self.ahead.extensions[picked])
         return rows, origin if part is None else part[origin]
 
     def subject_hits(self, results: list, pool):
@@ -440,7 +701,7 @@ class VolumeGapped:
         from .hsp import hsps_from_rows, subject_rows
 
         subject, found_by_chunk = item
-        with TIMES.stage("gapped"):
+        with self.times.stage("gapped"):
             # chunks in order, so the subject's chunks are merged in order
             parts = [found for _, found in found_by_chunk]
             bounds = np.cumsum([0] + [part.shape[0] for part in parts])
@@ -565,18 +826,19 @@ class TraceTask:
     ordinal: int          # the subject
     hsps: Hsps            # its preliminary HSPs
     work: int             # an estimate of the work (trace_tasks)
+    tails: object = None  # TailsAhead: its traceback searches made ahead, if made
 
 
 TASK_FIXED_WORK = 1000  # a task's work beyond its HSPs' query letters
 
 
-def trace_tasks(hits_by_query: dict, options: SearchOptions) -> list:
+def trace_tasks(prelim: PrelimHits, options: SearchOptions) -> list:
     """The TraceTasks of a batch: each query's best prelim_hitlist_size subjects, the most
     work first, so that long tracebacks start first rather than one started last deciding
     when the batch ends. A task's work is the query letters its HSPs align plus a share for
     the fixed costs, reckoned for all tasks at once."""
     limit = prelim_hitlist_size(options)
-    picked = [(q, ordinal, hsps) for q, subjects in hits_by_query.items()
+    picked = [(q, ordinal, hsps) for q, subjects in prelim.by_query.items()
               for ordinal, hsps in best_first(list(subjects.items()))[:limit]]
     if not picked:
         return []
@@ -585,7 +847,8 @@ def trace_tasks(hits_by_query: dict, options: SearchOptions) -> list:
         np.concatenate([hsps.q_start for _, _, hsps in picked])
     work = np.add.reduceat(aligned, np.cumsum(sizes) - sizes) + TASK_FIXED_WORK
     works = work.tolist()
-    return [TraceTask(*picked[i], works[i]) for i in np.argsort(-work, kind="stable").tolist()]
+    return [TraceTask(*picked[i], works[i], prelim.tails.get(picked[i][:2]))
+            for i in np.argsort(-work, kind="stable").tolist()]
 
 
 TRACE_GROUP_TASKS = 16  # traceback tasks in one compiled call, at most
@@ -621,90 +884,6 @@ def trace_groups(tasks: list, db, groups: int) -> list:
     return made
 
 
-_SCRATCH = threading.local()  # each thread's buffer of subject letters for traceback
-
-
-def _letter_scratch(length: int) -> np.ndarray:
-    """The calling thread's buffer for a subject's letters, at least `length` long, reused
-    by all its tracebacks: a subject-long array for each would map and unmap memory, which
-    serialises the threads on the process's memory map. Pages never written are never
-    faulted in, so a chromosome's buffer costs the letters around its HSPs."""
-    from .db.reader import sparse_letters
-
-    letters = getattr(_SCRATCH, "letters", None)
-    if letters is None or letters.size < length:
-        letters = _SCRATCH.letters = sparse_letters(length)
-    return letters
-
-
-def trace_group(group: TraceGroup, batch, stats, db, options: SearchOptions) -> list:
-    """Traceback of a TraceGroup, then BLAST's final filtering and order of each task's HSPs
-    (with the alignment counts the output needs). Returns (ordinal, final HSPs) for each
-    task, in order.
-
-    As BLAST's partial fetching, only the subject's letters around the HSPs are unpacked;
-    when an alignment reads beyond them (BLAST's fence hit), the traceback is redone on
-    every letter it may read."""
-    from .traceback import traceback_group
-
-    tasks, volume = group.tasks, group.volume
-    scratch = _letter_scratch(int(max(db.lengths[task.ordinal] for task in tasks)))
-    with TIMES.stage("traceback"):
-        final, _ = traceback_group([task.hsps for task in tasks],
-                                   [task.ordinal - volume.first_ordinal for task in tasks],
-                                   [task.query_index for task in tasks],
-                                   volume.packed_subjects(), batch, stats, options, scratch)
-    return [(task.ordinal, hsps) for task, hsps in zip(tasks, final)]
-
-
-def tails_ahead(by_query: dict, batch, stats, db, backend, options: SearchOptions) -> None:
-    """The greedy traceback's searches of preliminary HSPs ({query: {ordinal: Hsps}}), made
-    on the GPU before their tracebacks start (Hsps.ahead, Hsps.ahead_runs), when the backend
-    makes them (greedy.cu: linear gap costs, subjects resident on the GPU, windows of bases
-    only). With an alignment's edit runs, the CPU only joins and tidies them; without (a
-    search too long to keep its rows), it searches again, knowing the best distances, and
-    stops there: most of a search's time goes past the alignment's end, confirming that
-    nothing better follows."""
-    from .hsp import rows_by_score
-    from .layouts import HSP_S_END, HSP_S_START
-    from .traceback import FETCH_MARGIN
-
-    pairs = [(ordinal, hsps) for subjects in by_query.values()
-             for ordinal, hsps in subjects.items() if hsps.score.size]
-    if not (options.greedy and options.gapopen == 0 and options.gapextend == 0 and pairs
-            and hasattr(backend, "greedy_tails")):
-        return
-    with TIMES.stage("traceback"):
-        lists = [hsps for _, hsps in pairs]
-        rows = rows_by_score(lists)
-        counts = np.array([hsps.score.size for hsps in lists], dtype=np.int64)
-        ordinal = np.repeat(np.array([o for o, _ in pairs], dtype=np.int64), counts)
-        length = db.lengths[ordinal]
-        exact = np.stack([np.maximum(rows[:, HSP_S_START] - FETCH_MARGIN, 0),
-                          np.minimum(rows[:, HSP_S_END] + FETCH_MARGIN, length)], axis=1)
-        address = np.zeros(rows.shape[0], dtype=np.uint64)
-        usable = np.zeros(rows.shape[0], dtype=bool)
-        for volume in db.volumes:
-            mine = (ordinal >= volume.first_ordinal) & \
-                (ordinal < volume.first_ordinal + volume.num_seqs)
-            if not mine.any():
-                continue
-            buffer, byte_offset = volume.concat_packed()
-            base = backend.resident_address(buffer)
-            if base is None:
-                continue
-            local = ordinal[mine] - volume.first_ordinal
-            address[mine] = np.uint64(base) + byte_offset[local].astype(np.uint64)
-            usable[mine] = volume.bases_only(local, exact[mine, 0], exact[mine, 1])
-        exact[~usable] = 0  # a window of no letters: the GPU leaves the search to the CPU
-        ahead, runs = backend.greedy_tails(rows, address, length, exact, batch,
-                                           int(stats.gap_xdrop_final), int(options.reward),
-                                           int(options.penalty))
-        ends = np.cumsum(counts).tolist()
-        for hsps, first, last in zip(lists, [0] + ends[:-1], ends):
-            hsps.ahead, hsps.ahead_runs, hsps.score_rows = \
-                ahead[first:last], runs[first:last], rows[first:last]
-
 
 def query_result(query_index: int, query, traced: list, options: SearchOptions) -> QueryResult:
     """A query's result from its traced (ordinal, HSPs) pairs, in any order: the subjects
@@ -715,115 +894,7 @@ def query_result(query_index: int, query, traced: list, options: SearchOptions) 
 
 
 # ----------------------------------------------------------------------------------------------
-# the whole search
-
-
-@dataclass
-class BatchPlan:
-    """What every volume's preliminary search of one query batch shares."""
-
-    queries: list
-    first_index: int
-    batch: object          # QueryBatch
-    stats: object = None   # SearchStatistics; None when nothing is left to search
-    table: object = None   # LookupTable; None when every query is masked or too short
-    diag_hash: object = None  # the batch's DiagonalHash, carried across all volumes
-    scans: object = None   # SharedScans, when the backend scans whole volumes at once
-
-
-class SharedScans:
-    """Each volume's seeds, from one scan of the whole volume shared by the jobs that search
-    parts of it: a GPU call has a fixed cost, and the jobs would queue for the device one
-    after the other. With the diagonal hash, each volume's initial hits are shared
-    instead: the hash must see the database in order, and jobs taking turns at it would
-    each wait for the previous one and for the GIL, where one turn per volume does not."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.volumes: dict = {}   # id(volume) -> (lock, {"seeds" or "hits": ...})
-
-    def _shared(self, volume, name: str, make):
-        with self.lock:
-            lock, held = self.volumes.setdefault(id(volume), (threading.Lock(), {}))
-        with lock:
-            if name not in held:
-                held[name] = make()
-            return held[name]
-
-    def seeds(self, volume, scan):
-        """The volume's seeds: scan() the first time, the same Seeds after."""
-        return self._shared(volume, "seeds", scan)
-
-    def initial_hits(self, volume, scan_and_extend):
-        """The volume's initial hits: scan_and_extend() the first time, the same after."""
-        return self._shared(volume, "hits", scan_and_extend)
-
-
-def plan_batch(queries: list, first_index: int, db, options: SearchOptions,
-               pool=INLINE) -> BatchPlan:
-    """Contexts, masks, statistics and the lookup table of one batch of queries; the masks
-    and the table are made on the threads of `pool`."""
-    from .lookup import build_lookup
-    from .query import build_batch
-    from .stats import prepare_statistics
-
-    with TIMES.stage("query setup"):
-        batch = build_batch(queries, options, pool)
-        plan = BatchPlan(queries, first_index, batch)
-        if len(batch.lookup_segments):
-            from .ungapped import DiagonalHash
-            plan.scans = SharedScans()
-            # the table is built in compiled code that lets go of the GIL, the statistics
-            # mostly in Python: side by side, they take the time of the longer one
-            with ThreadPoolExecutor(1, thread_name_prefix="gblastn-table") as builder:
-                table = builder.submit(build_lookup, batch, options, pool)
-                plan.stats = prepare_statistics(batch, db.stats_letters, db.stats_num_seqs,
-                                                options)
-                plan.table = table.result()
-            # its buckets in parts that threads extend side by side, when there are threads
-            plan.diag_hash = DiagonalHash() if options.num_threads > 1 else DiagonalHash(1)
-    return plan
-
-
-def empty_result(index: int, query) -> QueryResult:
-    return QueryResult(index, query.id, query.defline, len(query))
-
-
-# ----------------------------------------------------------------------------------------------
 # loading the compiled stages ahead of a search
-
-
-class _MadeUpSubject:
-    """One subject held in memory, as a database of one volume (what the stages read of
-    them): for warm_up."""
-
-    def __init__(self, codes: np.ndarray):
-        from .alphabet import pack_2bit
-
-        packed = pack_2bit(codes)
-        packed.flags.writeable = False
-        self.lengths = np.array([codes.size], dtype=np.int64)
-        self.num_seqs, self.total_letters, self.first_ordinal = 1, int(codes.size), 0
-        self.stats_num_seqs, self.stats_letters = self.num_seqs, self.total_letters
-        self.volumes = [self]
-        self._concat = (packed, np.array([0, packed.size], dtype=np.int64))
-
-    def concat_packed(self):
-        return self._concat
-
-    def packed_subjects(self):
-        """As Volume.packed_subjects, no ambiguity codes; read-only where a volume's arrays
-        are (LMDB's memory), so that the same compiled code serves both."""
-        from .db.reader import PackedSubjects
-
-        def read_only(array):
-            array.flags.writeable = False
-            return array
-
-        none = read_only(np.zeros(0, dtype=np.int64))
-        return PackedSubjects(*self._concat, self.lengths, read_only(np.zeros(2, np.int64)),
-                              none, none, np.zeros(0, dtype=np.int64),
-                              read_only(np.zeros(0, dtype=np.uint8)))
 
 
 WARM_UP_LENGTHS = (8_000, 800)  # made-up queries: a large batch's stages and a small one's
@@ -832,20 +903,22 @@ WARM_UP_QUERY_START = 40_000  # where the made-up queries are cut from the made-
 
 def warm_up(options: SearchOptions, query_letters: int | None = None, backend=None,
             trace: bool = True) -> int:
-    """Search made-up queries against a made-up subject, untimed. numba loads each stage's
-    machine code from its cache at the stage's first call, and the loads wait for one
-    another (its compiler lock); run in the background as a search starts, this takes them
-    off the search's path while the GPU is set up. A
-    batch of more than 8,000 letters takes the megablast table and the diagonal hash, a
-    small one the small table and the diagonal array: the kind `query_letters` (the query
-    set's size, when known) calls for is loaded first, and the other only when the set
-    makes several batches. `backend` (or a Future of it) is the search's scan backend:
-    with the GPU's, the stages that run beside it are loaded, not the CPU's scan and
-    extensions, whose loading would hold the GIL beside the query setup.
-    Without `trace`, the searches stop before the traceback (compile_ahead compiles it
-    meanwhile). Returns how many HSPs it traced."""
+    """Search made-up queries against a made-up subject held in memory, with the engine's
+    own stage times (a warm-up beside a search adds nothing to the search's). numba loads
+    each stage's machine code from its cache at the stage's first call, and the loads wait
+    for one another (its compiler lock); run in the background as a search starts, this
+    takes them off the search's path while the GPU is set up. A batch of more than 8,000
+    letters takes the megablast table and the diagonal hash, a small one the small table
+    and the diagonal array: the kind `query_letters` (the query set's size, when known)
+    calls for is loaded first, and the other only when the set makes several batches.
+    `backend` (or the Future of its set-up, waited for here) is the search's scan backend:
+    beside a GPU, the stages that run beside it are loaded (WarmUpDevice), not the CPU's
+    scan and extensions, whose loading would hold the GIL beside the query setup. Without
+    `trace`, the searches stop before the traceback (compile_ahead compiles it meanwhile).
+    Returns how many HSPs it traced."""
+    from .db.memory import MemoryVolume
+    from .db.reader import sparse_letters, warm_up_bases_only
     from .dynprog import MAX_SUBJECT_OFFSET
-    from .db.reader import warm_up_bases_only
     from .lookup import warm_up_standard_table
     from .output.linewriter import warm_up as output_warm_up
     from .ungapped import DIAG_HASH_QUERY_LENGTH
@@ -853,7 +926,11 @@ def warm_up(options: SearchOptions, query_letters: int | None = None, backend=No
     rng = np.random.default_rng(0)
     # long enough to be aligned in windows, as chromosomes are
     subject = rng.integers(0, 4, MAX_SUBJECT_OFFSET + 10_000).astype(np.uint8)
-    db = _MadeUpSubject(subject)
+    db = MemoryVolume([subject])
+    device = _warm_up_backend(backend)
+    times = StageTimes()
+    engine = Engine(db, options, BackendPlan.resolve(device, options), times,
+                    SubjectBuffers(times), sparse_letters)
     lengths = list(WARM_UP_LENGTHS)
     if query_letters is not None and 2 * query_letters <= DIAG_HASH_QUERY_LENGTH:
         lengths.reverse()
@@ -862,32 +939,28 @@ def warm_up(options: SearchOptions, query_letters: int | None = None, backend=No
 
     def search(n: int) -> int:
         start = WARM_UP_QUERY_START
-        return _made_up_search(db, subject[start:start + n].copy(), options, backend, trace)
+        return _made_up_search(engine, subject[start:start + n].copy(), trace)
 
-    with TIMES.untimed():
-        traced = search(lengths[0])
-        output_warm_up()
-        if not options.greedy:
-            warm_up_standard_table()
-        elif isinstance(_made_up_backend(backend), _MadeUpDevice):
-            warm_up_bases_only()
-        return traced + sum(search(n) for n in lengths[1:])
+    traced = search(lengths[0])
+    output_warm_up()
+    if not options.greedy:
+        warm_up_standard_table()
+    elif isinstance(device, WarmUpDevice):
+        warm_up_bases_only()
+    return traced + sum(search(n) for n in lengths[1:])
 
 
-def _made_up_search(db, codes: np.ndarray, options: SearchOptions, backend=None,
-                    trace: bool = True) -> int:
+def _made_up_search(engine: Engine, codes: np.ndarray, trace: bool) -> int:
     """warm_up's search of one query cut from the made-up subject; returns HSPs traced."""
     from .query import Query
 
     codes[::97] = (codes[::97] + 1) % 4  # mismatches, for every kind of extension
     query = Query("warm-up", "warm-up", codes, np.zeros(codes.size, dtype=bool))
-    plan = plan_batch([query], 0, db, options)
+    plan = plan_batch([query], 0, engine.db, engine.options, engine.times)
     if plan.table is None:
         return 0
-    gapped = volume_initial_hits(plan.batch, plan.table, plan.stats, db, options,
-                                 _made_up_backend(backend), num_threads=1,
-                                 diag_hash=plan.diag_hash)
-    if gapped.hits.extensions is not None and gapped.pieces:
+    gapped = engine.initial_hits(plan, engine.db, threads=1)
+    if gapped.ahead is not None and gapped.pieces:
         # beside the GPU, whole chunks go in runs and cut pieces alone
         chunk, _ = gapped.pieces[0]
         gapped._extend_task([0, 0])
@@ -897,30 +970,35 @@ def _made_up_search(db, codes: np.ndarray, options: SearchOptions, backend=None,
     gapped.file_subjects(gapped.subject_hits(gapped.extend_later(INLINE)(), INLINE)(), prelim)
     if not trace:
         return 0
-    groups = trace_groups(trace_tasks(prelim.by_query, options), db, 1)
-    return sum(len(hsps) for group in groups
-               for _, hsps in trace_group(group, plan.batch, plan.stats, db, options))
+    groups = engine.trace_groups(engine.trace_tasks(prelim), 1)
+    return sum(len(hsps) for group in groups for _, hsps in engine.trace_group(group, plan))
 
 
-def _made_up_backend(backend):
-    """The made-up search's scan backend: the CPU's, or beside the GPU (`backend`, or the
-    Future of its set-up, has greedy extensions) a _MadeUpDevice."""
-    from .scan import cpu
+def _warm_up_backend(backend):
+    """The made-up search's scan backend: the CPU's, or beside a GPU (`backend`, or the
+    Future of its set-up, makes greedy extensions ahead) a WarmUpDevice."""
+    from concurrent.futures import Future
+
+    from .scan.backend import CPU
 
     if isinstance(backend, Future):
         try:
             backend = backend.result()
         except Exception:  # noqa: BLE001 - no device: the search reports it, the CPU serves
             backend = None
-    return _MadeUpDevice() if hasattr(backend, "greedy_extensions") else cpu
+    return WarmUpDevice() if backend is not None and backend.capabilities.greedy_ahead else CPU
 
 
-class _MadeUpDevice:
-    """The GPU's stand-in in warm_up: its seeds are words of the made-up query where it lies
-    in the made-up subject, and it makes no greedy extension ahead (the CPU makes them all,
-    through the compiled calls it takes beside the GPU)."""
+class WarmUpDevice(Backend):
+    """The GPU's part in warm_up, played on the CPU: its seeds are words of the made-up query
+    where it lies in the made-up subject, and it leaves every greedy extension to the CPU,
+    which makes them through the compiled calls it takes beside the GPU."""
 
-    def find_seeds(self, table, packed, chunk_byte_offset, chunk_length, num_threads=None):
+    name = "gpu"
+    capabilities = Capabilities(scans_whole_volumes=True, greedy_ahead=True)
+
+    def find_seeds(self, table, subjects: SubjectBuffer, chunk_byte_offset, chunk_length,
+                   num_threads=None):
         from .scan import Seeds
 
         query_length = int(table.context_length[0])
@@ -935,93 +1013,8 @@ class _MadeUpDevice:
         return Seeds(chunk.astype(np.int32), (int(table.context_offset[0]) + at).astype(np.int32),
                      s_off, s_off.copy(), s_off.copy())
 
-    def greedy_extensions(self, packed, chunk_byte_offset, chunk_length, hit_chunk, *args,
+    def greedy_extensions(self, subjects, chunk_byte_offset, chunk_length, hit_chunk, *args,
                           **kwargs) -> np.ndarray:
         from .layouts import GAPPED_FIELDS
 
         return np.zeros((len(hit_chunk), GAPPED_FIELDS + 1), dtype=np.int64)
-
-
-def search_batch(queries: list, first_index: int, db, options: SearchOptions, backend,
-                 pool=INLINE, device_done=None) -> list:
-    """Search one batch of queries against every volume; results in query order. The stages'
-    independent pieces run on `pool`. `backend` may be a Future (the GPU's set-up), waited
-    for once the batch's queries are masked and indexed. `device_done`, when given, is
-    called once the batch no longer needs the backend (before its tracebacks)."""
-    plan = plan_batch(queries, first_index, db, options, pool)
-    if plan.table is None:
-        return [empty_result(first_index + i, q) for i, q in enumerate(queries)]
-    if isinstance(backend, Future):
-        backend = backend.result()
-    # each volume's gapped pieces run on the pool while the next volume is scanned and its
-    # seeds extended here; the volumes' HSPs are filed in database order
-    started = []
-    for volume in db.volumes:
-        gapped = volume_initial_hits(plan.batch, plan.table, plan.stats, volume, options,
-                                     backend, diag_hash=plan.diag_hash, pool=pool)
-        started.append((gapped, gapped.extend_later(pool)))
-    # a volume's subjects are merged and filtered on the pool as soon as its pieces are done,
-    # and their traceback searches made on the GPU while the next volumes' pieces run
-    prelim = PrelimHits()
-    for gapped, results in started:
-        volume_hits = PrelimHits()
-        gapped.file_subjects(gapped.subject_hits(results(), pool)(), volume_hits)
-        tails_ahead(volume_hits.by_query, plan.batch, plan.stats, db, backend, options)
-        for q, subjects in volume_hits.by_query.items():
-            prelim.by_query.setdefault(q, {}).update(subjects)
-    if device_done is not None:
-        device_done()
-    traced = [[] for _ in queries]
-    groups = trace_groups(trace_tasks(prelim.by_query, options), db,
-                          GROUPS_PER_THREAD * pool.threads)
-    for group, pairs in zip(groups, pool.map(
-            lambda group: trace_group(group, plan.batch, plan.stats, db, options),
-            groups)):
-        for task, pair in zip(group.tasks, pairs):
-            traced[task.query_index].append(pair)
-    return [query_result(first_index + q, query, traced[q], options)
-            for q, query in enumerate(queries)]
-
-
-def search_queries(queries: list, db, options: SearchOptions, backend=None):
-    """Yield one QueryResult per query, in input order."""
-    if backend is None:
-        from .scan import cpu as backend
-    index = 0
-    for batch_queries in query_batches(queries, options):
-        yield from search_batch(batch_queries, index, db, options, backend)
-        index += len(batch_queries)
-
-
-@dataclass
-class QueryHits:
-    """The Python API's result for one query: its id, defline and length, and one dict per
-    HSP keyed by tabular column name (see gblastn.output.tabular.hit_records)."""
-
-    query_id: str
-    defline: str
-    length: int
-    hits: list
-
-
-def search(queries, db, columns: str = "std score sstrand qlen slen", backend=None,
-           **options) -> list:
-    """Python API: search queries (a FASTA path, FASTA text, or a list of sequence strings or
-    Query records) against a database (a path or an open Database), with blastn's options as
-    keyword arguments (task="megablast", evalue=1e-5, ...). Returns one QueryHits per query,
-    in input order."""
-    from .db.reader import open_db
-    from .options import make_options
-    from .output.tabular import hit_records
-    from .query import read_queries
-
-    settings = make_options(**options)
-    own_db = not hasattr(db, "volumes")
-    database = open_db(db) if own_db else db
-    try:
-        queries = read_queries(queries)
-        return [QueryHits(q.id, q.defline, len(q), hit_records(q, r, database, columns))
-                for q, r in zip(queries, search_queries(queries, database, settings, backend))]
-    finally:
-        if own_db:
-            database.close()

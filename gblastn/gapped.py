@@ -8,8 +8,8 @@ initial hit contained in an HSP already found (same context, no better score, cl
 diagonal) is skipped, and a gapped HSP is kept when it reaches the context's cutoff.
 
 Each extension, greedy or DP, is a function of its hit alone: a GPU makes them all ahead
-(engine.extensions_ahead; cuda/greedy.cu, cuda/dynprog.cu), and the in-order pass here only
-picks those it keeps.
+(Engine.extensions_ahead; cuda/greedy.cu, cuda/dynprog.cu), returned as an ExtensionsAhead
+record, and the in-order pass here only picks those it keeps.
 """
 
 import numpy as np
@@ -226,7 +226,7 @@ def _extend_hits_ahead(spread, *args):
 def _extend_hits_given(extensions, q_start, s_start, length, score, context, context_offset,
                        context_length, sequence, query_words, packed, chunk_length, cutoffs,
                        xdrop, reward, penalty, gap_open, gap_extend, min_diag_separation):
-    """_extend_hits with the hits' extensions made ahead (InitialHits.extensions): the
+    """_extend_hits with the hits' extensions made ahead (ExtensionsAhead.extensions): the
     in-order pass keeps the rows _extend_hits would keep, and extends on the CPU only the
     hits left undone there."""
     n = q_start.size
@@ -354,9 +354,9 @@ def extend_hits(hits_q_start, hits_s_start, hits_length, hits_score, batch, pack
     from. A hit is only ever tested against HSPs of its own context, so the hits of any
     set of contexts, extended apart, give the same rows as extended with the others.
     hits_context: the hits' contexts (hit_contexts), when the caller has them already.
-    spread: a pool's spread (tasks.TaskPool.spread), with which the greedy extensions of a
+    spread: a pool's spread (pools.TaskPool.spread), with which the greedy extensions of a
     piece of many hits run on several threads. extensions: the hits' greedy or DP
-    extensions made ahead (InitialHits.extensions)."""
+    extensions made ahead (ExtensionsAhead.extensions)."""
     n = int(np.asarray(hits_score).size)
     if n == 0:
         return np.zeros((0, HSP_FIELDS), dtype=np.int64), np.zeros(0, dtype=np.int64)

@@ -38,12 +38,6 @@ class Hsps:
     ops: np.ndarray = None       # uint8 (gblastn.layouts' OP_*)
     op_len: np.ndarray = None    # int32
     counts: np.ndarray = None    # int64 [n, 4] (output.tabular's COUNT_* columns)
-    # preliminary only: the greedy traceback's searches made ahead (engine.tails_ahead), a row
-    # per HSP in score order, their edit runs, and the HSPs' rows in that order
-    # (hsp_rows(h)[score_order(h)])
-    ahead: np.ndarray = None
-    ahead_runs: np.ndarray = None
-    score_rows: np.ndarray = None
 
     def __len__(self) -> int:
         return int(self.score.size)

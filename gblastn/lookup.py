@@ -39,7 +39,7 @@ from .layouts import TABLE_MEGABLAST, TABLE_SMALL, TABLE_STANDARD
 from .numba_start import njit
 from .options import SearchOptions
 from .query import QueryBatch
-from .tasks import INLINE, spread_map
+from .pools import INLINE, spread_map
 
 
 SMALL_OFFSET_LIMIT = 32768     # small-table offsets and overflow indices are Int2

@@ -19,7 +19,7 @@ import numpy as np
 from .alphabet import COMPLEMENT_BLASTNA, N_CODE, SENTINEL
 from .numba_start import njit
 from .options import SearchOptions
-from .tasks import INLINE, spread_map
+from .pools import INLINE, spread_map
 
 
 @dataclass

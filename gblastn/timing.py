@@ -1,6 +1,7 @@
 """Wall time per search stage, summed over the threads that ran it, and when each stage was
 first and last busy (for -stage_times and the benchmarks: where a search's time goes, and
-which stages overlap)."""
+which stages overlap). A search's StageTimes is made by whoever runs it (the command line,
+the Python API) and handed to its driver, engine and backend."""
 
 import threading
 import time
@@ -19,29 +20,6 @@ class StageTimes:
         self._local = threading.local()
         self._tables: list = []  # every thread's (seconds, spans), in the order they came
         self.origin = time.perf_counter()
-        self.report_wanted = False  # -stage_times: print report() when the search ends
-        self.untimed_threads: set = set()  # idents of threads whose stages are not counted
-
-    @contextmanager
-    def untimed(self):
-        """The calling thread's stages are not counted meanwhile (a warm-up beside a search)."""
-        ident = threading.get_ident()
-        self.untimed_threads.add(ident)
-        try:
-            yield
-        finally:
-            self.untimed_threads.discard(ident)
-
-    def as_caller(self, function):
-        """`function`, to run on another thread, counted as the calling thread's stages are
-        (not at all when they are not)."""
-        if threading.get_ident() not in self.untimed_threads:
-            return function
-
-        def untimed(*args):
-            with self.untimed():
-                return function(*args)
-        return untimed
 
     @contextmanager
     def stage(self, name: str):
@@ -52,8 +30,6 @@ class StageTimes:
             self.add(name, time.perf_counter() - start, start)
 
     def add(self, name: str, seconds: float, start: float | None = None) -> None:
-        if threading.get_ident() in self.untimed_threads:
-            return
         start = time.perf_counter() - seconds if start is None else start
         sums, spans = self._own_table()
         sums[name] = sums.get(name, 0.0) + seconds
@@ -99,7 +75,3 @@ class StageTimes:
                 for name, span in spans.items()]
         return (f"stage times (summed over threads, {total:.2f}s): " + ", ".join(parts) +
                 "; busy between: " + ", ".join(busy))
-
-
-# one per process: a search run is one process
-TIMES = StageTimes()

@@ -20,6 +20,7 @@ the aligner here stops at the best distance it found instead of going on until t
 ends the search, and takes the letters that search read for the fence test.
 """
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -95,7 +96,7 @@ def _final_hsps(rows, op_start, ops, op_len, evalue, bitscore, counts) -> Hsps:
 
 
 def traceback_group(hsps_list: list, subjects: list, query_index: list, packed, batch, stats,
-                    options, scratch: np.ndarray) -> tuple:
+                    options, scratch: np.ndarray, tails_list: list | None = None) -> tuple:
     """traceback_final for the HSPs of many subjects of one volume (`packed`, its
     PackedSubjects), all in one compiled call: each of `hsps_list` against volume subject
     subjects[i] (a local index), with the letters of the batch's query query_index[i]. Each
@@ -103,8 +104,10 @@ def traceback_group(hsps_list: list, subjects: list, query_index: list, packed, 
     subject, reused: letters outside what was unpacked are left from before), as BLAST's
     partial fetching: around the HSPs, and, when an alignment read outside them, around
     every letter it may read (letter_spans). Returns the final Hsps of each, and how many
-    tracebacks were redone with more letters."""
-    rows, ahead, runs = zip(*(_rows_and_ahead(h) for h in hsps_list))
+    tracebacks were redone with more letters. `tails_list`: each one's TailsAhead, or None
+    where none were made."""
+    tails_list = tails_list or [None] * len(hsps_list)
+    rows, ahead, runs = zip(*(_rows_and_ahead(h, t) for h, t in zip(hsps_list, tails_list)))
     final = _trace_group(
         np.asarray(subjects, dtype=np.int64), np.asarray(query_index, dtype=np.int64),
         _starts(rows), np.concatenate(rows), _starts(ahead), np.concatenate(ahead),
@@ -300,8 +303,7 @@ def _traceback_args(hsps: Hsps, batch, subject_codes, stats, options, spans=None
 
 def _score_rows(hsps: Hsps) -> np.ndarray:
     """The HSPs as rows in score order (hsp_rows(h)[score_order(h)])."""
-    return hsps.score_rows if hsps.score_rows is not None else \
-        hsp_rows(hsps)[score_order(hsps)]
+    return hsp_rows(hsps)[score_order(hsps)]
 
 
 def _ahead_and_runs(ahead, ahead_runs) -> tuple:
@@ -317,12 +319,24 @@ def _ahead_and_runs(ahead, ahead_runs) -> tuple:
         np.ascontiguousarray(ahead_runs, dtype=np.uint32)
 
 
-def _rows_and_ahead(hsps: Hsps) -> tuple:
+@dataclass(frozen=True)
+class TailsAhead:
+    """The greedy traceback's searches of one subject's preliminary HSPs, made ahead of the
+    traceback (GpuBackend.greedy_tails, Engine.tails_ahead): the HSPs as rows in score
+    order (hsp_rows(h)[score_order(h)]), a search per row (TAIL_FIELDS columns and a done
+    flag) and the searches' edit runs."""
+
+    rows: np.ndarray
+    searches: np.ndarray
+    runs: np.ndarray
+
+
+def _rows_and_ahead(hsps: Hsps, tails: TailsAhead | None) -> tuple:
     """A subject's HSPs as rows in score order, with their searches made ahead (a row per
     HSP, or none) and edit runs."""
-    ahead = hsps.ahead if hsps.ahead is not None and hsps.ahead.shape[0] == len(hsps) else None
-    ahead, runs = _ahead_and_runs(ahead, hsps.ahead_runs if ahead is not None else None)
-    return _score_rows(hsps), ahead, runs
+    if tails is None or tails.searches.shape[0] != len(hsps):
+        return (_score_rows(hsps) if tails is None else tails.rows, *_ahead_and_runs(None, None))
+    return tails.rows, *_ahead_and_runs(tails.searches, tails.runs)
 
 
 def _batch_args(batch) -> tuple:

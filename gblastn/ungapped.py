@@ -52,10 +52,6 @@ class InitialHits:
     score: np.ndarray     # int32, raw ungapped score
     seed_q: np.ndarray    # int32, the seed BLAST saves with the hit (q_off after s_TypeOfWord)
     seed_s: np.ndarray    # int32
-    # the hits' score-only greedy extensions, when a GPU made them ahead (gapped.py's
-    # extend_hits takes them): int64 [n, GAPPED_FIELDS + 1], the last column 0 where the
-    # hit was left for the CPU
-    extensions: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.chunk.size)
@@ -65,8 +61,7 @@ class InitialHits:
         lo, hi = np.searchsorted(self.chunk, [first, end])
         return InitialHits(self.chunk[lo:hi] - np.int32(first), self.q_start[lo:hi],
                            self.s_start[lo:hi], self.length[lo:hi], self.score[lo:hi],
-                           self.seed_q[lo:hi], self.seed_s[lo:hi],
-                           None if self.extensions is None else self.extensions[lo:hi])
+                           self.seed_q[lo:hi], self.seed_s[lo:hi])
 
 
 def joined_initial_hits(parts: list) -> InitialHits:
@@ -77,9 +72,7 @@ def joined_initial_hits(parts: list) -> InitialHits:
     fields = [np.concatenate([hits.chunk + np.int32(first) for first, hits in parts])]
     for name in ("q_start", "s_start", "length", "score", "seed_q", "seed_s"):
         fields.append(np.concatenate([getattr(hits, name) for _, hits in parts]))
-    made = [hits.extensions for _, hits in parts]
-    extensions = None if any(e is None for e in made) else np.concatenate(made)
-    return InitialHits(*fields, extensions)
+    return InitialHits(*fields)
 
 
 def nucl_score_table(reward: int, penalty: int) -> np.ndarray:

@@ -173,7 +173,7 @@ def golden_databases(folder, make_case) -> dict:
 def run_ours(case, query: str, task: str, outfmt: str, extra: dict) -> list:
     """gblastn's output lines for the same search as blastn(query, ..., *flags(extra))."""
     from gblastn.options import make_options
-    from gblastn.pipeline import OutputSpec, run_search
+    from gblastn.drivers.run import OutputSpec, run_search
 
     out = str(case["folder"] / "ours.out")
     options = make_options(task, **extra)

@@ -61,7 +61,7 @@ def gblastn_output(data: dict, query: str, db: str, task: str, outfmt: str,
     make_options' keyword arguments, and those of the report (line_length, ...)."""
     from gblastn.options import make_options
     from gblastn.output.formats import report_limits
-    from gblastn.pipeline import OutputSpec, run_search
+    from gblastn.drivers.run import OutputSpec, run_search
 
     line_length, show_gis = options.pop("line_length", None), options.pop("show_gis", None)
     limits = report_limits(outfmt, options.pop("max_target_seqs", None),

@@ -61,7 +61,7 @@ def many_hits_case(seed: int, ambiguous: bool = False):
 def test_extensions_spread_over_threads_keep_the_serial_rows(seed, monkeypatch):
     from gblastn import gapped
     from gblastn.gapped import extend_hits
-    from gblastn.tasks import TaskPool
+    from gblastn.pools import TaskPool
 
     case = many_hits_case(seed)
     serial_rows, serial_origin = extend_hits(*case)
@@ -80,7 +80,7 @@ def test_extensions_spread_over_threads_keep_the_serial_rows(seed, monkeypatch):
 def extensions_on_cpu(q_start, s_start, length, score, batch, packed, chunk_length, stats,
                       options) -> np.ndarray:
     """Every hit's greedy extension as the gapped stage makes it, in the layout of
-    InitialHits.extensions (all marked made)."""
+    ExtensionsAhead.extensions (all marked made)."""
     from gblastn.gapped import GAPPED_FIELDS, _greedy_from_hit, hit_contexts
 
     n = len(q_start)

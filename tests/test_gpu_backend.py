@@ -20,6 +20,7 @@ from gblastn.lookup import build_lookup
 from gblastn.options import make_options
 from gblastn.query import Query, build_batch
 from gblastn.scan import cpu
+from gblastn.scan.backend import SubjectBuffer
 
 pytestmark = pytest.mark.gpu
 
@@ -130,9 +131,14 @@ def case(request):
     return rng, batch, table
 
 
+def on_device(packed):
+    """A packed buffer as the GPU backend keeps it, under a record of its own."""
+    return SubjectBuffer(packed, np.array([0, packed.size], dtype=np.int64))
+
+
 def assert_same(gpu, table, packed, chunks, min_seeds=1):
     want = cpu.find_seeds(table, packed, chunks.byte_offset, chunks.length, num_threads=4)
-    got = gpu.find_seeds(table, packed, chunks.byte_offset, chunks.length)
+    got = gpu.find_seeds(table, on_device(packed), chunks.byte_offset, chunks.length)
     for name in ("chunk", "q_off", "s_off", "s_first", "hit_s"):
         a, b = getattr(want, name), getattr(got, name)
         assert a.dtype == b.dtype and a.shape == b.shape, (name, a.shape, b.shape)
@@ -153,7 +159,7 @@ def test_primary_context_reference_taken_outside_pycuda_is_dropped_cleanly(gpu, 
     """The backend has the driver make the primary context (GIL released) before pycuda
     retains it, then drops its own reference: taking and dropping one more leaves pycuda's
     context alive and the scans right."""
-    from gblastn.driver import retain_primary_context
+    from gblastn.cuda_context import retain_primary_context
 
     retain_primary_context(0)()
     rng, batch, table = case
@@ -222,10 +228,11 @@ def test_full_buffers_grow_and_lose_nothing(case):
 def test_volume_stays_resident(gpu, case):
     rng, batch, table = case
     packed, chunks = volume(rng, batch, [5000, 7000], plants=20)
-    gpu.find_seeds(table, packed, chunks.byte_offset, chunks.length)
-    held = gpu.volumes[id(packed)][1]
-    gpu.find_seeds(table, packed, chunks.byte_offset, chunks.length)
-    assert gpu.volumes[id(packed)][1] is held
+    subjects = on_device(packed)
+    gpu.find_seeds(table, subjects, chunks.byte_offset, chunks.length)
+    held = gpu.volumes[subjects.key][0]
+    gpu.find_seeds(table, subjects, chunks.byte_offset, chunks.length)
+    assert gpu.volumes[subjects.key][0] is held
 
 
 def test_preloaded_volume_is_the_volume_and_leaves_no_warning(gpu, case, monkeypatch):
@@ -237,19 +244,20 @@ def test_preloaded_volume_is_the_volume_and_leaves_no_warning(gpu, case, monkeyp
     packed, chunks = volume(rng, batch, [400_000, 300_000, 250_000], plants=40)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert gpu.preload(packed)
+        subjects = on_device(packed)
+        assert gpu.preload(subjects)
         import gc
         gc.collect()
     assert not caught, [str(w.message) for w in caught]
     copied = np.empty(packed.size, dtype=np.uint8)
     with gpu:
-        gpu.drv.memcpy_dtoh(copied, gpu.volumes[id(packed)][1])
+        gpu.drv.memcpy_dtoh(copied, gpu.volumes[subjects.key][0])
     assert np.array_equal(copied, packed)
     assert_same(gpu, table, packed, chunks)
 
 
 def test_upload_buffers_are_page_locked_by_the_driver(gpu):
-    from gblastn.driver import page_locked_buffer
+    from gblastn.cuda_context import page_locked_buffer
 
     with gpu:
         made = page_locked_buffer(1 << 20)
@@ -273,7 +281,8 @@ def test_runs_from_another_thread(gpu, case):
     rng, batch, table = case
     packed, chunks = volume(rng, batch, [20000, 3000], plants=30)
     with ThreadPoolExecutor(max_workers=1) as pool:
-        got = pool.submit(gpu.find_seeds, table, packed, chunks.byte_offset, chunks.length).result()
+        got = pool.submit(gpu.find_seeds, table, on_device(packed), chunks.byte_offset,
+                          chunks.length).result()
     assert got.equals(cpu.find_seeds(table, packed, chunks.byte_offset, chunks.length))
 
 
@@ -295,7 +304,7 @@ def test_greedy_extensions_are_the_cpu_ones(gpu, seed, ambiguous):
     want = extensions_on_cpu(*case)
 
     def on_gpu(**tuning):
-        return gpu.greedy_extensions(packed, np.array([0]), np.array([chunk_length]),
+        return gpu.greedy_extensions(on_device(packed), np.array([0]), np.array([chunk_length]),
                                      np.zeros(len(q_start)), q_start, s_start, length,
                                      hit_contexts(q_start, batch), batch, int(stats.gap_xdrop),
                                      options.reward, options.penalty, **tuning)
@@ -323,8 +332,8 @@ def test_dp_extensions_are_the_cpu_ones(gpu, scoring, seed, ambiguous):
     want = on_cpu(*case)
 
     def on_gpu(**tuning):
-        return gpu.dp_extensions(packed, np.array([0]), np.array([subject_length]), hits,
-                                 hit_contexts(hits.q_start, batch), batch,
+        return gpu.dp_extensions(on_device(packed), np.array([0]), np.array([subject_length]),
+                                 hits, hit_contexts(hits.q_start, batch), batch,
                                  score_matrix(options.reward, options.penalty),
                                  options.gapopen, options.gapextend, int(stats.gap_xdrop),
                                  **tuning)
@@ -348,13 +357,13 @@ def test_greedy_tails_are_the_cpu_searches(gpu, seed):
 
     hsps, batch, _, subject, stats, options = traced_case(seed)
     want, want_runs = tails_on_cpu(hsps, batch, subject, stats, options)
-    packed = pack_2bit(subject)
-    assert gpu.preload(packed)
+    subjects = on_device(pack_2bit(subject))
+    assert gpu.preload(subjects)
     rows = hsp_rows(hsps)[score_order(hsps)]
     n = rows.shape[0]
 
     def on_gpu(exact, **tuning):
-        return gpu.greedy_tails(rows, np.full(n, gpu.resident_address(packed), dtype=np.uint64),
+        return gpu.greedy_tails(rows, np.full(n, gpu.resident_address(subjects), dtype=np.uint64),
                                 np.full(n, subject.size), exact, batch,
                                 int(stats.gap_xdrop_final), options.reward, options.penalty,
                                 **tuning)
@@ -386,11 +395,11 @@ def test_greedy_tails_called_from_many_threads_at_once(gpu):
     from gblastn.hsp import hsp_rows, score_order
 
     hsps, batch, _, subject, stats, options = traced_case(1)
-    packed = pack_2bit(subject)
-    assert gpu.preload(packed)
+    subjects = on_device(pack_2bit(subject))
+    assert gpu.preload(subjects)
     rows = hsp_rows(hsps)[score_order(hsps)]
     n = rows.shape[0]
-    address = np.full(n, gpu.resident_address(packed), dtype=np.uint64)
+    address = np.full(n, gpu.resident_address(subjects), dtype=np.uint64)
     whole = np.tile([0, subject.size], (n, 1))
 
     def tails(part):
@@ -465,12 +474,12 @@ import numpy as np
 from gblastn.errors import GpuUnavailableError
 from gblastn.scan.gpu import backend_for
 from gblastn.lookup import build_lookup
-from test_gpu_backend import make_batch, volume
+from test_gpu_backend import make_batch, on_device, volume
 rng = np.random.default_rng(3)
 batch, options = make_batch(rng, "megablast", [3000])
 table = build_lookup(batch, options)
 packed, chunks = volume(rng, batch, [5000, 800, 12000], plants=30)
-args = (table, packed, chunks.byte_offset, chunks.length)
+args = (table, on_device(packed), chunks.byte_offset, chunks.length)
 old = backend_for(0)
 
 

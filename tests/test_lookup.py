@@ -9,7 +9,7 @@ from gblastn.lookup import (PARALLEL_TABLE_WORDS, build_lookup, choose_table, es
                             megablast_pv_shape, words_of)
 from gblastn.options import make_options
 from gblastn.query import Query, build_batch
-from gblastn.tasks import TaskPool
+from gblastn.pools import TaskPool
 
 
 def make_batch(seqs, task="megablast", **kw):

@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 
 from golden import megablast_case, mutate, random_dna, write_fasta
 
+from gblastn.scan.backend import Capabilities, CpuBackend
+
 COLUMNS = "7 qseqid sseqid pident length mismatch gapopen qstart qend sstart send evalue bitscore score"
 
 
@@ -31,7 +33,7 @@ def case(tmp_path_factory):
 
 def search(case, mode: str, threads: int, name: str, backend=None) -> str:
     from gblastn.options import make_options
-    from gblastn.pipeline import OutputSpec, RunSettings, run_search
+    from gblastn.drivers.run import OutputSpec, RunSettings, run_search
 
     out = str(case["folder"] / name)
     run_search([case["query"]], case["db"], make_options("megablast", num_threads=threads),
@@ -96,7 +98,7 @@ def test_context_pieces_hold_whole_contexts_in_hit_order():
 def test_priority_pool_runs_the_most_urgent_first_and_cancels_on_close():
     import threading
 
-    from gblastn.tasks import PriorityPool
+    from gblastn.pools import PriorityPool
 
     pool = PriorityPool(1)
     gate, ran = threading.Event(), []
@@ -125,7 +127,7 @@ def test_priority_pool_runs_the_most_urgent_first_and_cancels_on_close():
 def test_runs_keep_the_order_and_reach_their_share(weights, share):
     """runs_of: every item once, in order; each run but the last weighs at least the share,
     and would not without its last item."""
-    from gblastn.tasks import runs_of
+    from gblastn.pools import runs_of
 
     runs = runs_of(list(range(len(weights))), weights, share)
     assert [i for run in runs for i in run] == list(range(len(weights)))
@@ -137,7 +139,7 @@ def test_runs_keep_the_order_and_reach_their_share(weights, share):
 def test_spread_inside_busy_pool_tasks_finishes_every_call(kind):
     import threading
 
-    from gblastn.tasks import PriorityPool, TaskPool
+    from gblastn.pools import PriorityPool, TaskPool
 
     pool = PriorityPool(2) if kind == "priority" else TaskPool(2)
     done, lock = [], threading.Lock()
@@ -184,18 +186,17 @@ def most_subjects_of_a_query(output: str) -> int:
     return max(queries.count(q) for q in set(queries))
 
 
-class WholeVolumeScans:
+class WholeVolumeScans(CpuBackend):
     """The CPU backend, declared to scan whole volumes (as the GPU backend does)."""
 
-    scans_whole_volumes = True
+    capabilities = Capabilities(scans_whole_volumes=True)
 
     def __init__(self):
         self.calls = 0
 
     def find_seeds(self, *args):
-        from gblastn.scan import cpu
         self.calls += 1
-        return cpu.find_seeds(*args)
+        return super().find_seeds(*args)
 
 
 def test_a_volume_scanned_once_serves_every_job_of_it(case):
@@ -211,6 +212,7 @@ def test_whole_volume_hits_keep_the_diagonal_hash_in_database_order(case, monkey
     from gblastn.db.writer import make_db
     from gblastn.options import make_options
     from gblastn.query import read_queries
+    from gblastn.timing import StageTimes
 
     volumes = {**case, "db": make_db([str(case["folder"] / "db.fa")],
                                      str(case["folder"] / "db-volumes"), max_file_sz="20KB",
@@ -218,7 +220,7 @@ def test_whole_volume_hits_keep_the_diagonal_hash_in_database_order(case, monkey
     with open_db(volumes["db"]) as db:
         assert len(db.volumes) >= 3
         table = engine.plan_batch(read_queries(case["query"]), 0, db,
-                                  make_options("megablast")).table
+                                  make_options("megablast"), StageTimes()).table
         assert ungapped.uses_diag_hash(table)
     reference = search(volumes, "serial", 1, "serial-volumes.out")
     extended = []
@@ -265,12 +267,12 @@ def test_volumes_scanned_and_extended_in_slices_give_identical_output(case, monk
 def test_failing_stage_stops_the_run_and_leaves_no_output(case, monkeypatch):
     from gblastn import engine
     from gblastn.options import make_options
-    from gblastn.pipeline import OutputSpec, RunSettings, run_search
+    from gblastn.drivers.run import OutputSpec, RunSettings, run_search
 
     def broken(*args, **kwargs):
         raise RuntimeError("injected traceback fault")
 
-    monkeypatch.setattr(engine, "trace_group", broken)
+    monkeypatch.setattr(engine.Engine, "trace_group", broken)
     out = case["folder"] / "broken.out"
     started = time.monotonic()
     with pytest.raises(RuntimeError, match="injected traceback fault"):
@@ -327,14 +329,17 @@ def _sigint_by_default():
 def test_warm_up_reaches_every_stage_untimed(task):
     """The made-up search a search starts in the background runs every stage (through
     traceback, so each stage's compiled code is loaded) and adds nothing to the search's
-    stage times."""
+    stage times: it counts its own, and no StageTimes is shared through the process."""
+    from gblastn import timing
     from gblastn.engine import warm_up
     from gblastn.options import make_options
-    from gblastn.timing import TIMES
 
-    before = dict(TIMES.seconds)
+    searchs = timing.StageTimes()
+    before = dict(searchs.seconds)
     assert warm_up(make_options(task)) >= 1
-    assert TIMES.seconds == before
+    assert searchs.seconds == before
+    assert not [name for name, value in vars(timing).items()
+                if isinstance(value, timing.StageTimes)]
 
 
 BESIDE_THE_DEVICE = """
@@ -344,8 +349,10 @@ from gblastn.gapped import _extend_hits_begin, _extend_hits_given, extend_chunks
 from gblastn.options import make_options
 from gblastn.scan.cpu import scan_chunks
 
-class Device:  # what the warm-up asks of the GPU's backend: that it makes greedy extensions
-    greedy_extensions = None
+from gblastn.scan.backend import Backend, Capabilities
+
+class Device(Backend):  # what the warm-up asks of the GPU's backend: greedy extensions ahead
+    capabilities = Capabilities(greedy_ahead=True)
 
 backend = Future()
 backend.set_result(Device())

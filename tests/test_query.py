@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from gblastn.options import make_options
 from gblastn.query import PARALLEL_MASK_LETTERS, Query, _all_masks, _segments_between
-from gblastn.tasks import TaskPool
+from gblastn.pools import TaskPool
 
 
 def complement_by_loop(masked, length):

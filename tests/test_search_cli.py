@@ -161,9 +161,9 @@ def test_device_gpu_without_a_gpu_is_an_error_and_auto_falls_back(case, tmp_path
     (["gblastn"], []),
 ])
 def test_context_made_early_only_for_searches_that_may_use_the_gpu(argv, started, monkeypatch):
-    from gblastn import driver
+    from gblastn import cuda_context
 
     calls = []
-    monkeypatch.setattr(driver, "make_context_early", calls.append)
-    driver.start_context_for(argv)
+    monkeypatch.setattr(cuda_context, "make_context_early", calls.append)
+    cuda_context.start_context_for(argv)
     assert calls == started

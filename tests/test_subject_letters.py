@@ -5,10 +5,9 @@ from whole subjects."""
 import numpy as np
 import pytest
 
-from gblastn import engine, traceback
+from gblastn import pools, search, traceback
 from gblastn.db.reader import open_db
 from gblastn.db.writer import make_db
-from gblastn.engine import search
 from gblastn.layouts import TAIL_FIELDS, TAIL_READ
 
 from golden import mutate, random_dna, revcomp, sprinkle, write_fasta
@@ -50,10 +49,10 @@ def _poisoned_outside_spans(monkeypatch):
     alignment)."""
     rng = np.random.default_rng(11)
 
-    def poisoned(length):
+    def poisoned(self, length):
         return rng.integers(0, 4, length).astype(np.uint8)
 
-    monkeypatch.setattr(engine, "_letter_scratch", poisoned)
+    monkeypatch.setattr(pools.PerThreadBuffer, "__call__", poisoned)
 
 
 @pytest.mark.parametrize("task", ["megablast", "blastn"])

@@ -57,7 +57,7 @@ def repeat_case(tmp_path_factory):
 @needs_blast
 @pytest.mark.parametrize("extra", [{"evalue": 10}, {"evalue": 2}, {"evalue": 2, "xdrop_ungap": 20}])
 def test_low_complexity_repeat_matches_blastn(repeat_case, extra):
-    from gblastn.pipeline import OutputSpec, run_search
+    from gblastn.drivers.run import OutputSpec, run_search
 
     outfmt = "6 qstart qend sstart send score btop"
     flags = [arg for key, value in extra.items() for arg in (f"-{key}", str(value))]

@@ -400,7 +400,7 @@ class Volume:
         """Check every block (block, view) (by default LMDB's own), and copy them into
         `buffer` back to back when given; the checks and copies of a large volume run on
         several threads (zlib and numpy release the GIL)."""
-        from ..tasks import TaskPool
+        from ..pools import TaskPool
 
         if blocks is None:
             blocks = [(block, np.frombuffer(self._raw_block(block), dtype=np.uint8))

@@ -1,6 +1,7 @@
 """Scanning backends: the subject chunks against a lookup table, giving W-seeds.
 
-The backend contract (CPU reference in ``cpu.py``; the GPU backend returns identical arrays):
+The backend contract (``backend.py``; CPU reference in ``cpu.py``; the GPU backend returns
+identical arrays):
 
 A seed is what BLAST hands to the diagonal stage (``s_Blastn*ExtendInitialHit``) after the
 scan, the expansion of each table hit to its query offsets, the mini-extension to a full
@@ -48,8 +49,8 @@ class Seeds:
                    for f in ("chunk", "q_off", "s_off", "s_first", "hit_s"))
 
 
-def select_backend(device: str, gpu_id: int = 0):
-    """The scan backend for ``-device`` (auto, gpu or cpu) and ``-gpu_id``: an object with
-    ``find_seeds(table, packed, chunk_byte_offset, chunk_length)``. See ``device.select``."""
+def select_backend(device: str, gpu_id: int = 0, times=None):
+    """The scan backend (a backend.Backend) for ``-device`` (auto, gpu or cpu) and
+    ``-gpu_id``. See ``device.select``."""
     from .device import select
-    return select(device, gpu_id)
+    return select(device, gpu_id, times)

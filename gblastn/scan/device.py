@@ -7,23 +7,26 @@ from ..errors import GpuUnavailableError, OptionsError
 AUTO_NOTICE = "gblastn: no GPU found, searching on the CPU"
 
 
-def select(device: str, gpu_id: int = 0):
+def select(device: str, gpu_id: int = 0, times=None):
     """'cpu': the CPU backend; 'gpu': the GPU backend, or GpuUnavailableError; 'auto': the
-    GPU when pycuda imports and a device is present, else the CPU with a notice on stderr."""
+    GPU when pycuda imports and a device is present, else the CPU with a notice on stderr.
+    The GPU's set-up, copies and kernel loads are counted in `times` (a StageTimes)."""
+    from .backend import CPU
+
     device = (device or "auto").lower()
     if device == "cpu":
-        from . import cpu
-        return cpu
+        return CPU
     if device not in ("gpu", "auto"):
         raise OptionsError(f"-device must be auto, gpu or cpu, not {device!r}")
-    from ..timing import TIMES
+    from ..timing import StageTimes
+
+    times = times or StageTimes()
     try:
-        with TIMES.stage("gpu set-up"):
+        with times.stage("gpu set-up"):
             from .gpu import backend_for
-            return backend_for(int(gpu_id))
+            return backend_for(int(gpu_id), times)
     except GpuUnavailableError:
         if device == "gpu":
             raise
     print(AUTO_NOTICE, file=sys.stderr)
-    from . import cpu
-    return cpu
+    return CPU

@@ -29,14 +29,15 @@ from pathlib import Path
 import numpy as np
 
 from ..cache_files import write_cache_file
-from ..driver import close_device_files, page_locked_buffer, reset_primary_context, \
+from ..cuda_context import close_device_files, page_locked_buffer, reset_primary_context, \
     retain_primary_context
 from ..errors import GpuUnavailableError
 from ..layouts import GAPPED_FIELDS, HSP_FIELDS, SCRIPT_RUNS, SEED_FIELDS, SORT_LOCAL, \
     STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, kernel_defines
 from ..lookup import LookupTable
-from ..timing import TIMES
+from ..timing import StageTimes
 from . import Seeds
+from .backend import Backend, Capabilities, SubjectBuffer
 from .cpu import choose_extend
 
 SCAN_THREADS = 128         # the variants' timings: docs/perf/gpu-scan.md
@@ -214,15 +215,19 @@ class _TailRequest:
         return self.result
 
 
-class GpuBackend:
-    """``find_seeds`` on one GPU. Capacities are initial buffer sizes (records); they grow
-    when a launch overflows them."""
+class GpuBackend(Backend):
+    """``find_seeds`` on one GPU, the gapped extensions and traceback searches made ahead,
+    and the volumes kept on the device. Capacities are initial buffer sizes (records); they
+    grow when a launch overflows them. Its copies and kernel loads are counted in `times`."""
 
-    scans_whole_volumes = True  # one call per volume: each call has a fixed cost
+    name = "gpu"
+    # one scan per volume (each call has a fixed cost); the volumes stay on the device
+    capabilities = Capabilities(scans_whole_volumes=True, greedy_ahead=True, dp_ahead=True,
+                                tails_ahead=True, preloads=True, retires=True)
 
     def __init__(self, gpu_id: int = 0, hit_capacity: int = 1 << 20,
                  seed_capacity: int = 1 << 20, max_group_probes: int = 1 << 32,
-                 memory_fraction: float = 0.6):
+                 memory_fraction: float = 0.6, times: StageTimes | None = None):
         drv = _import_pycuda()
         try:
             drv.init()
@@ -244,6 +249,7 @@ class GpuBackend:
             raise GpuUnavailableError(f"-device gpu: no usable GPU ({exc})") from None
         self.drv = drv
         self.gpu_id = gpu_id
+        self.times = times or StageTimes()
         self.hit_capacity = max(1, int(hit_capacity))
         self.seed_capacity = max(1, int(seed_capacity))
         self.max_group_probes = int(max_group_probes)
@@ -252,7 +258,7 @@ class GpuBackend:
         self.tails_lock = threading.Lock()
         self.tails_waiting = []  # greedy_tails calls waiting for the device
         self.modules = {}       # defines -> pycuda module
-        self.volumes = {}       # id(buffer) -> (buffer, allocation, nbytes), oldest first
+        self.volumes = {}       # SubjectBuffer.key -> (allocation, nbytes), oldest first
         self.table_key = None   # the resident query table
         self.table_arrays = {}
         self.words_key = None   # the batch whose packed query words are resident
@@ -281,7 +287,7 @@ class GpuBackend:
         the GPU and has CPU work left (tracebacks, output): left to the process's exit, the
         driver's teardown would come after the output was complete.
         The backend is unusable afterwards, and backend_for makes a new one, unless
-        `for_good`: then the driver's files are closed too (driver.close_device_files), and
+        `for_good`: then the driver's files are closed too (cuda_context.close_device_files), and
         no device work is possible in this process again. The backend is kept, so that
         pycuda never frees again what the reset has freed; the process must leave with
         os._exit, as the command line does (at an interpreter's normal exit pycuda's
@@ -311,7 +317,7 @@ class GpuBackend:
     def module(self, defines: dict, source: str = "seeds.cu"):
         key = (source,) + tuple(sorted(defines.items()))
         if key not in self.modules:
-            with TIMES.stage("gpu set-up"):
+            with self.times.stage("gpu set-up"):
                 self.modules[key] = self._load_module(defines, source)
         return self.modules[key]
 
@@ -349,22 +355,22 @@ class GpuBackend:
             self.drv.memcpy_htod(alloc, array)
         return alloc
 
-    def resident_volume(self, packed: np.ndarray):
-        """The device copy of a volume's buffer, copied once and kept."""
-        key = id(packed)
-        held = self.volumes.get(key)
-        if held is not None and held[0] is packed:
-            return held[1]
+    def resident_volume(self, subjects: SubjectBuffer):
+        """The device copy of a volume's buffer, copied once and kept under its key."""
+        held = self.volumes.get(subjects.key)
+        if held is not None:
+            return held[0]
+        packed = np.ascontiguousarray(subjects.packed, dtype=np.uint8)
         nbytes = int(packed.nbytes)
         budget = self._volume_budget()
         while self.volumes and self._resident_bytes() + nbytes > budget:
             oldest = next(iter(self.volumes))
-            self.volumes.pop(oldest)[1].free()
-        with TIMES.stage("gpu copy"):
+            self.volumes.pop(oldest)[0].free()
+        with self.times.stage("gpu copy"):
             alloc = self.drv.mem_alloc(nbytes + PADDING)
             self.drv.memset_d8(int(alloc) + nbytes, 0, PADDING)
             self._copy_in(alloc, packed.reshape(-1).view(np.uint8))
-        self.volumes[key] = (packed, alloc, nbytes)
+        self.volumes[subjects.key] = (alloc, nbytes)
         return alloc
 
     def _copy_in(self, alloc, data: np.ndarray) -> None:
@@ -427,7 +433,7 @@ class GpuBackend:
         return int(self.drv.mem_get_info()[1] * self.memory_fraction)
 
     def _resident_bytes(self) -> int:
-        return sum(held[2] for held in self.volumes.values())
+        return sum(held[1] for held in self.volumes.values())
 
     def _copy_steps(self, alloc, data: np.ndarray, steps: list, stream, staging: list) -> None:
         """The copies of `steps` (UPLOAD_STEP-byte pieces of data) through the two page-locked
@@ -445,20 +451,19 @@ class GpuBackend:
             done[slot].record(stream)
         stream.synchronize()
 
-    def resident_address(self, packed: np.ndarray) -> int | None:
+    def resident_address(self, subjects: SubjectBuffer) -> int | None:
         """The device address of a volume's buffer if it is resident (nothing is copied)."""
-        held = self.volumes.get(id(packed))
-        return int(held[1]) if held is not None and held[0] is packed else None
+        held = self.volumes.get(subjects.key)
+        return int(held[0]) if held is not None else None
 
-    def preload(self, packed: np.ndarray) -> bool:
+    def preload(self, subjects: SubjectBuffer) -> bool:
         """Copy a volume to the GPU ahead of its first scan, if it fits beside the volumes
         already there (a preload never evicts one). Returns whether it is resident."""
-        packed = np.ascontiguousarray(packed, dtype=np.uint8)
         with self:
-            if id(packed) not in self.volumes and \
-                    self._resident_bytes() + packed.nbytes > self._volume_budget():
+            if subjects.key not in self.volumes and \
+                    self._resident_bytes() + subjects.packed.nbytes > self._volume_budget():
                 return False
-            self.resident_volume(packed)
+            self.resident_volume(subjects)
         return True
 
     def resident_table(self, table: LookupTable) -> dict:
@@ -507,7 +512,7 @@ class GpuBackend:
         """Free every device allocation this backend holds."""
         with self:
             for held in self.volumes.values():
-                held[1].free()
+                held[0].free()
             for alloc in (*self.table_arrays.values(), *self.words_arrays):
                 alloc.free()
             if self.letters_array is not None:
@@ -521,10 +526,10 @@ class GpuBackend:
 
     # -- the contract -----------------------------------------------------------------------
 
-    def find_seeds(self, table: LookupTable, packed: np.ndarray, chunk_byte_offset: np.ndarray,
-                   chunk_length: np.ndarray, num_threads: int = 1) -> Seeds:
+    def find_seeds(self, table: LookupTable, subjects: SubjectBuffer,
+                   chunk_byte_offset: np.ndarray, chunk_length: np.ndarray,
+                   num_threads: int = 1) -> Seeds:
         """Seeds identical to ``gblastn.scan.cpu.find_seeds`` (num_threads is ignored)."""
-        packed = np.ascontiguousarray(packed, dtype=np.uint8)
         chunk_byte_offset = np.ascontiguousarray(chunk_byte_offset, dtype=np.int64)
         chunk_length = np.ascontiguousarray(chunk_length, dtype=np.int32)
         probes = probe_counts(chunk_length, table.width, table.scan_step)
@@ -535,20 +540,21 @@ class GpuBackend:
         self.stats = {"hits": 0, "seeds": 0, "hit_grows": 0, "seed_grows": 0}
         with self:
             mod = self.module(variant_defines(table))
-            dev_packed = self.resident_volume(packed)
+            dev_packed = self.resident_volume(subjects)
             tab = self.resident_table(table)
             parts = []
             for first, last in launch_groups(probes, max_probes):
-                parts.append(self._group(mod, table, tab, dev_packed, packed.size,
+                parts.append(self._group(mod, table, tab, dev_packed, subjects.packed.size,
                                          chunk_byte_offset[first:last],
                                          chunk_length[first:last], probes[first:last], first,
                                          rank_bits))
         rows = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
         return Seeds(*(np.ascontiguousarray(rows[i]) for i in range(SEED_FIELDS)))
 
-    def greedy_extensions(self, packed: np.ndarray, chunk_byte_offset, chunk_length, hit_chunk,
-                          hit_q_start, hit_s_start, hit_length, hit_context, batch, xdrop: int,
-                          reward: int, penalty: int, row_cells: int = GREEDY_ROW_CELLS,
+    def greedy_extensions(self, subjects: SubjectBuffer, chunk_byte_offset, chunk_length,
+                          hit_chunk, hit_q_start, hit_s_start, hit_length, hit_context, batch,
+                          xdrop: int, reward: int, penalty: int,
+                          row_cells: int = GREEDY_ROW_CELLS,
                           max_distance: int = HIT_MAX_DISTANCE) -> np.ndarray:
         """The score-only greedy extensions (linear gap costs) of initial hits in a volume's
         chunks, each as gapped._greedy_from_hit makes it: int64 [n, GAPPED_FIELDS + 1], the
@@ -562,15 +568,15 @@ class GpuBackend:
         if arrays[0].size == 0:
             return np.zeros((0, GAPPED_FIELDS + 1), dtype=np.int64)
         with self:
-            volume = self.resident_volume(np.ascontiguousarray(packed, dtype=np.uint8))
+            volume = self.resident_volume(subjects)
             scalars = [volume, *_doubled_costs(xdrop, reward, penalty), np.int64(reward),
                        np.int64(penalty), np.int64(max_distance)]
             return self._greedy_launch("greedy_hits", batch, arrays, scalars, GAPPED_FIELDS,
                                        row_cells)
 
-    def dp_extensions(self, packed: np.ndarray, chunk_byte_offset, chunk_length, hits, contexts,
-                      batch, matrix: np.ndarray, gap_open: int, gap_extend: int, xdrop: int,
-                      budget: int = DP_CELL_BUDGET) -> np.ndarray:
+    def dp_extensions(self, subjects: SubjectBuffer, chunk_byte_offset, chunk_length, hits,
+                      contexts, batch, matrix: np.ndarray, gap_open: int, gap_extend: int,
+                      xdrop: int, budget: int = DP_CELL_BUDGET) -> np.ndarray:
         """The score-only DP extensions (blastn, blastn-short) of a volume's initial hits
         (an InitialHits with their chunks, seeds and `contexts`), each as
         dynprog.prelim_dp_extend makes it: int64 [n, GAPPED_FIELDS + 1], the last column 0
@@ -582,7 +588,7 @@ class GpuBackend:
         if n == 0:
             return out
         with self:
-            volume = self.resident_volume(np.ascontiguousarray(packed, dtype=np.uint8))
+            volume = self.resident_volume(subjects)
             letters = self.resident_query_letters(batch)
             kernel = self.module(dp_defines(), "dynprog.cu").get_function("dp_hits")
             matrix, *costs = dp_costs(matrix, gap_open, gap_extend, xdrop, budget)
@@ -849,9 +855,10 @@ _BACKENDS_LOCK = threading.Lock()
 _RETIRED = []  # retired backends, never freed (see GpuBackend.retire)
 
 
-def backend_for(gpu_id: int = 0) -> GpuBackend:
-    """One backend per device per process (it owns the resident volumes)."""
+def backend_for(gpu_id: int = 0, times: StageTimes | None = None) -> GpuBackend:
+    """One backend per device per process (it owns the resident volumes); the one made
+    first counts its work in `times`."""
     with _BACKENDS_LOCK:
         if gpu_id not in _BACKENDS:
-            _BACKENDS[gpu_id] = GpuBackend(gpu_id)
+            _BACKENDS[gpu_id] = GpuBackend(gpu_id, times=times)
         return _BACKENDS[gpu_id]

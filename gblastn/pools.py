@@ -1,5 +1,7 @@
 """CPU threads for the independent pieces of a stage: the subject chunks of the gapped stage,
-the subjects of a query's traceback; and the pipeline's pool of them, most urgent first.
+the subjects of a query's traceback; the pipeline's pool of them, most urgent first; and
+what the drivers hand the engine so that it takes no lock of its own (a call beside the
+caller's, each thread's own buffer).
 
 The pieces' compiled kernels release the GIL, so they run in parallel. A task never waits on
 a task still queued (only `spread` waits, and only for calls already running), so the
@@ -92,6 +94,35 @@ class TaskPool:
 
 
 INLINE = TaskPool(1)  # runs every piece in the calling thread
+
+
+def beside(function, *args) -> Future:
+    """function(*args) in a thread of its own, beside the caller's work: its Future."""
+    future = Future()
+
+    def run():
+        try:
+            future.set_result(function(*args))
+        except BaseException as exc:  # noqa: BLE001 - re-raised by future.result()
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="gblastn-beside", daemon=True).start()
+    return future
+
+
+class PerThreadBuffer:
+    """Each thread's own buffer, at least `length` long when asked, made by make(length) and
+    reused by the thread's later calls."""
+
+    def __init__(self, make):
+        self.make = make
+        self._local = threading.local()
+
+    def __call__(self, length: int):
+        buffer = getattr(self._local, "buffer", None)
+        if buffer is None or buffer.size < length:
+            buffer = self._local.buffer = self.make(length)
+        return buffer
 
 
 def spread_map(pool, function, items) -> list:

@@ -1,0 +1,67 @@
+"""The search drivers: they decide where and when the engine's calls (engine.py) run, and own
+every thread, lock and turn of a search.
+
+* run.py: the command line's search: query files in, outputs written whole, through
+  serial.py (batch after batch in the calling thread, its stages on a pool) or
+  pipeline.py (the stages of successive batches overlapped in threads joined by queues);
+* api.py: the Python API's search, serial on a pool of num_threads threads.
+
+Each holds one Search: the backend (or the Future of its set-up) becomes the search's
+Engine once, when the first batch needs it.
+"""
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Search:
+    """What a driver holds for one search: the database, the options, its StageTimes, and
+    its scan backend, a Backend or the Future of the GPU's set-up, waited for when the first
+    batch's queries are read, masked and indexed (engine())."""
+
+    db: object
+    options: object
+    times: object          # StageTimes
+    backend: object        # Backend, or a Future of one
+    buffers: object = None  # engine.SubjectBuffers, shared by the engine and the preloading
+    _engine: object = field(default=None, repr=False)
+
+    def __post_init__(self):
+        from ..engine import SubjectBuffers
+
+        if self.buffers is None:
+            self.buffers = SubjectBuffers(self.times)
+
+    def plan(self, queries: list, first_index: int, pool):
+        """A batch's masks, statistics and table (engine.plan_batch): no backend needed."""
+        from ..engine import plan_batch
+
+        return plan_batch(queries, first_index, self.db, self.options, self.times, pool)
+
+    def ready_backend(self):
+        """The scan backend, waiting for its set-up (which may raise GpuUnavailableError)."""
+        from concurrent.futures import Future
+
+        if isinstance(self.backend, Future):
+            return self.backend.result()
+        return self.backend
+
+    def engine(self):
+        """The search's Engine, its backend resolved into a BackendPlan at the first call."""
+        if self._engine is None:
+            from ..db.reader import sparse_letters
+            from ..engine import Engine
+            from ..pools import PerThreadBuffer
+            from ..scan.backend import BackendPlan
+
+            self._engine = Engine(self.db, self.options,
+                                  BackendPlan.resolve(self.ready_backend(), self.options),
+                                  self.times, self.buffers, PerThreadBuffer(sparse_letters))
+        return self._engine
+
+    def retire_device(self) -> None:
+        """Give the device back for good (GpuBackend.retire): the process ends with the
+        search. Nothing for a backend without one."""
+        backend = self.ready_backend()
+        if backend.capabilities.retires:
+            backend.retire(for_good=True)

@@ -1,0 +1,258 @@
+"""The command line's search: queries in, tabular output out, written atomically.
+
+Every output is checked and prepared before the database is opened; the queries are read
+from the files in order; the search runs through the serial driver (serial.py) or the
+pipeline (pipeline.py), which give byte-identical output; the outputs are renamed into place
+only when the whole search succeeded (output.files), and removed on a failure.
+"""
+
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from ..errors import InputError, OptionsError
+
+
+@dataclass
+class OutputSpec:
+    outfmt: str = "0"
+    out: str | None = None        # None or '-': standard output
+    out_dir: str | None = None    # one output per listed query file
+    db_name: str = ""             # as the user gave it, for '# Database:'
+    # -outfmt 0's settings (None: blastn's default)
+    line_length: int | None = None
+    num_descriptions: int | None = None
+    num_alignments: int | None = None
+    show_gis: bool | None = None
+
+
+@dataclass
+class RunSettings:
+    mode: str = "pipeline"        # or "serial"
+    prelim_threads: int = 0       # 0: derived from options.num_threads
+    traceback_threads: int = 0
+    progress: bool = False
+    # the process ends with the search: the GPU is given back as soon as the search is done
+    # with it (GpuBackend.retire), while the CPU finishes the tracebacks and the output
+    release_device: bool = False
+    # called once the outputs and the database are ready, before the first query is read:
+    # a first search compiles its stages there (compile_ahead), before its progress bar
+    compile_stages: Callable[[], None] | None = None
+
+
+def query_files(query: str | None, query_list: str | None) -> list:
+    """The FASTA files to search, from -query or -query_list (standard input without
+    either, as blastn reads it), each checked to be a readable file before the search."""
+    from ..query import check_query_file, read_query_list
+
+    if query is not None and query_list is not None:
+        raise InputError("give one of -query and -query_list, not both")
+    if query_list is not None:
+        return read_query_list(query_list)
+    query = "-" if query is None else query
+    if query != "-":
+        check_query_file(query)
+    return [query]
+
+
+def run_search(files: list, db_path: str, options, output: OutputSpec, backend=None,
+               settings: RunSettings | None = None, times=None) -> int:
+    """Search every query of `files`; one output, or one per file with out_dir. Returns the
+    number of queries searched. `backend`: a scan Backend, or the Future of its set-up (the
+    CPU's when None); `times`: the StageTimes the search's time is counted in. Every output
+    is checked and prepared before the database is opened, and put in place only when the
+    whole search succeeded (output.files)."""
+    from ..db.reader import open_db
+    from ..output.files import OutputFiles, prepare_output_folder
+    from ..output.formats import output_format
+    from ..scan.backend import CPU
+    from ..timing import StageTimes
+    from . import Search
+
+    settings = settings or RunSettings()
+    times = times or StageTimes()
+    fmt = output_format(output.outfmt, options, output.db_name,
+                        line_length=output.line_length,
+                        num_descriptions=output.num_descriptions,
+                        num_alignments=output.num_alignments, show_gis=output.show_gis)
+    paths = output_paths(output, files)
+    made_folders = prepare_output_folder(output.out_dir) if output.out_dir else []
+    with OutputFiles(paths, made_folders) as outputs:
+        with times.stage("database load"):
+            db = open_db(db_path)
+        with db:
+            if settings.compile_stages is not None:
+                settings.compile_stages()
+            search = Search(db, options, times, backend or CPU)
+            loader = _preload(search)
+            try:
+                return _search_all(search, files, fmt, output, settings, outputs)
+            finally:
+                loader.join()  # the volume's memory must outlive the copy
+
+
+def output_paths(output: OutputSpec, files: list) -> list:
+    """Where the search writes: [output.out], or with out_dir one file per query file, named
+    after it (q.fa gives q.out). Two query files that would give the same name are refused,
+    naming both: one's results would replace the other's."""
+    if output.out_dir is None:
+        return [output.out]
+    if output.out not in (None, "-"):
+        raise OptionsError("give one of -out and -out_dir, not both")
+    claimed = {}
+    for path in files:
+        name = os.path.splitext(os.path.basename(path))[0] + ".out"
+        if name in claimed:
+            raise InputError(f"{claimed[name]} and {path} would both be written to "
+                             f"{os.path.join(output.out_dir, name)}: rename one of them")
+        claimed[name] = path
+    return [os.path.join(output.out_dir, name) for name in claimed]
+
+
+def _search_all(search, files, fmt, output, settings, outputs) -> int:
+    if not output.out_dir:
+        return _search_into(search, outputs, 0, fmt, files, output, settings)
+    total = 0
+    for number, path in enumerate(files):
+        last = number == len(files) - 1
+        these = replace(settings, release_device=settings.release_device and last)
+        total += _search_into(search, outputs, number, fmt, [path], output, these)
+    return total
+
+
+def _preload(search) -> threading.Thread:
+    """Load the volumes in a thread, while the first batch's queries are read, masked and
+    indexed, and copy each to the GPU as the next one loads, as many as fit there together
+    (a volume loaded only when its first job came would hold up that job's scan). Without a
+    GPU only the first volume is loaded ahead. The backend's set-up is waited for here.
+    A failure here is left for the search to meet (and report) when it reaches the
+    volume."""
+    def body():
+        with ThreadPoolExecutor(1, thread_name_prefix="gblastn-preload-copy") as copier:
+            copied = None
+            try:
+                for volume in search.db.volumes:
+                    subjects = search.buffers.of(volume)
+                    ready = search.ready_backend()
+                    if not ready.capabilities.preloads or \
+                            (copied is not None and not copied.result()):
+                        return
+                    copied = copier.submit(ready.preload, subjects)
+                if copied is not None:
+                    copied.result()
+            except Exception:  # noqa: BLE001 - see the docstring
+                pass
+
+    thread = threading.Thread(target=body, name="gblastn-preload", daemon=True)
+    thread.start()
+    return thread
+
+
+def _search_into(search, outputs, index, fmt, files, output, settings) -> int:
+    """Search the queries of `files` into output `index` of `outputs` (an OutputFiles)."""
+    times = search.times
+
+    def render(pairs):
+        with times.stage("output"):
+            return fmt.render(pairs, search.db)
+
+    queries = _iter_all_queries(files)
+    if settings.mode == "serial":
+        from .serial import serial_texts
+
+        texts = serial_texts(search, queries, render, settings.release_device)
+    else:
+        from .pipeline import Pipeline
+
+        texts = Pipeline(search, queries, settings, render).texts()
+    progress = _Progress(files) if settings.progress else None
+    out = outputs.open(index)
+    count = 0
+    try:
+        for text in texts:
+            with times.stage("output"):
+                out.write(text)
+            count += 1
+            if progress:
+                progress.advance()
+    finally:
+        if progress:
+            progress.close()
+    out.write(fmt.footer(search.db, count))
+    search.ready_backend()  # -device gpu without a GPU fails even when nothing needed a scan
+    outputs.close(index)
+    return count
+
+
+# blastn's words, to the trailing space, for a record without letters
+EMPTY_QUERY_WARNING = "Warning: [blastn] {label}: Sequence contains no data "
+
+
+def _iter_all_queries(files):
+    """The queries of `files`, numbered across them as blastn numbers its input. A record
+    without letters is warned about in blastn's words and searched (it has no hits); when
+    no record has letters blastn fails, and so does this: empty records are held back until
+    a query with letters comes, so that nothing of theirs is written first."""
+    from ..query import iter_queries
+
+    held, number, any_letters = [], 0, False
+    for path in files:
+        count = 0
+        for query in iter_queries(path, first_number=number + 1):
+            number += 1
+            count += 1
+            if len(query) == 0:
+                label = " ".join(filter(None, (f"Query_{number}", query.defline)))
+                print(EMPTY_QUERY_WARNING.format(label=label), file=sys.stderr)
+                if not any_letters:
+                    held.append(query)
+                    continue
+            elif not any_letters:
+                any_letters = True
+                yield from held
+                held = []
+            yield query
+        if count == 0:
+            print(f"gblastn: warning: {path} holds no query sequence", file=sys.stderr)
+    if held:
+        raise InputError(f"Sequence contains no data: no query of {', '.join(files)} has letters")
+
+
+class _Progress:
+    """Queries done of total, with rate and ETA, on stderr (only when it is a terminal)."""
+
+    def __init__(self, files):
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeRemainingColumn)
+        total = sum(_count_records(path) for path in files)
+        self.progress = Progress(TextColumn("searching"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
+                                 console=Console(stderr=True), transient=True)
+        self.progress.start()
+        self.task = self.progress.add_task("search", total=total or None, rate="")
+
+    def advance(self):
+        self.progress.advance(self.task)
+        speed = self.progress.tasks[0].speed
+        if speed:
+            self.progress.update(self.task, rate=f"{speed:.1f} queries/s")
+
+    def close(self):
+        self.progress.stop()
+
+
+def _count_records(path) -> int:
+    """Number of '>' lines of a FASTA file (0 for stdin): the progress bar's total."""
+    if path == "-":
+        return 0
+    from ..fasta import open_binary
+    count, at_line_start = 0, True
+    with open_binary(path) as handle:
+        while chunk := handle.read(8 << 20):
+            count += chunk.count(b"\n>") + (1 if at_line_start and chunk[:1] == b">" else 0)
+            at_line_start = chunk.endswith(b"\n")
+    return count

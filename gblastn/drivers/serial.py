@@ -1,0 +1,80 @@
+"""The serial driver: one batch after the other in the calling thread, each stage's
+independent pieces (volumes' gapped pieces, traceback groups, output runs) on a pool."""
+
+from ..engine import GROUPS_PER_THREAD, PrelimHits, empty_result, query_batches
+from ..pools import INLINE, TaskPool, runs_of
+
+RENDER_RUNS_PER_THREAD = 2  # runs of a batch's queries per thread the serial driver formats
+
+
+def search_batch(search, queries: list, first_index: int, pool=INLINE,
+                 device_done=None) -> list:
+    """Search one batch of queries against every volume of `search` (a drivers.Search);
+    results in query order. The stages' independent pieces run on `pool`. The backend is
+    waited for once the batch's queries are masked and indexed. `device_done`, when given,
+    is called once the batch no longer needs the backend (before its tracebacks)."""
+    plan = search.plan(queries, first_index, pool)
+    if plan.table is None:
+        return [empty_result(first_index + i, q) for i, q in enumerate(queries)]
+    engine = search.engine()
+    # each volume's gapped pieces run on the pool while the next volume is scanned and its
+    # seeds extended here; the volumes' HSPs are filed in database order
+    started = []
+    for volume in engine.db.volumes:
+        gapped = engine.initial_hits(plan, volume, pool)
+        started.append((gapped, gapped.extend_later(pool)))
+    # a volume's subjects are merged and filtered on the pool as soon as its pieces are done,
+    # and their traceback searches made on the GPU while the next volumes' pieces run
+    prelim = PrelimHits()
+    for gapped, results in started:
+        volume_hits = PrelimHits()
+        gapped.file_subjects(gapped.subject_hits(results(), pool)(), volume_hits)
+        volume_hits.tails = engine.tails_ahead(volume_hits.by_query, plan)
+        prelim.merge(volume_hits)
+    if device_done is not None:
+        device_done()
+    traced = [[] for _ in queries]
+    groups = engine.trace_groups(engine.trace_tasks(prelim), GROUPS_PER_THREAD * pool.threads)
+    for group, pairs in zip(groups, pool.map(lambda group: engine.trace_group(group, plan),
+                                             groups)):
+        for task, pair in zip(group.tasks, pairs):
+            traced[task.query_index].append(pair)
+    return [engine.query_result(plan, q, traced[q]) for q in range(len(queries))]
+
+
+def search_results(search, queries, pool):
+    """Each query's QueryResult, in input order, batch by batch on `pool`."""
+    index = 0
+    for batch in query_batches(queries, search.options):
+        yield from search_batch(search, batch, index, pool)
+        index += len(batch)
+
+
+def serial_texts(search, queries, render, release_device: bool = False):
+    """Each query's output text, batch by batch; a batch's queries are formatted on the pool,
+    in runs of about equal numbers of lines (a run's lines are written by one compiled call
+    without the GIL). Each batch's successor is read before it is searched, so that the
+    last one is known: with release_device, the device goes back once that one's traceback
+    searches are made."""
+    index = 0
+    with TaskPool(search.options.num_threads) as pool:
+        batches = query_batches(queries, search.options)
+        batch = next(batches, None)
+        while batch is not None:
+            following = next(batches, None)
+            last = release_device and following is None
+            results = search_batch(search, batch, index, pool,
+                                   device_done=search.retire_device if last else None)
+            runs = _runs_of_lines(list(zip(batch, results)), RENDER_RUNS_PER_THREAD * pool.threads)
+            for texts in pool.map(render, runs):
+                yield from texts
+            index += len(batch)
+            batch = following
+
+
+def _runs_of_lines(pairs: list, runs: int) -> list:
+    """(query, result) pairs cut, in order, into about `runs` runs of about equal numbers of
+    output lines. Formatted one call per query, a batch's queries would each take the GIL
+    in Python on their way to the compiled writer, the last step of a serial search."""
+    lines = [sum(len(subject.hsps) for subject in result.subjects) + 1 for _, result in pairs]
+    return runs_of(pairs, lines, sum(lines) / max(1, runs))

@@ -1,0 +1,51 @@
+"""The backend contract: a search resolves its backend's declared capabilities once, with
+the options, into a BackendPlan; each volume has one SubjectBuffer for a whole search, kept by
+a device under the volume."""
+
+import numpy as np
+import pytest
+
+from gblastn.engine import SubjectBuffers
+from gblastn.options import make_options
+from gblastn.scan.backend import CPU, Backend, BackendPlan, Capabilities, SubjectBuffer
+from gblastn.timing import StageTimes
+
+
+class Device(Backend):
+    name = "gpu"
+    capabilities = Capabilities(scans_whole_volumes=True, greedy_ahead=True, tails_ahead=True)
+
+
+@pytest.mark.parametrize("backend, task, gaps, ahead", [
+    (CPU, "megablast", {}, False),
+    (Device(), "megablast", {}, True),
+    (Device(), "megablast", {"gapopen": 5, "gapextend": 2}, False),  # affine: the CPU's
+    (Device(), "blastn", {}, False),                                 # DP, not greedy
+])
+def test_the_plan_is_what_the_backend_declares_and_the_options_allow(backend, task, gaps,
+                                                                    ahead):
+    plan = BackendPlan.resolve(backend, make_options(task, **gaps))
+    assert plan.backend is backend
+    assert plan.scans_whole_volumes == backend.capabilities.scans_whole_volumes
+    assert plan.greedy_ahead == plan.tails_ahead == ahead
+
+
+def test_a_backend_without_a_capability_is_never_asked_for_it():
+    assert CPU.resident_address(SubjectBuffer(np.zeros(4, np.uint8), np.zeros(2))) is None
+    assert CPU.preload(SubjectBuffer(np.zeros(4, np.uint8), np.zeros(2))) is False
+    with pytest.raises(NotImplementedError):
+        CPU.greedy_extensions(None, None, None, None, None, None, None, None, None, 0, 1, -2)
+
+
+def test_one_subject_buffer_per_volume_keyed_by_the_volume():
+    from gblastn.db.memory import MemoryVolume
+
+    volume = MemoryVolume([np.arange(10, dtype=np.uint8) % 4, np.ones(7, dtype=np.uint8)])
+    buffers = SubjectBuffers(StageTimes())
+    first = buffers.of(volume)
+    assert buffers.of(volume) is first and first.key is volume
+    assert first.byte_offset.tolist() == [0, 3, 5] and first.packed.size == 5
+    # another search's record of the same volume is kept under the same key
+    assert SubjectBuffers(StageTimes()).of(volume).key is volume
+    alone = SubjectBuffer(first.packed, first.byte_offset)
+    assert alone.key is alone
