@@ -299,7 +299,7 @@ class TurnsOnce:
 # first slice has FIRST_SLICE_LETTERS letters, later ones as many as the seeds per letter
 # so far give. Each slice costs a scan call (a GPU launch) and a pass of the ungapped
 # stage's threads: smaller slices hold less and wait more (docs/perf/blastn-gpu-extensions.md).
-SLICE_SEEDS = 1 << 24
+SLICE_SEEDS = 1 << 22
 FIRST_SLICE_LETTERS = 1 << 22
 
 
