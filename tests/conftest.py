@@ -3,10 +3,19 @@ task not yet compiled says so on stderr (compile_ahead), which the tests that co
 with blastn's would see. The first-search path itself is tested with caches of its own
 (test_compile_ahead)."""
 
+import os
 import subprocess
 import sys
 
 import pytest
+
+# the tests come in three folders (unit: each stage and the command line; golden: against
+# NCBI BLAST+; gpu: the kernels and the GPU backend), which share helper modules (golden.py,
+# reliability.py, report_golden.py here) and some of each other's cases
+TESTS = os.path.dirname(os.path.abspath(__file__))
+for folder in ("unit", "golden", "gpu", ""):
+    if os.path.join(TESTS, folder) not in sys.path:
+        sys.path.insert(0, os.path.join(TESTS, folder))
 
 
 @pytest.fixture(scope="session", autouse=True)

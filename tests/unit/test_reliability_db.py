@@ -26,7 +26,7 @@ from gblastn.db.reader import open_db
 from gblastn.db.writer import make_db
 from gblastn.errors import DatabaseError, InputError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(REPO))
 
 

@@ -13,7 +13,7 @@ from gblastn.alphabet import decode_blastna, pack_2bit
 from gblastn.db.reader import open_db
 from gblastn.db.writer import make_db
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LETTERS = "ACGTURYKMSWBDHVNacgturykmswbdhvn-"
 ids = st.from_regex(r"[A-Za-z0-9_.]{1,12}", fullmatch=True)
 descriptions = st.one_of(st.just(""), st.from_regex(r"[ -~]{0,40}", fullmatch=True).map(str.strip))
