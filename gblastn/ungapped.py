@@ -91,6 +91,7 @@ def uses_diag_hash(table: LookupTable) -> bool:
 
 HASH_BUCKETS = 512  # BLAST's DIAGHASH_NUM_BUCKETS
 HASH_PARTS = 64     # the buckets' parts, each extended on its own (a power of two)
+PARALLEL_SEEDS = 1 << 18  # fewer seeds are extended part after part in the calling thread
 
 
 class HashPart:
@@ -384,8 +385,12 @@ def _extend_hash_parts(seeds: Seeds, state: DiagonalHash, run, chunks: int,
                     state.parts[p])
         return found[:7] + (index[lo:hi][found[7]],)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(int(num_threads), len(state.parts)))) as pool:
-        found = list(pool.map(run_part, range(len(state.parts))))
+    threads = min(int(num_threads), len(state.parts)) if len(seeds) >= PARALLEL_SEEDS else 1
+    if threads <= 1:
+        found = [run_part(p) for p in range(len(state.parts))]
+    else:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            found = list(pool.map(run_part, range(len(state.parts))))
     seed_of = np.concatenate([f[7] for f in found])
     in_order = np.argsort(seed_of, kind="stable")
     return [np.concatenate([f[i] for f in found])[in_order] for i in range(7)]
