@@ -190,7 +190,7 @@ def search_command(
     out: str = typer.Option(None, "-out", help="Output file (default: stdout)."),
     out_dir: str = typer.Option(None, "-out_dir", help="With -query_list: one output per listed file."),
     task: str = typer.Option("megablast", "-task", help="megablast, blastn or blastn-short."),
-    outfmt: str = typer.Option("0", "-outfmt", help="0 (pairwise), 5 (BLAST XML), or 6, 7 or 10 optionally followed by column names."),
+    outfmt: str = typer.Option("0", "-outfmt", help="0 (pairwise), 5 (BLAST XML), 6, 7 or 10 optionally followed by column names, or 17 (SAM; '17 SQ' with the letters, '17 SR' with the subject as the reference)."),
     evalue: float = typer.Option(None, "-evalue", click_type=REAL),
     word_size: int = typer.Option(None, "-word_size", click_type=INTEGER),
     reward: int = typer.Option(None, "-reward", click_type=INTEGER),
@@ -263,10 +263,16 @@ def search_command(
         label = database.label
     output = OutputSpec(outfmt, out, out_dir, label, line_length=line_length,
                         num_descriptions=limits.num_descriptions,
-                        num_alignments=limits.num_alignments, show_gis=show_gis)
+                        num_alignments=limits.num_alignments, show_gis=show_gis,
+                        command_line=_command_line())
     run_search(files, database, options, output, backend, settings, times)
     if stage_times:
         print("gblastn: " + times.report(), file=sys.stderr)
+
+
+def _command_line() -> str:
+    """The command as typed, each word followed by a space, as blastn's @PG line has it."""
+    return "".join(word + " " for word in ["gblastn", *sys.argv[1:]])
 
 
 def _within_cpus(threads: int | None) -> int | None:

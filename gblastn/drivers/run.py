@@ -27,6 +27,7 @@ class OutputSpec:
     num_descriptions: int | None = None
     num_alignments: int | None = None
     show_gis: bool | None = None
+    command_line: str = ""        # the search's, which -outfmt 17 names in its @PG line
 
 
 @dataclass
@@ -74,7 +75,7 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
 
     settings = settings or RunSettings()
     times = times or StageTimes()
-    fmt = output_format(output.outfmt, options, output.db_name,
+    fmt = output_format(output.outfmt, options, output.db_name, output.command_line,
                         line_length=output.line_length,
                         num_descriptions=output.num_descriptions,
                         num_alignments=output.num_alignments, show_gis=output.show_gis)

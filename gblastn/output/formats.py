@@ -7,11 +7,12 @@ import re
 from dataclasses import dataclass
 
 from ..errors import OptionsError
+from .sam import SAM
 from .tabular import SUPPORTED_KINDS, TabularFormat, format_queries, write_footer
 
 PAIRWISE = 0
 XML = 5
-SUPPORTED = (PAIRWISE, XML, *SUPPORTED_KINDS)
+SUPPORTED = (PAIRWISE, XML, *SUPPORTED_KINDS, SAM)
 
 
 @dataclass
@@ -32,17 +33,21 @@ class TabularReport:
         return text.getvalue()
 
 
-def output_format(outfmt: str, options, db_name: str, **pairwise):
+def output_format(outfmt: str, options, db_name: str, command_line: str = "", **pairwise):
     """The report that `-outfmt` names, for a search with `options` of the database the user
-    called `db_name`; `pairwise` holds -outfmt 0's settings that were given (line_length,
-    num_descriptions, num_alignments, show_gis). Columns after a number other than 6, 7 and
-    10 are ignored, as blastn ignores them."""
+    called `db_name`; `command_line` is the search's, for SAM's @PG line; `pairwise` holds
+    -outfmt 0's settings that were given (line_length, num_descriptions, num_alignments,
+    show_gis). Words after a number other than 6, 7, 10 and 17 are ignored, as blastn
+    ignores them."""
     from .pairwise import PairwiseReport
+    from .sam import SamReport
     from .xml import XmlReport
 
-    choice = outfmt.strip().partition(" ")[0]
+    choice, _, words = outfmt.strip().partition(" ")
     if re.fullmatch(r"[+-]?\d+", choice) and int(choice) == XML:
         return XmlReport(options, db_name)
+    if re.fullmatch(r"[+-]?\d+", choice) and int(choice) == SAM:
+        return SamReport(words, command_line)
     if re.fullmatch(r"[+-]?\d+", choice) and int(choice) == PAIRWISE:
         given = {name: value for name, value in pairwise.items() if value is not None}
         return PairwiseReport(options, db_name, **given)
