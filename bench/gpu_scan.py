@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gblastn.lookup import build_lookup  # noqa: E402
 from gblastn.options import make_options  # noqa: E402
+from gblastn.pools import on_threads  # noqa: E402
 from gblastn.query import Query, build_batch  # noqa: E402
 from gblastn.scan import gpu as G  # noqa: E402
 
@@ -83,7 +84,8 @@ def many_short(backend, tables, count=100_000):
         t_gpu = time.perf_counter() - t0
         cpu.find_seeds(table, packed[:1000], chunks.byte_offset[:1], chunks.length[:1])
         t0 = time.perf_counter()
-        want = cpu.find_seeds(table, packed, chunks.byte_offset, chunks.length, threads)
+        want = cpu.find_seeds(table, packed, chunks.byte_offset, chunks.length, threads,
+                              on_threads(threads))
         t_cpu = time.perf_counter() - t0
         print(f"{name:34} gpu {t_gpu * 1e3:8.1f} ms  cpu {t_cpu * 1e3:8.1f} ms  "
               f"seeds {len(got):>9}  same {got.equals(want)}", flush=True)

@@ -52,7 +52,7 @@ import numpy as np
 
 from .hsp import Hsps, QueryResult, SubjectHits, score_order
 from .options import SearchOptions
-from .pools import INLINE, beside, runs_of
+from .pools import INLINE, beside, on_threads, runs_of
 from .scan.backend import Backend, BackendPlan, Capabilities, SubjectBuffer
 from .timing import StageTimes
 
@@ -426,11 +426,12 @@ class Engine:
         options, stats, table = self.options, plan.stats, plan.table
         backend = self.backend_plan.backend
         turns = TurnsOnce(scan_turn, ungapped_turn)
+        spread = on_threads(threads)
 
         def scan(part):
             with turns.first_scan(), self.times.stage("scan"):
                 return backend.find_seeds(table, subject_buffer, part.byte_offset, part.length,
-                                          threads)
+                                          threads, spread)
 
         def extend(seeds, part) -> VolumeHits:
             turns.enter_ungapped()
@@ -438,7 +439,7 @@ class Engine:
                 hits = extend_seeds(seeds, table, buffer, part.byte_offset, part.length,
                                     stats.ungapped_xdrop, stats.ungapped_cutoff,
                                     stats.reduced_cutoff, options.reward, options.penalty,
-                                    threads, plan.diag_hash)
+                                    threads, plan.diag_hash, spread)
             return VolumeHits(hits, self.extensions_ahead(hits, part, subject_buffer, plan))
 
         def initial_hits(part) -> VolumeHits:
@@ -998,7 +999,7 @@ class WarmUpDevice(Backend):
     capabilities = Capabilities(scans_whole_volumes=True, greedy_ahead=True)
 
     def find_seeds(self, table, subjects: SubjectBuffer, chunk_byte_offset, chunk_length,
-                   num_threads=None):
+                   num_threads=None, spread=None):
         from .scan import Seeds
 
         query_length = int(table.context_length[0])

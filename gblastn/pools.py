@@ -13,7 +13,7 @@ import heapq
 import itertools
 import queue
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 
 
 class _Spread:
@@ -108,6 +108,28 @@ def beside(function, *args) -> Future:
 
     threading.Thread(target=run, name="gblastn-beside", daemon=True).start()
     return future
+
+
+def in_turn(function, count: int) -> None:
+    """function(k) for k in range(count), one after the other in the calling thread: a
+    spread without threads."""
+    for k in range(count):
+        function(k)
+
+
+def on_threads(threads: int):
+    """A spread (function(k) for k in range(count), returning when every call has) on up to
+    `threads` threads started for it: the scan's and the ungapped stage's pieces, which the
+    search waits for and which must not queue behind the pool's gapped and traceback work."""
+    if threads <= 1:
+        return in_turn
+
+    def spread(function, count: int) -> None:
+        if count <= 1:
+            return in_turn(function, count)
+        with ThreadPoolExecutor(max_workers=min(threads, count)) as executor:
+            list(executor.map(function, range(count)))
+    return spread
 
 
 class PerThreadBuffer:

@@ -27,7 +27,6 @@ Coordinates: query offsets are ours (concatenated, = BLAST's + 1); subject offse
 chunk-relative.
 """
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +35,7 @@ from .alphabet import score_matrix
 from .arrays import grown
 from .lookup import LookupTable
 from .numba_start import njit
+from .pools import in_turn
 from .scan import Seeds
 from .scan.cpu import _split_chunks, context_of, subject_base, subject_byte
 
@@ -367,11 +367,10 @@ def _by_hash_part(chunk, q_off, s_off, s_first, parts):
     return out_chunk, out_q, out_s, out_first, index, bounds
 
 
-def _extend_hash_parts(seeds: Seeds, state: DiagonalHash, run, chunks: int,
-                       num_threads: int) -> list:
+def _extend_hash_parts(seeds: Seeds, state: DiagonalHash, run, chunks: int, spread) -> list:
     """extend_chunks over all chunks for each part of the hash's buckets, with that part's
-    seeds in their order, on up to num_threads threads; the hits of all parts in the order
-    one pass over every seed finds them."""
+    seeds in their order, the parts run by `spread` when there are many seeds; the hits of
+    all parts in the order one pass over every seed finds them."""
     if len(state.parts) == 1:
         found = run(seeds.chunk, seeds.q_off, seeds.s_off, seeds.s_first, (0, chunks),
                     state.parts[0])
@@ -379,18 +378,15 @@ def _extend_hash_parts(seeds: Seeds, state: DiagonalHash, run, chunks: int,
     chunk, q_off, s_off, s_first, index, bounds = _by_hash_part(
         seeds.chunk, seeds.q_off, seeds.s_off, seeds.s_first, len(state.parts))
 
+    found = [None] * len(state.parts)
+
     def run_part(p):
         lo, hi = bounds[p], bounds[p + 1]
-        found = run(chunk[lo:hi], q_off[lo:hi], s_off[lo:hi], s_first[lo:hi], (0, chunks),
-                    state.parts[p])
-        return found[:7] + (index[lo:hi][found[7]],)
+        hits = run(chunk[lo:hi], q_off[lo:hi], s_off[lo:hi], s_first[lo:hi], (0, chunks),
+                   state.parts[p])
+        found[p] = hits[:7] + (index[lo:hi][hits[7]],)
 
-    threads = min(int(num_threads), len(state.parts)) if len(seeds) >= PARALLEL_SEEDS else 1
-    if threads <= 1:
-        found = [run_part(p) for p in range(len(state.parts))]
-    else:
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            found = list(pool.map(run_part, range(len(state.parts))))
+    (spread if len(seeds) >= PARALLEL_SEEDS else in_turn)(run_part, len(state.parts))
     seed_of = np.concatenate([f[7] for f in found])
     in_order = np.argsort(seed_of, kind="stable")
     return [np.concatenate([f[i] for f in found])[in_order] for i in range(7)]
@@ -409,15 +405,19 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
                  chunk_byte_offset: np.ndarray, chunk_length: np.ndarray,
                  ungapped_xdrop: np.ndarray, ungapped_cutoff: np.ndarray,
                  reduced_cutoff: np.ndarray, reward: int, penalty: int,
-                 num_threads: int = 1, diag_hash: DiagonalHash | None = None) -> InitialHits:
+                 num_threads: int = 1, diag_hash: DiagonalHash | None = None,
+                 spread=None) -> InitialHits:
     """Ungapped extension of all seeds (as ``find_seeds`` returns them).
 
     ``ungapped_xdrop``, ``ungapped_cutoff``, ``reduced_cutoff``: int32 per context (raw X > 0,
     raw cutoff, (int)(0.8 * cutoff)). The word size and the query come from ``table``.
     For queries that use the diagonal hash, ``diag_hash`` is the batch's `DiagonalHash`
     (chunks then run in order, each part of the hash's buckets on its own); a fresh one is
-    used when it is None.
+    used when it is None. The pieces (the hash's parts; else 4 * num_threads groups of
+    chunks when num_threads > 1) are run by `spread` (pools.on_threads; one after the other
+    without it).
     """
+    spread = spread or in_turn
     packed = np.ascontiguousarray(packed, dtype=np.uint8)
     chunk_byte_offset = np.ascontiguousarray(chunk_byte_offset, dtype=np.int64)
     chunk_length = np.ascontiguousarray(chunk_length, dtype=np.int32)
@@ -441,16 +441,17 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
         return out[:8]
 
     if use_hash:
-        fields = _extend_hash_parts(seeds, state, run, k, num_threads)
+        fields = _extend_hash_parts(seeds, state, run, k, spread)
     else:
         ranges = _split_chunks(chunk_length, 4 * num_threads) if num_threads > 1 else [(0, k)]
         every = (seeds.chunk, seeds.q_off, seeds.s_off, seeds.s_first)
 
-        def run_range(rng):
-            return run(*every, rng, HashPart())  # the array's calls carry no hash
+        parts = [None] * len(ranges)
 
-        with ThreadPoolExecutor(max_workers=max(1, min(int(num_threads), len(ranges)))) as pool:
-            parts = list(pool.map(run_range, ranges))
+        def run_range(r):
+            parts[r] = run(*every, ranges[r], HashPart())  # the array's calls carry no hash
+
+        spread(run_range, len(ranges))
         fields = [np.concatenate([p[i] for p in parts]) for i in range(7)]
     fields = [np.ascontiguousarray(f, dtype=np.int32) for f in fields]
     return sort_initial_hits(InitialHits(*fields))

@@ -62,7 +62,7 @@ class Backend:
     capabilities = Capabilities()
 
     def find_seeds(self, table, subjects: SubjectBuffer, chunk_byte_offset: np.ndarray,
-                   chunk_length: np.ndarray, num_threads: int = 1):
+                   chunk_length: np.ndarray, num_threads: int = 1, spread=None):
         raise NotImplementedError
 
     def greedy_extensions(self, subjects: SubjectBuffer, chunk_byte_offset, chunk_length,
@@ -95,10 +95,11 @@ class CpuBackend(Backend):
     """The CPU's scan (``gblastn.scan.cpu``, the reference): nothing beyond it."""
 
     def find_seeds(self, table, subjects: SubjectBuffer, chunk_byte_offset: np.ndarray,
-                   chunk_length: np.ndarray, num_threads: int = 1):
+                   chunk_length: np.ndarray, num_threads: int = 1, spread=None):
         from .cpu import find_seeds
 
-        return find_seeds(table, subjects.packed, chunk_byte_offset, chunk_length, num_threads)
+        return find_seeds(table, subjects.packed, chunk_byte_offset, chunk_length, num_threads,
+                          spread)
 
 
 CPU = CpuBackend()

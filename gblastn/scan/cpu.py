@@ -13,8 +13,6 @@ first base in the two most significant bits. Bytes past the buffer read as 0; BL
 limits make such bases irrelevant.
 """
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
 from ..layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND_SMALL_ONE_BYTE, \
@@ -22,6 +20,7 @@ from ..layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND_SMALL
     TABLE_SMALL
 from ..lookup import LookupTable
 from ..numba_start import njit
+from ..pools import in_turn
 from ..wordrun import WORD_PAD, packed_run_backward, packed_run_forward
 from . import Seeds
 
@@ -432,23 +431,21 @@ def _split_chunks(chunk_length: np.ndarray, parts: int) -> list:
 
 
 def find_seeds(table: LookupTable, packed: np.ndarray, chunk_byte_offset: np.ndarray,
-               chunk_length: np.ndarray, num_threads: int = 1) -> Seeds:
+               chunk_length: np.ndarray, num_threads: int = 1, spread=None) -> Seeds:
     """All seeds BLAST would hand to its diagonal stage, for every chunk (see
-    ``gblastn.scan`` for the contract). Parallel over contiguous groups of chunks."""
+    ``gblastn.scan`` for the contract): in 4 * num_threads contiguous groups of chunks when
+    num_threads > 1, run by `spread` (pools.on_threads; one after the other without it)."""
     packed = np.ascontiguousarray(packed, dtype=np.uint8)
     chunk_byte_offset = np.ascontiguousarray(chunk_byte_offset, dtype=np.int64)
     chunk_length = np.ascontiguousarray(chunk_length, dtype=np.int32)
     args = _table_args(table)
     ranges = _split_chunks(chunk_length, max(1, int(num_threads)) * 4 if num_threads > 1 else 1)
+    parts = [None] * len(ranges)
 
-    def run(bounds):
-        return scan_chunks(*args, packed, chunk_byte_offset, chunk_length, bounds[0], bounds[1])
+    def run(k):
+        parts[k] = scan_chunks(*args, packed, chunk_byte_offset, chunk_length, *ranges[k])
 
-    if len(ranges) == 1:
-        parts = [run(ranges[0])]
-    else:
-        with ThreadPoolExecutor(max_workers=int(num_threads)) as pool:
-            parts = list(pool.map(run, ranges))
+    (spread or in_turn)(run, len(ranges))
     if not parts:
         return Seeds.empty()
     fields = [np.concatenate([p[i] for p in parts]) for i in range(SEED_FIELDS)]

@@ -528,8 +528,9 @@ class GpuBackend(Backend):
 
     def find_seeds(self, table: LookupTable, subjects: SubjectBuffer,
                    chunk_byte_offset: np.ndarray, chunk_length: np.ndarray,
-                   num_threads: int = 1) -> Seeds:
-        """Seeds identical to ``gblastn.scan.cpu.find_seeds`` (num_threads is ignored)."""
+                   num_threads: int = 1, spread=None) -> Seeds:
+        """Seeds identical to ``gblastn.scan.cpu.find_seeds`` (num_threads and spread are
+        ignored)."""
         chunk_byte_offset = np.ascontiguousarray(chunk_byte_offset, dtype=np.int64)
         chunk_length = np.ascontiguousarray(chunk_length, dtype=np.int32)
         probes = probe_counts(chunk_length, table.width, table.scan_step)

@@ -18,6 +18,7 @@ from gblastn.layouts import TABLE_MEGABLAST as MEGABLAST, TABLE_SMALL as SMALL, 
     TABLE_STANDARD as STANDARD
 from gblastn.lookup import build_lookup
 from gblastn.options import make_options
+from gblastn.pools import on_threads
 from gblastn.query import Query, build_batch
 from gblastn.scan import cpu
 from gblastn.scan.backend import SubjectBuffer
@@ -137,7 +138,8 @@ def on_device(packed):
 
 
 def assert_same(gpu, table, packed, chunks, min_seeds=1):
-    want = cpu.find_seeds(table, packed, chunks.byte_offset, chunks.length, num_threads=4)
+    want = cpu.find_seeds(table, packed, chunks.byte_offset, chunks.length, num_threads=4,
+                          spread=on_threads(4))
     got = gpu.find_seeds(table, on_device(packed), chunks.byte_offset, chunks.length)
     for name in ("chunk", "q_off", "s_off", "s_first", "hit_s"):
         a, b = getattr(want, name), getattr(got, name)

@@ -10,6 +10,7 @@ from gblastn.layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND
     TABLE_MEGABLAST as MEGABLAST, TABLE_SMALL as SMALL, TABLE_STANDARD as STANDARD
 from gblastn.lookup import build_lookup
 from gblastn.options import make_options
+from gblastn.pools import on_threads
 from gblastn.query import Query, build_batch
 from gblastn.scan.cpu import choose_extend, find_seeds
 
@@ -162,5 +163,5 @@ def test_threads_do_not_change_seeds(seed, case):
     table = build_lookup(batch, options)
     packed, offsets, lengths = pack_chunks(subjects)
     one = find_seeds(table, packed, offsets, lengths, num_threads=1)
-    two = find_seeds(table, packed, offsets, lengths, num_threads=2)
+    two = find_seeds(table, packed, offsets, lengths, num_threads=2, spread=on_threads(2))
     assert one.equals(two)

@@ -7,6 +7,7 @@ import pytest
 
 from gblastn.alphabet import score_matrix
 from gblastn.lookup import build_lookup
+from gblastn.pools import on_threads
 from gblastn.scan.cpu import find_seeds
 from gblastn.ungapped import (HASH_OFFSET_LIMIT, DiagonalHash, extend_seeds,
                               nucl_score_table, uses_diag_hash)
@@ -158,7 +159,8 @@ def test_threads_do_not_change_hits():
     nc = batch.num_contexts
     args = (np.full(nc, 22), np.full(nc, 25), np.full(nc, 20), 2, -3)
     one = extend_seeds(seeds, table, packed, offsets, lengths, *args, num_threads=1)
-    two = extend_seeds(seeds, table, packed, offsets, lengths, *args, num_threads=3)
+    two = extend_seeds(seeds, table, packed, offsets, lengths, *args, num_threads=3,
+                       spread=on_threads(3))
     for f in ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s"):
         assert np.array_equal(getattr(one, f), getattr(two, f))
 
@@ -188,8 +190,8 @@ def test_hash_parts_side_by_side_give_the_one_hash_hits(threads):
     for state in (DiagonalHash(parts=1), DiagonalHash()):
         state.offset = HASH_OFFSET_LIMIT // 2  # a first volume leaves the hash mid-stretch
         found.append([extend_seeds(part, table, packed, offsets[lo:hi], claimed[lo:hi],
-                                   *args, num_threads=threads if state.parts[1:] else 1,
-                                   diag_hash=state)
+                                   *args, num_threads=threads, diag_hash=state,
+                                   spread=on_threads(threads if state.parts[1:] else 1))
                       for part, lo, hi in ((first, 0, half), (second, half, lengths.size))])
     one, parts = found
     assert len(one[0]) > 0 and len(one[1]) > 0
