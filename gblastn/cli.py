@@ -122,10 +122,43 @@ def check_flags(argv: list) -> None:
             if takes_value[name] and "=" not in token:
                 next(tokens, None)  # its value, which may start with '-' (-penalty -3)
             continue
+        if argv[0] == "search" and name in BLASTN_FLAGS:
+            raise OptionsError(_refusal(name, argv))
         if token.startswith("-") and token != "-" and not _is_number(token):
             closest = difflib.get_close_matches(name, list(takes_value), n=1)
             hint = f"; did you mean {closest[0]}?" if closest else ""
             raise OptionsError(f"unknown argument {name!r} for {argv[0]}{hint}")
+
+
+# Every flag of blastn 2.12 (`blastn -help`). Those that `search` does not have are refused
+# by name, so that none is taken for a misspelling of another or for a bundle of letters.
+BLASTN_FLAGS = frozenset("-" + name for name in """
+    h help version import_search_strategy export_search_strategy task db dbsize gilist
+    seqidlist negative_gilist negative_seqidlist taxids negative_taxids taxidlist
+    negative_taxidlist entrez_query db_soft_mask db_hard_mask subject subject_loc query out
+    evalue word_size gapopen gapextend perc_identity qcov_hsp_perc max_hsps xdrop_ungap
+    xdrop_gap xdrop_gap_final searchsp sum_stats penalty reward no_greedy
+    min_raw_gapped_score template_type template_length dust filtering_db
+    window_masker_taxid window_masker_db soft_masking ungapped culling_limit
+    best_hit_overhang best_hit_score_edge subject_besthit window_size off_diagonal_range
+    use_index index_name lcase_masking query_loc strand parse_deflines outfmt show_gis
+    num_descriptions num_alignments line_length html sorthits sorthsps max_target_seqs
+    num_threads mt_mode remote""".split())
+
+# the remote-only options get blastn's own words: -entrez_query is refused without -remote,
+# which gblastn never has, and -remote sends the search to NCBI, which gblastn never does
+_BLASTN_REFUSALS = {
+    "-entrez_query": 'Argument "remote". Must be specified, as it is required by argument:  '
+                     "`entrez_query'",
+    "-remote": "option -remote is not supported by gblastn: it searches local databases "
+               "and -subject files only",
+}
+
+
+def _refusal(flag: str, argv: list) -> str:
+    if flag == "-entrez_query" and "-remote" in argv:
+        flag = "-remote"  # blastn requires -remote with it, so -remote is what gblastn lacks
+    return _BLASTN_REFUSALS.get(flag, f"option {flag} is not supported by gblastn")
 
 
 def _is_number(text: str) -> bool:
