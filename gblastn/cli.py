@@ -193,19 +193,23 @@ class BlastInteger(ParamType):
     name = "integer"
     _INTEGER = re.compile(r"[+-]?\d+")
 
+    def __init__(self, bits: int = 32):
+        self.bits = bits
+
     def convert(self, value, param, ctx):
         if isinstance(value, int):
             return value
         if not self._INTEGER.fullmatch(value):
             self.fail(f"{value!r} is not an integer", param, ctx)
         number = int(value)
-        if not -2**31 <= number < 2**31:
-            self.fail(f"{value} is out of range (32-bit integers)", param, ctx)
+        if not -2**(self.bits - 1) <= number < 2**(self.bits - 1):
+            self.fail(f"{value} is out of range ({self.bits}-bit integers)", param, ctx)
         return number
 
 
 REAL = BlastReal()
 INTEGER = BlastInteger()
+BIG_INTEGER = BlastInteger(bits=64)  # blastn's Int8 arguments (-dbsize, -searchsp)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,6 +253,13 @@ def search_command(
     perc_identity: float = typer.Option(None, "-perc_identity", click_type=REAL),
     qcov_hsp_perc: float = typer.Option(None, "-qcov_hsp_perc", click_type=REAL),
     num_threads: int = typer.Option(None, "-num_threads", click_type=INTEGER),
+    dbsize: int = typer.Option(None, "-dbsize", click_type=BIG_INTEGER,
+                               help="Database length for the statistics (default: the real one)."),
+    searchsp: int = typer.Option(None, "-searchsp", click_type=BIG_INTEGER,
+                                 help="Effective search space of every query (0: computed)."),
+    min_raw_gapped_score: int = typer.Option(None, "-min_raw_gapped_score", click_type=INTEGER,
+                                             help="Raw score a gapped alignment must reach "
+                                             "(default: from -evalue)."),
     device: str = typer.Option("auto", "-device", help="auto, gpu or cpu."),
     gpu_id: int = typer.Option(0, "-gpu_id", click_type=INTEGER),
     mode: str = typer.Option("pipeline", "-mode", help="pipeline (stages overlap in threads) or serial."),
@@ -285,7 +296,8 @@ def search_command(
         lcase_masking=lcase_masking or None, strand=strand,
         max_target_seqs=limits.max_target_seqs,
         max_hsps=max_hsps, perc_identity=perc_identity, qcov_hsp_perc=qcov_hsp_perc,
-        num_threads=num_threads)
+        num_threads=num_threads, dbsize=dbsize, searchsp=searchsp,
+        min_raw_gapped_score=min_raw_gapped_score)
     settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty(),
                            release_device=True, compile_stages=compile_stages)
     times.add("start-up", time.perf_counter() - STARTED)

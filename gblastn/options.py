@@ -46,6 +46,9 @@ class SearchOptions:
     qcov_hsp_perc: float = 0.0
     min_diag_separation: int = 6
     num_threads: int = 1
+    dbsize: int = 0                # -dbsize: the database's letters for the statistics (0: its own)
+    searchsp: int = 0              # -searchsp: every context's effective search space (0: computed)
+    min_raw_gapped_score: int = 0  # -min_raw_gapped_score: the gapped cutoff (0: from -evalue)
 
     @property
     def greedy(self) -> bool:
@@ -129,6 +132,8 @@ def _validate(o: SearchOptions) -> None:
         raise OptionsError("-perc_identity must be between 0 and 100")
     if not 0 <= o.qcov_hsp_perc <= 100:
         raise OptionsError("-qcov_hsp_perc must be between 0 and 100")
+    if o.searchsp < 0:
+        raise OptionsError("-searchsp must be at least 0")
     if o.num_threads < 1:
         raise OptionsError("-num_threads must be at least 1")
     # the reward/penalty/gap set must be one BLAST supports (spec §7.2)
