@@ -260,6 +260,8 @@ def search_command(
     min_raw_gapped_score: int = typer.Option(None, "-min_raw_gapped_score", click_type=INTEGER,
                                              help="Raw score a gapped alignment must reach "
                                              "(default: from -evalue)."),
+    no_greedy: bool = typer.Option(False, "-no_greedy", help="Megablast: extend with dynamic "
+                                   "programming, not greedily (needs -gapopen/-gapextend)."),
     device: str = typer.Option("auto", "-device", help="auto, gpu or cpu."),
     gpu_id: int = typer.Option(0, "-gpu_id", click_type=INTEGER),
     mode: str = typer.Option("pipeline", "-mode", help="pipeline (stages overlap in threads) or serial."),
@@ -297,7 +299,7 @@ def search_command(
         max_target_seqs=limits.max_target_seqs,
         max_hsps=max_hsps, perc_identity=perc_identity, qcov_hsp_perc=qcov_hsp_perc,
         num_threads=num_threads, dbsize=dbsize, searchsp=searchsp,
-        min_raw_gapped_score=min_raw_gapped_score)
+        min_raw_gapped_score=min_raw_gapped_score, no_greedy=no_greedy or None)
     settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty(),
                            release_device=True, compile_stages=compile_stages)
     times.add("start-up", time.perf_counter() - STARTED)

@@ -66,3 +66,23 @@ def test_a_negative_search_space_is_refused(world):
     done = search(world, "-query", world.diverged, "-searchsp", "-5")
     assert done.returncode == 2 and "-searchsp must be at least 0" in done.stderr
     assert blastn(world, "-query", world.diverged, "-searchsp", "-5").returncode != 0
+
+
+@pytest.mark.parametrize("args", [["-gapopen", "2", "-gapextend", "2"],
+                                  ["-gapopen", "5", "-gapextend", "2"],
+                                  ["-gapopen", "3", "-gapextend", "1", "-evalue", "1000"],
+                                  ["-gapopen", "2", "-gapextend", "2", "-word_size", "11"],
+                                  ["-task", "blastn"]])  # already DP: no change
+@pytest.mark.parametrize("outfmt", [TABULAR, "0"])
+def test_no_greedy_extends_megablast_with_dp_as_blastn(world, args, outfmt):
+    assert_same_as_blastn(world, "-no_greedy", "-outfmt", outfmt, *args)
+
+
+def test_no_greedy_needs_affine_gap_costs_as_in_blastn(world):
+    """Megablast's 0/0 gap costs are the greedy aligner's: DP refuses them, in blastn's
+    words."""
+    message = "Greedy extension must be used if gap existence and extension options are zero"
+    for costs in ([], ["-gapopen", "0", "-gapextend", "0"]):
+        ours = search(world, "-query", world.diverged, "-no_greedy", *costs)
+        assert ours.returncode == 2 and ours.stderr == f"gblastn: error: {message}\n"
+        assert message in blastn(world, "-query", world.diverged, "-no_greedy", *costs).stderr
