@@ -86,3 +86,18 @@ def test_no_greedy_needs_affine_gap_costs_as_in_blastn(world):
         ours = search(world, "-query", world.diverged, "-no_greedy", *costs)
         assert ours.returncode == 2 and ours.stderr == f"gblastn: error: {message}\n"
         assert message in blastn(world, "-query", world.diverged, "-no_greedy", *costs).stderr
+
+
+@pytest.mark.parametrize("args", [["-num_alignments", "1"], ["-num_descriptions", "1"],
+                                  ["-num_alignments", "2", "-num_descriptions", "1"],
+                                  ["-max_target_seqs", "1"], ["-max_target_seqs", "2"]])
+def test_tabular_keeps_the_subjects_blastn_keeps(world, args):
+    """For tabular output blastn keeps -max_target_seqs subjects or, without it, the larger
+    of -num_alignments and -num_descriptions."""
+    assert_same_as_blastn(world, "-task", "blastn", "-outfmt", TABULAR, *args)
+
+
+def test_max_target_seqs_with_num_alignments_is_refused_as_in_blastn(world):
+    args = ("-max_target_seqs", "1", "-num_alignments", "3", "-outfmt", "6")
+    assert search(world, "-query", world.diverged, *args).returncode == 2
+    assert blastn(world, "-query", world.diverged, *args).returncode != 0
