@@ -122,10 +122,43 @@ def check_flags(argv: list) -> None:
             if takes_value[name] and "=" not in token:
                 next(tokens, None)  # its value, which may start with '-' (-penalty -3)
             continue
+        if argv[0] == "search" and name in BLASTN_FLAGS:
+            raise OptionsError(_refusal(name, argv))
         if token.startswith("-") and token != "-" and not _is_number(token):
             closest = difflib.get_close_matches(name, list(takes_value), n=1)
             hint = f"; did you mean {closest[0]}?" if closest else ""
             raise OptionsError(f"unknown argument {name!r} for {argv[0]}{hint}")
+
+
+# Every flag of blastn 2.12 (`blastn -help`). Those that `search` does not have are refused
+# by name, so that none is taken for a misspelling of another or for a bundle of letters.
+BLASTN_FLAGS = frozenset("-" + name for name in """
+    h help version import_search_strategy export_search_strategy task db dbsize gilist
+    seqidlist negative_gilist negative_seqidlist taxids negative_taxids taxidlist
+    negative_taxidlist entrez_query db_soft_mask db_hard_mask subject subject_loc query out
+    evalue word_size gapopen gapextend perc_identity qcov_hsp_perc max_hsps xdrop_ungap
+    xdrop_gap xdrop_gap_final searchsp sum_stats penalty reward no_greedy
+    min_raw_gapped_score template_type template_length dust filtering_db
+    window_masker_taxid window_masker_db soft_masking ungapped culling_limit
+    best_hit_overhang best_hit_score_edge subject_besthit window_size off_diagonal_range
+    use_index index_name lcase_masking query_loc strand parse_deflines outfmt show_gis
+    num_descriptions num_alignments line_length html sorthits sorthsps max_target_seqs
+    num_threads mt_mode remote""".split())
+
+# the remote-only options get blastn's own words: -entrez_query is refused without -remote,
+# which gblastn never has, and -remote sends the search to NCBI, which gblastn never does
+_BLASTN_REFUSALS = {
+    "-entrez_query": 'Argument "remote". Must be specified, as it is required by argument:  '
+                     "`entrez_query'",
+    "-remote": "option -remote is not supported by gblastn: it searches local databases "
+               "and -subject files only",
+}
+
+
+def _refusal(flag: str, argv: list) -> str:
+    if flag == "-entrez_query" and "-remote" in argv:
+        flag = "-remote"  # blastn requires -remote with it, so -remote is what gblastn lacks
+    return _BLASTN_REFUSALS.get(flag, f"option {flag} is not supported by gblastn")
 
 
 def _is_number(text: str) -> bool:
@@ -160,19 +193,23 @@ class BlastInteger(ParamType):
     name = "integer"
     _INTEGER = re.compile(r"[+-]?\d+")
 
+    def __init__(self, bits: int = 32):
+        self.bits = bits
+
     def convert(self, value, param, ctx):
         if isinstance(value, int):
             return value
         if not self._INTEGER.fullmatch(value):
             self.fail(f"{value!r} is not an integer", param, ctx)
         number = int(value)
-        if not -2**31 <= number < 2**31:
-            self.fail(f"{value} is out of range (32-bit integers)", param, ctx)
+        if not -2**(self.bits - 1) <= number < 2**(self.bits - 1):
+            self.fail(f"{value} is out of range ({self.bits}-bit integers)", param, ctx)
         return number
 
 
 REAL = BlastReal()
 INTEGER = BlastInteger()
+BIG_INTEGER = BlastInteger(bits=64)  # blastn's Int8 arguments (-dbsize, -searchsp)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,6 +253,15 @@ def search_command(
     perc_identity: float = typer.Option(None, "-perc_identity", click_type=REAL),
     qcov_hsp_perc: float = typer.Option(None, "-qcov_hsp_perc", click_type=REAL),
     num_threads: int = typer.Option(None, "-num_threads", click_type=INTEGER),
+    dbsize: int = typer.Option(None, "-dbsize", click_type=BIG_INTEGER,
+                               help="Database length for the statistics (default: the real one)."),
+    searchsp: int = typer.Option(None, "-searchsp", click_type=BIG_INTEGER,
+                                 help="Effective search space of every query (0: computed)."),
+    min_raw_gapped_score: int = typer.Option(None, "-min_raw_gapped_score", click_type=INTEGER,
+                                             help="Raw score a gapped alignment must reach "
+                                             "(default: from -evalue)."),
+    no_greedy: bool = typer.Option(False, "-no_greedy", help="Megablast: extend with dynamic "
+                                   "programming, not greedily (needs -gapopen/-gapextend)."),
     device: str = typer.Option("auto", "-device", help="auto, gpu or cpu."),
     gpu_id: int = typer.Option(0, "-gpu_id", click_type=INTEGER),
     mode: str = typer.Option("pipeline", "-mode", help="pipeline (stages overlap in threads) or serial."),
@@ -252,7 +298,8 @@ def search_command(
         lcase_masking=lcase_masking or None, strand=strand,
         max_target_seqs=limits.max_target_seqs,
         max_hsps=max_hsps, perc_identity=perc_identity, qcov_hsp_perc=qcov_hsp_perc,
-        num_threads=num_threads)
+        num_threads=num_threads, dbsize=dbsize, searchsp=searchsp,
+        min_raw_gapped_score=min_raw_gapped_score, no_greedy=no_greedy or None)
     settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty(),
                            release_device=True, compile_stages=compile_stages)
     times.add("start-up", time.perf_counter() - STARTED)

@@ -46,11 +46,16 @@ class SearchOptions:
     qcov_hsp_perc: float = 0.0
     min_diag_separation: int = 6
     num_threads: int = 1
+    dbsize: int = 0                # -dbsize: the database's letters for the statistics (0: its own)
+    searchsp: int = 0              # -searchsp: every context's effective search space (0: computed)
+    min_raw_gapped_score: int = 0  # -min_raw_gapped_score: the gapped cutoff (0: from -evalue)
+    no_greedy: bool = False        # -no_greedy: megablast extends with DP, as the other tasks
 
     @property
     def greedy(self) -> bool:
-        """Megablast extends with the greedy aligner; the other tasks with X-drop DP."""
-        return self.task == "megablast"
+        """Megablast extends with the greedy aligner unless -no_greedy; the other tasks with
+        X-drop DP."""
+        return self.task == "megablast" and not self.no_greedy
 
 
 _PRESETS = {
@@ -115,6 +120,10 @@ def _validate(o: SearchOptions) -> None:
         raise OptionsError("the match reward must be positive")
     if o.penalty >= 0:
         raise OptionsError("the mismatch penalty must be negative")
+    if o.no_greedy and o.task == "megablast" and o.gapopen == 0 and o.gapextend == 0:
+        # blastn's words: DP has no linear gap costs (megablast's 0/0 default)
+        raise OptionsError("Greedy extension must be used if gap existence and extension "
+                           "options are zero")
     if o.gapextend == 0 and o.gapopen > 0:
         raise OptionsError("a gap extension cost of 0 is only allowed with a gap opening cost of 0")
     if o.evalue <= 0:
@@ -129,6 +138,8 @@ def _validate(o: SearchOptions) -> None:
         raise OptionsError("-perc_identity must be between 0 and 100")
     if not 0 <= o.qcov_hsp_perc <= 100:
         raise OptionsError("-qcov_hsp_perc must be between 0 and 100")
+    if o.searchsp < 0:
+        raise OptionsError("-searchsp must be at least 0")
     if o.num_threads < 1:
         raise OptionsError("-num_threads must be at least 1")
     # the reward/penalty/gap set must be one BLAST supports (spec §7.2)

@@ -632,7 +632,10 @@ def _context_compositions(batch, options) -> np.ndarray:
 
 def prepare_statistics(batch, db_letters: int, db_num_seqs: int, options) -> SearchStatistics:
     """Karlin blocks, length adjustments, search spaces, cutoffs and X-drops for a batch
-    against a database of `db_letters` letters in `db_num_seqs` sequences."""
+    against a database of `db_letters` letters in `db_num_seqs` sequences, or of -dbsize
+    letters in as many sequences when it is given (BLAST_CalcEffLengths)."""
+    if options.dbsize > 0:
+        db_letters = options.dbsize
     n_ctx = batch.num_contexts
     valid = np.zeros(n_ctx, dtype=bool)
     query_length = np.asarray(batch.context_length, dtype=np.int64).copy()
@@ -663,11 +666,12 @@ def prepare_statistics(batch, db_letters: int, db_num_seqs: int, options) -> Sea
         lambdas[c], log_ks[c] = gapped.lambda_, gapped.log_k
         ell[c] = length_adjustment(gapped, alpha[c] / gapped.lambda_, beta[c],
                                    int(query_length[c]), db_letters, db_num_seqs)
-        eff_db = db_letters - db_num_seqs * int(ell[c])
-        if eff_db <= 0:
-            eff_db = 1
-        searchsp[c] = eff_db * (int(query_length[c]) - int(ell[c]))
-        gapped_cutoff[c] = evalue_cutoff_score(gapped, int(searchsp[c]), options.evalue)
+        searchsp[c] = options.searchsp or _search_space(db_letters, db_num_seqs, int(ell[c]),
+                                                        int(query_length[c]))
+        # -min_raw_gapped_score replaces the cutoff that -evalue gives
+        # (BlastHitSavingParametersUpdate); the E-value test still follows it
+        gapped_cutoff[c] = (options.min_raw_gapped_score if options.min_raw_gapped_score > 0
+                            else evalue_cutoff_score(gapped, int(searchsp[c]), options.evalue))
         ungapped_xdrop[c] = _raw_xdrop("-xdrop_ungap", options.xdrop_ungap,
                                        math.ceil(options.xdrop_ungap * LN2 / ungapped.lambda_))
         trigger = int((options.gap_trigger * LN2 + ungapped.log_k) / ungapped.lambda_)
@@ -689,6 +693,13 @@ def prepare_statistics(batch, db_letters: int, db_num_seqs: int, options) -> Sea
                             searchsp, ungapped_xdrop, ungapped_cutoff, reduced_cutoff,
                             gapped_cutoff, gap_xdrop, gap_xdrop_final, bool(round_down),
                             lambdas, log_ks)
+
+
+def _search_space(db_letters: int, db_num_seqs: int, ell: int, query_length: int) -> int:
+    """The effective search space of a context: the effective database length (at least 1)
+    times the effective query length."""
+    eff_db = db_letters - db_num_seqs * ell
+    return max(eff_db, 1) * (query_length - ell)
 
 
 RAW_SCORE_MAX = 2**31 - 1  # BLAST keeps raw scores in 32-bit integers

@@ -4,6 +4,8 @@ the flag or file, and never a traceback. Tests marked golden run blastn on the s
 
 import gzip
 import os
+import re
+import subprocess
 
 import pytest
 
@@ -232,6 +234,59 @@ def test_values_that_look_like_flags_are_values(world):
 def test_blastn_refuses_the_misspelt_flags_too(world, typed):
     done = blastn(world, "-query", world.query, typed, "5")
     assert done.returncode != 0 and "Unknown argument" in done.stderr
+
+
+def _search_flags() -> set:
+    import typer.main
+
+    from gblastn.cli import HELP_FLAGS, app
+
+    command = typer.main.get_command(app).commands["search"]
+    return {name for param in command.params for name in param.opts} | set(HELP_FLAGS)
+
+
+def _flags_gblastn_lacks() -> list:
+    from gblastn.cli import BLASTN_FLAGS
+
+    return sorted(BLASTN_FLAGS - _search_flags() - {"-version"})
+
+
+@pytest.mark.parametrize("flag", _flags_gblastn_lacks())
+def test_blastn_flags_gblastn_lacks_are_refused_by_name(world, flag):
+    """Before the value is read, so that flags blastn takes bare (-html) and with a value
+    (-culling_limit 2) are named alike, never as a misspelling of another flag."""
+    for args in ([flag], [flag, "2"]):
+        error = assert_one_line_error(search(world, "-query", world.query, *args), 2)
+        if flag not in ("-entrez_query", "-remote"):
+            assert error == f"gblastn: error: option {flag} is not supported by gblastn"
+
+
+@pytest.mark.parametrize("args", [["-entrez_query", "human[orgn]"],
+                                  ["-entrez_query", "human[orgn]", "-remote"]])
+def test_the_remote_options_are_refused_as_blastn_refuses_them(world, args):
+    error = assert_one_line_error(search(world, "-query", world.query, *args), 2)
+    if "-remote" in args:
+        assert error == ("gblastn: error: option -remote is not supported by gblastn: it "
+                         "searches local databases and -subject files only")
+    else:
+        assert error == ('gblastn: error: Argument "remote". Must be specified, as it is '
+                         "required by argument:  `entrez_query'")
+
+
+@needs_blast
+@pytest.mark.golden
+def test_the_refused_flags_are_blastns(world):
+    """The list of blastn's flags is blastn 2.12's own, and -entrez_query's refusal its
+    words."""
+    from gblastn.cli import BLASTN_FLAGS
+
+    usage = subprocess.run(["blastn", "-help"], capture_output=True, text=True).stdout
+    usage = usage.split("DESCRIPTION")[0]
+    assert set(re.findall(r"\[(-\w+)", usage)) == BLASTN_FLAGS
+    done = blastn(world, "-query", world.query, "-entrez_query", "human[orgn]")
+    assert done.returncode != 0
+    assert ('Argument "remote". Must be specified, as it is required by argument:  '
+            "`entrez_query'") in done.stderr
 
 
 # -- hostile files --------------------------------------------------------------------------
