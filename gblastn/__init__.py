@@ -1,14 +1,27 @@
-"""gblastn: GPU-accelerated nucleotide database search with NCBI BLAST+ 2.12's answers.
+"""gblastn: nucleotide database search with NCBI BLAST+ 2.12 blastn's answers, on a GPU or
+the CPU.
 
-Public API: `make_db`, `open_db`, `search`, `make_options`.
+    >>> import gblastn
+    >>> for result in gblastn.search_iter("queries.fa", "db/example", task="megablast"):
+    ...     for hit in result.hits:
+    ...         print(result.id, hit.id, [(hsp.evalue, hsp.bitscore) for hsp in hit.hsps])
+
+search(queries, db, **options) returns a list of QueryResult, search_iter yields them one
+query at a time. A QueryResult holds a Hit per subject, a Hit its HSPs (scores, E-value,
+1-based coordinates, aligned rows); result.to_searchio() and hsp.to_alignment() give
+Biopython's objects. make_db builds a database from FASTA files, open_db opens one (a gblastn
+or BLAST+ database), make_options validates options ahead of a search.
 Heavy modules (numba stages, pycuda) load lazily, on first use.
+
+Options of search and search_iter, with their defaults (a task's own in parentheses):
 """
 
 import os
 
 __version__ = "0.1.0"
 
-__all__ = ["make_db", "open_db", "search", "make_options", "__version__"]
+__all__ = ["search", "search_iter", "QueryResult", "Hit", "HSP", "make_db", "open_db",
+           "make_options", "GblastnError", "__version__"]
 
 
 def _use_gblastn_numba_cache() -> None:
@@ -29,17 +42,30 @@ def _use_gblastn_numba_cache() -> None:
 _use_gblastn_numba_cache()
 
 
+def _add_option_defaults() -> None:
+    global __doc__
+    from .options import describe_defaults
+
+    __doc__ += describe_defaults() + "\n"
+
+
+_add_option_defaults()
+
+# where each public name lives; imported on first use
+_PUBLIC = {"search": "drivers.api", "search_iter": "drivers.api", "QueryResult": "results",
+           "Hit": "results", "HSP": "results", "make_db": "db.writer", "open_db": "db.reader",
+           "make_options": "options", "GblastnError": "errors"}
+
+
 def __getattr__(name):
-    if name == "make_db":
-        from .db.writer import make_db
-        return make_db
-    if name == "open_db":
-        from .db.reader import open_db
-        return open_db
-    if name == "search":
-        from .drivers.api import search
-        return search
-    if name == "make_options":
-        from .options import make_options
-        return make_options
-    raise AttributeError(name)
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'gblastn' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
+
+
+def __dir__():
+    """The public API only (what help(gblastn) documents), not the modules that implement
+    it."""
+    return list(__all__)

@@ -32,6 +32,13 @@ class OutputError(GblastnError):
     exit_code = 4
 
 
+class MissingPackageError(GblastnError, ImportError):
+    """An optional package a feature needs is not installed (Biopython for the API's
+    conversions)."""
+
+    exit_code = 1
+
+
 class GpuUnavailableError(GblastnError):
     """`-device gpu` was asked for but no usable GPU (or pycuda) is present."""
 

@@ -6,7 +6,7 @@ batch and the database and are computed in `gblastn.stats`.
 """
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from .errors import OptionsError
 
@@ -90,15 +90,58 @@ def parse_dust(value: str | None) -> DustOptions | None:
                        linker if 1 <= linker <= 32 else 1)
 
 
+def task_defaults(task: str) -> SearchOptions:
+    """The options of `task` when none is given (blastn 2.12's defaults for it)."""
+    return replace(SearchOptions(task=task), **_PRESETS[task])
+
+
+def option_names() -> tuple:
+    """The keyword of every search option, task first."""
+    return tuple(f.name for f in fields(SearchOptions))
+
+
+def check_option_names(names) -> None:
+    """OptionsError naming the first name that is no option, and the closest that is."""
+    import difflib
+
+    valid = option_names()
+    for name in names:
+        if name not in valid:
+            closest = difflib.get_close_matches(name, valid, n=1, cutoff=0.0)
+            raise OptionsError(f"unknown option {name!r}: did you mean {closest[0]!r}?")
+
+
+def describe_defaults() -> str:
+    """One line per option with its default, and where a task's differs, that task's
+    (the text the Python API's documentation shows)."""
+    first, *others = (task_defaults(task) for task in TASKS)
+    lines = []
+    for name in option_names():
+        line = f"    {name}={_shown(getattr(first, name))}"
+        differing = [f"{o.task}: {_shown(getattr(o, name))}" for o in others
+                     if getattr(o, name) != getattr(first, name)]
+        if name == "task":
+            line += f"  ({', '.join(repr(task) for task in TASKS)})"
+        elif differing:
+            line += f"  ({'; '.join(differing)})"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _shown(value) -> str:
+    if isinstance(value, DustOptions):
+        return f"'{value.level} {value.window} {value.linker}'"
+    return repr(value)
+
+
 def make_options(task: str = "megablast", **overrides) -> SearchOptions:
     """Build validated options from a task preset and overrides (None means 'not given')."""
     if task not in TASKS:
         raise OptionsError(f"unknown task {task!r}: choose one of {', '.join(TASKS)}")
     given = {k: v for k, v in overrides.items() if v is not None}
-    preset = dict(_PRESETS[task])
     if "dust" in given and isinstance(given["dust"], str):
         given["dust"] = parse_dust(given["dust"])
-    options = replace(SearchOptions(task=task), **preset)
+    options = task_defaults(task)
     try:
         options = replace(options, **given)
     except TypeError as exc:

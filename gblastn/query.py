@@ -244,10 +244,93 @@ def _assemble_contexts(joined, query_ends, plus_masks, mask_ends, plus_on, minus
 
 
 def read_queries(source) -> list:
-    """Queries from a FASTA path (or '-'), FASTA text, or a list of Query / sequence strings."""
-    if isinstance(source, list):
-        return [_as_query(item, i) for i, item in enumerate(source)]
-    return list(iter_queries(source))
+    """Every query of `source` (see iter_source_queries), in order."""
+    return list(iter_source_queries(source))
+
+
+def iter_source_queries(source):
+    """The queries of any input the Python API takes, one at a time, in order: a FASTA path
+    (str or os.PathLike, '-' for stdin), FASTA text, a Bio.SeqRecord.SeqRecord, a Query, or
+    an iterable of these or of plain sequence strings (a string in an iterable is a sequence
+    unless it starts with '>'). A query without an id is Query_N, N its place in the whole
+    input, as blastn numbers the queries of its input."""
+    number = 1
+    for item, top_level in _input_items(source):
+        for query in _item_queries(item, top_level, number):
+            number += 1
+            yield query
+
+
+def _input_items(source):
+    """(item, whether it is the whole input) pairs: a whole-input string is a path or FASTA
+    text, while strings in an iterable are sequences (as gblastn.search has taken them)."""
+    import os
+    from collections.abc import Iterable
+
+    single = isinstance(source, (str, os.PathLike, Query)) or _is_seq_record(source)
+    if single or not isinstance(source, Iterable):
+        yield source, True
+    else:
+        for item in source:
+            yield item, False
+
+
+def _item_queries(item, top_level: bool, number: int):
+    import os
+    from .errors import InputError
+
+    if isinstance(item, Query):
+        return [item]
+    if _is_seq_record(item):
+        return [_seq_record_query(item, number)]
+    if isinstance(item, os.PathLike):
+        return iter_queries(os.fspath(item), number)
+    if isinstance(item, str):
+        if top_level or item.lstrip().startswith(">"):
+            return iter_queries(item, number)
+        return [_letters_query(f"Query_{number}", "", item, number)]
+    raise InputError(f"query {number}: a {type(item).__name__} is not a query: give a FASTA "
+                     "path or text, a SeqRecord or a sequence string")
+
+
+def _is_seq_record(item) -> bool:
+    """Whether `item` is a Biopython SeqRecord; Biopython is not imported to find out (a
+    SeqRecord exists only once its module is loaded)."""
+    import sys
+    module = sys.modules.get("Bio.SeqRecord")
+    return module is not None and isinstance(item, module.SeqRecord)
+
+
+def seq_record_title(record) -> str:
+    """The defline Biopython writes for a SeqRecord in FASTA (FastaIO.FastaWriter): the
+    description alone when it starts with the id, else the id and the description."""
+    def clean(text):
+        return str(text or "").replace("\n", " ").replace("\r", " ")
+
+    identifier, description = clean(record.id), clean(record.description)
+    if description and description.split(None, 1)[0] == identifier:
+        return description
+    return f"{identifier} {description}" if description else identifier
+
+
+def _seq_record_query(record, number: int) -> Query:
+    """A SeqRecord read as blastn reads the FASTA that Biopython writes for it."""
+    defline = blast_defline(seq_record_title(record))
+    query_id = defline.split(" ", 1)[0] or f"Query_{number}"
+    return _letters_query(query_id, defline, str(record.seq), number)
+
+
+def _letters_query(query_id: str, defline: str, text: str, number: int) -> Query:
+    from .alphabet import INVALID, encode_blastna
+    from .errors import InputError
+
+    codes = encode_blastna(text)
+    invalid = np.flatnonzero(codes == INVALID)
+    if invalid.size:
+        raise InputError(f"query {number} ({query_id}): invalid character "
+                         f"{text[invalid[0]]!r} in sequence at position {invalid[0] + 1}")
+    lowercase = np.frombuffer(text.encode("ascii"), dtype=np.uint8) >= ord("a")
+    return Query(query_id, defline, codes, lowercase)
 
 
 def iter_queries(source, first_number: int = 1):
@@ -280,19 +363,6 @@ def blast_defline(defline: str) -> str:
     text = defline.split("\r", 1)[0].lstrip(_LEADING_BLANKS)
     control = _CONTROL.search(text, 1)
     return (text if control is None else text[:control.start()]).rstrip(" ")
-
-
-def _as_query(item, index: int) -> Query:
-    if isinstance(item, Query):
-        return item
-    from .alphabet import INVALID, encode_blastna
-    from .errors import InputError
-    text = str(item)
-    codes = encode_blastna(text)
-    if (codes == INVALID).any():
-        raise InputError(f"query {index + 1}: invalid character in sequence")
-    lowercase = np.frombuffer(text.encode(), dtype=np.uint8) >= ord("a")
-    return Query(f"Query_{index + 1}", f"Query_{index + 1}", codes, lowercase)
 
 
 def read_query_list(path: str) -> list:

@@ -1,23 +1,15 @@
-"""The Python API's search (gblastn.search): the serial driver, its stages' pieces on a pool
-of options.num_threads threads."""
+"""The Python API's search (gblastn.search, gblastn.search_iter): the serial driver, its
+stages' pieces on a pool of options.num_threads threads, each query's result made into the
+records of gblastn.results while the database is open."""
 
-from dataclasses import dataclass
+from contextlib import contextmanager
 
-
-@dataclass
-class QueryHits:
-    """The Python API's result for one query: its id, defline and length, and one dict per
-    HSP keyed by tabular column name (see gblastn.output.tabular.hit_records)."""
-
-    query_id: str
-    defline: str
-    length: int
-    hits: list
+DEFAULT_COLUMNS = "std score sstrand qlen slen"
 
 
-def search_queries(queries: list, db, options, backend=None, times=None):
-    """Yield one QueryResult per query, in input order. `backend`: a scan Backend (the CPU's
-    when None); `times`: a StageTimes to count the search's time in."""
+def search_queries(queries, db, options, backend=None, times=None):
+    """Yield (Query, gblastn.hsp.QueryResult) per query, in input order. `backend`: a scan
+    Backend (the CPU's when None); `times`: a StageTimes to count the search's time in."""
     from ..pools import TaskPool
     from ..scan.backend import CPU
     from ..timing import StageTimes
@@ -29,24 +21,58 @@ def search_queries(queries: list, db, options, backend=None, times=None):
         yield from search_results(search, queries, pool)
 
 
-def search(queries, db, columns: str = "std score sstrand qlen slen", backend=None,
-           **options) -> list:
-    """Python API: search queries (a FASTA path, FASTA text, or a list of sequence strings or
-    Query records) against a database (a path or an open Database), with blastn's options as
-    keyword arguments (task="megablast", evalue=1e-5, num_threads=4, ...). Returns one
-    QueryHits per query, in input order."""
-    from ..db.reader import open_db
-    from ..options import make_options
-    from ..output.tabular import hit_records
-    from ..query import read_queries
+def search_iter(queries, db, columns: str = DEFAULT_COLUMNS, backend=None, **options):
+    """Search `queries` against `db` and yield one gblastn.results.QueryResult per query, in
+    input order, as each batch of queries is searched: memory holds one batch's queries
+    and results, whatever the length of the input.
 
+    queries: a FASTA path (str or os.PathLike), FASTA text, a Bio.SeqRecord.SeqRecord, or an
+        iterable of these or of plain sequence strings (a list, a Bio.SeqIO.parse(...)).
+    db: a gblastn or BLAST+ database's name, or a database open_db opened.
+    columns: the tabular columns (blastn's -outfmt 6 keywords) each HSP's `fields` holds.
+    backend: the scan's backend (the CPU's when None).
+    options: blastn's options, as keywords (defaults below, as blastn 2.12's)."""
+    from ..options import check_option_names, make_options
+    from ..query import iter_source_queries
+    from ..results import query_result
+
+    check_option_names(options)
     settings = make_options(**options)
-    own_db = not hasattr(db, "volumes")
-    database = open_db(db) if own_db else db
+    with _opened(db) as (database, name):
+        for query, result in search_queries(iter_source_queries(queries), database, settings,
+                                            backend):
+            yield query_result(query, result, database, name, settings.task, columns)
+
+
+def search(queries, db, columns: str = DEFAULT_COLUMNS, backend=None, **options) -> list:
+    """Search `queries` against `db`: a list of one gblastn.results.QueryResult per query,
+    in input order. search_iter takes the same arguments and yields the same results one
+    query at a time."""
+    return list(search_iter(queries, db, columns, backend, **options))
+
+
+@contextmanager
+def _opened(db):
+    """(the database, its name as reports give it): opened here from a name, and closed
+    after, or as the caller opened it."""
+    from ..db.reader import open_db
+
+    if hasattr(db, "volumes"):
+        yield db, getattr(db, "name", "")
+        return
+    database = open_db(db)
     try:
-        queries = read_queries(queries)
-        return [QueryHits(q.id, q.defline, len(q), hit_records(q, r, database, columns))
-                for q, r in zip(queries, search_queries(queries, database, settings, backend))]
+        yield database, str(db)
     finally:
-        if own_db:
-            database.close()
+        database.close()
+
+
+def _with_option_defaults(function) -> None:
+    from ..options import describe_defaults
+
+    function.__doc__ += "\n\n    Options and their defaults (a task's own in parentheses):\n" + \
+        describe_defaults()
+
+
+_with_option_defaults(search)
+_with_option_defaults(search_iter)

@@ -43,10 +43,11 @@ def search_batch(search, queries: list, first_index: int, pool=INLINE,
 
 
 def search_results(search, queries, pool):
-    """Each query's QueryResult, in input order, batch by batch on `pool`."""
+    """Each query with its QueryResult, in input order, batch by batch on `pool`; `queries`
+    may be any iterable, read a batch at a time."""
     index = 0
     for batch in query_batches(queries, search.options):
-        yield from search_batch(search, batch, index, pool)
+        yield from zip(batch, search_batch(search, batch, index, pool))
         index += len(batch)
 
 

@@ -35,7 +35,7 @@ def test_num_threads_runs_the_gapped_and_traceback_work_on_that_many_threads(cas
     monkeypatch.setattr(engine.Engine, "trace_group",
                         spying("traceback", engine.Engine.trace_group))
     alone = search(query, db, task="megablast", num_threads=1)
-    assert sum(len(q.hits) for q in alone) > 20
+    assert sum(len(q.hsps) for q in alone) > 20
     assert ran == {"gapped": {"MainThread"}, "traceback": {"MainThread"}}
     ran = {"gapped": set(), "traceback": set()}
     assert search(query, db, task="megablast", num_threads=3) == alone

@@ -117,11 +117,11 @@ def test_python_api_returns_typed_hit_records(case):
     import gblastn
 
     results = gblastn.search(case["query"], case["db"], task="megablast", evalue=1e-10)
-    assert [r.query_id for r in results][:2] == ["qs1", "qs2"]
-    hit = results[0].hits[0]
-    assert hit["saccver"] == "subj1" and isinstance(hit["qstart"], int)
-    assert isinstance(hit["evalue"], float) and hit["sstrand"] in ("plus", "minus")
-    assert all(h["evalue"] <= 1e-10 for r in results for h in r.hits)
+    assert [r.id for r in results][:2] == ["qs1", "qs2"]
+    hsp = results[0].hsps[0]
+    assert hsp["saccver"] == "subj1" and isinstance(hsp["qstart"], int)
+    assert isinstance(hsp["evalue"], float) and hsp["sstrand"] in ("plus", "minus")
+    assert all(record["evalue"] <= 1e-10 for r in results for record in r.records)
 
 
 def _has_gpu() -> bool:
