@@ -43,3 +43,115 @@ def test_num_threads_runs_the_gapped_and_traceback_work_on_that_many_threads(cas
     assert ran["gapped"] and ran["gapped"] <= pool | {"MainThread"}
     assert ran["traceback"] and ran["traceback"] <= pool
     assert len(ran["gapped"] | ran["traceback"]) > 1
+
+
+def _hsp_values(results) -> list:
+    """Every HSP's values but the query's id."""
+    return [[(hsp.hit_id, hsp.score, hsp.evalue, hsp.query_start, hsp.query_end, hsp.hit_start,
+              hsp.hit_end, hsp.query_seq, hsp.hit_seq) for hsp in result.hsps]
+            for result in results]
+
+
+def test_a_path_fasta_text_and_seqrecords_give_the_same_results(case):
+    import pathlib
+
+    from Bio import SeqIO
+
+    from gblastn import search
+
+    db, query = case
+    from_path = search(query, db)
+    assert sum(len(result.hsps) for result in from_path) > 20
+    records = list(SeqIO.parse(query, "fasta"))
+    assert search(records, db) == from_path
+    assert search(iter(records), db) == from_path
+    assert search(pathlib.Path(query), db) == from_path
+    with open(query) as handle:
+        assert search(handle.read(), db) == from_path
+    assert search(records[0], db) == from_path[:1]
+    from_strings = search([str(record.seq) for record in records], db)
+    assert [result.id for result in from_strings] == [f"Query_{n}" for n in range(1, 10)]
+    assert _hsp_values(from_strings) == _hsp_values(from_path)
+
+
+def test_seqrecord_deflines_are_those_of_the_fasta_biopython_writes():
+    from Bio.Seq import Seq
+    from Bio.SeqRecord import SeqRecord
+
+    from gblastn.errors import InputError
+    from gblastn.query import read_queries
+
+    records = [SeqRecord(Seq("ACGTacgt"), id="x1", description="x1 two words"),
+               SeqRecord(Seq("ACGT"), id="x2", description="other words"),
+               SeqRecord(Seq("ACGT"), id="x3"),
+               SeqRecord(Seq("ACGT"), id="", description="")]
+    queries = read_queries(records + [">y1 from text\nACGT\n", "ACGT"])
+    assert [(q.id, q.defline) for q in queries] == [
+        ("x1", "x1 two words"), ("x2", "x2 other words"), ("x3", "x3 <unknown description>"),
+        ("Query_4", ""), ("y1", "y1 from text"), ("Query_6", "")]
+    assert queries[0].lowercase.tolist() == [False] * 4 + [True] * 4
+    with pytest.raises(InputError, match=r"query 2 \(bad\): invalid character '\*'"):
+        read_queries([records[1], SeqRecord(Seq("AC*T"), id="bad")])
+    with pytest.raises(InputError, match="a int is not a query"):
+        read_queries([3])
+
+
+def test_search_iter_reads_its_input_a_batch_at_a_time(case, monkeypatch):
+    from Bio import SeqIO
+
+    from gblastn import engine, search, search_iter
+
+    db, query = case
+    monkeypatch.setattr(engine, "query_batch_letters", lambda options: 5_000)
+    pulled = []
+
+    def records():
+        for record in SeqIO.parse(query, "fasta"):
+            pulled.append(record.id)
+            yield record
+
+    results = search_iter(records(), db)
+    assert pulled == []
+    first = next(results)
+    assert first.id == "qs1" and 0 < len(pulled) < 9
+    assert [first, *results] == search(query, db)
+
+
+def test_a_mistyped_option_names_the_closest_one(case):
+    from gblastn import search
+    from gblastn.errors import OptionsError
+
+    db, query = case
+    with pytest.raises(OptionsError, match="unknown option 'evalu': did you mean 'evalue'"):
+        search(query, db, evalu=1e-5)
+    with pytest.raises(OptionsError, match="unknown option 'wordsize': did you mean 'word_size'"):
+        search(query, db, wordsize=11)
+
+
+def test_conversions_without_biopython_name_the_package(case, monkeypatch):
+    import sys
+
+    from gblastn import search
+    from gblastn.errors import MissingPackageError
+
+    db, query = case
+    hsp = search(query, db)[0].hsps[0]
+    for module in ("Bio.SearchIO", "Bio.Align"):
+        monkeypatch.setitem(sys.modules, module, None)  # import fails as without Biopython
+    with pytest.raises(MissingPackageError, match="needs the biopython package"):
+        hsp.to_alignment()
+
+
+def test_help_shows_the_public_api_and_every_option_default():
+    import pydoc
+
+    import gblastn
+    from gblastn.options import option_names
+
+    text = pydoc.render_doc(gblastn, renderer=pydoc.plaintext)
+    functions = text.split("\nFUNCTIONS\n", 1)[1].split("\nDATA\n", 1)[0]
+    assert "search_iter(" in functions and "make_db(" in functions
+    assert "search_queries" not in functions and "SUBMODULES" not in text
+    assert all(f"    {name}=" in text for name in option_names())
+    assert "evalue=10.0" in text and "word_size=28  (blastn: 11; blastn-short: 7)" in text
+    assert "evalue=10.0" in gblastn.search.__doc__
