@@ -138,6 +138,7 @@ def make_options(task: str = "megablast", **overrides) -> SearchOptions:
     """Build validated options from a task preset and overrides (None means 'not given')."""
     if task not in TASKS:
         raise OptionsError(f"unknown task {task!r}: choose one of {', '.join(TASKS)}")
+    check_option_names(overrides)
     given = {k: v for k, v in overrides.items() if v is not None}
     if "dust" in given and isinstance(given["dust"], str):
         given["dust"] = parse_dust(given["dust"])

@@ -289,8 +289,8 @@ def _item_queries(item, top_level: bool, number: int):
         if top_level or item.lstrip().startswith(">"):
             return iter_queries(item, number)
         return [_letters_query(f"Query_{number}", "", item, number)]
-    raise InputError(f"query {number}: a {type(item).__name__} is not a query: give a FASTA "
-                     "path or text, a SeqRecord or a sequence string")
+    raise InputError(f"query {number}: {item!r} ({type(item).__name__}) is not a query: give "
+                     "a FASTA path or text, a SeqRecord or a sequence string")
 
 
 def _is_seq_record(item) -> bool:

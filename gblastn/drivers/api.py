@@ -27,17 +27,25 @@ def search_iter(queries, db, columns: str = DEFAULT_COLUMNS, backend=None, **opt
     and results, whatever the length of the input.
 
     queries: a FASTA path (str or os.PathLike), FASTA text, a Bio.SeqRecord.SeqRecord, or an
-        iterable of these or of plain sequence strings (a list, a Bio.SeqIO.parse(...)).
+        iterable of these or of plain sequence strings (a list, a Bio.SeqIO.parse(...)); in
+        an iterable a string is a sequence unless it starts with '>'.
     db: a gblastn or BLAST+ database's name, or a database open_db opened.
     columns: the tabular columns (blastn's -outfmt 6 keywords) each HSP's `fields` holds.
     backend: the scan's backend (the CPU's when None).
     options: blastn's options, as keywords (defaults below, as blastn 2.12's)."""
-    from ..options import check_option_names, make_options
+    from ..options import make_options
+    from ..output.tabular import TabularFormat
+
+    TabularFormat.parse("6 " + columns)  # an unknown column is refused before the search
+    return _results(queries, db, make_options(**options), columns, backend)
+
+
+def _results(queries, db, settings, columns: str, backend):
+    """search_iter's results; a generator apart, so that bad options are refused at the
+    call, not at the first result."""
     from ..query import iter_source_queries
     from ..results import query_result
 
-    check_option_names(options)
-    settings = make_options(**options)
     with _opened(db) as (database, name):
         for query, result in search_queries(iter_source_queries(queries), database, settings,
                                             backend):

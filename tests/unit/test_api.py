@@ -92,7 +92,7 @@ def test_seqrecord_deflines_are_those_of_the_fasta_biopython_writes():
     assert queries[0].lowercase.tolist() == [False] * 4 + [True] * 4
     with pytest.raises(InputError, match=r"query 2 \(bad\): invalid character '\*'"):
         read_queries([records[1], SeqRecord(Seq("AC*T"), id="bad")])
-    with pytest.raises(InputError, match="a int is not a query"):
+    with pytest.raises(InputError, match=r"query 1: 3 \(int\) is not a query"):
         read_queries([3])
 
 
@@ -118,12 +118,16 @@ def test_search_iter_reads_its_input_a_batch_at_a_time(case, monkeypatch):
 
 
 def test_a_mistyped_option_names_the_closest_one(case):
-    from gblastn import search
+    from gblastn import make_options, search, search_iter
     from gblastn.errors import OptionsError
 
     db, query = case
     with pytest.raises(OptionsError, match="unknown option 'evalu': did you mean 'evalue'"):
         search(query, db, evalu=1e-5)
+    with pytest.raises(OptionsError, match="unknown option 'evalu'"):
+        search_iter(query, db, evalu=1e-5)  # at the call, before any result
+    with pytest.raises(OptionsError, match="unknown option 'strands'"):
+        make_options("blastn", strands="plus")
     with pytest.raises(OptionsError, match="unknown option 'wordsize': did you mean 'word_size'"):
         search(query, db, wordsize=11)
 
