@@ -300,7 +300,7 @@ class TurnsOnce:
 # so far give. Each slice costs a scan call (a GPU launch) and a pass of the ungapped
 # stage's threads: smaller slices hold less and wait more (docs/perf/blastn-gpu-extensions.md).
 SLICE_SEEDS = 1 << 22
-FIRST_SLICE_LETTERS = 1 << 24
+FIRST_SLICE_LETTERS = 1 << 22
 
 
 def sliced_initial_hits(chunks: SubjectChunks, scan, extend) -> "VolumeHits":

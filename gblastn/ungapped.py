@@ -91,6 +91,7 @@ def uses_diag_hash(table: LookupTable) -> bool:
 
 HASH_BUCKETS = 512  # BLAST's DIAGHASH_NUM_BUCKETS
 HASH_PARTS = 64     # the buckets' parts, each extended on its own (a power of two)
+NO_ORDER = np.zeros(0, dtype=np.int64)  # extend_chunks' seeds in their own order
 PARALLEL_SEEDS = 1 << 18  # fewer seeds are extended part after part in the calling thread
 
 
@@ -219,15 +220,16 @@ def extend_approx(sequence, matrix, score_table, packed, byte_off, s_len, q_off,
 
 
 @njit(cache=True, nogil=True)
-def extend_chunks(seed_chunk, seed_q, seed_s, seed_first, chunk_bounds, first_chunk, last_chunk,
+def extend_chunks(seed_order, seed_q, seed_s, seed_first, chunk_bounds, first_chunk, last_chunk,
                   sequence, context_offset, packed, chunk_byte_offset, chunk_length,
                   matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size, use_hash,
                   backbone, cell_diag, cell_level, cell_next, occupancy, hash_offset):
-    """Diagonal bookkeeping and extension for chunks [first_chunk, last_chunk); seeds of
-    chunk c are seed_*[chunk_bounds[c]:chunk_bounds[c + 1]]. Returns the saved hits in
-    processing order with the index of the seed each came from, then the diagonal hash's
-    state for the next call."""
+    """Diagonal bookkeeping and extension for chunks [first_chunk, last_chunk); the seeds of
+    chunk c are seed_*[seed_order[at]] for `at` in chunk_bounds[c]:chunk_bounds[c + 1] (`at`
+    itself when seed_order is empty). Returns the saved hits in processing order with the index of
+    the seed each came from, then the diagonal hash's state for the next call."""
     total_seeds = chunk_bounds[last_chunk] - chunk_bounds[first_chunk]
+    ordered = seed_order.size > 0
     cap = max(16, total_seeds // 8)
     o_chunk = np.empty(cap, dtype=np.int32)
     o_q = np.empty(cap, dtype=np.int32)
@@ -252,7 +254,8 @@ def extend_chunks(seed_chunk, seed_q, seed_s, seed_first, chunk_bounds, first_ch
     for c in range(first_chunk, last_chunk):
         byte_off = chunk_byte_offset[c]
         s_len = np.int64(chunk_length[c])
-        for i in range(chunk_bounds[c], chunk_bounds[c + 1]):
+        for at in range(chunk_bounds[c], chunk_bounds[c + 1]):
+            i = seed_order[at] if ordered else at
             q_off = np.int64(seed_q[i])
             s_off = np.int64(seed_s[i])
             s_first_pos = np.int64(seed_first[i]) + offset
@@ -338,11 +341,11 @@ def extend_chunks(seed_chunk, seed_q, seed_s, seed_first, chunk_bounds, first_ch
 
 
 @njit(cache=True, nogil=True)
-def _by_hash_part(chunk, q_off, s_off, s_first, parts):
-    """The seeds grouped by the part of the diagonal hash their diagonal's bucket is in,
-    each group in seed order: their chunk, q_off, s_off, s_first and index, and where each
-    part's group starts (parts + 1 bounds)."""
-    n = chunk.size
+def _by_hash_part(q_off, s_off, parts):
+    """The seeds' indices grouped by the part of the diagonal hash their diagonal's bucket
+    is in, each group in seed order, and where each part's group starts (parts + 1
+    bounds)."""
+    n = q_off.size
     bounds = np.zeros(parts + 1, dtype=np.int64)
     part = np.empty(n, dtype=np.int64)
     for i in range(n):
@@ -351,20 +354,11 @@ def _by_hash_part(chunk, q_off, s_off, s_first, parts):
     for p in range(parts):
         bounds[p + 1] += bounds[p]
     at = bounds[:parts].copy()
-    out_chunk = np.empty_like(chunk)
-    out_q = np.empty_like(q_off)
-    out_s = np.empty_like(s_off)
-    out_first = np.empty_like(s_first)
-    index = np.empty(n, dtype=np.int64)
+    order = np.empty(n, dtype=np.int64)
     for i in range(n):
-        k = at[part[i]]
-        at[part[i]] = k + 1
-        out_chunk[k] = chunk[i]
-        out_q[k] = q_off[i]
-        out_s[k] = s_off[i]
-        out_first[k] = s_first[i]
-        index[k] = i
-    return out_chunk, out_q, out_s, out_first, index, bounds
+        order[at[part[i]]] = i
+        at[part[i]] += 1
+    return order, bounds
 
 
 def _extend_hash_parts(seeds: Seeds, state: DiagonalHash, run, chunks: int, spread) -> list:
@@ -372,19 +366,14 @@ def _extend_hash_parts(seeds: Seeds, state: DiagonalHash, run, chunks: int, spre
     seeds in their order, the parts run by `spread` when there are many seeds; the hits of
     all parts in the order one pass over every seed finds them."""
     if len(state.parts) == 1:
-        found = run(seeds.chunk, seeds.q_off, seeds.s_off, seeds.s_first, (0, chunks),
-                    state.parts[0])
+        found = run(NO_ORDER, seeds.chunk, (0, chunks), state.parts[0])
         return list(found[:7])
-    chunk, q_off, s_off, s_first, index, bounds = _by_hash_part(
-        seeds.chunk, seeds.q_off, seeds.s_off, seeds.s_first, len(state.parts))
-
+    order, bounds = _by_hash_part(seeds.q_off, seeds.s_off, len(state.parts))
     found = [None] * len(state.parts)
 
     def run_part(p):
-        lo, hi = bounds[p], bounds[p + 1]
-        hits = run(chunk[lo:hi], q_off[lo:hi], s_off[lo:hi], s_first[lo:hi], (0, chunks),
-                   state.parts[p])
-        found[p] = hits[:7] + (index[lo:hi][hits[7]],)
+        part_order = order[bounds[p]:bounds[p + 1]]
+        found[p] = run(part_order, seeds.chunk[part_order], (0, chunks), state.parts[p])
 
     (spread if len(seeds) >= PARALLEL_SEEDS else in_turn)(run_part, len(state.parts))
     seed_of = np.concatenate([f[7] for f in found])
@@ -429,13 +418,15 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
     use_hash = uses_diag_hash(table)
     state = diag_hash if diag_hash is not None else DiagonalHash()
 
-    def run(chunk, q_off, s_off, s_first, rng, part):
+    def run(order, chunk, rng, part):
+        """extend_chunks of the seeds `order` picks (all when it is empty), whose chunks are
+        `chunk`, in chunks rng[0]:rng[1], with the hash `part`."""
         bounds = np.searchsorted(chunk, np.arange(k + 1), side="left").astype(np.int64)
-        out = extend_chunks(chunk, q_off, s_off, s_first, bounds, rng[0], rng[1],
-                            table.sequence, table.context_offset, packed, chunk_byte_offset,
-                            chunk_length, matrix, score_table, *per_ctx, table.word_size,
-                            use_hash, part.backbone, part.cell_diag, part.cell_level,
-                            part.cell_next, part.occupancy, part.offset)
+        out = extend_chunks(order, seeds.q_off, seeds.s_off, seeds.s_first, bounds, rng[0],
+                            rng[1], table.sequence, table.context_offset, packed,
+                            chunk_byte_offset, chunk_length, matrix, score_table, *per_ctx,
+                            table.word_size, use_hash, part.backbone, part.cell_diag,
+                            part.cell_level, part.cell_next, part.occupancy, part.offset)
         (part.backbone, part.cell_diag, part.cell_level, part.cell_next, part.occupancy,
          part.offset) = out[8:]
         return out[:8]
@@ -444,12 +435,10 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
         fields = _extend_hash_parts(seeds, state, run, k, spread)
     else:
         ranges = _split_chunks(chunk_length, 4 * num_threads) if num_threads > 1 else [(0, k)]
-        every = (seeds.chunk, seeds.q_off, seeds.s_off, seeds.s_first)
-
         parts = [None] * len(ranges)
 
         def run_range(r):
-            parts[r] = run(*every, ranges[r], HashPart())  # the array's calls carry no hash
+            parts[r] = run(NO_ORDER, seeds.chunk, ranges[r], HashPart())  # no hash to carry
 
         spread(run_range, len(ranges))
         fields = [np.concatenate([p[i] for p in parts]) for i in range(7)]
