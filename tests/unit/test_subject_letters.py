@@ -60,7 +60,7 @@ def test_traceback_reads_only_its_subject_spans(long_subjects, monkeypatch, task
     db, queries = long_subjects
     columns = "std score qlen slen"
     whole = search("".join(queries), db, columns, task=task)
-    assert sum(len(q.hits) for q in whole) > 30
+    assert sum(len(q.hsps) for q in whole) > 30
     _poisoned_outside_spans(monkeypatch)
     assert search("".join(queries), db, columns, task=task) == whole
 
