@@ -525,6 +525,11 @@ class OrdinalAccess:
         for volume in self.volumes:
             volume.close()
 
+    def abandon(self) -> None:
+        """What the process does with the database when it ends after a failure or an
+        interrupt, while other threads may still read the volumes' mapped pages: nothing
+        (unmapping them would crash those threads)."""
+
     def __enter__(self):
         return self
 

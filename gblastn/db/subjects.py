@@ -47,3 +47,7 @@ class SubjectDatabase(Database):
     def close(self) -> None:
         super().close()
         shutil.rmtree(self._folder, ignore_errors=True)
+
+    def abandon(self) -> None:
+        """The temporary folder goes (its files stay mapped until the process ends)."""
+        shutil.rmtree(self._folder, ignore_errors=True)

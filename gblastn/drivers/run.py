@@ -71,7 +71,6 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
     from ..output.formats import output_format
     from ..scan.backend import CPU
     from ..timing import StageTimes
-    from . import Search
 
     settings = settings or RunSettings()
     times = times or StageTimes()
@@ -84,15 +83,30 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
     with OutputFiles(paths, made_folders) as outputs:
         with times.stage("database load"):
             db = open_db(db_path)
-        with db:
-            if settings.compile_stages is not None:
-                settings.compile_stages()
-            search = Search(db, options, times, backend or CPU)
-            loader = _preload(search)
-            try:
-                return _search_all(search, files, fmt, output, settings, outputs)
-            finally:
-                loader.join()  # the volume's memory must outlive the copy
+        try:
+            searched = _search_with(db, options, times, backend or CPU, files, fmt, output,
+                                    settings, outputs)
+        except BaseException:
+            # threads still inside compiled calls may read the volumes' mapped pages:
+            # closing the database unmapped them, which crashed the process before its
+            # outputs' temporary files were removed
+            db.abandon()
+            raise
+        db.close()
+        return searched
+
+
+def _search_with(db, options, times, backend, files, fmt, output, settings, outputs) -> int:
+    from . import Search
+
+    if settings.compile_stages is not None:
+        settings.compile_stages()
+    search = Search(db, options, times, backend)
+    loader = _preload(search)
+    try:
+        return _search_all(search, files, fmt, output, settings, outputs)
+    finally:
+        loader.join()  # the volume's memory must outlive the copy
 
 
 def output_paths(output: OutputSpec, files: list) -> list:
