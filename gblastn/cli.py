@@ -286,9 +286,11 @@ def search_command(
     limits = report_limits(outfmt, max_target_seqs, num_descriptions, num_alignments,
                            line_length, warn=lambda text: print(text, file=sys.stderr))
 
+    from .pools import beside
+
     times = StageTimes()
     # the GPU's set-up (pycuda, its context) runs while options, files and database are read
-    backend = _in_background(select_backend, device, gpu_id, times)
+    backend = beside(select_backend, device, gpu_id, times)
     files = query_files(query, query_list)
     compile_stages = stages_before_search(task, device, word_size, _query_bytes(files), backend)
     options = make_options(
@@ -341,23 +343,6 @@ def _query_bytes(files: list) -> int | None:
         return None
 
 
-def _in_background(function, *args):
-    """function(*args) in a daemon thread; returns its Future."""
-    import threading
-    from concurrent.futures import Future
-
-    future = Future()
-
-    def run():
-        try:
-            future.set_result(function(*args))
-        except BaseException as exc:  # noqa: BLE001 - re-raised by future.result()
-            future.set_exception(exc)
-
-    threading.Thread(target=run, name="gblastn-device", daemon=True).start()
-    return future
-
-
 def _parse_bool(flag: str, value: str | None) -> bool | None:
     if value is None:
         return None
@@ -383,7 +368,9 @@ def warmup_command(
     tasks = TASKS if task == "all" else (task,)
     if any(name not in TASKS for name in tasks):
         raise OptionsError(f"-task {task}: use megablast, blastn, blastn-short or all")
-    backend = _in_background(select_backend, device, gpu_id)
+    from .pools import beside
+
+    backend = beside(select_backend, device, gpu_id)
     for name in tasks:
         started = time.perf_counter()
         if is_compiled(name, device):
