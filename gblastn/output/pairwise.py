@@ -15,6 +15,7 @@ import numpy as np
 
 from .alignments import shown_hsps
 from .statistics import query_statistics
+from .tabular import format_bitscore
 from .xml import query_definition
 
 PROGRAM_VERSION = "BLASTN 2.12.0+"
@@ -114,14 +115,6 @@ def evalue_text(evalue: float) -> str:
     if evalue < 10.0:
         return "%2.1f" % evalue
     return "%2.0f" % evalue
-
-
-def bits_text(bits: float) -> str:
-    if bits > 99999:
-        return "%5.3e" % bits
-    if bits > 99.9:
-        return "%3d" % int(bits)
-    return "%4.1f" % bits
 
 
 def percent(numerator: int, denominator: int) -> int:
@@ -245,7 +238,7 @@ class PairwiseReport:
     def _descriptions(self, shown: list, db) -> str:
         if not shown:
             return "\n"
-        scores = [(bits_text(hsps[0].bitscore), evalue_text(hsps[0].evalue))
+        scores = [(format_bitscore(hsps[0].bitscore), evalue_text(hsps[0].evalue))
                   for _, hsps in shown]
         score_width = max([len("(Bits)")] + [len(bits) for bits, _ in scores])
         evalue_width = max([len("Value")] + [len(evalue) for _, evalue in scores])
@@ -285,7 +278,7 @@ class PairwiseReport:
 
     def _hsp(self, hsp, masked: np.ndarray) -> str:
         length, matches, gaps = hsp.length, hsp.identities, hsp.gaps
-        parts = [f" Score = {bits_text(hsp.bitscore)} bits ({hsp.score}),  "
+        parts = [f" Score = {format_bitscore(hsp.bitscore)} bits ({hsp.score}),  "
                  f"Expect = {evalue_text(hsp.evalue)}\n",
                  f" Identities = {matches}/{length} ({percent(matches, length)}%), "
                  f"Gaps = {gaps}/{length} ({percent(gaps, length)}%)\n",
