@@ -77,3 +77,16 @@ def gblastn_output(data: dict, query: str, db: str, task: str, outfmt: str,
     with open(out, encoding="utf-8", errors="surrogateescape") as handle:
         return handle.read()
 
+
+# the cases each report is compared on: (database, query set, search options)
+REPORT_CASES = {
+    "small": ("example", "small", {}),
+    "multi_with_no_hits": ("example", "multi", {}),
+    "no_hits": ("example", "nohit", {}),
+    "query_without_letters": ("example", "empty", {}),
+    "large": ("example", "large", {}),
+    "many_subjects": ("generated", "generated", {}),
+    "minus_strand_hard_masking": ("generated", "generated",
+                                  {"strand": "minus", "soft_masking": False}),
+}
+NO_HITS = ("no_hits", "query_without_letters")  # the cases where blastn finds nothing

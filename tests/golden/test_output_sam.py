@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from golden import needs_blast
-from report_golden import blastn_output, example_data, gblastn_output
+from report_golden import NO_HITS, REPORT_CASES, blastn_output, example_data, gblastn_output
 
 from gblastn.options import make_options
 from gblastn.output.alignments import ShownHsp
@@ -46,17 +46,7 @@ def data(tmp_path_factory):
     return example_data(tmp_path_factory.mktemp("sam"))
 
 
-CASES = {
-    "small": ("example", "small", {}),
-    "multi_with_no_hits": ("example", "multi", {}),
-    "no_hits": ("example", "nohit", {}),
-    "query_without_letters": ("example", "empty", {}),
-    "large": ("example", "large", {}),
-    "many_subjects": ("generated", "generated", {}),
-    "minus_strand_hard_masking": ("generated", "generated",
-                                  {"strand": "minus", "soft_masking": False}),
-}
-NO_HITS = ("no_hits", "query_without_letters")
+CASES = REPORT_CASES
 WORDS = ["", "SQ", "SR", "SR SQ"]
 
 

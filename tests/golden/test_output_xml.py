@@ -6,7 +6,7 @@ import io
 import pytest
 
 from golden import needs_blast
-from report_golden import blastn_output, example_data, gblastn_output
+from report_golden import NO_HITS, REPORT_CASES, blastn_output, example_data, gblastn_output
 
 from gblastn.output.xml import escape, filter_string, six_digits
 from gblastn.options import make_options
@@ -32,17 +32,7 @@ def data(tmp_path_factory):
     return example_data(tmp_path_factory.mktemp("xml"))
 
 
-CASES = {
-    "small": ("example", "small", {}),
-    "multi_with_no_hits": ("example", "multi", {}),
-    "no_hits": ("example", "nohit", {}),
-    "query_without_letters": ("example", "empty", {}),
-    "large": ("example", "large", {}),
-    "many_subjects": ("generated", "generated", {}),
-    "minus_strand_hard_masking": ("generated", "generated",
-                                  {"strand": "minus", "soft_masking": False}),
-}
-NO_HITS = ("no_hits", "query_without_letters")
+CASES = REPORT_CASES
 
 
 def _flags(options: dict) -> list:
