@@ -223,6 +223,17 @@ def test_whole_volume_hits_keep_the_diagonal_hash_in_database_order(case, monkey
                                   make_options("megablast"), StageTimes()).table
         assert ungapped.uses_diag_hash(table)
     reference = search(volumes, "serial", 1, "serial-volumes.out")
+    extended = _counting_extensions(monkeypatch)
+    backend = WholeVolumeScans()
+    assert search(volumes, "pipeline", 8, "whole-volume-hits.out", backend) == reference
+    # each volume scanned and extended once, though 8 threads cut it into many jobs
+    assert backend.calls == len(extended) == len(db.volumes)
+
+
+def _counting_extensions(monkeypatch) -> list:
+    """The seed counts of every call of the ungapped stage, as a list that grows with them."""
+    from gblastn import ungapped
+
     extended = []
     real = ungapped.extend_seeds
 
@@ -231,10 +242,7 @@ def test_whole_volume_hits_keep_the_diagonal_hash_in_database_order(case, monkey
         return real(seeds, *args)
 
     monkeypatch.setattr(ungapped, "extend_seeds", spy)
-    backend = WholeVolumeScans()
-    assert search(volumes, "pipeline", 8, "whole-volume-hits.out", backend) == reference
-    # each volume scanned and extended once, though 8 threads cut it into many jobs
-    assert backend.calls == len(extended) == len(db.volumes)
+    return extended
 
 
 def test_volumes_scanned_and_extended_in_slices_give_identical_output(case, monkeypatch):
@@ -244,14 +252,7 @@ def test_volumes_scanned_and_extended_in_slices_give_identical_output(case, monk
     from gblastn import engine, ungapped
 
     reference = search(case, "serial", 1, "serial-unsliced.out")
-    extended = []
-    real = ungapped.extend_seeds
-
-    def spy(seeds, *args):
-        extended.append(len(seeds))
-        return real(seeds, *args)
-
-    monkeypatch.setattr(ungapped, "extend_seeds", spy)
+    extended = _counting_extensions(monkeypatch)
     monkeypatch.setattr(engine, "FIRST_SLICE_LETTERS", 1)
     for seeds_per_slice in (1, 200):
         monkeypatch.setattr(engine, "SLICE_SEEDS", seeds_per_slice)
