@@ -249,7 +249,7 @@ def test_volumes_scanned_and_extended_in_slices_give_identical_output(case, monk
     """A volume is scanned and extended slice after slice (bounded memory); with slices of
     one chunk, or as many letters as a few seeds need, the output is the same in every
     mode, the diagonal hash seeing the slices in database order."""
-    from gblastn import engine, ungapped
+    from gblastn import engine
 
     reference = search(case, "serial", 1, "serial-unsliced.out")
     extended = _counting_extensions(monkeypatch)
