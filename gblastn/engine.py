@@ -20,6 +20,9 @@ Call hierarchy (each stage its own module):
         initial_hits -> VolumeGapped
           subject_chunks                 (here)         subjects cut in 5,000,000-letter chunks
           find_seeds                     scan/          scan + lookup + mini-extension (CPU or GPU)
+            -> ScannedSeeds                             on a GPU with every seed's ungapped
+                                                        extension made ahead (extended_seeds,
+                                                        cuda/ungapped.cu)
           extend_seeds                   ungapped.py    diagonal bookkeeping, ungapped X-drop
           extensions_ahead               (here)         on a GPU: every hit's score-only gapped
             -> ExtensionsAhead                          extension at once (cuda/greedy.cu,
@@ -46,7 +49,7 @@ order, so the jobs take turns at the ungapped stage, once per volume: TurnsOnce)
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -55,6 +58,10 @@ from .options import SearchOptions
 from .pools import INLINE, beside, on_threads, runs_of
 from .scan.backend import Backend, BackendPlan, Capabilities, SubjectBuffer
 from .timing import StageTimes
+
+if TYPE_CHECKING:
+    from .scan import Seeds
+    from .ungapped import UngappedAhead
 
 MAX_DBSEQ_LEN = 5_000_000      # BLAST searches longer subjects in chunks of this many letters
 DBSEQ_CHUNK_OVERLAP = 100      # ... overlapping by this much
@@ -294,6 +301,25 @@ class TurnsOnce:
         return self.held.__exit__(*exc)
 
 
+@dataclass
+class ScannedSeeds:
+    """A scan's seeds, with their ungapped extensions when the backend made them ahead
+    (ungapped.UngappedAhead)."""
+
+    seeds: "Seeds"
+    ahead: "UngappedAhead | None" = None
+
+    def __len__(self) -> int:
+        return len(self.seeds)
+
+    def of_chunks(self, first: int, end: int) -> "ScannedSeeds":
+        """The seeds of chunks [first, end), renumbered from 0, with their extensions."""
+        if self.ahead is None:
+            return ScannedSeeds(self.seeds.of_chunks(first, end))
+        lo, hi = np.searchsorted(self.seeds.chunk, [first, end])
+        return ScannedSeeds(self.seeds.of_chunks(first, end), self.ahead.span(lo, hi))
+
+
 # A volume's chunks are scanned and extended in slices, in order, each aimed at SLICE_SEEDS
 # seeds (20 bytes each), so that the seeds of a whole volume are never held at once; the
 # first slice has FIRST_SLICE_LETTERS letters, later ones as many as the seeds per letter
@@ -412,7 +438,7 @@ class Engine:
         per volume: the scan's at the first slice's scan, the ungapped stage's from the
         first slice's extension to the last's (TurnsOnce)."""
         from .gapped import hit_contexts
-        from .ungapped import extend_seeds
+        from .ungapped import extend_seeds, ungapped_rules
 
         subject_buffer = self.buffers.of(volume)
         buffer = subject_buffer.packed
@@ -428,18 +454,24 @@ class Engine:
         turns = TurnsOnce(scan_turn, ungapped_turn)
         spread = on_threads(threads)
 
-        def scan(part):
-            with turns.first_scan(), self.times.stage("scan"):
-                return backend.find_seeds(table, subject_buffer, part.byte_offset, part.length,
-                                          threads, spread)
+        rules = ungapped_rules(stats.ungapped_xdrop, stats.reduced_cutoff, options.reward,
+                               options.penalty) if self.backend_plan.ungapped_ahead else None
 
-        def extend(seeds, part) -> VolumeHits:
+        def scan(part) -> ScannedSeeds:
+            with turns.first_scan(), self.times.stage("scan"):
+                if rules is not None:
+                    return ScannedSeeds(*backend.extended_seeds(
+                        table, subject_buffer, part.byte_offset, part.length, rules))
+                return ScannedSeeds(backend.find_seeds(table, subject_buffer, part.byte_offset,
+                                                       part.length, threads, spread))
+
+        def extend(scanned: ScannedSeeds, part) -> VolumeHits:
             turns.enter_ungapped()
             with self.times.stage("ungapped"):
-                hits = extend_seeds(seeds, table, buffer, part.byte_offset, part.length,
+                hits = extend_seeds(scanned.seeds, table, buffer, part.byte_offset, part.length,
                                     stats.ungapped_xdrop, stats.ungapped_cutoff,
                                     stats.reduced_cutoff, options.reward, options.penalty,
-                                    threads, plan.diag_hash, spread)
+                                    threads, plan.diag_hash, spread, scanned.ahead)
             return VolumeHits(hits, self.extensions_ahead(hits, part, subject_buffer, plan))
 
         def initial_hits(part) -> VolumeHits:

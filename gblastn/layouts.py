@@ -26,6 +26,14 @@ SEED_S_FIRST = 3  # seed start before s_TypeOfWord slid it right
 SEED_HIT_S = 4    # subject offset of the w-mer hit that produced the seed
 SEED_FIELDS = 5
 
+# -- each seed's ungapped extension made ahead (ungapped.cu's ungapped_seeds;
+# gblastn.ungapped.UngappedAhead): UNGAPPED_FIELDS int32 rows, one column per seed ----------
+UNGAPPED_Q_START = 0  # concatenated query offset of the ungapped alignment's start
+UNGAPPED_S_START = 1  # chunk-relative subject start
+UNGAPPED_LENGTH = 2
+UNGAPPED_SCORE = 3    # raw ungapped score
+UNGAPPED_FIELDS = 4
+
 # keys one block of seeds.cu's bitonic_local sorts in shared memory (SORT_LOCAL / 2 threads);
 # the host pads what it sorts to a power of two of at least this many
 SORT_LOCAL = 1024

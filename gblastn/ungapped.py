@@ -23,6 +23,11 @@ The diagonal array has no such effect (its aliasing of diagonals never rejects a
 one-hit mode, and BLAST's offset trick amounts to a fresh array per chunk), so array searches
 may extend chunks in any order and in parallel.
 
+An extension depends only on its seed (and its context's X-drop and reduced cutoff), not on
+the diagonal array or hash, which only decide which seeds are extended. A GPU therefore
+extends every seed ahead (cuda/ungapped.cu, UngappedAhead), and the in-order pass here keeps
+its bookkeeping and looks the extensions up instead of making them.
+
 Coordinates: query offsets are ours (concatenated, = BLAST's + 1); subject offsets are
 chunk-relative.
 """
@@ -33,6 +38,8 @@ import numpy as np
 
 from .alphabet import score_matrix
 from .arrays import grown
+from .layouts import UNGAPPED_FIELDS, UNGAPPED_LENGTH, UNGAPPED_Q_START, UNGAPPED_S_START, \
+    UNGAPPED_SCORE
 from .lookup import LookupTable
 from .numba_start import njit
 from .pools import in_turn
@@ -62,6 +69,43 @@ class InitialHits:
         return InitialHits(self.chunk[lo:hi] - np.int32(first), self.q_start[lo:hi],
                            self.s_start[lo:hi], self.length[lo:hi], self.score[lo:hi],
                            self.seed_q[lo:hi], self.seed_s[lo:hi])
+
+
+@dataclass
+class UngappedAhead:
+    """Every seed's ungapped extension, made before the in-order pass (on a GPU):
+    int32 rows [UNGAPPED_FIELDS, seeds], column i the extension of seed i whether or not
+    the diagonal bookkeeping lets BLAST make it."""
+
+    rows: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.rows.shape[1])
+
+    def span(self, lo: int, hi: int) -> "UngappedAhead":
+        return UngappedAhead(self.rows[:, lo:hi])
+
+
+NOTHING_AHEAD = np.zeros((UNGAPPED_FIELDS, 0), dtype=np.int32)
+
+
+@dataclass(frozen=True)
+class UngappedRules:
+    """What an extension of a seed depends on besides the seed, as a device reads it: int32
+    per context the raw X-drop and the reduced cutoff (past which the approximate extension
+    is redone exactly), the blastna score matrix (16 x 16) and nucl_score_table (256)."""
+
+    xdrop: np.ndarray
+    reduced_cutoff: np.ndarray
+    matrix: np.ndarray
+    score_table: np.ndarray
+
+
+def ungapped_rules(ungapped_xdrop, reduced_cutoff, reward: int, penalty: int) -> UngappedRules:
+    as32 = [np.ascontiguousarray(a, dtype=np.int32) for a in
+            (ungapped_xdrop, reduced_cutoff, score_matrix(reward, penalty),
+             nucl_score_table(reward, penalty))]
+    return UngappedRules(*as32)
 
 
 def joined_initial_hits(parts: list) -> InitialHits:
@@ -220,16 +264,19 @@ def extend_approx(sequence, matrix, score_table, packed, byte_off, s_len, q_off,
 
 
 @njit(cache=True, nogil=True)
-def extend_chunks(seed_order, seed_q, seed_s, seed_first, chunk_bounds, first_chunk, last_chunk,
+def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, first_chunk,
+                  last_chunk,
                   sequence, context_offset, packed, chunk_byte_offset, chunk_length,
                   matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size, use_hash,
                   backbone, cell_diag, cell_level, cell_next, occupancy, hash_offset):
     """Diagonal bookkeeping and extension for chunks [first_chunk, last_chunk); the seeds of
     chunk c are seed_*[seed_order[at]] for `at` in chunk_bounds[c]:chunk_bounds[c + 1] (`at`
-    itself when seed_order is empty). Returns the saved hits in processing order with the index of
+    itself when seed_order is empty). `ahead`: UngappedAhead's rows, the seeds' extensions made
+    already (none: empty rows). Returns the saved hits in processing order with the index of
     the seed each came from, then the diagonal hash's state for the next call."""
     total_seeds = chunk_bounds[last_chunk] - chunk_bounds[first_chunk]
     ordered = seed_order.size > 0
+    made = ahead.shape[1] > 0
     cap = max(16, total_seeds // 8)
     o_chunk = np.empty(cap, dtype=np.int32)
     o_q = np.empty(cap, dtype=np.int32)
@@ -275,7 +322,10 @@ def extend_chunks(seed_order, seed_q, seed_s, seed_first, chunk_bounds, first_ch
                 continue
             s_end_pos = s_off + word_size + offset
             ctx = context_of(context_offset, q_off)
-            if exact_only:
+            if made:
+                qs, ss = np.int64(ahead[UNGAPPED_Q_START, i]), np.int64(ahead[UNGAPPED_S_START, i])
+                ln, sc = np.int64(ahead[UNGAPPED_LENGTH, i]), np.int64(ahead[UNGAPPED_SCORE, i])
+            elif exact_only:
                 qs, ss, ln, sc = extend_exact(sequence, matrix, packed, byte_off, s_len,
                                               q_off, s_off, xdrop[ctx])
             else:
@@ -395,7 +445,7 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
                  ungapped_xdrop: np.ndarray, ungapped_cutoff: np.ndarray,
                  reduced_cutoff: np.ndarray, reward: int, penalty: int,
                  num_threads: int = 1, diag_hash: DiagonalHash | None = None,
-                 spread=None) -> InitialHits:
+                 spread=None, ahead: UngappedAhead | None = None) -> InitialHits:
     """Ungapped extension of all seeds (as ``find_seeds`` returns them).
 
     ``ungapped_xdrop``, ``ungapped_cutoff``, ``reduced_cutoff``: int32 per context (raw X > 0,
@@ -404,7 +454,8 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
     (chunks then run in order, each part of the hash's buckets on its own); a fresh one is
     used when it is None. The pieces (the hash's parts; else 4 * num_threads groups of
     chunks when num_threads > 1) are run by `spread` (pools.on_threads; one after the other
-    without it).
+    without it). `ahead`: the seeds' extensions made already (UngappedAhead), looked up
+    instead of made.
     """
     spread = spread or in_turn
     packed = np.ascontiguousarray(packed, dtype=np.uint8)
@@ -417,13 +468,14 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
                (ungapped_xdrop, ungapped_cutoff, reduced_cutoff)]
     use_hash = uses_diag_hash(table)
     state = diag_hash if diag_hash is not None else DiagonalHash()
+    made = NOTHING_AHEAD if ahead is None else np.ascontiguousarray(ahead.rows, dtype=np.int32)
 
     def run(order, chunk, rng, part):
         """extend_chunks of the seeds `order` picks (all when it is empty), whose chunks are
         `chunk`, in chunks rng[0]:rng[1], with the hash `part`."""
         bounds = np.searchsorted(chunk, np.arange(k + 1), side="left").astype(np.int64)
-        out = extend_chunks(order, seeds.q_off, seeds.s_off, seeds.s_first, bounds, rng[0],
-                            rng[1], table.sequence, table.context_offset, packed,
+        out = extend_chunks(order, seeds.q_off, seeds.s_off, seeds.s_first, made, bounds,
+                            rng[0], rng[1], table.sequence, table.context_offset, packed,
                             chunk_byte_offset, chunk_length, matrix, score_table, *per_ctx,
                             table.word_size, use_hash, part.backbone, part.cell_diag,
                             part.cell_level, part.cell_next, part.occupancy, part.offset)

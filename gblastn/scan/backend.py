@@ -8,6 +8,8 @@ attributes):
 
 * ``scans_whole_volumes``: one call per volume is cheaper than one per part of it (a GPU
   call has a fixed cost), so the drivers share one scan among a volume's jobs;
+* ``ungapped_ahead``: with the seeds it makes every seed's ungapped extension ahead of the
+  ungapped stage's in-order pass (``extended_seeds``);
 * ``greedy_ahead``: it makes the initial hits' score-only greedy extensions ahead of the
   gapped stage (``greedy_extensions``; linear gap costs only);
 * ``dp_ahead``: it makes their score-only X-drop DP extensions ahead (``dp_extensions``;
@@ -31,6 +33,7 @@ import numpy as np
 @dataclass(frozen=True)
 class Capabilities:
     scans_whole_volumes: bool = False
+    ungapped_ahead: bool = False
     greedy_ahead: bool = False
     dp_ahead: bool = False
     tails_ahead: bool = False
@@ -64,6 +67,10 @@ class Backend:
     def find_seeds(self, table, subjects: SubjectBuffer, chunk_byte_offset: np.ndarray,
                    chunk_length: np.ndarray, num_threads: int = 1, spread=None):
         raise NotImplementedError
+
+    def extended_seeds(self, table, subjects: SubjectBuffer, chunk_byte_offset: np.ndarray,
+                       chunk_length: np.ndarray, rules) -> tuple:
+        raise NotImplementedError(f"the {self.name} backend makes no ungapped extensions")
 
     def greedy_extensions(self, subjects: SubjectBuffer, chunk_byte_offset, chunk_length,
                           hit_chunk, hit_q_start, hit_s_start, hit_length, hit_context, batch,
@@ -113,6 +120,7 @@ class BackendPlan:
 
     backend: Backend
     scans_whole_volumes: bool
+    ungapped_ahead: bool
     greedy_ahead: bool
     dp_ahead: bool
     tails_ahead: bool
@@ -121,5 +129,6 @@ class BackendPlan:
     def resolve(cls, backend: Backend, options) -> "BackendPlan":
         caps = backend.capabilities
         linear_greedy = options.greedy and options.gapopen == 0 and options.gapextend == 0
-        return cls(backend, caps.scans_whole_volumes, caps.greedy_ahead and linear_greedy,
+        return cls(backend, caps.scans_whole_volumes, caps.ungapped_ahead,
+                   caps.greedy_ahead and linear_greedy,
                    caps.dp_ahead and not options.greedy, caps.tails_ahead and linear_greedy)

@@ -33,9 +33,10 @@ from ..cuda_context import close_device_files, page_locked_buffer, reset_primary
     retain_primary_context
 from ..errors import GpuUnavailableError
 from ..layouts import GAPPED_FIELDS, HSP_FIELDS, SCRIPT_RUNS, SEED_FIELDS, SORT_LOCAL, \
-    STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, kernel_defines
+    STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, UNGAPPED_FIELDS, kernel_defines
 from ..lookup import LookupTable
 from ..timing import StageTimes
+from ..ungapped import NOTHING_AHEAD, UngappedAhead, UngappedRules
 from . import Seeds
 from .backend import Backend, Capabilities, SubjectBuffer
 from .cpu import choose_extend
@@ -55,6 +56,7 @@ GREEDY_ROW_CELLS = 256     # diagonals per distance a greedy.cu warp keeps
 # leaves them to the CPU, one thread each.
 TAIL_MAX_DISTANCE = 1000
 HIT_MAX_DISTANCE = 1 << 62
+UNGAPPED_THREADS = 128     # seeds per block of ungapped.cu's kernel (a thread each)
 DP_THREADS = 128           # hits per block of dynprog.cu's kernel (a thread each)
 DP_BAND_COLUMNS = 128      # columns of a DP extension's band on the GPU (a wider one: the CPU)
 # Cells a DP extension computes on the GPU before it is left to the CPU: most long
@@ -222,8 +224,9 @@ class GpuBackend(Backend):
 
     name = "gpu"
     # one scan per volume (each call has a fixed cost); the volumes stay on the device
-    capabilities = Capabilities(scans_whole_volumes=True, greedy_ahead=True, dp_ahead=True,
-                                tails_ahead=True, preloads=True, retires=True)
+    capabilities = Capabilities(scans_whole_volumes=True, ungapped_ahead=True,
+                                greedy_ahead=True, dp_ahead=True, tails_ahead=True,
+                                preloads=True, retires=True)
 
     def __init__(self, gpu_id: int = 0, hit_capacity: int = 1 << 20,
                  seed_capacity: int = 1 << 20, max_group_probes: int = 1 << 32,
@@ -531,11 +534,21 @@ class GpuBackend(Backend):
                    num_threads: int = 1, spread=None) -> Seeds:
         """Seeds identical to ``gblastn.scan.cpu.find_seeds`` (num_threads and spread are
         ignored)."""
+        return self._seeds(table, subjects, chunk_byte_offset, chunk_length, None)[0]
+
+    def extended_seeds(self, table: LookupTable, subjects: SubjectBuffer,
+                       chunk_byte_offset: np.ndarray, chunk_length: np.ndarray,
+                       rules: UngappedRules) -> tuple:
+        """find_seeds' seeds, and every seed's ungapped extension (cuda/ungapped.cu) as
+        ungapped.extend_chunks would make it under `rules`: (Seeds, UngappedAhead)."""
+        return self._seeds(table, subjects, chunk_byte_offset, chunk_length, rules)
+
+    def _seeds(self, table, subjects, chunk_byte_offset, chunk_length, rules) -> tuple:
         chunk_byte_offset = np.ascontiguousarray(chunk_byte_offset, dtype=np.int64)
         chunk_length = np.ascontiguousarray(chunk_length, dtype=np.int32)
         probes = probe_counts(chunk_length, table.width, table.scan_step)
         if int(probes.sum()) == 0:
-            return Seeds.empty()
+            return Seeds.empty(), UngappedAhead(NOTHING_AHEAD)
         rank_bits = max(1, int(table.sequence.size).bit_length())
         max_probes = min(self.max_group_probes, (1 << (63 - rank_bits)) - 1)
         self.stats = {"hits": 0, "seeds": 0, "hit_grows": 0, "seed_grows": 0}
@@ -543,14 +556,45 @@ class GpuBackend(Backend):
             mod = self.module(variant_defines(table))
             dev_packed = self.resident_volume(subjects)
             tab = self.resident_table(table)
-            parts = []
-            for first, last in launch_groups(probes, max_probes):
-                parts.append(self._group(mod, table, tab, dev_packed, subjects.packed.size,
-                                         chunk_byte_offset[first:last],
-                                         chunk_length[first:last], probes[first:last], first,
-                                         rank_bits))
-        rows = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
-        return Seeds(*(np.ascontiguousarray(rows[i]) for i in range(SEED_FIELDS)))
+            inputs = [] if rules is None else \
+                [self.upload(a.ravel()) for a in (rules.xdrop, rules.reduced_cutoff,
+                                                  rules.matrix, rules.score_table)]
+            try:
+                extend = None if rules is None else \
+                    self._ungapped_launch(table, tab, dev_packed, subjects.packed.size, inputs)
+                parts = []
+                for first, last in launch_groups(probes, max_probes):
+                    parts.append(self._group(mod, table, tab, dev_packed, subjects.packed.size,
+                                             chunk_byte_offset[first:last],
+                                             chunk_length[first:last], probes[first:last],
+                                             first, rank_bits, extend))
+            finally:
+                for alloc in inputs:
+                    alloc.free()
+        rows = np.concatenate([p[0] for p in parts], axis=1) if len(parts) > 1 else parts[0][0]
+        ahead = np.concatenate([p[1] for p in parts], axis=1) if len(parts) > 1 else parts[0][1]
+        seeds = Seeds(*(np.ascontiguousarray(rows[i]) for i in range(SEED_FIELDS)))
+        return seeds, UngappedAhead(ahead)
+
+    def _ungapped_launch(self, table, tab, dev_packed, packed_size, rules: list):
+        """A function of (device seed rows, their count, the group's first chunk, its chunk
+        offsets and lengths on the device) that extends every seed: UNGAPPED_FIELDS int32
+        rows on the host. `rules`: UngappedRules' arrays on the device, in its order."""
+        kernel = self.module({}, "ungapped.cu").get_function("ungapped_seeds")
+        per_context, scoring = rules[:2], rules[2:]
+
+        def extend(rows_dev, n: int, chunk_base: int, d_offset, d_length) -> np.ndarray:
+            out_dev = self.buffer("ungapped_rows", 4 * UNGAPPED_FIELDS * n)
+            kernel(rows_dev, np.int64(n), np.int32(chunk_base), d_offset, d_length, dev_packed,
+                   np.int64(packed_size), tab["sequence"], np.int64(table.sequence.size),
+                   tab["context_offset"], np.int32(table.context_offset.size), *per_context,
+                   np.int32(table.word_size), *scoring, out_dev,
+                   block=(UNGAPPED_THREADS, 1, 1),
+                   grid=((n + UNGAPPED_THREADS - 1) // UNGAPPED_THREADS, 1))
+            out = np.empty((UNGAPPED_FIELDS, n), dtype=np.int32)
+            self.drv.memcpy_dtoh(out, out_dev)
+            return out
+        return extend
 
     def greedy_extensions(self, subjects: SubjectBuffer, chunk_byte_offset, chunk_length,
                           hit_chunk, hit_q_start, hit_s_start, hit_length, hit_context, batch,
@@ -715,24 +759,31 @@ class GpuBackend(Backend):
         return out
 
     def _group(self, mod, table, tab, dev_packed, packed_size, byte_offset, length, probes,
-               chunk_base, rank_bits) -> np.ndarray:
+               chunk_base, rank_bits, extend=None) -> tuple:
+        """One launch group's seeds as int32 rows, and their ungapped extensions' rows when
+        `extend` (_ungapped_launch's function) is given (else none)."""
+        none = (np.zeros((SEED_FIELDS, 0), dtype=np.int32), NOTHING_AHEAD)
         probe_start = np.zeros(probes.size + 1, dtype=np.int64)
         np.cumsum(probes, out=probe_start[1:])
         total = int(probe_start[-1])
         if total == 0:
-            return np.zeros((SEED_FIELDS, 0), dtype=np.int32)
+            return none
         d_offset = self.upload(byte_offset)
         d_length = self.upload(length)
         d_start = self.upload(probe_start)
         try:
             num_hits = self._scan(mod, tab, dev_packed, d_offset, d_start, probes.size, total)
             if num_hits == 0:
-                return np.zeros((SEED_FIELDS, 0), dtype=np.int32)
+                return none
             num_seeds = self._extend(mod, table, tab, dev_packed, packed_size, d_offset,
                                      d_length, d_start, chunk_base, rank_bits, num_hits)
             if num_seeds == 0:
-                return np.zeros((SEED_FIELDS, 0), dtype=np.int32)
-            return self._sorted_rows(mod, num_seeds)
+                return none
+            rows = self._sorted_rows(mod, num_seeds)
+            if extend is None:
+                return rows, NOTHING_AHEAD
+            return rows, extend(self.buffers["rows"][0], num_seeds, chunk_base, d_offset,
+                                d_length)
         finally:
             for alloc in (d_offset, d_length, d_start):
                 alloc.free()

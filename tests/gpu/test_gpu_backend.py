@@ -157,6 +157,33 @@ def test_mixed_subjects(gpu, case):
     assert_same(gpu, table, packed, chunks)
 
 
+def test_seeds_extended_ahead_are_the_cpu_extensions(gpu, case):
+    """extended_seeds gives find_seeds' seeds and every seed's ungapped extension as
+    ungapped.py makes it (cuda/ungapped.cu; the extensions of a volume in several launch
+    groups come back in seed order)."""
+    from test_ungapped_kernel import numba_rows
+
+    from gblastn.ungapped import ungapped_rules
+
+    rng, batch, table = case
+    packed, chunks = volume(rng, batch, [3001, 17, 2500, 999, 1, 8, 40000, 64, 5, 777],
+                            plants=60)
+    nc = batch.num_contexts
+    rules = ungapped_rules(rng.integers(10, 40, nc), rng.integers(10, 30, nc), 1, -2)
+    want = cpu.find_seeds(table, packed, chunks.byte_offset, chunks.length)
+    for groups in (None, 5000):
+        if groups:
+            gpu.max_group_probes = groups
+        try:
+            seeds, ahead = gpu.extended_seeds(table, on_device(packed), chunks.byte_offset,
+                                              chunks.length, rules)
+        finally:
+            gpu.max_group_probes = 1 << 32
+        assert seeds.equals(want) and len(want) > 0
+        assert np.array_equal(ahead.rows, numba_rows(table, want, packed, chunks.byte_offset,
+                                                     chunks.length, rules))
+
+
 def test_primary_context_reference_taken_outside_pycuda_is_dropped_cleanly(gpu, case):
     """The backend has the driver make the primary context (GIL released) before pycuda
     retains it, then drops its own reference: taking and dropping one more leaves pycuda's

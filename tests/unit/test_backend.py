@@ -13,7 +13,8 @@ from gblastn.timing import StageTimes
 
 class Device(Backend):
     name = "gpu"
-    capabilities = Capabilities(scans_whole_volumes=True, greedy_ahead=True, tails_ahead=True)
+    capabilities = Capabilities(scans_whole_volumes=True, ungapped_ahead=True, greedy_ahead=True,
+                                tails_ahead=True)
 
 
 @pytest.mark.parametrize("backend, task, gaps, ahead", [
@@ -27,6 +28,7 @@ def test_the_plan_is_what_the_backend_declares_and_the_options_allow(backend, ta
     plan = BackendPlan.resolve(backend, make_options(task, **gaps))
     assert plan.backend is backend
     assert plan.scans_whole_volumes == backend.capabilities.scans_whole_volumes
+    assert plan.ungapped_ahead == backend.capabilities.ungapped_ahead  # every task's
     assert plan.greedy_ahead == plan.tails_ahead == ahead
 
 

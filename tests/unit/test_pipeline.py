@@ -265,6 +265,44 @@ def test_volumes_scanned_and_extended_in_slices_give_identical_output(case, monk
             assert len(extended) > 2
 
 
+class UngappedAheadScans(WholeVolumeScans):
+    """The CPU backend, declared to make every seed's ungapped extension ahead (as the GPU
+    backend does), making them with ungapped.py's functions; `damage` alters them."""
+
+    capabilities = Capabilities(scans_whole_volumes=True, ungapped_ahead=True)
+
+    def __init__(self, damage: int = 0):
+        super().__init__()
+        self.damage = damage
+
+    def extended_seeds(self, table, subjects, chunk_byte_offset, chunk_length, rules):
+        from test_ungapped_kernel import numba_rows
+
+        from gblastn.layouts import UNGAPPED_SCORE
+        from gblastn.ungapped import UngappedAhead
+
+        seeds = self.find_seeds(table, subjects, chunk_byte_offset, chunk_length)
+        rows = numba_rows(table, seeds, subjects.packed, chunk_byte_offset, chunk_length, rules)
+        rows[UNGAPPED_SCORE] -= self.damage
+        return seeds, UngappedAhead(rows)
+
+
+def test_extensions_made_ahead_are_looked_up_for_identical_output(case, monkeypatch):
+    """With a backend that makes the seeds' ungapped extensions ahead, slice after slice,
+    every mode gives the output of the CPU alone; and the engine uses them (extensions
+    made ahead with scores below every cutoff leave no hit to report)."""
+    from gblastn import engine
+
+    reference = search(case, "serial", 1, "serial-alone.out")
+    monkeypatch.setattr(engine, "FIRST_SLICE_LETTERS", 1)
+    monkeypatch.setattr(engine, "SLICE_SEEDS", 200)
+    for mode, threads in (("serial", 1), ("pipeline", 8)):
+        backend = UngappedAheadScans()
+        assert search(case, mode, threads, f"ahead-{mode}.out", backend) == reference
+        assert backend.calls > 2
+    assert search(case, "serial", 1, "ahead-damaged.out", UngappedAheadScans(1000)) != reference
+
+
 def test_failing_stage_stops_the_run_and_leaves_no_output(case, monkeypatch):
     from gblastn import engine
     from gblastn.options import make_options
