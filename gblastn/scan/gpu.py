@@ -23,6 +23,7 @@ import hashlib
 import os
 import shutil
 import threading
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -284,6 +285,13 @@ class GpuBackend(Backend):
             raise GpuUnavailableError("the GPU was given back before the search ended")
         self.context.push()
         return self
+
+    @contextmanager
+    def held(self, stage: str):
+        """The device for one call (as `with self`), the time it is held counted as `stage`:
+        the calls run one at a time, so these stages are the device's share of the search."""
+        with self, self.times.stage(stage):
+            yield self
 
     def retire(self, for_good: bool = False) -> None:
         """Tear the device's context down now, in a thread, for a process that is done with
@@ -552,7 +560,7 @@ class GpuBackend(Backend):
         rank_bits = max(1, int(table.sequence.size).bit_length())
         max_probes = min(self.max_group_probes, (1 << (63 - rank_bits)) - 1)
         self.stats = {"hits": 0, "seeds": 0, "hit_grows": 0, "seed_grows": 0}
-        with self:
+        with self.held("gpu scan"):
             mod = self.module(variant_defines(table))
             dev_packed = self.resident_volume(subjects)
             tab = self.resident_table(table)
@@ -584,6 +592,10 @@ class GpuBackend(Backend):
         per_context, scoring = rules[:2], rules[2:]
 
         def extend(rows_dev, n: int, chunk_base: int, d_offset, d_length) -> np.ndarray:
+            with self.times.stage("gpu ungapped"):
+                return launch(rows_dev, n, chunk_base, d_offset, d_length)
+
+        def launch(rows_dev, n: int, chunk_base: int, d_offset, d_length) -> np.ndarray:
             out_dev = self.buffer("ungapped_rows", 4 * UNGAPPED_FIELDS * n)
             kernel(rows_dev, np.int64(n), np.int32(chunk_base), d_offset, d_length, dev_packed,
                    np.int64(packed_size), tab["sequence"], np.int64(table.sequence.size),
@@ -612,7 +624,7 @@ class GpuBackend(Backend):
                              chunk_length)]
         if arrays[0].size == 0:
             return np.zeros((0, GAPPED_FIELDS + 1), dtype=np.int64)
-        with self:
+        with self.held("gpu greedy"):
             volume = self.resident_volume(subjects)
             scalars = [volume, *_doubled_costs(xdrop, reward, penalty), np.int64(reward),
                        np.int64(penalty), np.int64(max_distance)]
@@ -632,7 +644,7 @@ class GpuBackend(Backend):
         out = np.zeros((n, GAPPED_FIELDS + 1), dtype=np.int64)
         if n == 0:
             return out
-        with self:
+        with self.held("gpu dp"):
             volume = self.resident_volume(subjects)
             letters = self.resident_query_letters(batch)
             kernel = self.module(dp_defines(), "dynprog.cu").get_function("dp_hits")
@@ -675,7 +687,7 @@ class GpuBackend(Backend):
         request = _TailRequest(key, (rows, subject_address, subject_length, exact))
         with self.tails_lock:
             self.tails_waiting.append(request)
-        with self:
+        with self.held("gpu tails"):
             if not request.finished:
                 with self.tails_lock:
                     mine = [r for r in self.tails_waiting if r.key == key]
@@ -854,7 +866,8 @@ class GpuBackend(Backend):
         mod.get_function("gather_seeds")(order, np.uint64(n), *fields, rows_dev,
                                          block=(256, 1, 1), grid=((n + 255) // 256, 1))
         rows = np.empty((SEED_FIELDS, n), dtype=np.int32)
-        drv.memcpy_dtoh(rows, rows_dev)
+        with self.times.stage("gpu seeds back"):
+            drv.memcpy_dtoh(rows, rows_dev)
         return rows
 
 

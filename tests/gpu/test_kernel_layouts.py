@@ -19,7 +19,7 @@ MEGABLAST_TABLE = SimpleNamespace(kind=TABLE_MEGABLAST, width=11, word_size=28, 
                                   pv_bts=7, check_masks=True)
 # each kernel source with the defines its loader call gives it (besides gblastn.layouts')
 LOADER_DEFINES = {"seeds.cu": variant_defines(MEGABLAST_TABLE), "greedy.cu": greedy_defines(),
-                  "dynprog.cu": dp_defines()}
+                  "dynprog.cu": dp_defines(), "ungapped.cu": {}}
 
 
 def compile_kernel(source_text: str, options: list, folder) -> subprocess.CompletedProcess:
