@@ -78,6 +78,10 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
                         line_length=output.line_length,
                         num_descriptions=output.num_descriptions,
                         num_alignments=output.num_alignments, show_gis=output.show_gis)
+    if getattr(fmt, "per_query_files", False) and output.out in (None, "-") \
+            and output.out_dir is None:
+        raise OptionsError(f"-outfmt {output.outfmt.split()[0]} writes a file per query named "
+                           "after -out: give -out a file name")
     paths = output_paths(output, files)
     made_folders = prepare_output_folder(output.out_dir) if output.out_dir else []
     with OutputFiles(paths, made_folders) as outputs:
@@ -183,23 +187,38 @@ def _search_into(search, outputs, index, fmt, files, output, settings) -> int:
         from .pipeline import Pipeline
 
         texts = Pipeline(search, queries, settings, render).texts()
+    per_query = getattr(fmt, "per_query_files", False)
     progress = _Progress(files) if settings.progress else None
     out = outputs.open(index)
     count = 0
     try:
         for text in texts:
             with times.stage("output"):
-                out.write(text)
+                if per_query:
+                    _write_query_file(outputs, fmt.query_file(outputs.path(index), count + 1),
+                                      text)
+                else:
+                    out.write(text)
             count += 1
             if progress:
                 progress.advance()
     finally:
         if progress:
             progress.close()
-    out.write(fmt.footer(search.db, count))
+    if per_query:
+        out.write(fmt.master_file(outputs.path(index), count))
+    else:
+        out.write(fmt.footer(search.db, count))
     search.ready_backend()  # -device gpu without a GPU fails even when nothing needed a scan
     outputs.close(index)
     return count
+
+
+def _write_query_file(outputs, path: str, text: str) -> None:
+    """A query's own output (-outfmt 13, 14), put in place with the run's others."""
+    index = outputs.add(path)
+    outputs.open(index).write(text)
+    outputs.close(index)
 
 
 # blastn's words, to the trailing space, for a record without letters

@@ -249,6 +249,20 @@ class OutputFiles:
     def open(self, index: int):
         return self.destinations[index].open()
 
+    def path(self, index: int) -> str:
+        return self.destinations[index].path
+
+    def add(self, path: str) -> int:
+        """A further output found during the search (a file per query), prepared as the
+        others were and put in place with them; returns its index. Its folder was not
+        cleaned of killed runs' files when the run began: it is now."""
+        destination = _Destination(path)
+        if destination.folder not in {other.folder for other in self.destinations}:
+            remove_stale_temporaries(destination.folder)
+        self.destinations.append(destination)
+        destination.check_and_prepare()
+        return len(self.destinations) - 1
+
     def close(self, index: int) -> None:
         """Output `index` is complete: flushed and closed (standard output flushed)."""
         self.destinations[index].finish_writing()
