@@ -94,9 +94,9 @@ def _statistics(stats, db) -> Node:
 
 
 def _hit(number: int, subject, query, db, masked: np.ndarray) -> Node:
-    description = Node("HitDescr", [(name, value) for name, value in
-                                    zip(("id", "accession", "title"),
-                                        hit_names(db, subject.ordinal)) if value])
+    seq_id, accession, title = hit_names(db, subject.ordinal)
+    description = Node("HitDescr", [("id", seq_id)] + ([("accession", accession)] if accession
+                                                        else []) + [("title", title)])
     hsps = [_hsp(hsp_number, hsp, masked)
             for hsp_number, hsp in enumerate(shown_hsps(query, db, subject), 1)]
     return Node("Hit", [("num", number), ("description", [description]),
@@ -104,12 +104,14 @@ def _hit(number: int, subject, query, db, masked: np.ndarray) -> Node:
 
 
 def hit_names(db, ordinal: int) -> tuple:
-    """(id, accession, title) of the subject's description: without parsed ids the
-    database's local id (gnl|BL_ORD_ID|N, accession N) and the whole defline; with them the
-    ids, the accession with its version, and the title."""
+    """(id, accession, title) of the subject's description (an empty accession is left
+    out): without parsed ids the database's local id (gnl|BL_ORD_ID|N, accession N) and the whole
+    defline; with them the ids, the accession without its version, and the title."""
+    from .tabular import _subject_accession_base
+
     if not db.parse_seqids:
         return f"gnl|BL_ORD_ID|{ordinal}", str(ordinal), db.defline(ordinal)
-    return db.seq_id(ordinal), db.accession(ordinal), db.title_of(ordinal)
+    return db.seq_id(ordinal), _subject_accession_base(db, ordinal), db.title_of(ordinal)
 
 
 def _hsp(number: int, hsp, masked: np.ndarray) -> Node:
