@@ -12,6 +12,7 @@ from .sam import SAM
 from .tabular import SUPPORTED_KINDS, TabularFormat, format_queries, write_footer
 
 PAIRWISE = 0
+QUERY_ANCHORED = (1, 2, 3, 4)
 XML = 5
 SUPPORTED = (PAIRWISE, XML, *SUPPORTED_KINDS, JSON, XML2, JSON_SINGLE, XML2_SINGLE, SAM)
 
@@ -59,7 +60,8 @@ def output_format(outfmt: str, options, db_name: str, command_line: str = "", **
         given = {name: value for name, value in pairwise.items() if value is not None}
         return PairwiseReport(options, db_name, **given)
     if re.fullmatch(r"[+-]?\d+", choice) and int(choice) not in SUPPORTED_KINDS:
-        raise OptionsError(f"output format {int(choice)} is not supported by gblastn: use "
+        kind = " (query-anchored)" if int(choice) in QUERY_ANCHORED else ""
+        raise OptionsError(f"output format {int(choice)}{kind} is not supported by gblastn: use "
                            + ", ".join(map(str, SUPPORTED[:-1])) + f" or {SUPPORTED[-1]}")
     return TabularReport(TabularFormat.parse(outfmt), db_name)
 

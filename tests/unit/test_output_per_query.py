@@ -1,5 +1,6 @@
 """-outfmt 13 and 14 write a file per query beside -out: refused without a file name or
-with -subject, put in place with -out at the end, and none of them left by a failed run."""
+with -subject, put in place with -out at the end, and none of them left by a failed run.
+The formats gblastn does not write are refused by number."""
 
 import os
 
@@ -57,3 +58,17 @@ def test_a_failed_run_leaves_none_of_the_queries_files(world, tmp_path, outfmt):
                   "-outfmt", outfmt)
     assert_one_line_error(done, 2)
     assert os.listdir(kept) == ["other.txt"]
+
+
+@pytest.mark.parametrize("outfmt,words", [("1", "output format 1 (query-anchored) is not"),
+                                          ("4", "output format 4 (query-anchored) is not"),
+                                          ("8", "output format 8 is not")])
+def test_formats_gblastn_does_not_write_are_refused(outfmt, words):
+    from gblastn.errors import OptionsError
+    from gblastn.options import make_options
+    from gblastn.output.formats import output_format
+
+    with pytest.raises(OptionsError) as refused:
+        output_format(outfmt, make_options("megablast"), "db")
+    assert words in str(refused.value)
+    assert "0, 5, 6, 7, 10, 13, 14, 15, 16 or 17" in str(refused.value)
