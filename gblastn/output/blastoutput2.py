@@ -23,7 +23,6 @@ JSON = 13
 XML2 = 14
 JSON_SINGLE = 15
 XML2_SINGLE = 16
-SINGLE_FILE = {JSON: JSON_SINGLE, XML2: XML2_SINGLE}
 
 
 @dataclass
@@ -137,11 +136,6 @@ def _hsp(number: int, hsp, masked: np.ndarray) -> Node:
 def six_digits(value: float) -> float:
     """Bit scores and E-values: blastn keeps 6 significant digits."""
     return float("%.6g" % value)
-
-
-def real(value: float) -> str:
-    """A double as the serial library writes it, JSON and XML alike: %.15g."""
-    return "%.15g" % value
 
 
 # --------------------------------------------------------------------------------------------

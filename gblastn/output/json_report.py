@@ -1,7 +1,7 @@
 """BLAST JSON: -outfmt 13 (a file per query) and 15 (one file), byte for byte as blastn
 2.12 writes them: the BlastOutput2 report of each query (output.blastoutput2) through the
 serial library's JSON stream (CObjectOStreamJson: two spaces an indent level, member names
-with '_' for '-', doubles as %.15g).
+with '_' for '-', doubles as %.15g, as the XML stream writes them).
 
 blastn 2.12's -out file for -outfmt 13 names the queries' files wrongly: for -out res.json
 it writes res_1.json, res_2.json, ... and lists res.json_1.json, ... (its list drops the
@@ -10,7 +10,8 @@ extension only when it is .xml). gblastn lists the files it wrote.
 
 from dataclasses import dataclass
 
-from .blastoutput2 import BlastOutput2Report, Node, real
+from .blastoutput2 import BlastOutput2Report, Node
+from .xml import real
 
 INDENT = 2
 SINGLE_HEAD = '{\n"BlastOutput2": [\n'

@@ -16,7 +16,6 @@ import numpy as np
 from .alignments import lower_masked, mask_of, shown_hsps
 from .statistics import query_statistics
 from .tabular import format_bitscore
-from .xml import query_definition
 
 PROGRAM_VERSION = "BLASTN 2.12.0+"
 LINE_WIDTH = 68            # kFormatLineLength: headers, references and descriptions

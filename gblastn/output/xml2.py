@@ -8,8 +8,8 @@ BlastXML2 document that includes them (XInclude).
 
 from dataclasses import dataclass
 
-from .blastoutput2 import BlastOutput2Report, Node, real
-from .xml import escape
+from .blastoutput2 import BlastOutput2Report, Node
+from .xml import escape, real
 
 INDENT = 2
 SCHEMA_ATTRIBUTES = (
