@@ -234,9 +234,11 @@ class OutputFiles:
         self.destinations = [_StandardOutput() if path in (None, "-") else _Destination(path)
                              for path in paths]
         self.made_folders = made_folders  # deepest first
+        self._cleaned = set()  # folders rid of killed runs' temporary files
 
     def __enter__(self) -> "OutputFiles":
-        for folder in {destination.folder for destination in self.destinations} - {None}:
+        self._cleaned = {destination.folder for destination in self.destinations} - {None}
+        for folder in self._cleaned:
             remove_stale_temporaries(folder)
         try:
             for destination in self.destinations:
@@ -257,8 +259,9 @@ class OutputFiles:
         others were and put in place with them; returns its index. Its folder was not
         cleaned of killed runs' files when the run began: it is now."""
         destination = _Destination(path)
-        if destination.folder not in {other.folder for other in self.destinations}:
+        if destination.folder not in self._cleaned:
             remove_stale_temporaries(destination.folder)
+            self._cleaned.add(destination.folder)
         self.destinations.append(destination)
         destination.check_and_prepare()
         return len(self.destinations) - 1
