@@ -11,7 +11,8 @@ query at a time. A QueryResult holds a Hit per subject, a Hit its HSPs (scores, 
 1-based coordinates, aligned rows); result.to_searchio() and hsp.to_alignment() give
 Biopython's objects. make_db builds a database from FASTA files, open_db opens one (a gblastn
 or BLAST+ database), make_options validates options ahead of a search.
-Heavy modules (numba stages, pycuda) load lazily, on first use.
+Heavy modules (numba stages, pycuda) load lazily, on first use. The modules help() lists
+under PACKAGE CONTENTS implement the search stage by stage; the API is the names below.
 
 Options of search and search_iter, with their defaults (a task's own in parentheses):
 """

@@ -227,7 +227,7 @@ def search_command(
     out: str = typer.Option(None, "-out", help="Output file (default: stdout)."),
     out_dir: str = typer.Option(None, "-out_dir", help="With -query_list: one output per listed file."),
     task: str = typer.Option("megablast", "-task", help="megablast, blastn or blastn-short."),
-    outfmt: str = typer.Option("0", "-outfmt", help="0 (pairwise), 5 (BLAST XML), 6, 7 or 10 optionally followed by column names, or 17 (SAM; '17 SQ' with the letters, '17 SR' with the subject as the reference)."),
+    outfmt: str = typer.Option("0", "-outfmt", help="0 (pairwise), 5 (BLAST XML), 6, 7 or 10 optionally followed by column names, 13 or 15 (BLAST JSON: a file per query named after -out, or one file), 14 or 16 (BLAST XML2, likewise), or 17 (SAM; '17 SQ' with the letters, '17 SR' with the subject as the reference)."),
     evalue: float = typer.Option(None, "-evalue", click_type=REAL),
     word_size: int = typer.Option(None, "-word_size", click_type=INTEGER),
     reward: int = typer.Option(None, "-reward", click_type=INTEGER),

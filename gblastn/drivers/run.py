@@ -78,6 +78,7 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
                         line_length=output.line_length,
                         num_descriptions=output.num_descriptions,
                         num_alignments=output.num_alignments, show_gis=output.show_gis)
+    _check_report_place(fmt, output, db_path)
     paths = output_paths(output, files)
     made_folders = prepare_output_folder(output.out_dir) if output.out_dir else []
     with OutputFiles(paths, made_folders) as outputs:
@@ -94,6 +95,24 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
             raise
         db.close()
         return searched
+
+
+def _check_report_place(fmt, output: OutputSpec, db_path) -> None:
+    """The BlastOutput2 reports (-outfmt 13 to 16) need a database (blastn writes another
+    layout for -subject, bl2seq's), and 13 and 14 a file name to name the queries' files
+    after."""
+    from ..db.subjects import SubjectFile
+    from ..output.blastoutput2 import BlastOutput2Report
+
+    if not isinstance(fmt, BlastOutput2Report):
+        return
+    number = output.outfmt.split()[0]
+    if isinstance(db_path, SubjectFile):
+        raise OptionsError(f"-outfmt {number} is not supported by gblastn with -subject: "
+                           "search a database of the subjects (gblastn makedb) with -db")
+    if fmt.per_query_files and output.out in (None, "-") and output.out_dir is None:
+        raise OptionsError(f"-outfmt {number} writes a file per query named after -out: "
+                           "give -out a file name")
 
 
 def _search_with(db, options, times, backend, files, fmt, output, settings, outputs) -> int:
@@ -183,23 +202,38 @@ def _search_into(search, outputs, index, fmt, files, output, settings) -> int:
         from .pipeline import Pipeline
 
         texts = Pipeline(search, queries, settings, render).texts()
+    per_query = getattr(fmt, "per_query_files", False)  # -outfmt 13, 14
     progress = _Progress(files) if settings.progress else None
     out = outputs.open(index)
     count = 0
     try:
         for text in texts:
             with times.stage("output"):
-                out.write(text)
+                if per_query:
+                    _write_query_file(outputs, fmt.query_file(outputs.path(index), count + 1),
+                                      text)
+                else:
+                    out.write(text)
             count += 1
             if progress:
                 progress.advance()
     finally:
         if progress:
             progress.close()
-    out.write(fmt.footer(search.db, count))
+    if per_query:
+        out.write(fmt.master_file(outputs.path(index), count))
+    else:
+        out.write(fmt.footer(search.db, count))
     search.ready_backend()  # -device gpu without a GPU fails even when nothing needed a scan
     outputs.close(index)
     return count
+
+
+def _write_query_file(outputs, path: str, text: str) -> None:
+    """A query's own output (-outfmt 13, 14), put in place with the run's others."""
+    index = outputs.add(path)
+    outputs.open(index).write(text)
+    outputs.close(index)
 
 
 # blastn's words, to the trailing space, for a record without letters

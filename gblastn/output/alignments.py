@@ -75,3 +75,21 @@ def _shown_evalue(evalue: float) -> float:
 
 def _letters(row: np.ndarray) -> str:
     return IUPAC_FROM_BLASTNA[row].tobytes().decode("ascii")
+
+
+def mask_of(length: int, ranges: tuple) -> np.ndarray:
+    """The query's masked positions from its half-open masked ranges."""
+    mask = np.zeros(length, dtype=bool)
+    for start, end in ranges:
+        mask[start:end] = True
+    return mask
+
+
+def lower_masked(row: str, first: int, masked: np.ndarray) -> str:
+    """The query row with its masked letters in lower case."""
+    letters = np.frombuffer(row.encode("ascii"), dtype=np.uint8).copy()
+    in_gap = letters == ord("-")
+    positions = first - 1 + np.cumsum(~in_gap) - 1
+    lower = ~in_gap & masked[np.clip(positions, 0, masked.size - 1)]
+    letters[lower] = letters[lower] | 0x20
+    return letters.tobytes().decode("ascii")

@@ -234,9 +234,11 @@ class OutputFiles:
         self.destinations = [_StandardOutput() if path in (None, "-") else _Destination(path)
                              for path in paths]
         self.made_folders = made_folders  # deepest first
+        self._cleaned = set()  # folders rid of killed runs' temporary files
 
     def __enter__(self) -> "OutputFiles":
-        for folder in {destination.folder for destination in self.destinations} - {None}:
+        self._cleaned = {destination.folder for destination in self.destinations} - {None}
+        for folder in self._cleaned:
             remove_stale_temporaries(folder)
         try:
             for destination in self.destinations:
@@ -248,6 +250,21 @@ class OutputFiles:
 
     def open(self, index: int):
         return self.destinations[index].open()
+
+    def path(self, index: int) -> str:
+        return self.destinations[index].path
+
+    def add(self, path: str) -> int:
+        """A further output found during the search (a file per query), prepared as the
+        others were and put in place with them; returns its index. Its folder was not
+        cleaned of killed runs' files when the run began: it is now."""
+        destination = _Destination(path)
+        if destination.folder not in self._cleaned:
+            remove_stale_temporaries(destination.folder)
+            self._cleaned.add(destination.folder)
+        self.destinations.append(destination)
+        destination.check_and_prepare()
+        return len(self.destinations) - 1
 
     def close(self, index: int) -> None:
         """Output `index` is complete: flushed and closed (standard output flushed)."""

@@ -7,12 +7,14 @@ import re
 from dataclasses import dataclass
 
 from ..errors import OptionsError
+from .blastoutput2 import JSON, JSON_SINGLE, XML2, XML2_SINGLE
 from .sam import SAM
 from .tabular import SUPPORTED_KINDS, TabularFormat, format_queries, write_footer
 
 PAIRWISE = 0
+QUERY_ANCHORED = (1, 2, 3, 4)
 XML = 5
-SUPPORTED = (PAIRWISE, XML, *SUPPORTED_KINDS, SAM)
+SUPPORTED = (PAIRWISE, XML, *SUPPORTED_KINDS, JSON, XML2, JSON_SINGLE, XML2_SINGLE, SAM)
 
 
 @dataclass
@@ -39,20 +41,27 @@ def output_format(outfmt: str, options, db_name: str, command_line: str = "", **
     -outfmt 0's settings that were given (line_length, num_descriptions, num_alignments,
     show_gis). Words after a number other than 6, 7, 10 and 17 are ignored, as blastn
     ignores them."""
+    from .json_report import JsonReport
     from .pairwise import PairwiseReport
     from .sam import SamReport
     from .xml import XmlReport
+    from .xml2 import Xml2Report
 
     choice, _, words = outfmt.strip().partition(" ")
     if re.fullmatch(r"[+-]?\d+", choice) and int(choice) == XML:
         return XmlReport(options, db_name)
+    if re.fullmatch(r"[+-]?\d+", choice) and int(choice) in (JSON, JSON_SINGLE):
+        return JsonReport(options, db_name, single_file=int(choice) == JSON_SINGLE)
+    if re.fullmatch(r"[+-]?\d+", choice) and int(choice) in (XML2, XML2_SINGLE):
+        return Xml2Report(options, db_name, single_file=int(choice) == XML2_SINGLE)
     if re.fullmatch(r"[+-]?\d+", choice) and int(choice) == SAM:
         return SamReport(words, command_line)
     if re.fullmatch(r"[+-]?\d+", choice) and int(choice) == PAIRWISE:
         given = {name: value for name, value in pairwise.items() if value is not None}
         return PairwiseReport(options, db_name, **given)
     if re.fullmatch(r"[+-]?\d+", choice) and int(choice) not in SUPPORTED_KINDS:
-        raise OptionsError(f"output format {int(choice)} is not supported by gblastn: use "
+        kind = " (query-anchored)" if int(choice) in QUERY_ANCHORED else ""
+        raise OptionsError(f"output format {int(choice)}{kind} is not supported by gblastn: use "
                            + ", ".join(map(str, SUPPORTED[:-1])) + f" or {SUPPORTED[-1]}")
     return TabularReport(TabularFormat.parse(outfmt), db_name)
 

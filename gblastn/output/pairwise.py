@@ -13,10 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .alignments import shown_hsps
+from .alignments import lower_masked, mask_of, shown_hsps
 from .statistics import query_statistics
 from .tabular import format_bitscore
-from .xml import query_definition
 
 PROGRAM_VERSION = "BLASTN 2.12.0+"
 LINE_WIDTH = 68            # kFormatLineLength: headers, references and descriptions
@@ -229,7 +228,7 @@ class PairwiseReport:
                      for subject in subjects[:max(self.num_descriptions, self.num_alignments)]]
             parts.append(self._descriptions(shown[:self.num_descriptions], db))
             parts.append("\n")
-            masked = _mask_of(len(query), stats.masked)
+            masked = mask_of(len(query), stats.masked)
             for subject, hsps in shown[:self.num_alignments]:
                 parts.append(self._alignments(subject, hsps, db, masked))
         parts.append(_karlin_footer(stats))
@@ -287,13 +286,6 @@ class PairwiseReport:
         return "".join(parts) + "\n"
 
 
-def _mask_of(length: int, ranges: tuple) -> np.ndarray:
-    mask = np.zeros(length, dtype=bool)
-    for start, end in ranges:
-        mask[start:end] = True
-    return mask
-
-
 def _karlin_footer(stats) -> str:
     parts = ["\n"]
     if stats.ungapped is not None:
@@ -313,7 +305,7 @@ def _karlin_block(block) -> str:
 def _rows(hsp, masked: np.ndarray, line_length: int) -> list:
     """The alignment's rows, `line_length` columns at a time: the query (masked letters in
     lower case), the middle line, the subject, each with its first and last position."""
-    query_row = _lower_masked(hsp.query_row, hsp.query_start, masked)
+    query_row = lower_masked(hsp.query_row, hsp.query_start, masked)
     middle = hsp.midline()
     query_positions = _positions(hsp.query_row, hsp.query_start, 1)
     subject_positions = _positions(hsp.subject_row, hsp.subject_start,
@@ -354,13 +346,3 @@ def _positions(row: str, first: int, step: int) -> np.ndarray:
     letters = np.frombuffer(row.encode("ascii"), dtype=np.uint8) != ord("-")
     positions = first + step * (np.cumsum(letters) - 1)
     return np.where(letters, positions, 0)
-
-
-def _lower_masked(row: str, first: int, masked: np.ndarray) -> str:
-    """The query row with its masked letters in lower case."""
-    letters = np.frombuffer(row.encode("ascii"), dtype=np.uint8).copy()
-    in_gap = letters == ord("-")
-    positions = first - 1 + np.cumsum(~in_gap) - 1
-    lower = ~in_gap & masked[np.clip(positions, 0, masked.size - 1)]
-    letters[lower] = letters[lower] | 0x20
-    return letters.tobytes().decode("ascii")

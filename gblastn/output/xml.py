@@ -149,12 +149,12 @@ class XmlReport:
             parts.append(_hit(hit_number, subject, query, db))
         parts += ["</Iteration_hits>\n", _statistics(stats, db)]
         if not subjects:
-            parts.append(_element(2, "Iteration_message", escape(_no_hits_message(query, number))))
+            parts.append(_element(2, "Iteration_message", escape(no_hits_message(query, number))))
         parts.append("</Iteration>\n")
         return "".join(parts)
 
 
-def _no_hits_message(query, number: int) -> str:
+def no_hits_message(query, number: int) -> str:
     """blastn's message: an empty query's carries its warning, twice, in its words."""
     if len(query):
         return NO_HITS

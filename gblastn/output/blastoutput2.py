@@ -1,0 +1,198 @@
+"""BLAST's second report object (BlastOutput2, blastxml2.asn), which -outfmt 13 and 15 write
+as JSON and 14 and 16 as XML2, one report per query, as blastn 2.12 fills it
+(blastxml2_format.cpp): the program and its reference, the database, the scoring
+parameters, and the query's search: its masked ranges, hits with their HSPs, statistics and
+a message when nothing was found.
+
+The report is a tree of Nodes, each the serial library's object of a named ASN.1 type with
+its members in order; json_report and xml2 write it each in its own syntax. The per-query
+formats (13, 14) name their files as blastn names them from -out (query_file_name) and write
+-out itself as a list of them.
+"""
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .alignments import lower_masked, mask_of, shown_hsps
+from .statistics import query_statistics
+from .xml import PROGRAM, PROGRAM_VERSION, filter_string, no_hits_message, reference
+
+JSON = 13
+XML2 = 14
+JSON_SINGLE = 15
+XML2_SINGLE = 16
+
+
+@dataclass
+class Node:
+    """An object of ASN.1 type `type_name` (XML2 wraps its members in an element of that
+    name): `members` are (name, value) pairs, a value an int, a float, a str, a Node or a
+    list of Nodes."""
+
+    type_name: str
+    members: list
+
+
+def report_trees(pairs: list, db, options, db_name: str) -> list:
+    """The BlastOutput2 Node of each (query, result) pair."""
+    statistics = query_statistics([query for query, _ in pairs], db, options)
+    return [_report(query, result, stats, db, options, db_name)
+            for (query, result), stats in zip(pairs, statistics)]
+
+
+def _report(query, result, stats, db, options, db_name: str) -> Node:
+    parameters = [("expect", float(options.evalue))]
+    # blastn leaves out the scores that are 0
+    parameters += [(name, value) for name, value in (("sc-match", options.reward),
+                                                     ("sc-mismatch", options.penalty)) if value]
+    parameters += [("gap-open", options.gapopen), ("gap-extend", options.gapextend),
+                   ("filter", filter_string(options))]
+    report = Node("Report", [
+        ("program", PROGRAM),
+        ("version", PROGRAM_VERSION),
+        ("reference", reference(options.task)),
+        ("search-target", Node("Target", [("db", db_name)])),
+        ("params", Node("Parameters", parameters)),
+        ("results", Node("Results", [("search", _search(query, result, stats, db))]))])
+    return Node("BlastOutput2", [("report", report)])
+
+
+def _search(query, result, stats, db) -> Node:
+    from ..query import blast_defline
+
+    number = result.query_index + 1
+    members = [("query-id", f"Query_{number}")]
+    title = blast_defline(query.defline or "")
+    if title:
+        members.append(("query-title", title))
+    members.append(("query-len", len(query)))
+    if stats.masked:
+        # ranges as the Seq-locs hold them: 0-based, the last position included
+        members.append(("query-masking", [Node("Range", [("from", start), ("to", end - 1)])
+                                          for start, end in stats.masked]))
+    subjects = [subject for subject in result.subjects if len(subject.hsps)]
+    masked = mask_of(len(query), stats.masked)
+    members.append(("hits", [_hit(number, subject, query, db, masked)
+                             for number, subject in enumerate(subjects, 1)]))
+    members.append(("stat", _statistics(stats, db)))
+    if not subjects:
+        members.append(("message", no_hits_message(query, number)))
+    return Node("Search", members)
+
+
+def _statistics(stats, db) -> Node:
+    gapped = stats.gapped
+    kappa, lambda_, entropy = (gapped.k, gapped.lambda_, gapped.h) if gapped else (-1, -1, -1)
+    return Node("Statistics", [("db-num", db.num_seqs), ("db-len", db.total_letters),
+                               ("hsp-len", stats.length_adjustment),
+                               ("eff-space", float(stats.search_space)),
+                               ("kappa", float(kappa)), ("lambda", float(lambda_)),
+                               ("entropy", float(entropy))])
+
+
+def _hit(number: int, subject, query, db, masked: np.ndarray) -> Node:
+    seq_id, accession, title = hit_names(db, subject.ordinal)
+    description = Node("HitDescr", [("id", seq_id)] + ([("accession", accession)] if accession
+                                                        else []) + [("title", title)])
+    hsps = [_hsp(hsp_number, hsp, masked)
+            for hsp_number, hsp in enumerate(shown_hsps(query, db, subject), 1)]
+    return Node("Hit", [("num", number), ("description", [description]),
+                        ("len", int(db.lengths[subject.ordinal])), ("hsps", hsps)])
+
+
+def hit_names(db, ordinal: int) -> tuple:
+    """(id, accession, title) of the subject's description (an empty accession is left
+    out): without parsed ids the database's local id (gnl|BL_ORD_ID|N, accession N) and the whole
+    defline; with them the ids, the accession without its version, and the title."""
+    from .tabular import _subject_accession_base
+
+    if not db.parse_seqids:
+        return f"gnl|BL_ORD_ID|{ordinal}", str(ordinal), db.defline(ordinal)
+    return db.seq_id(ordinal), _subject_accession_base(db, ordinal), db.title_of(ordinal)
+
+
+def _hsp(number: int, hsp, masked: np.ndarray) -> Node:
+    return Node("Hsp", [
+        ("num", number),
+        ("bit-score", six_digits(hsp.bitscore)),
+        ("score", hsp.score),
+        ("evalue", six_digits(hsp.evalue)),
+        ("identity", hsp.identities),
+        ("query-from", hsp.query_start),
+        ("query-to", hsp.query_end),
+        ("query-strand", "Plus"),
+        ("hit-from", hsp.subject_start),
+        ("hit-to", hsp.subject_end),
+        ("hit-strand", "Minus" if hsp.minus else "Plus"),
+        ("align-len", hsp.length),
+        ("gaps", hsp.gaps),
+        ("qseq", lower_masked(hsp.query_row, hsp.query_start, masked)),
+        ("hseq", hsp.subject_row),
+        ("midline", hsp.midline())])
+
+
+def six_digits(value: float) -> float:
+    """Bit scores and E-values: blastn keeps 6 significant digits."""
+    return float("%.6g" % value)
+
+
+# --------------------------------------------------------------------------------------------
+# The reports
+
+@dataclass
+class BlastOutput2Report:
+    """What -outfmt 13 to 16 share: each query's report is a BlastOutput2 tree, written as
+    a file of its own (13, 14: render() gives each file's text, which the driver writes to
+    query_file(out, N); master_file() is -out's text, the list of them) or as a part of one
+    document (15, 16: render() gives each part, the first with the document's head, and
+    footer() its end). A subclass writes the trees (whole_file, part) and the document's
+    head and ends."""
+
+    options: object
+    db_name: str
+    single_file: bool
+    extension = ""
+
+    @property
+    def per_query_files(self) -> bool:
+        return not self.single_file
+
+    def render(self, pairs: list, db) -> list:
+        trees = report_trees(pairs, db, self.options, self.db_name)
+        if not self.single_file:
+            return [self.whole_file(tree) for tree in trees]
+        return [self.part(tree, result.query_index == 0) for (_, result), tree in zip(pairs, trees)]
+
+    def query_file(self, out: str, number: int) -> str:
+        return query_file_name(out, number, self.extension)
+
+    def master_file(self, out: str, count: int) -> str:
+        """-out's text for the per-query formats: the names of the queries' files."""
+        return self.file_list([os.path.basename(self.query_file(out, number))
+                               for number in range(1, count + 1)])
+
+    def whole_file(self, tree: Node) -> str:
+        raise NotImplementedError
+
+    def part(self, tree: Node, first: bool) -> str:
+        raise NotImplementedError
+
+    def file_list(self, names: list) -> str:
+        raise NotImplementedError
+
+
+# --------------------------------------------------------------------------------------------
+# One file per query (-outfmt 13, 14)
+
+def query_file_name(out: str, number: int, extension: str) -> str:
+    """The file of query `number` (from 1) beside `out`, as blastn names it: `out` without
+    its extension when that is `extension` (in any case), then _N and `extension`
+    (res.json gives res_1.json, res gives res_1.json, res.txt res.txt_1.json)."""
+    folder, name = os.path.split(out)
+    dot = name.rfind(".")
+    if dot >= 0 and name[dot:].lower() == extension:
+        name = name[:dot]
+    return os.path.join(folder, f"{name}_{number}{extension}")
+
