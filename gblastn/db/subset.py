@@ -74,16 +74,17 @@ def _binary_ids(data: bytes, path: str) -> list[str]:
     return ids
 
 
-def accession_of(defline: str) -> str | None:
-    """The accession makeblastdb -parse_seqids indexes for a defline, lower case; None for a
-    sequence with a GI only."""
+def accession_of(defline: str) -> tuple[str | None, bool]:
+    """The accession makeblastdb -parse_seqids indexes for a defline, lower case (None for a
+    sequence with a GI only), and whether the defline has a GI."""
     token, _ = split_defline(defline)
     ids = _parse_fasta_ids(token) if "|" in token else None
     if ids is None:
-        return token.lower() or None
+        return token.lower() or None, False
+    has_gi = any(kind == "gi" for kind, _ in ids)
     if all(kind == "gi" for kind, _ in ids):
-        return None
-    return _best_accession(ids).lower()
+        return None, has_gi
+    return _best_accession(ids).lower(), has_gi
 
 
 def _without_version(accession: str) -> str:
@@ -91,19 +92,23 @@ def _without_version(accession: str) -> str:
     return stem if dot and version.isdigit() else accession
 
 
-def listed_ordinals(db, keys: list[str]) -> np.ndarray:
-    """Whether each sequence of `db` is named by one of `keys`: bool [num_seqs]. A key with a
-    version names that version only."""
+def listed_ordinals(db, keys: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Whether each sequence of `db` is named by one of `keys`, whether it has an accession
+    at all, and whether it has a GI: three bool [num_seqs]. A key with a version names that
+    version only."""
     if not db.parse_seqids:
         raise DatabaseError(f"{db.name}: the database has no accession info (it was made "
                             "without -parse_seqids), which -seqidlist needs")
     wanted = set(keys)
     named = np.zeros(db.num_seqs, dtype=bool)
+    has_accession = np.zeros(db.num_seqs, dtype=bool)
+    has_gi = np.zeros(db.num_seqs, dtype=bool)
     for ordinal in range(db.num_seqs):
-        accession = accession_of(db.defline(ordinal))
+        accession, has_gi[ordinal] = accession_of(db.defline(ordinal))
         if accession is not None:
+            has_accession[ordinal] = True
             named[ordinal] = accession in wanted or _without_version(accession) in wanted
-    return named
+    return named, has_accession, has_gi
 
 
 def approximate_lengths(db) -> np.ndarray:
@@ -116,14 +121,15 @@ def approximate_lengths(db) -> np.ndarray:
 
 
 class DatabaseSubset:
-    """A database whose search sees only the sequences `searched` marks (bool per ordinal):
-    its statistics count those, everything else is the database's own."""
+    """A database whose search sees only the sequences `searched` marks (bool per ordinal),
+    and whose statistics count those `counted` marks; everything else is the database's
+    own."""
 
-    def __init__(self, db, searched: np.ndarray):
+    def __init__(self, db, searched: np.ndarray, counted: np.ndarray):
         self._db = db
         self.searched = searched
-        self.stats_num_seqs = int(searched.sum())
-        self.stats_letters = int(approximate_lengths(db)[searched].sum())
+        self.stats_num_seqs = int(counted.sum())
+        self.stats_letters = int(approximate_lengths(db)[counted].sum())
 
     def __getattr__(self, name):
         return getattr(self._db, name)
@@ -134,5 +140,15 @@ def restrict(db, options):
     listed = options.seqidlist or options.negative_seqidlist
     if listed is None:
         return db
-    named = listed_ordinals(db, read_id_list(listed))
-    return DatabaseSubset(db, named if options.seqidlist else ~named)
+    named, has_accession, has_gi = listed_ordinals(db, read_id_list(listed))
+    if options.seqidlist:
+        return DatabaseSubset(db, named, named)
+    # a negative list searches the sequences of SeqDB's accession index that it does not
+    # name. The statistics count every sequence but those whose every id it names (it
+    # never names a GI): of a version 4 database, those of the accession index only; of a
+    # version 5 database (as makeblastdb writes by default, and as gblastn's own stand in
+    # for) a sequence with a GI only too
+    counted = ~named | has_gi
+    if db.format_version == 4:
+        counted &= has_accession
+    return DatabaseSubset(db, has_accession & ~named, counted)
