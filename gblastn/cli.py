@@ -262,6 +262,11 @@ def search_command(
                                              "(default: from -evalue)."),
     no_greedy: bool = typer.Option(False, "-no_greedy", help="Megablast: extend with dynamic "
                                    "programming, not greedily (needs -gapopen/-gapextend)."),
+    seqidlist: str = typer.Option(None, "-seqidlist", help="Search only the database "
+                                  "sequences whose accessions this file lists (text, or "
+                                  "blastdb_aliastool's binary list)."),
+    negative_seqidlist: str = typer.Option(None, "-negative_seqidlist", help="Search all "
+                                           "database sequences but those this file lists."),
     device: str = typer.Option("auto", "-device", help="auto, gpu or cpu."),
     gpu_id: int = typer.Option(0, "-gpu_id", click_type=INTEGER),
     mode: str = typer.Option("pipeline", "-mode", help="pipeline (stages overlap in threads) or serial."),
@@ -278,6 +283,8 @@ def search_command(
 
     if (db is None) == (subject is None):
         raise OptionsError("give one of -db and -subject")
+    _check_subject_compatible(subject, seqidlist=seqidlist,
+                              negative_seqidlist=negative_seqidlist)
     if mode not in ("pipeline", "serial"):
         raise OptionsError(f"invalid -mode {mode!r}: use pipeline or serial")
     if prelim_threads < 0 or traceback_threads < 0:
@@ -301,7 +308,8 @@ def search_command(
         max_target_seqs=limits.max_target_seqs,
         max_hsps=max_hsps, perc_identity=perc_identity, qcov_hsp_perc=qcov_hsp_perc,
         num_threads=num_threads, dbsize=dbsize, searchsp=searchsp,
-        min_raw_gapped_score=min_raw_gapped_score, no_greedy=no_greedy or None)
+        min_raw_gapped_score=min_raw_gapped_score, no_greedy=no_greedy or None,
+        seqidlist=seqidlist, negative_seqidlist=negative_seqidlist)
     settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty(),
                            release_device=True, compile_stages=compile_stages)
     times.add("start-up", time.perf_counter() - STARTED)
@@ -317,6 +325,13 @@ def search_command(
     run_search(files, database, options, output, backend, settings, times)
     if stage_times:
         print("gblastn: " + times.report(), file=sys.stderr)
+
+
+def _check_subject_compatible(subject: str | None, **database_options) -> None:
+    """blastn's refusal of an option that restricts a database, given with -subject."""
+    given = [name for name, value in database_options.items() if value is not None]
+    if subject is not None and given:
+        raise OptionsError(f'Argument "subject". Incompatible with argument:  `{given[0]}\'')
 
 
 def _command_line() -> str:

@@ -126,6 +126,16 @@ def subject_chunks(lengths: np.ndarray, byte_offset: np.ndarray) -> SubjectChunk
     return SubjectChunks(index, start, byte_offset[index] + start // 4, length.astype(np.int32))
 
 
+def searched_chunks(db, volume, byte_offset: np.ndarray) -> SubjectChunks:
+    """The chunks of the volume's subjects that the search sees: those of every subject, or
+    of the subjects db.searched marks (-seqidlist), which BLAST's database never hands to
+    the scan."""
+    chunks = subject_chunks(volume.lengths, byte_offset)
+    if db.searched is None:
+        return chunks
+    return chunks.take(np.flatnonzero(db.searched[volume.first_ordinal + chunks.local_index]))
+
+
 # ----------------------------------------------------------------------------------------------
 # what every volume's search of one batch shares
 
@@ -442,7 +452,7 @@ class Engine:
 
         subject_buffer = self.buffers.of(volume)
         buffer = subject_buffer.packed
-        every_chunk = subject_chunks(volume.lengths, subject_buffer.byte_offset)
+        every_chunk = searched_chunks(self.db, volume, subject_buffer.byte_offset)
         chunks, first_chunk = every_chunk, 0
         if subjects is not None:
             picked = np.flatnonzero((every_chunk.local_index >= subjects.start) &

@@ -50,6 +50,8 @@ class SearchOptions:
     searchsp: int = 0              # -searchsp: every context's effective search space (0: computed)
     min_raw_gapped_score: int = 0  # -min_raw_gapped_score: the gapped cutoff (0: from -evalue)
     no_greedy: bool = False        # -no_greedy: megablast extends with DP, as the other tasks
+    seqidlist: str | None = None   # -seqidlist: search only the sequences this file names
+    negative_seqidlist: str | None = None  # -negative_seqidlist: all but those
 
     @property
     def greedy(self) -> bool:
@@ -184,6 +186,8 @@ def _validate(o: SearchOptions) -> None:
         raise OptionsError("-qcov_hsp_perc must be between 0 and 100")
     if o.searchsp < 0:
         raise OptionsError("-searchsp must be at least 0")
+    if o.seqidlist is not None and o.negative_seqidlist is not None:
+        raise OptionsError("-seqidlist and -negative_seqidlist cannot be given together")
     if o.num_threads < 1:
         raise OptionsError("-num_threads must be at least 1")
     # the reward/penalty/gap set must be one BLAST supports (spec §7.2)

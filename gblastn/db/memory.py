@@ -18,6 +18,7 @@ class MemoryVolume:
     """Subjects 0 .. n - 1, each packed from a byte boundary in one read-only buffer."""
 
     first_ordinal = 0
+    searched = None  # every subject is searched
 
     def __init__(self, subjects: list):
         codes = [np.asarray(s, dtype=np.uint8) for s in subjects]

@@ -475,6 +475,8 @@ class OrdinalAccess:
     (the volumes' first ordinals), `parse_seqids` and `defline`: ids and titles, packed
     bases and true letters."""
 
+    searched = None  # every sequence is searched (db.subset.DatabaseSubset marks some)
+
     def _locate(self, ordinal: int):
         ordinal = int(ordinal)
         if not 0 <= ordinal < self.num_seqs:

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Search:
-    """What a driver holds for one search: the database, the options, its StageTimes, and
+    """What a driver holds for one search: the database (as -seqidlist restricts it), the
+    options, its StageTimes, and
     its scan backend, a Backend or the Future of the GPU's set-up, waited for when the first
     batch's queries are read, masked and indexed (engine())."""
 
@@ -27,7 +28,10 @@ class Search:
     _engine: object = field(default=None, repr=False)
 
     def __post_init__(self):
+        from ..db.subset import restrict
         from ..engine import SubjectBuffers
+
+        self.db = restrict(self.db, self.options)
 
         if self.buffers is None:
             self.buffers = SubjectBuffers(self.times)

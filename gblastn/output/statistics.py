@@ -2,9 +2,9 @@
 masked query regions): the Karlin-Altschul blocks, the length adjustment and the effective
 search space of the query's first valid context, and the query's masked ranges.
 
-They are computed again here, from the queries, the options and the database's totals, with
-the functions the search used (gblastn.stats): every value is a context's own, whatever
-else was in the search's batch, so the numbers are the search's.
+They are computed again here, from the queries, the options and the database's size for
+E-values, with the functions the search used (gblastn.stats): every value is a context's own,
+whatever else was in the search's batch, so the numbers are the search's.
 """
 
 from dataclasses import dataclass
@@ -34,7 +34,7 @@ def query_statistics(queries: list, db, options) -> list:
     if not searched:
         return [NO_STATISTICS for _ in queries]
     batch = build_batch(searched, options)
-    stats = prepare_statistics(batch, db.total_letters, db.num_seqs, options)
+    stats = prepare_statistics(batch, db.stats_letters, db.stats_num_seqs, options)
     found = iter([_first_valid(stats, 2 * i, batch) for i in range(len(searched))])
     return [next(found) if len(query) else NO_STATISTICS for query in queries]
 

@@ -1,0 +1,154 @@
+"""-seqidlist and -negative_seqidlist: the database restricted to (or cleared of) the
+sequences a list of accessions names, as BLAST's SeqDB restricts its ordinals before the
+search.
+
+A list is a text file, one id per line (the first word of the line, a leading '>' dropped),
+or the binary form `blastdb_aliastool -seqid_file_in` writes. An id names a sequence by its
+accession, as makeblastdb -parse_seqids indexes them: 'NC_000001.1', 'gb|AB000003.2|',
+'lcl|name', 'gnl|db|tag' ('db:tag') and 'pdb|1ABC|A' ('1ABC_A') name one; an id without a
+version names every version; GIs name none. The statistics then count only the sequences
+searched, each with the length SeqDB estimates for it (approximate_lengths), while the
+reports' database lines keep the whole database's size, as blastn's do.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from ..errors import DatabaseError, InputError
+from .seqid import _best_accession, _parse_fasta_ids, split_defline
+
+BINARY_MARK = b"\x00"  # the binary list's first byte; a text list never starts with NUL
+_LONG_ID = 0xFF        # an id length byte saying that a 4-byte length follows
+
+
+def read_id_list(path: str) -> list[str]:
+    """The ids of a text or binary seqidlist, as keys (lower case; None-free)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise InputError(f"cannot read the seqidlist {path} ({exc.strerror})") from None
+    if data.startswith(BINARY_MARK):
+        return [entry.lower() for entry in _binary_ids(data, path)]
+    keys = (_text_key(line) for line in data.decode("latin-1").splitlines())
+    return [key for key in keys if key]
+
+
+def _text_key(line: str) -> str | None:
+    """The accession a text list's line names, lower case; None for a GI or a blank line."""
+    token, _ = split_defline(line.strip().lstrip(">"))
+    if "|" not in token:
+        return token.lower() or None
+    ids = _parse_fasta_ids(token)
+    if ids is None or len(ids) != 1 or ids[0][0] == "gi":
+        return None
+    return _best_accession(ids).lower()
+
+
+def _binary_ids(data: bytes, path: str) -> list[str]:
+    """The ids of blastdb_aliastool's binary list: NUL, Uint8 file size, Uint8 id count,
+    Uint4 title length and title, Uint1 date length and date, Uint8 (0), then each id as a
+    Uint1 length (0xFF: a Uint4 length follows) and its bytes. Little-endian."""
+    try:
+        size, count, title_length = struct.unpack_from("<QQI", data, 1)
+        at = 1 + 20 + title_length
+        at += 1 + data[at] + 8
+        if size != len(data):
+            raise ValueError
+        ids = []
+        for _ in range(count):
+            length = data[at]
+            at += 1
+            if length == _LONG_ID:
+                length = struct.unpack_from("<I", data, at)[0]
+                at += 4
+            if at + length > len(data):
+                raise ValueError
+            ids.append(data[at:at + length].decode("latin-1"))
+            at += length
+    except (struct.error, IndexError, ValueError):
+        raise InputError(f"{path}: damaged binary seqidlist") from None
+    return ids
+
+
+def accession_of(defline: str) -> tuple[str | None, bool]:
+    """The accession makeblastdb -parse_seqids indexes for a defline, lower case (None for a
+    sequence with a GI only), and whether the defline has a GI."""
+    token, _ = split_defline(defline)
+    ids = _parse_fasta_ids(token) if "|" in token else None
+    if ids is None:
+        return token.lower() or None, False
+    has_gi = any(kind == "gi" for kind, _ in ids)
+    if all(kind == "gi" for kind, _ in ids):
+        return None, has_gi
+    return _best_accession(ids).lower(), has_gi
+
+
+def _without_version(accession: str) -> str:
+    stem, dot, version = accession.rpartition(".")
+    return stem if dot and version.isdigit() else accession
+
+
+def listed_ordinals(db, keys: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Whether each sequence of `db` is named by one of `keys`, whether it has an accession
+    at all, and whether it has a GI: three bool [num_seqs]. A key with a version names that
+    version only."""
+    if not db.parse_seqids:
+        raise DatabaseError(f"{db.name}: the database has no accession info (it was made "
+                            "without -parse_seqids), which -seqidlist needs")
+    wanted = set(keys)
+    named = np.zeros(db.num_seqs, dtype=bool)
+    has_accession = np.zeros(db.num_seqs, dtype=bool)
+    has_gi = np.zeros(db.num_seqs, dtype=bool)
+    for ordinal in range(db.num_seqs):
+        accession, has_gi[ordinal] = accession_of(db.defline(ordinal))
+        if accession is not None:
+            has_accession[ordinal] = True
+            named[ordinal] = accession in wanted or _without_version(accession) in wanted
+    return named, has_accession, has_gi
+
+
+def approximate_lengths(db) -> np.ndarray:
+    """The length BLAST counts for each sequence of a restricted database (SeqDB's
+    GetSeqLengthApprox): its whole bytes of bases, and for the bases of its last byte the
+    low two bits of its ordinal in its volume, an estimate that spares reading that byte."""
+    local = np.concatenate([np.arange(volume.num_seqs, dtype=np.int64)
+                            for volume in db.volumes])
+    return (db.lengths & ~3) + (local & 3)
+
+
+class DatabaseSubset:
+    """A database whose search sees only the sequences `searched` marks (bool per ordinal),
+    and whose statistics count those `counted` marks; everything else is the database's
+    own."""
+
+    def __init__(self, db, searched: np.ndarray, counted: np.ndarray):
+        self._db = db
+        self.searched = searched
+        self.stats_num_seqs = int(counted.sum())
+        self.stats_letters = int(approximate_lengths(db)[counted].sum())
+
+    def __getattr__(self, name):
+        return getattr(self._db, name)
+
+
+def restrict(db, options):
+    """`db` as the search sees it under options.seqidlist or options.negative_seqidlist."""
+    listed = options.seqidlist or options.negative_seqidlist
+    if listed is None:
+        return db
+    named, has_accession, has_gi = listed_ordinals(db, read_id_list(listed))
+    if options.seqidlist:
+        return DatabaseSubset(db, named, named)
+    # a negative list searches the sequences of SeqDB's accession index that it does not
+    # name. The statistics count every sequence but those whose every id it names (it
+    # never names a GI): of a version 4 database, those of the accession index only; of a
+    # version 5 database (as makeblastdb writes by default, and as gblastn's own stand in
+    # for) a sequence with a GI only too
+    counted = ~named | has_gi
+    if db.format_version == 4:
+        counted &= has_accession
+    return DatabaseSubset(db, has_accession & ~named, counted)

@@ -1,0 +1,130 @@
+"""Golden tests of -seqidlist and -negative_seqidlist: searches of makeblastdb's databases
+(version 5 and 4, one volume and several) and of gblastn's own restricted to the sequences a
+list names, text or blastdb_aliastool's binary form, give blastn 2.12's output line for line,
+the statistics of the restricted database included."""
+
+import subprocess
+
+import numpy as np
+import pytest
+
+from golden import assert_blastn_found_hits, compare_lines, gblastn, mutate, needs_blast, \
+    random_dna, write_fasta
+
+pytestmark = [pytest.mark.golden, needs_blast]
+
+# one id style per sequence: each is named in a list by its accession, its bare form or not
+# at all (a GI)
+DEFLINES = ["ref|NC_000001.1| refseq", "gb|AB000002.2| genbank", "lcl|local3 local",
+            "gnl|hs|general4 general", "pdb|1XYZ|B pdb chain", "sp|P12345.1|NAME_X swissprot",
+            "gi|12345|gb|XY000007.1| with a gi", "emb|CAA00008.3| embl", "AB900009.1 bare",
+            "gi|777 gi only"]
+LISTS = {
+    "accessions": "NC_000001.1\nAB000002.2\n",
+    "without versions": "NC_000001\nP12345\nXY000007\n",
+    "a wrong version": "NC_000001.2\nCAA00008.3\n",
+    "fasta ids": "lcl|local3\ngnl|hs|general4\npdb|1XYZ|B\nref|NC_000001.1|\n",
+    "their short forms": "local3\nhs:general4\n1XYZ_B\n",
+    "gis name nothing": "12345\ngi|777\ngi|12345|gb|XY000007.1|\nAB900009\n",
+    "words, blanks, '>'": ">NC_000001.1 the first\n\n  emb|CAA00008.3|\tthe eighth\nnc_000001.1\n",
+    "names nothing": "bogus\n",
+}
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("seqidlist")
+    rng = np.random.default_rng(11)
+    base = random_dna(rng, 12_000)
+    records = [(line, mutate(rng, base[int(s):int(s) + int(n)], 0.04, 0.003))
+               for line, s, n in zip(DEFLINES, rng.integers(0, 6_000, len(DEFLINES)),
+                                     rng.integers(1_500, 5_000, len(DEFLINES)))]
+    fasta = write_fasta(folder / "db.fa", records)
+    query = write_fasta(folder / "q.fa", [("q1 one", base[1_000:4_000]),
+                                          ("q2 two", mutate(rng, base[5_000:9_000], 0.1))])
+    dbs = {}
+    for name, args in {"v5": [], "v4": ["-blastdb_version", "4"],
+                       "volumes": ["-max_file_sz", "3000"]}.items():
+        subprocess.run(["makeblastdb", "-in", fasta, "-dbtype", "nucl", "-parse_seqids",
+                        "-out", str(folder / name), *args], check=True, capture_output=True)
+        dbs[name] = str(folder / name)
+    done = gblastn("makedb", "-in", fasta, "-out", str(folder / "ours"), "-parse_seqids",
+                   "-quiet")
+    assert done.returncode == 0, done.stderr
+    lists = {}
+    for number, (name, text) in enumerate(LISTS.items()):
+        lists[name] = folder / f"list{number}.txt"
+        lists[name].write_text(text)
+    return {"folder": folder, "query": query, "dbs": dbs, "lists": lists}
+
+
+def _same_as_blastn(case, db: str, *args: str, ours_db: str | None = None) -> list:
+    """blastn's output lines, checked equal to gblastn's on `ours_db` (default: the same
+    database)."""
+    theirs = subprocess.run(["blastn", "-query", case["query"], "-db", db, *args],
+                            capture_output=True, text=True)
+    assert theirs.returncode == 0, theirs.stderr
+    ours = gblastn("search", "-query", case["query"], "-db", ours_db or db, "-device", "cpu",
+                   *args)
+    assert ours.returncode == 0, ours.stderr
+    expected, got = theirs.stdout.splitlines(), ours.stdout.splitlines()
+    if ours_db is not None:  # the header names the database as given
+        got = [line.replace(ours_db, db) for line in got]
+    assert expected == got, compare_lines(expected, got)
+    return expected
+
+
+@pytest.mark.parametrize("flag", ["-seqidlist", "-negative_seqidlist"])
+@pytest.mark.parametrize("listed", list(LISTS))
+def test_the_listed_ids_as_blastn(case, listed, flag):
+    _same_as_blastn(case, case["dbs"]["v5"], flag, str(case["lists"][listed]), "-outfmt",
+                    "7 std score")
+
+
+@pytest.mark.parametrize("db,listed", [("v5", "accessions"), ("v5", "without versions"),
+                                       ("volumes", "accessions"),
+                                       ("volumes", "without versions"), ("v4", "accessions")])
+@pytest.mark.parametrize("flag", ["-seqidlist", "-negative_seqidlist"])
+def test_the_restricted_statistics_as_blastn(case, db, flag, listed):
+    """The pairwise report's search space is the restricted database's, its footer the
+    whole database's; several volumes count each sequence by its place in its volume.
+    (Version 4's statistics under a negative list of ids without versions differ: not
+    matched.)"""
+    lines = _same_as_blastn(case, case["dbs"][db], flag, str(case["lists"][listed]),
+                            "-task", "blastn")
+    assert_blastn_found_hits([line for line in lines if line.startswith("Sequences producing")])
+
+
+def test_the_binary_list_as_blastn(case):
+    binary = case["folder"] / "list.bsl"
+    subprocess.run(["blastdb_aliastool", "-seqid_file_in", str(case["lists"]["fasta ids"]),
+                    "-seqid_file_out", str(binary)], check=True, capture_output=True)
+    for outfmt in ("0", "7 std score"):
+        _same_as_blastn(case, case["dbs"]["v5"], "-seqidlist", str(binary), "-outfmt", outfmt)
+
+
+@pytest.mark.parametrize("flag", ["-seqidlist", "-negative_seqidlist"])
+def test_a_gblastn_database_restricted_as_blastn(case, flag):
+    _same_as_blastn(case, case["dbs"]["v5"], flag, str(case["lists"]["without versions"]),
+                    ours_db=str(case["folder"] / "ours"))
+
+
+def test_refusals(case, tmp_path):
+    plain = str(tmp_path / "plain")
+    subprocess.run(["makeblastdb", "-in", str(case["folder"] / "db.fa"), "-dbtype", "nucl",
+                    "-out", plain], check=True, capture_output=True)
+    listed = str(case["lists"]["accessions"])
+    for args, code, words in [
+            (["-db", plain, "-seqidlist", listed], 3, "no accession info"),
+            (["-db", case["dbs"]["v5"], "-seqidlist", str(tmp_path / "none")], 2,
+             "cannot read the seqidlist"),
+            (["-db", case["dbs"]["v5"], "-seqidlist", listed, "-negative_seqidlist", listed],
+             2, "cannot be given together"),
+            (["-subject", str(case["folder"] / "db.fa"), "-seqidlist", listed], 2,
+             "Incompatible with argument:  `seqidlist'")]:
+        theirs = subprocess.run(["blastn", "-query", case["query"], *args],
+                                capture_output=True, text=True)
+        ours = gblastn("search", "-query", case["query"], *args)
+        assert theirs.returncode != 0
+        assert ours.returncode == code and ours.stdout == ""
+        assert ours.stderr.startswith("gblastn: error: ") and words in ours.stderr
