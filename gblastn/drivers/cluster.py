@@ -23,7 +23,6 @@ cannot finish fails with one line, leaving no output (run.py's OutputFiles).
 
 import contextlib
 import os
-import threading
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -32,12 +31,6 @@ import numpy as np
 
 from ..errors import ClusterError, GblastnError, MissingPackageError, OptionsError
 
-try:  # the tasks run where Dask is; this module is imported only by searches that use it
-    from distributed import WorkerPlugin as _WorkerPlugin
-except ImportError:
-    _WorkerPlugin = object
-
-PLUGIN_NAME = "gblastn-resident"
 MODES = ("auto", "shard", "replicate")
 BATCHES_AHEAD = 2            # query batches in flight beyond the one being merged, per worker
 WORKERS_WAIT_SECONDS = 60    # how long a search waits for a cluster's first worker
@@ -59,6 +52,8 @@ class ClusterSpec:
     device: str = "auto"
     gpu_id: int = 0
     query_letters: int | None = None  # the queries' size when known: auto mode's hint
+    # the shard of each ordinal, any assignment (shards.shards_of), instead of `shards` runs
+    assignment: object = None
 
     def check(self) -> None:
         given = [self.scheduler is not None, self.scheduler_file is not None,
@@ -106,14 +101,14 @@ def local_cluster(workers: int, device: str, threads: int = 1):
     seeing its own GPU as device 0) where there are GPUs and the device allows, else
     `workers` CPU worker processes. Each worker runs one gblastn task at a time, on
     `threads` threads of its own."""
-    import logging
-
     distributed = _distributed()
     gpus = 0 if device == "cpu" else gpu_count()
     if device == "gpu" and gpus == 0:
         from ..errors import GpuUnavailableError
         raise GpuUnavailableError("-device gpu: no GPU found for the cluster's workers "
                                   "(dask-cuda and an NVIDIA driver are needed)")
+    import logging
+
     common = dict(threads_per_worker=1, dashboard_address=None, silence_logs=logging.ERROR,
                   env={"OMP_NUM_THREADS": str(threads)})
     if gpus:
@@ -147,6 +142,8 @@ def connected(spec: ClusterSpec, threads: int = 1):
         where = spec.scheduler or spec.scheduler_file or "the local cluster"
         raise ClusterError(f"cannot reach the scheduler of {where}: {exc}") from None
     try:
+        from .resident import PLUGIN_NAME, ResidentDatabases
+
         client.register_plugin(ResidentDatabases(spec.device, spec.gpu_id), name=PLUGIN_NAME)
         try:
             client.wait_for_workers(1, timeout=WORKERS_WAIT_SECONDS)
@@ -161,254 +158,6 @@ def connected(spec: ClusterSpec, threads: int = 1):
 
 def worker_addresses(client) -> list:
     return sorted(client.scheduler_info(n_workers=-1)["workers"])
-
-
-# ----------------------------------------------------------------------------------------------
-# what workers keep between searches
-
-
-class ResidentDatabases(_WorkerPlugin):
-    """A Dask worker plugin: on each worker, the databases it opened
-    (ResidentDatabase, by name), the scan backend (a GPU's CUDA context and resident volumes
-    are made once per worker process) and thread pools, kept across searches. `preload`
-    names a database to open, and to copy to the device, when the worker starts."""
-
-    idempotent = True  # a search joining a served cluster keeps what the workers hold
-
-    def __init__(self, device: str = "auto", gpu_id: int = 0, preload: str | None = None,
-                 shard=None):
-        self.device, self.gpu_id, self.preload, self.shard = device, gpu_id, preload, shard
-
-    def setup(self, worker=None) -> None:
-        self.lock = threading.Lock()
-        self.databases: dict = {}
-        self.pools: dict = {}
-        self._backend = None
-        if self.preload is not None:
-            self.database(self.preload).load(self.shard)
-
-    def teardown(self, worker=None) -> None:
-        for resident in self.databases.values():
-            resident.db.close()
-        for pool in self.pools.values():
-            pool.close()
-
-    def backend(self):
-        """The worker's scan backend, selected once. A GPU worker sees its own GPU (dask-cuda
-        sets CUDA_VISIBLE_DEVICES for each), as -gpu_id picks among those it sees."""
-        with self.lock:
-            if self._backend is None:
-                from ..scan import select_backend
-                self._backend = select_backend(self.device, self.gpu_id)
-            return self._backend
-
-    def database(self, name: str, statistics=None) -> "ResidentDatabase":
-        with self.lock:
-            resident = self.databases.get(name)
-            if resident is None:
-                from ..db.reader import open_db
-                resident = self.databases[name] = ResidentDatabase(open_db(name), self)
-        if statistics is not None:
-            statistics.check(resident.db, name)
-        return resident
-
-    def pool(self, threads: int):
-        from ..pools import TaskPool
-
-        with self.lock:
-            return self.pools.setdefault(threads, TaskPool(threads))
-
-
-class ResidentDatabase:
-    """One opened database on a worker: its subject buffers (SubjectBuffers, kept across
-    searches, as the GPU keeps their device copies), its diagonal-hash resets and shards'
-    windows, and the preliminary searches waiting for their traceback."""
-
-    def __init__(self, db, plugin: ResidentDatabases):
-        from ..engine import SubjectBuffers
-        from ..timing import StageTimes
-
-        self.db, self.plugin = db, plugin
-        self.buffers = SubjectBuffers(StageTimes())
-        self.lock = threading.Lock()
-        self.windows: dict = {}   # (shard key, replay) -> [ShardWindow]
-        self.kept: dict = {}      # shard key -> bool per ordinal
-        self.pending: dict = {}   # (search, batch, shard) -> (plan, PrelimHits)
-        self._resets = None
-
-    def load(self, shard=None) -> None:
-        """Make the subject buffers of the shard's volumes (all without one) and copy them to
-        the device, as far as they fit there."""
-        backend = self.plugin.backend()
-        ordinals = None if shard is None else shard.ordinals
-        for volume in self.db.volumes:
-            end = volume.first_ordinal + volume.num_seqs
-            if ordinals is not None and not np.any((ordinals >= volume.first_ordinal) &
-                                                   (ordinals < end)):
-                continue
-            subjects = self.buffers.of(volume)
-            if backend.capabilities.preloads and not backend.preload(subjects):
-                return
-
-    def search(self, options, times):
-        """A drivers.Search of this database for one search's options."""
-        from . import Search
-
-        return Search(self.db, options, times, self.plugin.backend(), self.buffers)
-
-    def shard_windows(self, shard, replay: bool) -> list:
-        from ..shards import hash_resets, shard_windows
-
-        key = (shard.key, replay)
-        with self.lock:
-            if key not in self.windows:
-                if replay and self._resets is None:
-                    self._resets = hash_resets(self.db)
-                self.windows[key] = shard_windows(self.db, shard.ordinals, replay, self._resets)
-            return self.windows[key]
-
-    def kept_ordinals(self, shard) -> np.ndarray:
-        with self.lock:
-            if shard.key not in self.kept:
-                kept = np.zeros(self.db.num_seqs, dtype=bool)
-                kept[shard.ordinals] = True
-                self.kept[shard.key] = kept
-            return self.kept[shard.key]
-
-
-# ----------------------------------------------------------------------------------------------
-# the workers' tasks
-
-
-@dataclass
-class BatchRequest:
-    """One query batch of a search, as its tasks get it."""
-
-    search_id: str
-    number: int              # the batch's place in the search
-    db_name: str
-    statistics: object       # shards.DatabaseStatistics of the whole database
-    options: object          # SearchOptions
-    queries: list
-    first_index: int
-
-
-def _resident(request: BatchRequest) -> tuple:
-    from distributed import get_worker
-
-    plugin = get_worker().plugins[PLUGIN_NAME]
-    return plugin, plugin.database(request.db_name, request.statistics)
-
-
-def shard_prelim(request: BatchRequest, shard) -> dict:
-    """A worker's task: the preliminary search of the batch against one shard; returns each
-    query's preliminary hit list with its ranking keys, and keeps the search for the
-    traceback."""
-    from ..engine import prelim_hit_lists
-
-    plugin, resident = _resident(request)
-    plan, prelim = _shard_prelim(request, shard, plugin, resident)
-    with resident.lock:
-        resident.pending[(request.search_id, request.number, shard.index)] = (plan, prelim)
-    return prelim_hit_lists(prelim, request.options)
-
-
-def _shard_prelim(request: BatchRequest, shard, plugin, resident) -> tuple:
-    """(plan, PrelimHits) of the batch against the shard: its subjects' preliminary HSPs as one
-    search of the whole database finds them (shards.shard_windows)."""
-    from ..engine import PrelimHits, ungapped_in_database_order
-    from ..timing import StageTimes
-    from ..ungapped import DiagonalHash
-
-    options = request.options
-    pool = plugin.pool(options.num_threads)
-    search = resident.search(options, StageTimes())
-    plan = search.plan(request.queries, request.first_index, pool)
-    prelim = PrelimHits()
-    if plan.table is None:
-        return plan, prelim
-    engine = search.engine()
-    replay = ungapped_in_database_order(plan.table)
-    kept = resident.kept_ordinals(shard)
-    for window in resident.shard_windows(shard, replay):
-        if replay:
-            plan.diag_hash = DiagonalHash(len(plan.diag_hash.parts))
-            plan.diag_hash.offset = window.hash_offset
-        for volume, subjects in window.pieces:
-            first = volume.first_ordinal
-            gapped = engine.initial_hits(plan, volume, pool, subjects=subjects)
-            gapped = gapped.of_subjects(kept[first:first + volume.num_seqs])
-            volume_hits = PrelimHits()
-            gapped.file_subjects(gapped.subject_hits(gapped.extend_later(pool)(), pool)(),
-                                 volume_hits)
-            volume_hits.tails = engine.tails_ahead(volume_hits.by_query, plan)
-            prelim.merge(volume_hits)
-    return plan, prelim
-
-
-def shard_traceback(request: BatchRequest, shard, survivors: dict) -> list:
-    """A worker's task: the traceback of the shard's subjects that survived the merge
-    ({query index: ordinals}); returns (query index, ordinal, final Hsps) for each. A worker
-    without the batch's preliminary search (it ran on a worker since lost) redoes it."""
-    from ..engine import GROUPS_PER_THREAD, PrelimHits
-
-    plugin, resident = _resident(request)
-    with resident.lock:
-        held = resident.pending.pop((request.search_id, request.number, shard.index), None)
-    plan, prelim = held or _shard_prelim(request, shard, plugin, resident)
-    picked = PrelimHits()
-    for q, ordinals in survivors.items():
-        for ordinal in ordinals.tolist():
-            picked.add(q, ordinal, prelim.by_query[q][ordinal])
-            tails = prelim.tails.get((q, ordinal))
-            if tails is not None:
-                picked.tails[(q, ordinal)] = tails
-    if not picked.by_query:
-        return []
-    from ..timing import StageTimes
-
-    pool = plugin.pool(request.options.num_threads)
-    engine = resident.search(request.options, StageTimes()).engine()
-    groups = engine.trace_groups(engine.trace_tasks(picked), GROUPS_PER_THREAD * pool.threads)
-    traced = pool.map(lambda group: engine.trace_group(group, plan), groups)
-    return [(task.query_index, ordinal, hsps) for group, pairs in zip(groups, traced)
-            for task, (ordinal, hsps) in zip(group.tasks, pairs)]
-
-
-def replicate_batch(request: BatchRequest) -> list:
-    """A worker's task: the whole batch against the whole database (serial.search_batch);
-    its QueryResults."""
-    from ..timing import StageTimes
-    from .serial import search_batch
-
-    plugin, resident = _resident(request)
-    search = resident.search(request.options, StageTimes())
-    return search_batch(search, request.queries, request.first_index,
-                        plugin.pool(request.options.num_threads))
-
-
-def forget_search(search_id: str, dask_worker=None) -> None:
-    """Run on every worker (Client.run): drop what it still holds of a search (a failed
-    one's preliminary searches)."""
-    plugin = dask_worker.plugins.get(PLUGIN_NAME)
-    for resident in getattr(plugin, "databases", {}).values():
-        with resident.lock:
-            for key in [key for key in resident.pending if key[0] == search_id]:
-                del resident.pending[key]
-
-
-def worker_device_memory(dask_worker=None) -> int | None:
-    """Run on every worker (Client.run): the device memory its backend may hold volumes in;
-    None on a CPU worker."""
-    backend = dask_worker.plugins[PLUGIN_NAME].backend()
-    return backend.volume_budget() if backend.capabilities.preloads else None
-
-
-def load_database(name: str, shard=None) -> None:
-    """A worker's task: open a database and copy its (shard's) volumes to the device."""
-    from distributed import get_worker
-
-    get_worker().plugins[PLUGIN_NAME].database(name).load(shard)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -440,13 +189,20 @@ class ClusterSearch:
     def _device_memory(self) -> int | None:
         if self.spec.mode != "auto" or self.spec.shards or len(self.workers) < 2:
             return None
+        from .resident import worker_device_memory
+
         found = self.client.run(worker_device_memory)
         sizes = [size for size in found.values() if size is not None]
         return min(sizes) if sizes else None
 
     def _shards(self) -> list:
-        from ..shards import contiguous_shards
+        from ..shards import contiguous_shards, shards_of
 
+        if self.spec.assignment is not None:
+            if len(self.spec.assignment) != self.db.num_seqs:
+                raise OptionsError(f"the shard assignment names {len(self.spec.assignment)} "
+                                   f"sequences; the database has {self.db.num_seqs}")
+            return shards_of(self.spec.assignment)
         return contiguous_shards(self.db, self.spec.shards or len(self.workers))
 
     def results(self, queries):
@@ -457,6 +213,8 @@ class ClusterSearch:
     def batch_results(self, queries):
         """Each batch's [(query, QueryResult)], in input order."""
         from ..engine import query_batches
+
+        from .resident import forget_search
 
         batches = enumerate(query_batches(queries, self.options))
         try:
@@ -470,6 +228,8 @@ class ClusterSearch:
                 self.client.run(forget_search, self.search_id)
 
     def _results(self, batches):
+        from .resident import BatchRequest
+
         ahead = BATCHES_AHEAD * len(self.workers)
         in_flight = deque()
         index = 0
@@ -483,11 +243,13 @@ class ClusterSearch:
         while in_flight:
             yield self._finish(*in_flight.popleft())
 
-    def _task_key(self, what: str, request: BatchRequest, shard=None) -> str:
+    def _task_key(self, what: str, request, shard=None) -> str:
         part = "" if shard is None else f"-{shard.index}"
         return f"gblastn-{what}-{self.search_id}-{request.number}{part}"
 
-    def _submit(self, request: BatchRequest) -> list:
+    def _submit(self, request) -> list:
+        from .resident import replicate_batch, shard_prelim
+
         if self.mode == "replicate":
             return [self.client.submit(replicate_batch, request, pure=False,
                                        key=self._task_key("batch", request))]
@@ -501,8 +263,9 @@ class ClusterSearch:
         return {"workers": [self.workers[shard.index % len(self.workers)]],
                 "allow_other_workers": True}
 
-    def _finish(self, request: BatchRequest, futures: list):
+    def _finish(self, request, futures: list):
         from ..engine import merged_hit_lists, query_result
+        from .resident import shard_traceback
 
         if self.mode == "replicate":
             return list(zip(request.queries, futures[0].result()))
@@ -555,7 +318,7 @@ def choose_mode(spec: ClusterSpec, db, workers: list, device_memory: int | None,
     a further split would change); else replicate."""
     if spec.mode != "auto":
         return spec.mode
-    if spec.shards > 1:
+    if spec.shards > 1 or spec.assignment is not None:
         return "shard"
     if len(workers) < 2:
         return "replicate"
