@@ -347,9 +347,6 @@ def _cluster_spec(scheduler, scheduler_file, local_workers, shards, cluster_mode
                        device, gpu_id)
     spec.check()
     if not requested(spec):
-        if shards or cluster_mode != "auto":
-            raise OptionsError("-shards and -cluster_mode need -scheduler, -scheduler_file or "
-                               "-local_workers")
         return None
     if subject is not None:
         raise OptionsError("-subject is searched in this process: a cluster searches a "

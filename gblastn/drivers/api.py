@@ -23,7 +23,7 @@ def search_queries(queries, db, options, backend=None, times=None):
 
 def search_iter(queries, db, columns: str = DEFAULT_COLUMNS, backend=None, scheduler=None,
                 scheduler_file=None, local_workers: int = 0, shards: int = 0,
-                cluster_mode: str = "auto", **options):
+                cluster_mode: str = "auto", shard_assignment=None, **options):
     """Search `queries` against `db` and yield one gblastn.results.QueryResult per query, in
     input order, as each batch of queries is searched: memory holds one batch's queries
     and results, whatever the length of the input.
@@ -38,7 +38,8 @@ def search_iter(queries, db, columns: str = DEFAULT_COLUMNS, backend=None, sched
         instead of in this process, as `gblastn search` does with these flags (the results
         are the same): a scheduler's address, a scheduler file (gblastn serve's), or a local
         cluster of that many workers made for this search; the database split into
-        `shards` (0: one per worker); cluster_mode shard, replicate or auto. `db` is then a
+        `shards` (0: one per worker), or as `shard_assignment` gives (a shard number per
+        ordinal, any split); cluster_mode shard, replicate or auto. `db` is then a
         database's name, which the workers open too.
     options: blastn's options, as keywords (defaults below, as blastn 2.12's)."""
     from ..options import make_options
@@ -46,7 +47,8 @@ def search_iter(queries, db, columns: str = DEFAULT_COLUMNS, backend=None, sched
     from .cluster import ClusterSpec
 
     TabularFormat.parse("6 " + columns)  # an unknown column is refused before the search
-    cluster = ClusterSpec(scheduler, scheduler_file, local_workers, shards, cluster_mode)
+    cluster = ClusterSpec(scheduler, scheduler_file, local_workers, shards, cluster_mode,
+                          assignment=shard_assignment)
     cluster.check()
     return _results(queries, db, make_options(**options), columns, backend, cluster)
 

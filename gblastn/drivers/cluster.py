@@ -23,6 +23,7 @@ cannot finish fails with one line, leaving no output (run.py's OutputFiles).
 
 import contextlib
 import os
+import sys
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -65,7 +66,11 @@ class ClusterSpec:
         if self.mode not in MODES:
             raise OptionsError(f"invalid -cluster_mode {self.mode!r}: use shard, replicate or "
                                "auto")
-        if self.mode == "replicate" and self.shards > 1:
+        if not requested(self) and (self.shards or self.mode != "auto" or
+                                    self.assignment is not None):
+            raise OptionsError("-shards and -cluster_mode need -scheduler, -scheduler_file or "
+                               "-local_workers")
+        if self.mode == "replicate" and (self.shards > 1 or self.assignment is not None):
             raise OptionsError("-shards splits the database: not with -cluster_mode replicate")
 
 
@@ -75,6 +80,10 @@ def requested(spec: ClusterSpec | None) -> bool:
 
 
 def _distributed():
+    # the command line keeps numba from importing yaml (numba_start.skip_numba_extras);
+    # Dask's configuration is read with it
+    if "yaml" in sys.modules and sys.modules["yaml"] is None:
+        del sys.modules["yaml"]
     try:
         import distributed
     except ImportError:

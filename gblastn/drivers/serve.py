@@ -86,7 +86,7 @@ def _live_scheduler(distributed, scheduler_file: str) -> str | None:
 
 
 def _plugin(spec: ServeSpec, name: str):
-    from .cluster import ResidentDatabases
+    from .resident import ResidentDatabases
 
     return ResidentDatabases(spec.device, spec.gpu_id, preload=name)
 
@@ -94,7 +94,8 @@ def _plugin(spec: ServeSpec, name: str):
 def _start(distributed, spec: ServeSpec, name: str, gpus: int, ready) -> None:
     """A scheduler and this host's workers, until interrupted; the scheduler file is
     written once every worker is up and removed at the end."""
-    from .cluster import PLUGIN_NAME, local_cluster
+    from .cluster import local_cluster
+    from .resident import PLUGIN_NAME
 
     workers = gpus or spec.workers
     device = spec.device if gpus else "cpu"
@@ -116,7 +117,7 @@ def _start(distributed, spec: ServeSpec, name: str, gpus: int, ready) -> None:
 def _join(distributed, address: str, spec: ServeSpec, name: str, gpus: int, ready) -> None:
     """This host's workers (a nanny each, a GPU each as CUDA_VISIBLE_DEVICES shows it) in the
     cluster of `address`, until interrupted."""
-    from .cluster import PLUGIN_NAME
+    from .resident import PLUGIN_NAME
 
     try:
         with distributed.Client(address, timeout=PROBE_SECONDS, set_as_default=False) as client:
