@@ -97,11 +97,20 @@ def contiguous_shards(db, count: int) -> list:
             if cuts.size == count - 1:
                 break
     else:
-        cuts = np.unique(np.searchsorted(ends, targets, side="left") + 1)
-        cuts = cuts[(cuts > 0) & (cuts < lengths.size)]
+        cuts = _distinct_cuts(np.searchsorted(ends, targets, side="left") + 1, lengths.size)
     bounds = [0, *cuts.tolist(), int(lengths.size)]
     return [Shard(k, np.arange(a, b, dtype=np.int64))
             for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+
+
+def _distinct_cuts(cuts: np.ndarray, n: int) -> np.ndarray:
+    """Cuts in [1, n) made strictly increasing, each as near its place as the others allow:
+    every shard gets a subject at least."""
+    made = []
+    for k, cut in enumerate(cuts.tolist()):
+        low = made[-1] + 1 if made else 1
+        made.append(min(max(cut, low), n - (cuts.size - k)))
+    return np.array(made, dtype=np.int64)
 
 
 def _nearest_cuts(candidates: np.ndarray, ends: np.ndarray, targets: np.ndarray) -> np.ndarray:

@@ -49,12 +49,17 @@ def fake_db(lengths, volume_sizes):
 
 def test_windows_replay_from_each_stretch_start():
     db = fake_db([10] * 8, [5, 3])
-    resets = HashResets(offset=np.array([0, 10, 20, 0, 10, 0, 10, 20]),
-                        replay_from=np.array([0, 0, 0, 2, 2, 5, 5, 5]))
-    windows = shard_windows(db, np.array([1, 4, 7]), True, resets)
-    assert [(w.first, w.end, w.hash_offset) for w in windows] == [(0, 5, 0), (5, 8, 0)]
-    assert [(v.first_ordinal, r) for v, r in windows[0].pieces] == [(0, range(0, 5))]
-    assert [(v.first_ordinal, r) for v, r in windows[1].pieces] == [(5, range(0, 3))]
+    # the stretch of subject 7 starts inside subject 6, whose first chunk has offset 10
+    resets = HashResets(offset=np.array([0, 10, 20, 0, 10, 0, 10, 5]),
+                        replay_from=np.array([0, 0, 0, 2, 2, 5, 5, 6]))
+    windows = shard_windows(db, np.array([1, 7]), True, resets)
+    assert [(w.first, w.end, w.hash_offset) for w in windows] == [(0, 2, 0), (6, 8, 10)]
+    assert [(v.first_ordinal, r) for v, r in windows[1].pieces] == [(5, range(1, 3))]
+    # windows that meet run on through one hash, across volumes
+    windows = shard_windows(db, np.array([1, 4, 6]), True, resets)
+    assert [(w.first, w.end, w.hash_offset) for w in windows] == [(0, 7, 0)]
+    assert [(v.first_ordinal, r) for v, r in windows[0].pieces] == [(0, range(0, 5)),
+                                                                      (5, range(0, 2))]
     # without the hash, only the shard's own runs of subjects
     plain = shard_windows(db, np.array([1, 2, 4, 5]), False)
     assert [(w.first, w.end) for w in plain] == [(1, 3), (4, 6)]
