@@ -38,6 +38,10 @@ Call hierarchy (each stage its own module):
                                                         counts: one compiled call per group
       query_result                       (here)         subjects in order, max_target_seqs
 
+A database split into shards (shards.py, drivers/cluster.py) is searched shard by shard with
+the same stages; prelim_hit_lists gives a shard's preliminary hit lists with BLAST's ranking
+keys (RankedSubjects), merged_hit_lists the whole database's, as trace_tasks would cut them.
+
 Stage rules the drivers follow: volume_jobs (a volume's parts for several threads: whole
 subjects only) and ungapped_in_database_order (the diagonal hash sees the chunks in database
 order, so the jobs take turns at the ungapped stage, once per volume: TurnsOnce).
