@@ -51,10 +51,12 @@ class Served:
              "-device", "gpu", "-scheduler_file", self.file], stderr=subprocess.PIPE, text=True)
 
     def __enter__(self):
-        line = self.process.stderr.readline()
-        if "serving" not in line:
-            sys.exit(f"scaleout.py: gblastn serve did not start: {line}")
-        return self
+        for line in iter(self.process.stderr.readline, ""):
+            if line.startswith("gblastn: serving"):
+                return self
+            if line.startswith("gblastn: error"):
+                break
+        sys.exit("scaleout.py: gblastn serve did not start")
 
     def __exit__(self, *exc):
         self.process.send_signal(signal.SIGINT)

@@ -118,7 +118,7 @@ def local_cluster(workers: int, device: str, threads: int = 1):
                                   "(dask-cuda and an NVIDIA driver are needed)")
     import logging
 
-    common = dict(threads_per_worker=1, dashboard_address=None, silence_logs=logging.ERROR,
+    common = dict(threads_per_worker=1, dashboard_address=":0", silence_logs=logging.ERROR,
                   env={"OMP_NUM_THREADS": str(threads)})
     if gpus:
         from dask_cuda import LocalCUDACluster

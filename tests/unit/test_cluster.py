@@ -32,7 +32,7 @@ DUPLICATES = [6, 7, 8]  # dupA, dupB, dupC: identical subjects, tied hits of que
 def cluster():
     """Two CPU worker processes of one thread, for the whole module."""
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None, silence_logs=40) as local:
+                                  dashboard_address=":0", silence_logs=40) as local:
         yield local
 
 
@@ -42,6 +42,13 @@ def case(tmp_path_factory):
     db_fasta, queries = megablast_case(str(folder))
     return {"db": str(make_db([db_fasta], str(folder / "gdb"), progress=False)),
             "queries": queries, "folder": folder}
+
+
+@pytest.fixture(scope="module")
+def small_tabular(case) -> bytes:
+    """The single search's tabular output of the small queries, max_target_seqs 2 (made
+    before any test's failed search, which leaves the database open in this process)."""
+    return search(case, "small", TABULAR, max_target_seqs=2)
 
 
 def search(case, query, outfmt, task="megablast", spec=None, **extra) -> bytes:
@@ -78,8 +85,8 @@ def test_shards_give_the_single_search(cluster, case, name, shards):
     assert got == expected
 
 
-def test_replicated_database_gives_the_single_search(cluster, case):
-    expected = search(case, "small", TABULAR, max_target_seqs=2)
+def test_replicated_database_gives_the_single_search(cluster, case, small_tabular):
+    expected = small_tabular
     assert search(case, "small", TABULAR, spec=on(cluster, mode="replicate"),
                   max_target_seqs=2) == expected
 
@@ -157,8 +164,9 @@ def killer(cluster):
     client.close()
 
 
-def test_worker_lost_mid_search_reruns_its_shard(cluster, case, killer, tmp_path):
-    expected = search(case, "small", TABULAR, max_target_seqs=2)
+def test_worker_lost_mid_search_reruns_its_shard(cluster, case, killer, tmp_path,
+                                                 small_tabular):
+    expected = small_tabular
     killer("gblastn-traceback-", str(tmp_path / "killed"))
     got = search(case, "small", TABULAR, spec=on(cluster, shards=2), max_target_seqs=2)
     assert (tmp_path / "killed").exists()
@@ -180,7 +188,7 @@ def test_search_that_cannot_finish_leaves_no_output(cluster, case, killer, tmp_p
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
-def test_serve_then_search_from_the_command_line(case, tmp_path):
+def test_serve_then_search_from_the_command_line(case, tmp_path, small_tabular):
     """gblastn serve holds the database; searches sent to it give the single search's
     output; interrupted, it stops and removes its scheduler file."""
     scheduler_file = tmp_path / "scheduler.json"
@@ -188,7 +196,8 @@ def test_serve_then_search_from_the_command_line(case, tmp_path):
                               "-workers", "1", "-device", "cpu", "-scheduler_file",
                               str(scheduler_file)], stderr=subprocess.PIPE, text=True)
     try:
-        assert "serving" in serve.stderr.readline()
+        assert any("serving" in line for line in iter(serve.stderr.readline, "")
+                   if line.startswith("gblastn") or "serving" in line), "serve did not start"
         out = tmp_path / "out.txt"
         done = subprocess.run([sys.executable, "-m", "gblastn", "search", "-db", case["db"],
                                "-query", case["queries"]["small"], "-outfmt", TABULAR,
@@ -196,7 +205,7 @@ def test_serve_then_search_from_the_command_line(case, tmp_path):
                                "-scheduler_file", str(scheduler_file)],
                               capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
-        assert out.read_bytes() == search(case, "small", TABULAR, max_target_seqs=2)
+        assert out.read_bytes() == small_tabular
     finally:
         serve.send_signal(signal.SIGINT)
         code = serve.wait(timeout=60)
