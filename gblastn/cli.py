@@ -273,6 +273,18 @@ def search_command(
     prelim_threads: int = typer.Option(0, "-prelim_threads", help="Threads for scanning and ungapped extension (0: -num_threads)."),
     traceback_threads: int = typer.Option(0, "-traceback_threads", help="Threads for gapped extension and traceback (0: -num_threads)."),
     stage_times: bool = typer.Option(False, "-stage_times", help="Print the time spent in each stage on stderr."),
+    scheduler: str = typer.Option(None, "-scheduler", help="Search on the Dask cluster of this "
+                                  "scheduler address (e.g. one gblastn serve started)."),
+    scheduler_file: str = typer.Option(None, "-scheduler_file", help="Search on the Dask "
+                                       "cluster this scheduler file names (gblastn serve's)."),
+    local_workers: int = typer.Option(0, "-local_workers", click_type=INTEGER,
+                                      help="Search on a local Dask cluster of this many "
+                                      "workers (one per GPU with GPUs, else CPU processes)."),
+    shards: int = typer.Option(0, "-shards", click_type=INTEGER, help="On a cluster: split "
+                               "the database into this many shards (0: one per worker)."),
+    cluster_mode: str = typer.Option("auto", "-cluster_mode", help="On a cluster: shard (split "
+                                     "the database), replicate (split the query batches) "
+                                     "or auto."),
 ) -> None:
     from .compile_ahead import stages_before_search
     from .drivers.run import OutputSpec, RunSettings, query_files, run_search
@@ -292,14 +304,21 @@ def search_command(
     num_threads = _within_cpus(num_threads)
     limits = report_limits(outfmt, max_target_seqs, num_descriptions, num_alignments,
                            line_length, warn=lambda text: print(text, file=sys.stderr))
+    cluster = _cluster_spec(scheduler, scheduler_file, local_workers, shards, cluster_mode,
+                            device, gpu_id, subject)
 
     from .pools import beside
 
     times = StageTimes()
+    files = query_files(query, query_list)
+    if cluster is not None:
+        # the workers search on their devices: this process only merges and writes
+        device = "cpu"
+        cluster.query_letters = _query_bytes(files)
     # the GPU's set-up (pycuda, its context) runs while options, files and database are read
     backend = beside(select_backend, device, gpu_id, times)
-    files = query_files(query, query_list)
-    compile_stages = stages_before_search(task, device, word_size, _query_bytes(files), backend)
+    compile_stages = None if cluster is not None else \
+        stages_before_search(task, device, word_size, _query_bytes(files), backend)
     options = make_options(
         task, evalue=evalue, word_size=word_size, reward=reward, penalty=penalty,
         gapopen=gapopen, gapextend=gapextend, xdrop_ungap=xdrop_ungap, xdrop_gap=xdrop_gap,
@@ -311,7 +330,7 @@ def search_command(
         min_raw_gapped_score=min_raw_gapped_score, no_greedy=no_greedy or None,
         seqidlist=seqidlist, negative_seqidlist=negative_seqidlist)
     settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty(),
-                           release_device=True, compile_stages=compile_stages)
+                           release_device=True, compile_stages=compile_stages, cluster=cluster)
     times.add("start-up", time.perf_counter() - STARTED)
     database, label = db, db
     if subject is not None:
@@ -332,6 +351,22 @@ def _check_subject_compatible(subject: str | None, **database_options) -> None:
     given = [name for name, value in database_options.items() if value is not None]
     if subject is not None and given:
         raise OptionsError(f'Argument "subject". Incompatible with argument:  `{given[0]}\'')
+
+
+def _cluster_spec(scheduler, scheduler_file, local_workers, shards, cluster_mode, device,
+                  gpu_id, subject):
+    """The search's ClusterSpec, or None when it runs in this process."""
+    from .drivers.cluster import ClusterSpec, requested
+
+    spec = ClusterSpec(scheduler, scheduler_file, local_workers, shards, cluster_mode,
+                       device, gpu_id)
+    spec.check()
+    if not requested(spec):
+        return None
+    if subject is not None:
+        raise OptionsError("-subject is searched in this process: a cluster searches a "
+                           "database (-db)")
+    return spec
 
 
 def _command_line() -> str:
@@ -367,6 +402,31 @@ def _parse_bool(flag: str, value: str | None) -> bool | None:
     if text in ("false", "f", "no", "0"):
         return False
     raise OptionsError(f"{flag} takes true or false, not {value!r}")
+
+
+@app.command("serve", help="Serve a database on a Dask cluster until interrupted: searches "
+             "sent with -scheduler or -scheduler_file find it loaded.")
+def serve_command(
+    db: str = typer.Option(..., "-db", help="Database to hold on the workers."),
+    scheduler_file: str = typer.Option(..., "-scheduler_file", help="Where the scheduler's "
+                                       "address is written (or read, to join its cluster)."),
+    scheduler: str = typer.Option(None, "-scheduler", help="Join this scheduler instead of "
+                                  "starting one."),
+    gpus: str = typer.Option("all", "-gpus", help="all, or how many of this host's GPUs get a "
+                             "worker each."),
+    workers: int = typer.Option(1, "-workers", click_type=INTEGER, help="CPU worker processes, "
+                                "on a host without GPUs (or with -device cpu)."),
+    device: str = typer.Option("auto", "-device", help="auto, gpu or cpu."),
+    gpu_id: int = typer.Option(0, "-gpu_id", click_type=INTEGER,
+                               help="The device a worker uses among those it sees."),
+    num_threads: int = typer.Option(1, "-num_threads", click_type=INTEGER,
+                                    help="Threads of each worker's searches."),
+) -> None:
+    from .drivers.serve import ServeSpec, serve
+
+    serve(ServeSpec(db, scheduler_file, scheduler, gpus, workers, device, gpu_id,
+                    _within_cpus(num_threads)),
+          ready=lambda text: print(f"gblastn: {text}", file=sys.stderr, flush=True))
 
 
 @app.command("warmup", help="Compile the search's code ahead, once per install (e.g. in a "

@@ -41,13 +41,17 @@ Call hierarchy (each stage its own module):
                                                         counts: one compiled call per group
       query_result                       (here)         subjects in order, max_target_seqs
 
+A database split into shards (shards.py, drivers/cluster.py) is searched shard by shard with
+the same stages; prelim_hit_lists gives a shard's preliminary hit lists with BLAST's ranking
+keys (RankedSubjects), merged_hit_lists the whole database's, as trace_tasks would cut them.
+
 Stage rules the drivers follow: volume_jobs (a volume's parts for several threads: whole
 subjects only) and ungapped_in_database_order (the diagonal hash sees the chunks in database
 order, so the jobs take turns at the ungapped stage, once per volume: TurnsOnce).
 """
 
 from contextlib import ExitStack, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Callable
 
@@ -636,6 +640,13 @@ class VolumeGapped:
     spread: object
     times: StageTimes
 
+    def of_subjects(self, kept: np.ndarray) -> "VolumeGapped":
+        """This gapped stage for the subjects whose local index `kept` (bool, per subject of
+        the volume) marks: a part of the database whose scan and ungapped stage ran over
+        more subjects than it holds, for the diagonal hash's sake (shards.py)."""
+        return replace(self, pieces=[(c, part) for c, part in self.pieces
+                                     if kept[self.chunks.local_index[c]]])
+
     def piece_hits(self) -> list:
         """The number of initial hits of each piece, the measure of its work: the pieces
         with most hits are those that take longest."""
@@ -840,21 +851,82 @@ def best_first(items: list) -> list:
     E-value (tiny ones equal), then best score, then the higher ordinal first; ties keep
     their order. The keys are worked out for all pairs at once, not in Python for each
     of a query's thousands of subjects, under the GIL."""
-    from .stats import EVALUE_EQUAL_BELOW
-
     if len(items) < 2:
         return list(items)
+    keys = ranking_keys(items)
+    return [items[i] for i in rank_order(keys).tolist()]
+
+
+@dataclass
+class RankedSubjects:
+    """A query's subjects with BLAST's ranking keys (s_EvalueCompareHSPLists): each one's
+    global ordinal, best E-value and best score. Keys alone rank subjects searched in
+    different places exactly as the subjects themselves would be ranked in one search."""
+
+    ordinal: np.ndarray  # int64
+    evalue: np.ndarray   # float64: the subject's best E-value
+    score: np.ndarray    # int64: its best score
+
+    def take(self, index) -> "RankedSubjects":
+        return RankedSubjects(self.ordinal[index], self.evalue[index], self.score[index])
+
+    @staticmethod
+    def joined(parts: list) -> "RankedSubjects":
+        return RankedSubjects(*(np.concatenate([getattr(part, name) for part in parts])
+                                for name in ("ordinal", "evalue", "score")))
+
+
+def ranking_keys(items: list) -> RankedSubjects:
+    """The ranking keys of (ordinal, hsps) pairs, in their order; none without HSPs."""
     sizes = np.array([len(hsps) for _, hsps in items], dtype=np.int64)
     if not sizes.all():
-        raise ValueError("best_first: a subject without HSPs")
+        raise ValueError("ranking_keys: a subject without HSPs")
     starts = np.zeros(sizes.size, dtype=np.int64)
     np.cumsum(sizes[:-1], out=starts[1:])
     best = np.minimum.reduceat(np.concatenate([hsps.evalue for _, hsps in items]), starts)
     score = np.maximum.reduceat(
         np.concatenate([hsps.score for _, hsps in items]).astype(np.int64), starts)
     ordinal = np.array([ordinal for ordinal, _ in items], dtype=np.int64)
-    order = np.lexsort((-ordinal, -score, np.where(best < EVALUE_EQUAL_BELOW, 0.0, best)))
-    return [items[i] for i in order.tolist()]
+    return RankedSubjects(ordinal, best, score)
+
+
+def rank_order(keys: RankedSubjects) -> np.ndarray:
+    """The best-first order of subjects by their keys (best_first's); ordinals are unique
+    within a query, so the order is total: it does not depend on the keys' order."""
+    from .stats import EVALUE_EQUAL_BELOW
+
+    evalue = np.where(keys.evalue < EVALUE_EQUAL_BELOW, 0.0, keys.evalue)
+    return np.lexsort((-keys.ordinal, -keys.score, evalue))
+
+
+def prelim_hit_lists(prelim: PrelimHits, options: SearchOptions) -> dict:
+    """Each query's preliminary hit list as trace_tasks cuts it ({query index:
+    RankedSubjects}, best first): its best prelim_hitlist_size subjects. A part of the
+    database gives its own lists; merged_hit_lists joins the parts' into the database's."""
+    limit = prelim_hitlist_size(options)
+    lists = {}
+    for q, subjects in prelim.by_query.items():
+        if subjects:
+            keys = ranking_keys(list(subjects.items()))
+            lists[q] = keys.take(rank_order(keys)[:limit])
+    return lists
+
+
+def merged_hit_lists(parts: list, options: SearchOptions) -> dict:
+    """The whole database's preliminary hit lists ({query index: int64 ordinals}) from
+    its parts' (prelim_hit_lists of disjoint sets of subjects): the best
+    prelim_hitlist_size subjects of each query over all parts. The order is total and each
+    part kept its own best, so these are the subjects one search's trace_tasks keeps."""
+    limit = prelim_hitlist_size(options)
+    by_query: dict = {}
+    for lists in parts:
+        for q, ranked in lists.items():
+            by_query.setdefault(q, []).append(ranked)
+    merged = {}
+    for q, ranked in by_query.items():
+        keys = RankedSubjects.joined(ranked)
+        merged[q] = keys.ordinal[rank_order(keys)[:limit]]
+    return merged
 
 
 # ----------------------------------------------------------------------------------------------

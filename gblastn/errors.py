@@ -43,3 +43,9 @@ class GpuUnavailableError(GblastnError):
     """`-device gpu` was asked for but no usable GPU (or pycuda) is present."""
 
     exit_code = 5
+
+
+class ClusterError(GblastnError):
+    """A search on a Dask cluster that could not reach it or could not finish there."""
+
+    exit_code = 6

@@ -21,7 +21,9 @@ def search_queries(queries, db, options, backend=None, times=None):
         yield from search_results(search, queries, pool)
 
 
-def search_iter(queries, db, columns: str = DEFAULT_COLUMNS, backend=None, **options):
+def search_iter(queries, db, columns: str = DEFAULT_COLUMNS, backend=None, scheduler=None,
+                scheduler_file=None, local_workers: int = 0, shards: int = 0,
+                cluster_mode: str = "auto", shard_assignment=None, **options):
     """Search `queries` against `db` and yield one gblastn.results.QueryResult per query, in
     input order, as each batch of queries is searched: memory holds one batch's queries
     and results, whatever the length of the input.
@@ -32,24 +34,48 @@ def search_iter(queries, db, columns: str = DEFAULT_COLUMNS, backend=None, **opt
     db: a gblastn or BLAST+ database's name, or a database open_db opened.
     columns: the tabular columns (blastn's -outfmt 6 keywords) each HSP's `fields` holds.
     backend: the scan's backend (the CPU's when None).
+    scheduler, scheduler_file, local_workers, shards, cluster_mode: search on a Dask cluster
+        instead of in this process, as `gblastn search` does with these flags (the results
+        are the same): a scheduler's address, a scheduler file (gblastn serve's), or a local
+        cluster of that many workers made for this search; the database split into
+        `shards` (0: one per worker), or as `shard_assignment` gives (a shard number per
+        ordinal, any split); cluster_mode shard, replicate or auto. `db` is then a
+        database's name, which the workers open too.
     options: blastn's options, as keywords (defaults below, as blastn 2.12's)."""
     from ..options import make_options
     from ..output.tabular import TabularFormat
+    from .cluster import ClusterSpec
 
     TabularFormat.parse("6 " + columns)  # an unknown column is refused before the search
-    return _results(queries, db, make_options(**options), columns, backend)
+    cluster = ClusterSpec(scheduler, scheduler_file, local_workers, shards, cluster_mode,
+                          assignment=shard_assignment)
+    cluster.check()
+    return _results(queries, db, make_options(**options), columns, backend, cluster)
 
 
-def _results(queries, db, settings, columns: str, backend):
+def _results(queries, db, settings, columns: str, backend, cluster):
     """search_iter's results; a generator apart, so that bad options are refused at the
     call, not at the first result."""
     from ..query import iter_source_queries
     from ..results import query_result
 
-    with _opened(db) as (database, name):
-        for query, result in search_queries(iter_source_queries(queries), database, settings,
-                                            backend):
+    with _opened(db) as (database, name), _searched(database, name, settings, backend,
+                                                    cluster) as searched:
+        for query, result in searched(iter_source_queries(queries)):
             yield query_result(query, result, database, name, settings.task, columns)
+
+
+@contextmanager
+def _searched(database, name, settings, backend, cluster):
+    """The search of a query iterable: in this process, or on `cluster` when it names one."""
+    from .cluster import ClusterSearch, connected, requested, worker_db_name
+
+    if not requested(cluster):
+        yield lambda queries: search_queries(queries, database, settings, backend)
+        return
+    with connected(cluster, settings.num_threads) as client:
+        search = ClusterSearch(client, cluster, database, worker_db_name(name), settings)
+        yield search.results
 
 
 def search(queries, db, columns: str = DEFAULT_COLUMNS, backend=None, **options) -> list:

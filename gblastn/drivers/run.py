@@ -42,6 +42,8 @@ class RunSettings:
     # called once the outputs and the database are ready, before the first query is read:
     # a first search compiles its stages there (compile_ahead), before its progress bar
     compile_stages: Callable[[], None] | None = None
+    # the search runs on a Dask cluster (drivers/cluster.py's ClusterSpec) when given
+    cluster: object = None
 
 
 def query_files(query: str | None, query_list: str | None) -> list:
@@ -85,8 +87,8 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
         with times.stage("database load"):
             db = open_db(db_path)
         try:
-            searched = _search_with(db, options, times, backend or CPU, files, fmt, output,
-                                    settings, outputs)
+            searched = _search_with(db, db_path, options, times, backend or CPU, files, fmt,
+                                    output, settings, outputs)
         except BaseException:
             # threads still inside compiled calls may read the volumes' mapped pages:
             # closing the database unmapped them, which crashed the process before its
@@ -115,12 +117,20 @@ def _check_report_place(fmt, output: OutputSpec, db_path) -> None:
                            "give -out a file name")
 
 
-def _search_with(db, options, times, backend, files, fmt, output, settings, outputs) -> int:
+def _search_with(db, db_path, options, times, backend, files, fmt, output, settings,
+                 outputs) -> int:
     from . import Search
 
     if settings.compile_stages is not None:
         settings.compile_stages()
     search = Search(db, options, times, backend)
+    if settings.cluster is not None:
+        from .cluster import ClusterSearch, connected, worker_db_name
+
+        with connected(settings.cluster, options.num_threads) as client:
+            cluster = ClusterSearch(client, settings.cluster, db, worker_db_name(db_path),
+                                    options)
+            return _search_all(search, files, fmt, output, settings, outputs, cluster)
     loader = _preload(search)
     try:
         return _search_all(search, files, fmt, output, settings, outputs)
@@ -146,14 +156,14 @@ def output_paths(output: OutputSpec, files: list) -> list:
     return [os.path.join(output.out_dir, name) for name in claimed]
 
 
-def _search_all(search, files, fmt, output, settings, outputs) -> int:
+def _search_all(search, files, fmt, output, settings, outputs, cluster=None) -> int:
     if not output.out_dir:
-        return _search_into(search, outputs, 0, fmt, files, output, settings)
+        return _search_into(search, outputs, 0, fmt, files, output, settings, cluster)
     total = 0
     for number, path in enumerate(files):
         last = number == len(files) - 1
         these = replace(settings, release_device=settings.release_device and last)
-        total += _search_into(search, outputs, number, fmt, [path], output, these)
+        total += _search_into(search, outputs, number, fmt, [path], output, these, cluster)
     return total
 
 
@@ -185,8 +195,9 @@ def _preload(search) -> threading.Thread:
     return thread
 
 
-def _search_into(search, outputs, index, fmt, files, output, settings) -> int:
-    """Search the queries of `files` into output `index` of `outputs` (an OutputFiles)."""
+def _search_into(search, outputs, index, fmt, files, output, settings, cluster=None) -> int:
+    """Search the queries of `files` into output `index` of `outputs` (an OutputFiles), here
+    or on `cluster` (a cluster.ClusterSearch)."""
     times = search.times
 
     def render(pairs):
@@ -194,7 +205,9 @@ def _search_into(search, outputs, index, fmt, files, output, settings) -> int:
             return fmt.render(pairs, search.db)
 
     queries = _iter_all_queries(files)
-    if settings.mode == "serial":
+    if cluster is not None:
+        texts = (text for pairs in cluster.batch_results(queries) for text in render(pairs))
+    elif settings.mode == "serial":
         from .serial import serial_texts
 
         texts = serial_texts(search, queries, render, settings.release_device)

@@ -373,7 +373,7 @@ class GpuBackend(Backend):
             return held[0]
         packed = np.ascontiguousarray(subjects.packed, dtype=np.uint8)
         nbytes = int(packed.nbytes)
-        budget = self._volume_budget()
+        budget = self.volume_budget()
         while self.volumes and self._resident_bytes() + nbytes > budget:
             oldest = next(iter(self.volumes))
             self.volumes.pop(oldest)[0].free()
@@ -440,7 +440,8 @@ class GpuBackend(Backend):
             free()
         self.upload_lanes = None
 
-    def _volume_budget(self) -> int:
+    def volume_budget(self) -> int:
+        """The device memory volumes may take (a share of the device's)."""
         return int(self.drv.mem_get_info()[1] * self.memory_fraction)
 
     def _resident_bytes(self) -> int:
@@ -472,7 +473,7 @@ class GpuBackend(Backend):
         already there (a preload never evicts one). Returns whether it is resident."""
         with self:
             if subjects.key not in self.volumes and \
-                    self._resident_bytes() + subjects.packed.nbytes > self._volume_budget():
+                    self._resident_bytes() + subjects.packed.nbytes > self.volume_budget():
                 return False
             self.resident_volume(subjects)
         return True

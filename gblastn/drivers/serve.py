@@ -1,0 +1,144 @@
+"""`gblastn serve`: a Dask cluster that holds a database for the searches sent to it
+(`gblastn search -scheduler_file F`), until interrupted.
+
+It starts a scheduler and a worker per GPU of this host (CPU worker processes without
+GPUs) and writes the scheduler's address to the scheduler file; or, given a scheduler (or
+a scheduler file whose scheduler answers), it adds this host's workers to that cluster.
+Every worker opens the database when it starts, and copies it to its GPU as far as it fits
+(cluster.ResidentDatabases); searches then find it there.
+"""
+
+import asyncio
+import contextlib
+import os
+import threading
+from dataclasses import dataclass
+
+from ..errors import ClusterError, GpuUnavailableError, OptionsError
+
+PROBE_SECONDS = 5  # how long an existing scheduler file's scheduler is given to answer
+
+
+@dataclass
+class ServeSpec:
+    db: str
+    scheduler_file: str
+    scheduler: str | None = None
+    gpus: str = "all"
+    workers: int = 1
+    device: str = "auto"
+    gpu_id: int = 0
+    num_threads: int = 1
+
+    def gpu_workers(self, available: int) -> int:
+        """Workers with a GPU each: -gpus all or N of the `available` ones (0 on the CPU)."""
+        if self.device == "cpu":
+            return 0
+        wanted = available if self.gpus == "all" else _count("-gpus", self.gpus)
+        if wanted > available:
+            raise GpuUnavailableError(f"-gpus {self.gpus}: this host shows {available} GPU"
+                                      f"{'' if available == 1 else 's'}")
+        if self.device == "gpu" and wanted == 0:
+            raise GpuUnavailableError("-device gpu: no GPU found for the workers "
+                                      "(dask-cuda and an NVIDIA driver are needed)")
+        return wanted
+
+
+def _count(flag: str, text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise OptionsError(f"{flag} takes all or a number of at least 1, not {text!r}")
+    return int(text)
+
+
+def serve(spec: ServeSpec, ready) -> None:
+    """Serve spec.db until interrupted (SIGINT, SIGTERM); `ready(text)` is told where."""
+    from ..db.reader import open_db
+    from .cluster import _distributed, gpu_count, worker_db_name
+
+    distributed = _distributed()
+    if spec.workers < 1 or spec.num_threads < 1:
+        raise OptionsError("-workers and -num_threads must be at least 1")
+    with open_db(spec.db):  # a missing or damaged database is reported here, once
+        pass
+    name = worker_db_name(spec.db)
+    gpus = spec.gpu_workers(gpu_count())
+    joined = spec.scheduler or _live_scheduler(distributed, spec.scheduler_file)
+    try:
+        if joined:
+            _join(distributed, joined, spec, name, gpus, ready)
+        else:
+            _start(distributed, spec, name, gpus, ready)
+    except KeyboardInterrupt:
+        pass
+
+
+def _live_scheduler(distributed, scheduler_file: str) -> str | None:
+    """The address of the scheduler file's scheduler if it answers, else None (a file a
+    stopped cluster left is replaced)."""
+    if not os.path.isfile(scheduler_file):
+        return None
+    try:
+        with distributed.Client(scheduler_file=scheduler_file, timeout=PROBE_SECONDS,
+                                set_as_default=False) as client:
+            return client.scheduler.address
+    except (OSError, TimeoutError, ValueError):
+        return None
+
+
+def _plugin(spec: ServeSpec, name: str):
+    from .resident import ResidentDatabases
+
+    return ResidentDatabases(spec.device, spec.gpu_id, preload=name)
+
+
+def _start(distributed, spec: ServeSpec, name: str, gpus: int, ready) -> None:
+    """A scheduler and this host's workers, until interrupted; the scheduler file is
+    written once every worker is up and removed at the end."""
+    from .cluster import local_cluster
+    from .resident import PLUGIN_NAME
+
+    workers = gpus or spec.workers
+    device = spec.device if gpus else "cpu"
+    with local_cluster(workers, device, spec.num_threads) as cluster, \
+            distributed.Client(cluster, set_as_default=False) as client:
+        client.register_plugin(_plugin(spec, name), name=PLUGIN_NAME)
+        client.wait_for_workers(workers)
+        client.write_scheduler_file(spec.scheduler_file)
+        try:
+            ready(f"serving {spec.db} on {cluster.scheduler_address} with {workers} "
+                  f"{'GPU' if gpus else 'CPU'} worker{'s' if workers != 1 else ''} "
+                  f"(scheduler file {spec.scheduler_file})")
+            threading.Event().wait()
+        finally:
+            with contextlib.suppress(OSError):
+                os.remove(spec.scheduler_file)
+
+
+def _join(distributed, address: str, spec: ServeSpec, name: str, gpus: int, ready) -> None:
+    """This host's workers (a nanny each, a GPU each as CUDA_VISIBLE_DEVICES shows it) in the
+    cluster of `address`, until interrupted."""
+    from .resident import PLUGIN_NAME
+
+    try:
+        with distributed.Client(address, timeout=PROBE_SECONDS, set_as_default=False) as client:
+            client.register_plugin(_plugin(spec, name), name=PLUGIN_NAME)
+    except (OSError, TimeoutError) as exc:
+        raise ClusterError(f"cannot reach the scheduler {address}: {exc}") from None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    devices = visible.split(",") if visible else [str(k) for k in range(gpus)]
+    envs = [{"CUDA_VISIBLE_DEVICES": devices[k]} for k in range(gpus)] or \
+        [{} for _ in range(spec.workers)]
+    for env in envs:
+        env["OMP_NUM_THREADS"] = str(spec.num_threads)
+    asyncio.run(_nannies(distributed, address, envs, spec, ready))
+
+
+async def _nannies(distributed, address: str, envs: list, spec: ServeSpec, ready) -> None:
+    nannies = [distributed.Nanny(address, nthreads=1, env=env) for env in envs]
+    await asyncio.gather(*nannies)
+    try:
+        ready(f"serving {spec.db} with {len(nannies)} more worker"
+              f"{'s' if len(nannies) != 1 else ''} in the cluster of {address}")
+        await asyncio.Event().wait()
+    finally:
+        await asyncio.gather(*(nanny.close() for nanny in nannies), return_exceptions=True)

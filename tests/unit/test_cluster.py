@@ -1,0 +1,213 @@
+"""The search on a Dask cluster of CPU worker processes gives the single-process search's
+output byte for byte: for 1, 2 and 3 shards, any assignment of the subjects to shards (ties
+between identical subjects held by different shards included), max_target_seqs and max_hsps
+cuts, megablast and blastn, tabular and pairwise output; a worker lost mid-search has its
+shard rerun elsewhere, and a search that cannot finish leaves no output."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from golden import megablast_case  # noqa: E402
+
+from gblastn.db.writer import make_db  # noqa: E402
+from gblastn.drivers.cluster import ClusterSpec  # noqa: E402
+from gblastn.drivers.run import OutputSpec, RunSettings, run_search  # noqa: E402
+from gblastn.errors import ClusterError, OptionsError  # noqa: E402
+from gblastn.options import make_options  # noqa: E402
+
+TABULAR = "6 qseqid sseqid pident length mismatch gapopen qstart qend sstart send evalue " \
+    "bitscore score"
+DUPLICATES = [6, 7, 8]  # dupA, dupB, dupC: identical subjects, tied hits of query qs9
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Two CPU worker processes of one thread, for the whole module."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0", silence_logs=40) as local:
+        yield local
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cluster")
+    db_fasta, queries = megablast_case(str(folder))
+    return {"db": str(make_db([db_fasta], str(folder / "gdb"), progress=False)),
+            "queries": queries, "folder": folder}
+
+
+@pytest.fixture(scope="module")
+def small_tabular(case) -> bytes:
+    """The single search's tabular output of the small queries, max_target_seqs 2 (made
+    before any test's failed search, which leaves the database open in this process)."""
+    return search(case, "small", TABULAR, max_target_seqs=2)
+
+
+def search(case, query, outfmt, task="megablast", spec=None, **extra) -> bytes:
+    out = case["folder"] / "out.txt"
+    run_search([case["queries"][query]], case["db"], make_options(task, **extra),
+               OutputSpec(outfmt, str(out), None, "db"), settings=RunSettings(cluster=spec))
+    return out.read_bytes()
+
+
+def on(cluster, **spec) -> ClusterSpec:
+    return ClusterSpec(scheduler=cluster.scheduler_address, device="cpu", **spec)
+
+
+SEARCHES = {  # (query, outfmt, task, options)
+    "megablast tabular, max_target_seqs cut among ties": ("small", TABULAR, "megablast",
+                                                          {"max_target_seqs": 2}),
+    "megablast pairwise": ("small", "0", "megablast", {"max_target_seqs": 5}),
+    "megablast long query": ("big", TABULAR, "megablast", {}),
+    "blastn tabular, max_hsps": ("small", TABULAR, "blastn", {"max_hsps": 1,
+                                                              "max_target_seqs": 3}),
+}
+
+
+@pytest.mark.parametrize("shards", [1, 2, 3])
+@pytest.mark.parametrize("name", sorted(SEARCHES))
+def test_shards_give_the_single_search(cluster, case, name, shards):
+    if shards == 1 and name != "megablast tabular, max_target_seqs cut among ties":
+        pytest.skip("one shard: one case is enough")
+    query, outfmt, task, extra = SEARCHES[name]
+    expected = search(case, query, outfmt, task, **extra)
+    assert expected.strip()
+    got = search(case, query, outfmt, task, on(cluster, shards=shards, mode="shard"),
+                 **extra)
+    assert got == expected
+
+
+def test_replicated_database_gives_the_single_search(cluster, case, small_tabular):
+    expected = small_tabular
+    assert search(case, "small", TABULAR, spec=on(cluster, mode="replicate"),
+                  max_target_seqs=2) == expected
+
+
+def test_any_assignment_gives_the_single_search(cluster, case):
+    """Random assignments of the subjects to three shards (the tied duplicates each in
+    another one first), through the Python API."""
+    import gblastn
+
+    def rows(results):
+        return [(r.id, hit.id, hsp.score, hsp.evalue) for r in results for hit in r.hits
+                for hsp in hit.hsps]
+
+    query = case["queries"]["small"]
+    expected = rows(gblastn.search(query, case["db"], task="megablast", max_target_seqs=2))
+    rng = np.random.default_rng(5)
+    assignments = [np.arange(10) % 3]
+    assignments[0][DUPLICATES] = [2, 0, 1]
+    assignments += [rng.integers(0, 3, 10) for _ in range(2)]
+    for assignment in assignments:
+        got = gblastn.search(query, case["db"], task="megablast", max_target_seqs=2,
+                             scheduler=cluster.scheduler_address, shard_assignment=assignment)
+        assert rows(got) == expected, assignment
+
+
+def test_cluster_flags_need_a_cluster(case):
+    with pytest.raises(OptionsError, match="-shards and -cluster_mode need"):
+        ClusterSpec(shards=2).check()
+    with pytest.raises(OptionsError, match="one of -scheduler"):
+        ClusterSpec(scheduler="tcp://x:1", local_workers=2).check()
+
+
+def test_unreachable_scheduler_fails_in_one_line_without_output(case, tmp_path):
+    out = tmp_path / "out.txt"
+    done = subprocess.run([sys.executable, "-m", "gblastn", "search", "-db", case["db"],
+                           "-query", case["queries"]["small"], "-out", str(out),
+                           "-scheduler_file", str(tmp_path / "missing.json")],
+                          capture_output=True, text=True)
+    assert done.returncode == 6
+    assert done.stderr.startswith("gblastn: error: -scheduler_file") and \
+        done.stderr.count("\n") == 1
+    assert not out.exists()
+
+
+class KillOnExecuting(distributed.WorkerPlugin):
+    """Kills its worker's process when a task whose key starts with `prefix` starts: once
+    in all (the marker file), or every time."""
+
+    def __init__(self, prefix: str, marker: str | None):
+        self.prefix, self.marker = prefix, marker
+
+    def transition(self, key, start, finish, **kwargs):
+        if finish != "executing" or not str(key).startswith(self.prefix):
+            return
+        if self.marker is not None:
+            if os.path.exists(self.marker):
+                return
+            open(self.marker, "w").close()
+        os._exit(1)
+
+
+@pytest.fixture
+def killer(cluster):
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    client = distributed.Client(cluster, set_as_default=False)
+
+    def install(prefix, marker):
+        client.register_plugin(KillOnExecuting(prefix, marker), name="kill")
+
+    yield install
+    client.unregister_worker_plugin("kill")
+    client.wait_for_workers(2, timeout=60)
+    client.close()
+
+
+def test_worker_lost_mid_search_reruns_its_shard(cluster, case, killer, tmp_path,
+                                                 small_tabular):
+    expected = small_tabular
+    killer("gblastn-traceback-", str(tmp_path / "killed"))
+    got = search(case, "small", TABULAR, spec=on(cluster, shards=2), max_target_seqs=2)
+    assert (tmp_path / "killed").exists()
+    assert got == expected
+
+
+def test_search_that_cannot_finish_leaves_no_output(cluster, case, killer, tmp_path):
+    allowed = cluster.scheduler.allowed_failures
+    cluster.scheduler.allowed_failures = 0
+    out = tmp_path / "out.txt"
+    killer("gblastn-prelim-", None)
+    try:
+        with pytest.raises(ClusterError, match="died"):
+            run_search([case["queries"]["small"]], case["db"], make_options("megablast"),
+                       OutputSpec(TABULAR, str(out), None, "db"),
+                       settings=RunSettings(cluster=on(cluster, shards=2)))
+    finally:
+        cluster.scheduler.allowed_failures = allowed
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_serve_then_search_from_the_command_line(case, tmp_path, small_tabular):
+    """gblastn serve holds the database; searches sent to it give the single search's
+    output; interrupted, it stops and removes its scheduler file."""
+    scheduler_file = tmp_path / "scheduler.json"
+    serve = subprocess.Popen([sys.executable, "-m", "gblastn", "serve", "-db", case["db"],
+                              "-workers", "1", "-device", "cpu", "-scheduler_file",
+                              str(scheduler_file)], stderr=subprocess.PIPE, text=True)
+    try:
+        assert any("serving" in line for line in iter(serve.stderr.readline, "")
+                   if line.startswith("gblastn") or "serving" in line), "serve did not start"
+        out = tmp_path / "out.txt"
+        done = subprocess.run([sys.executable, "-m", "gblastn", "search", "-db", case["db"],
+                               "-query", case["queries"]["small"], "-outfmt", TABULAR,
+                               "-max_target_seqs", "2", "-out", str(out),
+                               "-scheduler_file", str(scheduler_file)],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert out.read_bytes() == small_tabular
+    finally:
+        serve.send_signal(signal.SIGINT)
+        code = serve.wait(timeout=60)
+    assert code == 0
+    assert not scheduler_file.exists()
