@@ -73,6 +73,7 @@ PADDING = 16               # zero bytes after each device copy of a volume
 # so fewer or smaller buffers lose more to it (bench/gpu_upload.py; docs/perf/gpu-upload.md)
 UPLOAD_STEP = 8 << 20      # bytes per host-to-device copy of a volume
 UPLOAD_THREADS = 8         # threads filling page-locked buffers for those copies
+STAGING_MIN_BYTES = 1 << 20  # the least page-locked memory a result comes back through
 
 
 def kernel_dir() -> Path:
@@ -273,6 +274,8 @@ class GpuBackend(Backend):
         # ((threads, step), [(stream, two page-locked buffers)], their frees), made at
         # the first copy
         self.upload_lanes = None
+        self.staging = []       # free page-locked buffers that results come back through
+        self.staging_lock = threading.Lock()
         self.stats = {}         # last call's counts and grow events, for tests and benches
         self.retired = False    # the context is torn down (retire)
 
@@ -435,6 +438,27 @@ class GpuBackend(Backend):
         buffer = self.drv.pagelocked_empty(size, np.uint8)
         return buffer, buffer.base.free
 
+    def staged(self, shape: tuple, taken: list) -> np.ndarray:
+        """An int32 array of `shape` in page-locked memory, for a result to come back into
+        (pageable copies from the device run at a fraction of the bus's speed, while the
+        device is held); its buffer goes on `taken`, to be given back (give_back_staging)
+        once the result has been copied out, after the device is let go."""
+        nbytes = 4 * int(np.prod(shape))
+        with self.staging_lock:
+            fits = [b for b in self.staging if b[0].size >= nbytes]
+            held = min(fits, key=lambda b: b[0].size) if fits else None
+            if held is not None:
+                self.staging.remove(held)
+        if held is None:
+            held = self._page_locked(max(nbytes, STAGING_MIN_BYTES))
+        taken.append(held)
+        return held[0][:nbytes].view(np.int32).reshape(shape)
+
+    def give_back_staging(self, taken: list) -> None:
+        with self.staging_lock:
+            self.staging.extend(taken)
+        taken.clear()
+
     def _free_upload_lanes(self) -> None:
         for free in self.upload_lanes[2] if self.upload_lanes else ():
             free()
@@ -532,6 +556,10 @@ class GpuBackend(Backend):
             for alloc, _ in self.buffers.values():
                 alloc.free()
             self._free_upload_lanes()
+            with self.staging_lock:
+                for _, free in self.staging:
+                    free()
+                self.staging = []
             self.volumes, self.table_arrays, self.buffers, self.table_key = {}, {}, {}, None
             self.words_key, self.words_arrays = None, ()
             self.letters_key, self.letters_array = None, None
@@ -561,6 +589,19 @@ class GpuBackend(Backend):
         rank_bits = max(1, int(table.sequence.size).bit_length())
         max_probes = min(self.max_group_probes, (1 << (63 - rank_bits)) - 1)
         self.stats = {"hits": 0, "seeds": 0, "hit_grows": 0, "seed_grows": 0}
+        taken = []
+        try:
+            parts = self._scan_groups(table, subjects, chunk_byte_offset, chunk_length, probes,
+                                      rank_bits, max_probes, rules, taken)
+            seeds = Seeds(*(np.concatenate([p[0][i] for p in parts]) for i in range(SEED_FIELDS)))
+            ahead = np.concatenate([p[1] for p in parts], axis=1)
+        finally:
+            self.give_back_staging(taken)
+        return seeds, UngappedAhead(ahead)
+
+    def _scan_groups(self, table, subjects, chunk_byte_offset, chunk_length, probes, rank_bits,
+                     max_probes, rules, taken) -> list:
+        """Each launch group's seed rows and their extensions' rows (staged on `taken`)."""
         with self.held("gpu scan"):
             mod = self.module(variant_defines(table))
             dev_packed = self.resident_volume(subjects)
@@ -571,19 +612,13 @@ class GpuBackend(Backend):
             try:
                 extend = None if rules is None else \
                     self._ungapped_launch(table, tab, dev_packed, subjects.packed.size, inputs)
-                parts = []
-                for first, last in launch_groups(probes, max_probes):
-                    parts.append(self._group(mod, table, tab, dev_packed, subjects.packed.size,
-                                             chunk_byte_offset[first:last],
-                                             chunk_length[first:last], probes[first:last],
-                                             first, rank_bits, extend))
+                return [self._group(mod, table, tab, dev_packed, subjects.packed.size,
+                                    chunk_byte_offset[first:last], chunk_length[first:last],
+                                    probes[first:last], first, rank_bits, extend, taken)
+                        for first, last in launch_groups(probes, max_probes)]
             finally:
                 for alloc in inputs:
                     alloc.free()
-        rows = np.concatenate([p[0] for p in parts], axis=1) if len(parts) > 1 else parts[0][0]
-        ahead = np.concatenate([p[1] for p in parts], axis=1) if len(parts) > 1 else parts[0][1]
-        seeds = Seeds(*(np.ascontiguousarray(rows[i]) for i in range(SEED_FIELDS)))
-        return seeds, UngappedAhead(ahead)
 
     def _ungapped_launch(self, table, tab, dev_packed, packed_size, rules: list):
         """A function of (device seed rows, their count, the group's first chunk, its chunk
@@ -592,11 +627,11 @@ class GpuBackend(Backend):
         kernel = self.module({}, "ungapped.cu").get_function("ungapped_seeds")
         per_context, scoring = rules[:2], rules[2:]
 
-        def extend(rows_dev, n: int, chunk_base: int, d_offset, d_length) -> np.ndarray:
+        def extend(rows_dev, n: int, chunk_base: int, d_offset, d_length, taken) -> np.ndarray:
             with self.times.stage("gpu ungapped"):
-                return launch(rows_dev, n, chunk_base, d_offset, d_length)
+                return launch(rows_dev, n, chunk_base, d_offset, d_length, taken)
 
-        def launch(rows_dev, n: int, chunk_base: int, d_offset, d_length) -> np.ndarray:
+        def launch(rows_dev, n: int, chunk_base: int, d_offset, d_length, taken) -> np.ndarray:
             out_dev = self.buffer("ungapped_rows", 4 * UNGAPPED_FIELDS * n)
             kernel(rows_dev, np.int64(n), np.int32(chunk_base), d_offset, d_length, dev_packed,
                    np.int64(packed_size), tab["sequence"], np.int64(table.sequence.size),
@@ -604,7 +639,7 @@ class GpuBackend(Backend):
                    np.int32(table.word_size), *scoring, out_dev,
                    block=(UNGAPPED_THREADS, 1, 1),
                    grid=((n + UNGAPPED_THREADS - 1) // UNGAPPED_THREADS, 1))
-            out = np.empty((UNGAPPED_FIELDS, n), dtype=np.int32)
+            out = self.staged((UNGAPPED_FIELDS, n), taken)
             self.drv.memcpy_dtoh(out, out_dev)
             return out
         return extend
@@ -772,9 +807,9 @@ class GpuBackend(Backend):
         return out
 
     def _group(self, mod, table, tab, dev_packed, packed_size, byte_offset, length, probes,
-               chunk_base, rank_bits, extend=None) -> tuple:
+               chunk_base, rank_bits, extend, taken) -> tuple:
         """One launch group's seeds as int32 rows, and their ungapped extensions' rows when
-        `extend` (_ungapped_launch's function) is given (else none)."""
+        `extend` (_ungapped_launch's function) is given (else none), staged on `taken`."""
         none = (np.zeros((SEED_FIELDS, 0), dtype=np.int32), NOTHING_AHEAD)
         probe_start = np.zeros(probes.size + 1, dtype=np.int64)
         np.cumsum(probes, out=probe_start[1:])
@@ -792,11 +827,11 @@ class GpuBackend(Backend):
                                      d_length, d_start, chunk_base, rank_bits, num_hits)
             if num_seeds == 0:
                 return none
-            rows = self._sorted_rows(mod, num_seeds)
+            rows = self._sorted_rows(mod, num_seeds, taken)
             if extend is None:
                 return rows, NOTHING_AHEAD
             return rows, extend(self.buffers["rows"][0], num_seeds, chunk_base, d_offset,
-                                d_length)
+                                d_length, taken)
         finally:
             for alloc in (d_offset, d_length, d_start):
                 alloc.free()
@@ -853,7 +888,7 @@ class GpuBackend(Backend):
         self.drv.memcpy_dtoh(out, counter)
         return int(out[0])
 
-    def _sorted_rows(self, mod, n: int) -> np.ndarray:
+    def _sorted_rows(self, mod, n: int, taken: list) -> np.ndarray:
         """Survivors in key order as int32 rows (chunk, q_off, s_off, s_first, hit_s)."""
         drv = self.drv
         sort_len = max(SORT_LOCAL, 1 << (n - 1).bit_length())
@@ -866,7 +901,7 @@ class GpuBackend(Backend):
         fields = [self.buffers[f"seed_{name}"][0] for name in ("q", "s", "first", "chunk", "hit")]
         mod.get_function("gather_seeds")(order, np.uint64(n), *fields, rows_dev,
                                          block=(256, 1, 1), grid=((n + 255) // 256, 1))
-        rows = np.empty((SEED_FIELDS, n), dtype=np.int32)
+        rows = self.staged((SEED_FIELDS, n), taken)
         with self.times.stage("gpu seeds back"):
             drv.memcpy_dtoh(rows, rows_dev)
         return rows
