@@ -12,9 +12,7 @@ TABLE_SMALL = 0       # backbone/overflow int16
 TABLE_STANDARD = 1    # CSR (cell_start/offsets) and presence vector
 TABLE_MEGABLAST = 2   # hashtable/next_pos chains and presence vector
 # discontiguous words (gblastn.lookup.TEMPLATES; seeds.cu's TEMPLATE_LENGTH variant): the
-# runs of kept letters a template is held as (an 11-of-21 coding template has 8), and the
 # templates a table reads at once (coding_and_optimal)
-TEMPLATE_RUNS = 8
 TEMPLATES_MAX = 2
 
 # -- mini-extension routines (BlastChooseNaExtend; seeds.cu's EXTEND_KIND) -------------------

@@ -46,7 +46,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .layouts import TABLE_MEGABLAST, TABLE_SMALL, TABLE_STANDARD, TEMPLATE_RUNS
+from .layouts import TABLE_MEGABLAST, TABLE_SMALL, TABLE_STANDARD
 from .numba_start import njit
 from .options import SearchOptions
 from .query import QueryBatch
@@ -57,6 +57,7 @@ SMALL_OFFSET_LIMIT = 32768     # small-table offsets and overflow indices are In
 PV_TARGET_BYTES = 131072       # kTargetPVSize
 PV_SMALL_QUERY = 15000         # kSmallQueryCutoff
 PV_LARGE_QUERY = 800000        # kLargeQueryCutoff
+TEMPLATE_RUNS = 8              # runs of kept letters a template is held as (11-of-21 coding: 8)
 
 # BLAST's discontiguous templates (blast_nalookup.h, read left to right; 1 = letter kept) by
 # (word size, template length, kind)
@@ -374,6 +375,15 @@ def template_runs(template: str) -> tuple:
         shifts[run] = window_low - index_low
         masks[run] = ((1 << (2 * len(found.group()))) - 1) << index_low
     return shifts, masks
+
+
+def kept_letters(shifts: np.ndarray, masks: np.ndarray) -> int:
+    """A template's kept letters as the bits of an integer (the window's last letter bit 0),
+    from its runs: the GPU scan's TEMPLATE_0 / TEMPLATE_1."""
+    window_bits = 0
+    for shift, mask in zip(shifts.tolist(), masks.tolist()):
+        window_bits |= mask << shift
+    return sum(1 << k for k in range(32) if (window_bits >> (2 * k)) & 3)
 
 
 def template_arrays(options: SearchOptions) -> tuple:
