@@ -6,7 +6,9 @@ the w-mer at every subject offset 0, scan_step, 2*scan_step, ... <= length - w i
 each query offset it lists is extended to a W-mer by the routine BLAST would choose
 (BlastChooseNaExtend), with the subject's right limit ``s_range`` = the chunk length (our
 database has no subject masks, so BLAST's scan range is the whole chunk, also for pieces of
-long sequences); then the seed is checked with s_TypeOfWord.
+long sequences); then the seed is checked with s_TypeOfWord. A discontiguous table
+(scan_discontiguous) is read at every offset through its template(s), and its hits are the
+seeds themselves.
 
 Subject: a packed 2-bit buffer, base i of a chunk at byte ``chunk_byte_offset + i // 4``,
 first base in the two most significant bits. Bytes past the buffer read as 0; BLAST's
