@@ -12,6 +12,11 @@
 //   EXTEND_KIND  EXTEND_DIRECT, EXTEND_BASEWISE, EXTEND_SMALL_ONE_BYTE, EXTEND_SMALL
 //                (BlastChooseNaExtend)
 //   CHECK_MASKS  1 when s_TypeOfWord verifies the seed against the table
+//   TEMPLATE_LENGTH  0 for contiguous words; else discontiguous words (TABLE_MEGABLAST, WIDTH
+//                = WORD_SIZE = TEMPLATE_LENGTH, SCAN_STEP 1, EXTEND_DIRECT): a table word is
+//                the window of WIDTH letters read through TEMPLATE_COUNT templates,
+//                TEMPLATE_0 and TEMPLATE_1, each the bits of the letters it keeps (the
+//                window's last letter bit 0; 0: none)
 //
 // Subject: packed 2-bit bytes, first base in the two most significant bits. The device copy
 // of a volume is padded with zero bytes, and every read past the host buffer's end counts
@@ -37,10 +42,24 @@
 #error "EXTEND_KIND is none of the extension kinds"
 #endif
 
-#define WORD_MASK ((1u << (2 * WIDTH)) - 1u)
-
 typedef unsigned long long u64;
 typedef long long i64;
+
+#if !defined(TEMPLATE_LENGTH) || !defined(TEMPLATE_COUNT) || !defined(TEMPLATE_0) || \
+    !defined(TEMPLATE_1) || !defined(TEMPLATES_MAX)
+#error "the variant's template defines are missing: compile with gblastn.scan.gpu.nvcc_options"
+#endif
+#if TEMPLATE_LENGTH
+#if TABLE_KIND != TABLE_MEGABLAST || WIDTH != TEMPLATE_LENGTH || WORD_SIZE != WIDTH || \
+    SCAN_STEP != 1 || EXTEND_KIND != EXTEND_DIRECT || TEMPLATE_COUNT > TEMPLATES_MAX
+#error "a discontiguous variant reads whole windows from a megablast table"
+#endif
+typedef u64 word_t;  // a window of up to 21 letters, read through the templates
+#define WORD_MASK ((1ull << (2 * WIDTH)) - 1ull)
+#else
+typedef unsigned word_t;
+#define WORD_MASK ((1u << (2 * WIDTH)) - 1u)
+#endif
 
 // The lookup table and the query, as the extension kernels read them.
 struct QueryTable {
@@ -73,17 +92,41 @@ __device__ __forceinline__ int subject_base(const unsigned char* __restrict__ pa
     return (subject_byte(packed, packed_size, byte_off, s >> 2) >> (2 * (3 - (s & 3)))) & 3;
 }
 
-// The WIDTH bases at chunk offset s as a table index (bounds-checked reads).
-__device__ __forceinline__ unsigned subject_word(const unsigned char* __restrict__ packed,
-                                                 i64 packed_size, i64 byte_off, i64 s) {
+// The WIDTH bases at chunk offset s, packed as a table word is (bounds-checked reads): from
+// four bytes for a contiguous word, from eight for a discontiguous window.
+__device__ __forceinline__ word_t subject_word(const unsigned char* __restrict__ packed,
+                                               i64 packed_size, i64 byte_off, i64 s) {
+    constexpr int kBytes = sizeof(word_t);
     i64 k = s >> 2;
-    unsigned v = ((unsigned)subject_byte(packed, packed_size, byte_off, k) << 24)
-               | ((unsigned)subject_byte(packed, packed_size, byte_off, k + 1) << 16)
-               | ((unsigned)subject_byte(packed, packed_size, byte_off, k + 2) << 8)
-               | (unsigned)subject_byte(packed, packed_size, byte_off, k + 3);
-    int shift = 2 * (16 - (int)(s & 3) - WIDTH);
+    word_t v = 0;
+#pragma unroll
+    for (int b = 0; b < kBytes; ++b)
+        v = (v << 8) | (word_t)subject_byte(packed, packed_size, byte_off, k + b);
+    int shift = 2 * (4 * kBytes - (int)(s & 3) - WIDTH);
     return (v >> shift) & WORD_MASK;
 }
+
+#if TEMPLATE_LENGTH
+// The table index of a window read through a template whose kept letters are the set bits
+// of Kept (the window's last letter bit 0): those letters packed in order, first most
+// significant (gblastn.lookup.template_index). Kept is a compile-time constant, so the loop
+// unrolls into a handful of shifts and masks.
+template <unsigned Kept>
+__device__ __forceinline__ unsigned kept_letters(u64 window) {
+    unsigned index = 0;
+#pragma unroll
+    for (int k = WIDTH - 1; k >= 0; --k)
+        if ((Kept >> k) & 1u) index = (index << 2) | (unsigned)((window >> (2 * k)) & 3u);
+    return index;
+}
+
+__device__ __forceinline__ unsigned template_index(u64 window, int t) {
+#if TEMPLATE_COUNT > 1
+    if (t == 1) return kept_letters<TEMPLATE_1>(window);
+#endif
+    return kept_letters<TEMPLATE_0>(window);
+}
+#endif
 
 // ---------------------------------------------------------------------------------------
 // query reads
@@ -124,9 +167,17 @@ __device__ __forceinline__ int match_right(int x) {
 // ---------------------------------------------------------------------------------------
 // table membership
 
-// Whether the table lists this word at all (the scan's probe).
-__device__ __forceinline__ bool word_present(const QueryTable& t, unsigned word) {
-#if TABLE_KIND == TABLE_SMALL
+// Whether the table lists this word at all (the scan's probe); a discontiguous window,
+// whether either template's word has its presence bit.
+__device__ __forceinline__ bool word_present(const QueryTable& t, word_t word) {
+#if TEMPLATE_LENGTH
+    bool present = false;
+    for (int k = 0; k < TEMPLATE_COUNT; ++k) {
+        unsigned index = template_index(word, k);
+        present |= (__ldg(&t.pv[index >> PV_BTS]) >> (index & 31)) & 1u;
+    }
+    return present;
+#elif TABLE_KIND == TABLE_SMALL
     return __ldg(&t.backbone[word]) != -1;
 #else
     return (__ldg(&t.pv[word >> PV_BTS]) >> (word & 31)) & 1u;

@@ -47,17 +47,25 @@ __device__ __forceinline__ int chunk_of_probe(const i64* __restrict__ probe_star
     return lo;
 }
 
-// The WIDTH bases at chunk offset s from two aligned 32-bit loads (the device buffer is
-// padded, and the word lies inside the chunk).
-__device__ __forceinline__ unsigned probe_word(const unsigned char* __restrict__ packed,
-                                               i64 byte_off, int s) {
+// The WIDTH bases at chunk offset s from aligned 32-bit loads, two for a contiguous word,
+// three for a discontiguous window (the device buffer is padded, and the word lies inside
+// the chunk).
+__device__ __forceinline__ word_t probe_word(const unsigned char* __restrict__ packed,
+                                             i64 byte_off, int s) {
     i64 p = byte_off + (s >> 2);
     const unsigned* a = reinterpret_cast<const unsigned*>(packed + (p & ~3LL));
     unsigned hi = __byte_perm(__ldg(a), 0, 0x0123);
     unsigned lo = __byte_perm(__ldg(a + 1), 0, 0x0123);
     u64 v = ((u64)hi << 32) | lo;
     int off = 8 * (int)(p & 3) + 2 * (s & 3);
+#if TEMPLATE_LENGTH
+    // off + 2 * WIDTH may pass 64 bits: the third word's leading bits follow
+    unsigned next = __byte_perm(__ldg(a + 2), 0, 0x0123);
+    u64 head = off ? (v << off) | ((u64)next >> (32 - off)) : v;  // off <= 30
+    return head >> (64 - 2 * WIDTH);
+#else
     return (unsigned)(v >> (64 - off - 2 * WIDTH)) & WORD_MASK;
+#endif
 }
 
 extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
@@ -74,7 +82,7 @@ scan_probes(const unsigned char* __restrict__ packed,
     const i64 tile = (i64)blockIdx.x * (SCAN_THREADS * PROBES_PER_THREAD);
 
     // probe the thread's offsets; loads first so that several are in flight
-    unsigned word[PROBES_PER_THREAD];
+    word_t word[PROBES_PER_THREAD];
     int chunk[PROBES_PER_THREAD];
     int s_off[PROBES_PER_THREAD];
     bool valid[PROBES_PER_THREAD];
@@ -184,6 +192,7 @@ extend_hits(const int2* __restrict__ hits, u64 num_hits,
             const short* __restrict__ backbone, const short* __restrict__ overflow,
             const int* __restrict__ hashtable, const int* __restrict__ next_pos,
             const int* __restrict__ cell_start, const int* __restrict__ offsets,
+            const int* __restrict__ hashtable2, const int* __restrict__ next_pos2,
             const unsigned* __restrict__ pv, const unsigned char* __restrict__ sequence,
             int sequence_length, const int* __restrict__ context_offset,
             const int* __restrict__ context_length, int num_contexts, int rank_bits,
@@ -212,7 +221,7 @@ extend_hits(const int2* __restrict__ hits, u64 num_hits,
     const i64 byte_off = chunk_byte_offset[c];
     const i64 s_range = chunk_length[c];
     const u64 probe = (u64)(probe_start[c] + s_hit / SCAN_STEP);
-    const unsigned word = subject_word(packed, packed_size, byte_off, s_hit);
+    const word_t word = subject_word(packed, packed_size, byte_off, s_hit);
 
     // one query offset of the word, in the table's order
     auto consider = [&](i64 q_hit, u64 rank) {
@@ -231,7 +240,16 @@ extend_hits(const int2* __restrict__ hits, u64 num_hits,
         seed_hit[at] = (int)s_hit;
     };
 
-#if TABLE_KIND == TABLE_SMALL
+#if TEMPLATE_LENGTH
+    // the first template's chain, then the second's, as s_MB_DiscWordScanSubject_* emits
+    // them (a word without its presence bit has an empty chain)
+    u64 rank = 0;
+    for (int p = hashtable[template_index(word, 0)]; p != 0; p = next_pos[p]) consider(p, rank++);
+#if TEMPLATE_COUNT > 1
+    for (int p = hashtable2[template_index(word, 1)]; p != 0; p = next_pos2[p])
+        consider(p, rank++);
+#endif
+#elif TABLE_KIND == TABLE_SMALL
     int v = backbone[word];
     if (v >= 0) {
         consider(v, 0);

@@ -226,7 +226,8 @@ def search_command(
     query_list: str = typer.Option(None, "-query_list", help="File naming query FASTA files, one per line."),
     out: str = typer.Option(None, "-out", help="Output file (default: stdout)."),
     out_dir: str = typer.Option(None, "-out_dir", help="With -query_list: one output per listed file."),
-    task: str = typer.Option("megablast", "-task", help="megablast, blastn or blastn-short."),
+    task: str = typer.Option("megablast", "-task", help="megablast, dc-megablast, blastn or "
+                             "blastn-short."),
     outfmt: str = typer.Option("0", "-outfmt", help="0 (pairwise), 5 (BLAST XML), 6, 7 or 10 optionally followed by column names, 13 or 15 (BLAST JSON: a file per query named after -out, or one file), 14 or 16 (BLAST XML2, likewise), or 17 (SAM; '17 SQ' with the letters, '17 SR' with the subject as the reference)."),
     evalue: float = typer.Option(None, "-evalue", click_type=REAL),
     word_size: int = typer.Option(None, "-word_size", click_type=INTEGER),
@@ -267,6 +268,14 @@ def search_command(
                                   "blastdb_aliastool's binary list)."),
     negative_seqidlist: str = typer.Option(None, "-negative_seqidlist", help="Search all "
                                            "database sequences but those this file lists."),
+    template_type: str = typer.Option(None, "-template_type", help="Discontiguous words' "
+                                      "template: coding, optimal or coding_and_optimal "
+                                      "(with -template_length)."),
+    template_length: int = typer.Option(None, "-template_length", click_type=INTEGER,
+                                        help="Discontiguous words' template length: 16, 18 "
+                                        "or 21 (with -template_type)."),
+    window_size: int = typer.Option(None, "-window_size", click_type=INTEGER,
+                                    help="Two-hit window of discontiguous words (0: one hit)."),
     device: str = typer.Option("auto", "-device", help="auto, gpu or cpu."),
     gpu_id: int = typer.Option(0, "-gpu_id", click_type=INTEGER),
     mode: str = typer.Option("pipeline", "-mode", help="pipeline (stages overlap in threads) or serial."),
@@ -302,6 +311,7 @@ def search_command(
     if prelim_threads < 0 or traceback_threads < 0:
         raise OptionsError("thread counts must not be negative")
     num_threads = _within_cpus(num_threads)
+    _check_template_pair(template_type, template_length)
     limits = report_limits(outfmt, max_target_seqs, num_descriptions, num_alignments,
                            line_length, warn=lambda text: print(text, file=sys.stderr))
     cluster = _cluster_spec(scheduler, scheduler_file, local_workers, shards, cluster_mode,
@@ -328,7 +338,8 @@ def search_command(
         max_hsps=max_hsps, perc_identity=perc_identity, qcov_hsp_perc=qcov_hsp_perc,
         num_threads=num_threads, dbsize=dbsize, searchsp=searchsp,
         min_raw_gapped_score=min_raw_gapped_score, no_greedy=no_greedy or None,
-        seqidlist=seqidlist, negative_seqidlist=negative_seqidlist)
+        seqidlist=seqidlist, negative_seqidlist=negative_seqidlist,
+        template_type=template_type, template_length=template_length, window_size=window_size)
     settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty(),
                            release_device=True, compile_stages=compile_stages, cluster=cluster)
     times.add("start-up", time.perf_counter() - STARTED)
@@ -367,6 +378,16 @@ def _cluster_spec(scheduler, scheduler_file, local_workers, shards, cluster_mode
         raise OptionsError("-subject is searched in this process: a cluster searches a "
                            "database (-db)")
     return spec
+
+
+def _check_template_pair(template_type: str | None, template_length: int | None) -> None:
+    """blastn takes -template_type and -template_length only together (in its words)."""
+    given = {"template_type": template_type, "template_length": template_length}
+    for name, other in (("template_type", "template_length"),
+                        ("template_length", "template_type")):
+        if given[name] is not None and given[other] is None:
+            raise OptionsError(f'Argument "{other}". Must be specified, as it is required '
+                               f"by argument:  `{name}'")
 
 
 def _command_line() -> str:
@@ -432,7 +453,8 @@ def serve_command(
 @app.command("warmup", help="Compile the search's code ahead, once per install (e.g. in a "
              "container build): later searches start at once.")
 def warmup_command(
-    task: str = typer.Option("all", "-task", help="megablast, blastn, blastn-short or all."),
+    task: str = typer.Option("all", "-task", help="megablast, dc-megablast, blastn, "
+                             "blastn-short or all."),
     device: str = typer.Option("auto", "-device", help="auto, gpu or cpu: the stages the "
                                "searches on this machine will use (with a GPU, its kernels too)."),
     gpu_id: int = typer.Option(0, "-gpu_id"),
@@ -442,7 +464,7 @@ def warmup_command(
 
     tasks = TASKS if task == "all" else (task,)
     if any(name not in TASKS for name in tasks):
-        raise OptionsError(f"-task {task}: use megablast, blastn, blastn-short or all")
+        raise OptionsError(f"-task {task}: use {', '.join(TASKS)} or all")
     from .pools import beside
 
     backend = beside(select_backend, device, gpu_id)

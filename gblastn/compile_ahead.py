@@ -20,12 +20,11 @@ import threading
 
 from .compile_cache import numba_cache_dir, source_keys
 from .errors import OptionsError
-
-TASKS = ("megablast", "blastn", "blastn-short")
+from .options import TASKS
 DEVICES = ("auto", "cpu", "gpu")
 # CPU seconds of a task's first compilation (docs/perf/coldstart.md), for the notice's
 # estimate of its wall time
-COMPILE_CPU_SECONDS = {"megablast": 70, "blastn": 70, "blastn-short": 70}
+COMPILE_CPU_SECONDS = {"megablast": 70, "dc-megablast": 70, "blastn": 70, "blastn-short": 70}
 
 _DTYPES = {"i64": "int64", "u32": "uint32", "u8": "uint8", "f64": "float64", "bool": "boolean",
            "none": "none"}

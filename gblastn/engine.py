@@ -78,7 +78,7 @@ OVERLAP_DIAG_CLOSE = 10        # diagonals within which HSPs of successive chunk
 
 def query_batch_letters(options: SearchOptions) -> int:
     """Letters BLAST's command line reads into one batch (GetQueryBatchSize)."""
-    return {"megablast": 5_000_000}.get(options.task, 100_000)
+    return {"megablast": 5_000_000, "dc-megablast": 500_000}.get(options.task, 100_000)
 
 
 def query_batches(queries, options: SearchOptions, size=len):
@@ -169,7 +169,7 @@ def plan_batch(queries: list, first_index: int, db, options: SearchOptions,
         batch = build_batch(queries, options, pool)
         plan = BatchPlan(queries, first_index, batch)
         if len(batch.lookup_segments):
-            from .ungapped import DiagonalHash
+            from .ungapped import HASH_PARTS, DiagonalHash
             # the table is built in compiled code that lets go of the GIL, the statistics
             # mostly in Python: side by side, they take the time of the longer one
             table = beside(build_lookup, batch, options, pool)
@@ -177,7 +177,8 @@ def plan_batch(queries: list, first_index: int, db, options: SearchOptions,
                                             options)
             plan.table = table.result()
             # its buckets in parts that threads extend side by side, when there are threads
-            plan.diag_hash = DiagonalHash() if options.num_threads > 1 else DiagonalHash(1)
+            parts = HASH_PARTS if options.num_threads > 1 else 1
+            plan.diag_hash = DiagonalHash(parts, options.window_size)
     return plan
 
 
@@ -485,7 +486,8 @@ class Engine:
                 hits = extend_seeds(scanned.seeds, table, buffer, part.byte_offset, part.length,
                                     stats.ungapped_xdrop, stats.ungapped_cutoff,
                                     stats.reduced_cutoff, options.reward, options.penalty,
-                                    threads, plan.diag_hash, spread, scanned.ahead)
+                                    threads, plan.diag_hash, spread, options.window_size,
+                                    scanned.ahead)
             return VolumeHits(hits, self.extensions_ahead(hits, part, subject_buffer, plan))
 
         def initial_hits(part) -> VolumeHits:

@@ -11,6 +11,9 @@ refuse to compile without them (#error), and keep no copy of their own.
 TABLE_SMALL = 0       # backbone/overflow int16
 TABLE_STANDARD = 1    # CSR (cell_start/offsets) and presence vector
 TABLE_MEGABLAST = 2   # hashtable/next_pos chains and presence vector
+# discontiguous words (gblastn.lookup.TEMPLATES; seeds.cu's TEMPLATE_LENGTH variant): the
+# templates a table reads at once (coding_and_optimal)
+TEMPLATES_MAX = 2
 
 # -- mini-extension routines (BlastChooseNaExtend; seeds.cu's EXTEND_KIND) -------------------
 EXTEND_DIRECT = 0          # w == W: s_BlastNaExtendDirect

@@ -24,6 +24,17 @@ Layouts (the GPU kernels read the same arrays):
   ``offsets[cell_start[i]:cell_start[i + 1]]`` in increasing order; ``pv`` with ``pv_bts`` = 5
   (one bit per word).
 
+* **discontiguous** (megablast's layout, ``template_length`` > 0): the table word is the
+  ``template_length`` (T) letters of a window read through a template, which keeps W of them
+  (its '1' positions); the index is those letters packed in order, first most significant.
+  ``hashtable``/``next_pos`` are the first template's, ``hashtable2``/``next_pos2`` the second's
+  (coding_and_optimal; empty otherwise); one ``pv`` serves both. The seed is the whole window:
+  ``word_size`` = ``width`` = T, ``scan_step`` 1, so no mini-extension and no s_TypeOfWord
+  (BLAST's word finder takes T for both lengths). A template is kept as TEMPLATE_RUNS runs
+  of consecutive kept letters: the index is the sum over runs of
+  ``(window >> shift) & mask``, the window packed as the table words are (last letter in the
+  lowest bits).
+
 All kinds also carry what the mini-extension and BLAST's s_TypeOfWord check need:
 ``word_size`` (W), ``width`` (w), ``scan_step``, ``check_masks`` (BLAST's
 ``masked_locations != NULL``: the W-seed must be covered by table words at their exact query
@@ -46,6 +57,24 @@ SMALL_OFFSET_LIMIT = 32768     # small-table offsets and overflow indices are In
 PV_TARGET_BYTES = 131072       # kTargetPVSize
 PV_SMALL_QUERY = 15000         # kSmallQueryCutoff
 PV_LARGE_QUERY = 800000        # kLargeQueryCutoff
+TEMPLATE_RUNS = 8              # runs of kept letters a template is held as (11-of-21 coding: 8)
+
+# BLAST's discontiguous templates (blast_nalookup.h, read left to right; 1 = letter kept) by
+# (word size, template length, kind)
+TEMPLATES = {
+    (11, 16, "coding"): "1101101101101101",
+    (11, 16, "optimal"): "1110010110110111",
+    (12, 16, "coding"): "1111101101101101",
+    (12, 16, "optimal"): "1110110110110111",
+    (11, 18, "coding"): "101101100101101101",
+    (11, 18, "optimal"): "111010010110010111",
+    (12, 18, "coding"): "101101101101101101",
+    (12, 18, "optimal"): "111010110010110111",
+    (11, 21, "coding"): "100101100101100101101",
+    (11, 21, "optimal"): "111010010100010010111",
+    (12, 21, "coding"): "100101101101100101101",
+    (12, 21, "optimal"): "111010010110010010111",
+}
 
 
 @dataclass
@@ -70,6 +99,12 @@ class LookupTable:
     # presence vector (megablast, standard)
     pv: np.ndarray            # uint32 []
     pv_bts: int
+    # discontiguous words (template_length 0: contiguous)
+    template_length: int
+    template_shift: np.ndarray  # int64 [templates, TEMPLATE_RUNS]
+    template_mask: np.ndarray   # int64 [templates, TEMPLATE_RUNS] (0: no run)
+    hashtable2: np.ndarray      # int32 [4^W] the second template's (empty with one)
+    next_pos2: np.ndarray       # int32 [len(sequence)]
     # the query as the extension sees it
     sequence: np.ndarray        # uint8 blastna, QueryBatch.sequence
     context_offset: np.ndarray  # int32
@@ -236,6 +271,7 @@ def _insert_sorted(offsets, words, first, last, hashtable, next_pos, pv, pv_bts)
         pv[word >> pv_bts] |= np.uint32(1) << np.uint32(word & 31)
 
 
+NO_TEMPLATE = np.zeros((0, TEMPLATE_RUNS), dtype=np.int64)  # a contiguous table's templates
 PARALLEL_TABLE_WORDS = 1_000_000  # below this, one thread fills the megablast table
 TABLE_CELL_RANGES = 64  # the megablast table's parts filled side by side (a power of 2)
 
@@ -323,6 +359,95 @@ def _build_standard(index, offset, size):
     return cell_start, offsets, pv, longest
 
 
+def template_runs(template: str) -> tuple:
+    """(shift, mask) of each run of kept letters of a template, TEMPLATE_RUNS of each (mask 0
+    past the last run): ``(window >> shift) & mask`` puts the run's letters where they go in
+    the index, the window's last letter in its lowest two bits."""
+    import re
+
+    length, weight = len(template), template.count("1")
+    shifts = np.zeros(TEMPLATE_RUNS, dtype=np.int64)
+    masks = np.zeros(TEMPLATE_RUNS, dtype=np.int64)
+    for run, found in enumerate(re.finditer("1+", template)):
+        kept_after = template[found.end():].count("1")  # the index's letters right of the run
+        window_low = 2 * (length - found.end())
+        index_low = 2 * kept_after
+        shifts[run] = window_low - index_low
+        masks[run] = ((1 << (2 * len(found.group()))) - 1) << index_low
+    return shifts, masks
+
+
+def kept_letters(shifts: np.ndarray, masks: np.ndarray) -> int:
+    """A template's kept letters as the bits of an integer (the window's last letter bit 0),
+    from its runs: the GPU scan's TEMPLATE_0 / TEMPLATE_1."""
+    window_bits = 0
+    for shift, mask in zip(shifts.tolist(), masks.tolist()):
+        window_bits |= mask << shift
+    return sum(1 << k for k in range(32) if (window_bits >> (2 * k)) & 3)
+
+
+def template_arrays(options: SearchOptions) -> tuple:
+    """template_runs of the options' template(s): coding_and_optimal reads both, coding first
+    (BLAST's second template is the optimal one of the same word size and length)."""
+    kinds = (("coding", "optimal") if options.template_type == "coding_and_optimal"
+             else (options.template_type,))
+    runs = [template_runs(TEMPLATES[(options.word_size, options.template_length, kind)])
+            for kind in kinds]
+    return (np.ascontiguousarray([shift for shift, _ in runs]),
+            np.ascontiguousarray([mask for _, mask in runs]))
+
+
+@njit(cache=True, nogil=True)
+def template_index(window, shifts, masks, t):
+    """The table index of a window of letters read through template t."""
+    index = np.int64(0)
+    for r in range(shifts.shape[1]):
+        index |= (window >> shifts[t, r]) & masks[t, r]
+    return index
+
+
+@njit(cache=True, nogil=True)
+def _fill_discontiguous(sequence, segments, length, shifts, masks, t, hashtable, next_pos, pv,
+                        pv_bts):
+    """s_FillDiscMBTable for template t: every window of `length` letters inside a segment and
+    free of ambiguities, in increasing offset, chained as the megablast table's words are."""
+    window_mask = (np.int64(1) << (2 * length)) - 1
+    for k in range(segments.shape[0]):
+        window, valid = np.int64(0), 0
+        for p in range(segments[k, 0], segments[k, 1]):
+            window, valid = _next_word(window, valid, sequence[p], window_mask)
+            if valid >= length:
+                index = template_index(window, shifts, masks, t)
+                offset = p - length + 1
+                next_pos[offset] = hashtable[index]
+                hashtable[index] = offset
+                pv[index >> pv_bts] |= np.uint32(1) << np.uint32(index & 31)
+
+
+def _build_discontiguous(batch: QueryBatch, options: SearchOptions, segments: np.ndarray,
+                         sequence: np.ndarray, entries: int, max_q_off: int) -> LookupTable:
+    """BLAST's discontiguous megablast table (BlastMBLookupTableNew with a template): a
+    4^W megablast table per template, one presence vector."""
+    weight, length = int(options.word_size), int(options.template_length)
+    shifts, masks = template_arrays(options)
+    pv_words, pv_bts = megablast_pv_shape(weight, entries)
+    pv = np.zeros(pv_words, dtype=np.uint32)
+    tables = []
+    for t in range(shifts.shape[0]):
+        hashtable = np.zeros(1 << (2 * weight), dtype=np.int32)
+        next_pos = np.zeros(sequence.size, dtype=np.int32)
+        _fill_discontiguous(sequence, segments, length, shifts, masks, t, hashtable, next_pos,
+                            pv, pv_bts)
+        tables.append((hashtable, next_pos))
+    empty16, empty32 = np.zeros(0, dtype=np.int16), np.zeros(0, dtype=np.int32)
+    hashtable2, next_pos2 = tables[1] if len(tables) > 1 else (empty32, empty32)
+    return LookupTable(TABLE_MEGABLAST, length, length, 1, False, entries, max_q_off, 0,
+                       empty16, empty16, tables[0][0], tables[0][1], empty32, empty32, pv,
+                       int(pv_bts), length, shifts, masks, hashtable2, next_pos2, sequence,
+                       np.ascontiguousarray(batch.context_offset, dtype=np.int32),
+                       np.ascontiguousarray(batch.context_length, dtype=np.int32))
+
+
 def megablast_pv_shape(width: int, entries: int) -> tuple:
     """(pv words, pv_bts) of BLAST's megablast table (§3.6)."""
     hashsize = 1 << (2 * width)
@@ -350,6 +475,8 @@ def build_lookup(batch: QueryBatch, options: SearchOptions, pool=INLINE) -> Look
     segments = np.ascontiguousarray(batch.lookup_segments, dtype=np.int32).reshape(-1, 2)
     sequence = np.ascontiguousarray(batch.sequence, dtype=np.uint8)
     entries, max_q_off = estimate_entries(segments)
+    if options.template_length:
+        return _build_discontiguous(batch, options, segments, sequence, entries, max_q_off)
     kind, width = choose_table(word_size, entries, max_q_off)
     size = 1 << (2 * width)
     if kind != TABLE_MEGABLAST:
@@ -378,7 +505,8 @@ def build_lookup(batch: QueryBatch, options: SearchOptions, pool=INLINE) -> Look
         check = word_size > width and has_segments and bool(options.soft_masking)
     return LookupTable(kind, word_size, width, word_size - width + 1, bool(check), entries,
                        max_q_off, int(longest), backbone, overflow, hashtable, next_pos,
-                       cell_start, offsets, pv, int(pv_bts), sequence,
+                       cell_start, offsets, pv, int(pv_bts), 0, NO_TEMPLATE, NO_TEMPLATE,
+                       empty32, empty32, sequence,
                        np.ascontiguousarray(batch.context_offset, dtype=np.int32),
                        np.ascontiguousarray(batch.context_length, dtype=np.int32))
 
@@ -396,7 +524,7 @@ def words_of(table: LookupTable, word: int) -> np.ndarray:
             out.append(int(table.overflow[k]))
             k += 1
         return np.array(out, dtype=np.int32)
-    if table.kind == TABLE_MEGABLAST:
+    if table.kind == TABLE_MEGABLAST:  # a discontiguous table: its first template's
         out, q = [], int(table.hashtable[word])
         while q:
             out.append(q)

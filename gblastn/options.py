@@ -10,7 +10,9 @@ from dataclasses import dataclass, field, fields, replace
 
 from .errors import OptionsError
 
-TASKS = ("megablast", "blastn", "blastn-short")
+TASKS = ("megablast", "dc-megablast", "blastn", "blastn-short")
+TEMPLATE_TYPES = ("coding", "optimal", "coding_and_optimal")  # -template_type
+TEMPLATE_LENGTHS = (16, 18, 21)  # -template_length
 LARGEST_INTEGER = 2**31 - 1  # blastn's integer arguments are 32-bit
 _REAL_FIELDS = ("evalue", "xdrop_ungap", "xdrop_gap", "xdrop_gap_final", "perc_identity",
                 "qcov_hsp_perc")
@@ -52,6 +54,9 @@ class SearchOptions:
     no_greedy: bool = False        # -no_greedy: megablast extends with DP, as the other tasks
     seqidlist: str | None = None   # -seqidlist: search only the sequences this file names
     negative_seqidlist: str | None = None  # -negative_seqidlist: all but those
+    template_length: int = 0       # discontiguous words: the template's letters (0: contiguous words)
+    template_type: str = ""        # ... and its kind, one of TEMPLATE_TYPES
+    window_size: int = 0           # -window_size: the two-hit window (0: one hit starts an extension)
 
     @property
     def greedy(self) -> bool:
@@ -65,6 +70,10 @@ _PRESETS = {
     # zeroed and only the other tasks set the 20-bit default
     "megablast": dict(word_size=28, reward=1, penalty=-2, gapopen=0, gapextend=0,
                       xdrop_ungap=0.0, xdrop_gap=25.0, min_diag_separation=6),
+    # discontiguous megablast: blastn's scoring and DP, megablast's containment separation
+    "dc-megablast": dict(word_size=11, reward=2, penalty=-3, gapopen=5, gapextend=2,
+                         xdrop_gap=30.0, min_diag_separation=6, template_length=18,
+                         template_type="coding", window_size=40),
     "blastn": dict(word_size=11, reward=2, penalty=-3, gapopen=5, gapextend=2,
                    xdrop_gap=30.0, min_diag_separation=50),
     # the task itself turns DUST off, but blastn's -dust argument (default "20 64 1") is
@@ -153,6 +162,30 @@ def make_options(task: str = "megablast", **overrides) -> SearchOptions:
     return options
 
 
+def _validate_words(o: SearchOptions) -> None:
+    """blastn's checks of discontiguous words (s_DiscWordOptionsValidate, in its order), and
+    what gblastn takes of them: templates with megablast's table only (as blastn), and the
+    two-hit window only with discontiguous words."""
+    if o.template_length:
+        if o.word_size not in (11, 12):
+            raise OptionsError("Invalid discontiguous template parameters: word size must be "
+                               "either 11 or 12")
+        if o.template_length not in TEMPLATE_LENGTHS:
+            raise OptionsError("Invalid discontiguous template parameters: template length "
+                               "must be 16, 18, or 21")
+        if o.template_type not in TEMPLATE_TYPES:
+            raise OptionsError(f"invalid template type {o.template_type!r}: use "
+                               f"{', '.join(TEMPLATE_TYPES)}")
+        if o.task in ("blastn", "blastn-short"):
+            # these tasks' word sizes choose their own tables, never the discontiguous one
+            raise OptionsError("Invalid lookup table type for discontiguous Mega BLAST")
+    if o.window_size < 0:
+        raise OptionsError("-window_size must be at least 0")
+    if o.window_size and not o.template_length:
+        raise OptionsError("-window_size above 0 (two hits per extension) is supported only "
+                           "with discontiguous words (-task dc-megablast)")
+
+
 def _validate(o: SearchOptions) -> None:
     # every task takes any word size from 4 up, as blastn does (a word longer than a query
     # finds no hit in it)
@@ -170,6 +203,7 @@ def _validate(o: SearchOptions) -> None:
         # blastn's words: DP has no linear gap costs (megablast's 0/0 default)
         raise OptionsError("Greedy extension must be used if gap existence and extension "
                            "options are zero")
+    _validate_words(o)
     if o.gapextend == 0 and o.gapopen > 0:
         raise OptionsError("a gap extension cost of 0 is only allowed with a gap opening cost of 0")
     if o.evalue <= 0:

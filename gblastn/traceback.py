@@ -1,7 +1,7 @@
 """Traceback: alignments with edit scripts on the subject's true letters.
 
 Blast_TracebackFromHSPList for one subject (and one query batch), both of its nucleotide
-paths: greedy (megablast) and X-drop dynamic programming (blastn, blastn-short).
+paths: greedy (megablast) and X-drop dynamic programming (blastn, dc-megablast, blastn-short).
 
 1. HSPs in score order; one contained in an HSP already traced is dropped;
 2. the start point: BlastGetStartForGappedAlignmentNucl from the stored gapped start (or

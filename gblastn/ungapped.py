@@ -1,7 +1,9 @@
 """Diagonal bookkeeping and ungapped X-drop extension of seeds (spec §4.3, §5.1).
 
 Per chunk, seeds in scan order, as BLAST's s_BlastnDiagTableExtendInitialHit (concatenated
-query <= 8000 letters) or s_BlastnDiagHashExtendInitialHit (longer) do in one-hit mode:
+query <= 8000 letters) or s_BlastnDiagHashExtendInitialHit (longer) do in one-hit mode
+(two-hit mode, which discontiguous megablast's window of 40 letters turns on, extends a seed
+only when the last seed of its diagonal ended within the window and was not extended):
 
 1. a seed whose (unslid) start ``s_first`` lies before the diagonal's ``last_hit`` is dropped;
 2. the seed is extended (exact extension for W < 11; otherwise 4-at-a-time approximate, redone
@@ -140,15 +142,17 @@ PARALLEL_SEEDS = 1 << 18  # fewer seeds are extended part after part in the call
 
 
 class HashPart:
-    """The chains of some of the diagonal hash's buckets, with its subject offset."""
+    """The chains of some of the diagonal hash's buckets, with its subject offset (BLAST
+    starts it at the two-hit window)."""
 
-    def __init__(self):
+    def __init__(self, window: int = 0):
         self.backbone = np.zeros(HASH_BUCKETS, dtype=np.int64)
         self.cell_diag = np.zeros(256, dtype=np.int64)
         self.cell_level = np.zeros(256, dtype=np.int64)
+        self.cell_saved = np.zeros(256, dtype=np.int64)
         self.cell_next = np.zeros(256, dtype=np.int64)
         self.occupancy = 1
-        self.offset = 0
+        self.offset = window
 
 
 class DiagonalHash:
@@ -159,8 +163,8 @@ class DiagonalHash:
     whole hash gives them, and the parts are extended side by side. The cells' numbering
     differs from one hash's, which decides nothing."""
 
-    def __init__(self, parts: int = HASH_PARTS):
-        self.parts = [HashPart() for _ in range(parts)]
+    def __init__(self, parts: int = HASH_PARTS, window: int = 0):
+        self.parts = [HashPart(window) for _ in range(parts)]
 
     @property
     def offset(self) -> int:
@@ -267,13 +271,20 @@ def extend_approx(sequence, matrix, score_table, packed, byte_off, s_len, q_off,
 def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, first_chunk,
                   last_chunk,
                   sequence, context_offset, packed, chunk_byte_offset, chunk_length,
-                  matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size, use_hash,
-                  backbone, cell_diag, cell_level, cell_next, occupancy, hash_offset):
+                  matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size, window,
+                  use_hash, backbone, cell_diag, cell_level, cell_saved, cell_next, occupancy,
+                  offset):
     """Diagonal bookkeeping and extension for chunks [first_chunk, last_chunk); the seeds of
     chunk c are seed_*[seed_order[at]] for `at` in chunk_bounds[c]:chunk_bounds[c + 1] (`at`
     itself when seed_order is empty). `ahead`: UngappedAhead's rows, the seeds' extensions made
     already (none: empty rows). Returns the saved hits in processing order with the index of
-    the seed each came from, then the diagonal hash's state for the next call."""
+    the seed each came from, then the diagonal hash's state for the next call (`offset`, the
+    subject offset added to levels, is the array's too).
+
+    With a two-hit `window` (> 0), a seed is extended only when its diagonal's last seed was
+    not (its flag `saved` is 0) and ends within `window` letters of it; otherwise it is
+    stored as a first hit. BLAST's off-diagonal search for a partner never runs: its range,
+    min(off_diagonal_range 0, window - W), is never above 0."""
     total_seeds = chunk_bounds[last_chunk] - chunk_bounds[first_chunk]
     ordered = seed_order.size > 0
     made = ahead.shape[1] > 0
@@ -289,15 +300,16 @@ def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, f
     n_out = 0
     blast_len = sequence.size - 2
     exact_only = word_size < 11
-    # diagonal array (BLAST's length: a power of two >= query length)
+    # diagonal array (BLAST's length: a power of two >= query length + window)
     diag_len = 1
-    while diag_len < blast_len:
+    while diag_len < blast_len + window:
         diag_len <<= 1
     last_hit = np.zeros(diag_len if not use_hash else 1, dtype=np.int64)
+    hit_saved = np.zeros(diag_len if not use_hash else 1, dtype=np.int64)
     # the diagonal hash (512 buckets of chained cells; index 0 means none) comes from the
     # previous call, as BLAST keeps it from subject to subject
-    offset = np.int64(hash_offset) if use_hash else np.int64(0)
-    stale_window = 1 - word_size  # window 0 + Delta (min(scan_range 0, 0 - W)) + 1
+    offset = np.int64(offset)
+    stale_window = window + min(0, window - word_size) + 1  # window + Delta + 1
     for c in range(first_chunk, last_chunk):
         byte_off = chunk_byte_offset[c]
         s_len = np.int64(chunk_length[c])
@@ -308,31 +320,39 @@ def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, f
             s_first_pos = np.int64(seed_first[i]) + offset
             diag = s_off - q_off
             if use_hash:
-                level = np.int64(0)
+                level, saved = np.int64(0), np.int64(0)
                 k = backbone[diag & 511]
                 while k != 0:
                     if cell_diag[k] == diag:
-                        level = cell_level[k]
+                        level, saved = cell_level[k], cell_saved[k]
                         break
                     k = cell_next[k]
             else:
                 cell = (s_off + diag_len - q_off) & (diag_len - 1)
-                level = last_hit[cell]
+                level, saved = last_hit[cell], hit_saved[cell]
             if s_first_pos < level:
                 continue
             s_end_pos = s_off + word_size + offset
-            ctx = context_of(context_offset, q_off)
-            if made:
-                qs, ss = np.int64(ahead[UNGAPPED_Q_START, i]), np.int64(ahead[UNGAPPED_S_START, i])
-                ln, sc = np.int64(ahead[UNGAPPED_LENGTH, i]), np.int64(ahead[UNGAPPED_SCORE, i])
-            elif exact_only:
-                qs, ss, ln, sc = extend_exact(sequence, matrix, packed, byte_off, s_len,
-                                              q_off, s_off, xdrop[ctx])
-            else:
-                qs, ss, ln, sc = extend_approx(sequence, matrix, score_table, packed, byte_off,
-                                               s_len, q_off, s_off, s_off + word_size,
-                                               xdrop[ctx], reduced_cutoff[ctx])
-            if sc >= cutoff[ctx]:
+            ready = 0
+            qs, ss, ln, sc = 0, 0, 0, 0
+            # in two-hit mode, a seed that is no second hit is only kept on its diagonal
+            if window == 0 or (saved == 0 and s_end_pos <= level + window):
+                ctx = context_of(context_offset, q_off)
+                if made:
+                    qs = np.int64(ahead[UNGAPPED_Q_START, i])
+                    ss = np.int64(ahead[UNGAPPED_S_START, i])
+                    ln = np.int64(ahead[UNGAPPED_LENGTH, i])
+                    sc = np.int64(ahead[UNGAPPED_SCORE, i])
+                elif exact_only:
+                    qs, ss, ln, sc = extend_exact(sequence, matrix, packed, byte_off, s_len,
+                                                  q_off, s_off, xdrop[ctx])
+                else:
+                    qs, ss, ln, sc = extend_approx(sequence, matrix, score_table, packed,
+                                                   byte_off, s_len, q_off, s_off,
+                                                   s_off + word_size, xdrop[ctx],
+                                                   reduced_cutoff[ctx])
+                ready = 1 if sc >= cutoff[ctx] else 0
+            if ready:
                 if n_out == o_chunk.size:
                     o_chunk = grown(o_chunk, n_out + 1)
                     o_q = grown(o_q, n_out + 1)
@@ -361,33 +381,38 @@ def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, f
                     if cell_diag[k] == diag or s_first_pos - cell_level[k] > stale_window:
                         cell_diag[k] = diag
                         cell_level[k] = s_end_pos
+                        cell_saved[k] = ready
                         done = True
                         break
                     k = cell_next[k]
                 if not done:
                     cell_diag = grown(cell_diag, occupancy + 1)
                     cell_level = grown(cell_level, occupancy + 1)
+                    cell_saved = grown(cell_saved, occupancy + 1)
                     cell_next = grown(cell_next, occupancy + 1)
                     cell_diag[occupancy] = diag
                     cell_level[occupancy] = s_end_pos
+                    cell_saved[occupancy] = ready
                     cell_next[occupancy] = backbone[bucket]
                     backbone[bucket] = occupancy
                     occupancy += 1
             else:
                 last_hit[cell] = s_end_pos
+                hit_saved[cell] = ready
         # BLAST's Blast_ExtendWordExit: every old entry becomes stale
         if offset >= HASH_OFFSET_LIMIT:
-            offset = 0
+            offset = window
             if use_hash:
                 backbone[:] = 0
                 occupancy = 1
             else:
                 last_hit[:] = 0
+                hit_saved[:] = 0
         else:
-            offset += s_len
+            offset += s_len + window
     return (o_chunk[:n_out], o_q[:n_out], o_s[:n_out], o_len[:n_out], o_score[:n_out],
             o_seed_q[:n_out], o_seed_s[:n_out], o_seed[:n_out],
-            backbone, cell_diag, cell_level, cell_next, occupancy, offset)
+            backbone, cell_diag, cell_level, cell_saved, cell_next, occupancy, offset)
 
 
 @njit(cache=True, nogil=True)
@@ -445,7 +470,8 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
                  ungapped_xdrop: np.ndarray, ungapped_cutoff: np.ndarray,
                  reduced_cutoff: np.ndarray, reward: int, penalty: int,
                  num_threads: int = 1, diag_hash: DiagonalHash | None = None,
-                 spread=None, ahead: UngappedAhead | None = None) -> InitialHits:
+                 spread=None, window: int = 0,
+                 ahead: UngappedAhead | None = None) -> InitialHits:
     """Ungapped extension of all seeds (as ``find_seeds`` returns them).
 
     ``ungapped_xdrop``, ``ungapped_cutoff``, ``reduced_cutoff``: int32 per context (raw X > 0,
@@ -454,8 +480,9 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
     (chunks then run in order, each part of the hash's buckets on its own); a fresh one is
     used when it is None. The pieces (the hash's parts; else 4 * num_threads groups of
     chunks when num_threads > 1) are run by `spread` (pools.on_threads; one after the other
-    without it). `ahead`: the seeds' extensions made already (UngappedAhead), looked up
-    instead of made.
+    without it). ``window``: the two-hit window (0: every seed is extended); a DiagonalHash
+    given must have been made with it. `ahead`: the seeds' extensions made already
+    (UngappedAhead), looked up instead of made.
     """
     spread = spread or in_turn
     packed = np.ascontiguousarray(packed, dtype=np.uint8)
@@ -467,7 +494,7 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
     per_ctx = [np.ascontiguousarray(a, dtype=np.int64) for a in
                (ungapped_xdrop, ungapped_cutoff, reduced_cutoff)]
     use_hash = uses_diag_hash(table)
-    state = diag_hash if diag_hash is not None else DiagonalHash()
+    state = diag_hash if diag_hash is not None else DiagonalHash(window=window)
     made = NOTHING_AHEAD if ahead is None else np.ascontiguousarray(ahead.rows, dtype=np.int32)
 
     def run(order, chunk, rng, part):
@@ -477,10 +504,11 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
         out = extend_chunks(order, seeds.q_off, seeds.s_off, seeds.s_first, made, bounds,
                             rng[0], rng[1], table.sequence, table.context_offset, packed,
                             chunk_byte_offset, chunk_length, matrix, score_table, *per_ctx,
-                            table.word_size, use_hash, part.backbone, part.cell_diag,
-                            part.cell_level, part.cell_next, part.occupancy, part.offset)
-        (part.backbone, part.cell_diag, part.cell_level, part.cell_next, part.occupancy,
-         part.offset) = out[8:]
+                            table.word_size, window, use_hash, part.backbone, part.cell_diag,
+                            part.cell_level, part.cell_saved, part.cell_next, part.occupancy,
+                            part.offset)
+        (part.backbone, part.cell_diag, part.cell_level, part.cell_saved, part.cell_next,
+         part.occupancy, part.offset) = out[8:]
         return out[:8]
 
     if use_hash:
@@ -490,7 +518,7 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
         parts = [None] * len(ranges)
 
         def run_range(r):
-            parts[r] = run(NO_ORDER, seeds.chunk, ranges[r], HashPart())  # no hash to carry
+            parts[r] = run(NO_ORDER, seeds.chunk, ranges[r], HashPart(window))  # nothing to carry
 
         spread(run_range, len(ranges))
         fields = [np.concatenate([p[i] for p in parts]) for i in range(7)]

@@ -6,7 +6,9 @@ the w-mer at every subject offset 0, scan_step, 2*scan_step, ... <= length - w i
 each query offset it lists is extended to a W-mer by the routine BLAST would choose
 (BlastChooseNaExtend), with the subject's right limit ``s_range`` = the chunk length (our
 database has no subject masks, so BLAST's scan range is the whole chunk, also for pieces of
-long sequences); then the seed is checked with s_TypeOfWord.
+long sequences); then the seed is checked with s_TypeOfWord. A discontiguous table
+(scan_discontiguous) is read at every offset through its template(s), and its hits are the
+seeds themselves.
 
 Subject: a packed 2-bit buffer, base i of a chunk at byte ``chunk_byte_offset + i // 4``,
 first base in the two most significant bits. Bytes past the buffer read as 0; BLAST's
@@ -18,7 +20,7 @@ import numpy as np
 from ..layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND_SMALL_ONE_BYTE, \
     SEED_CHUNK, SEED_FIELDS, SEED_HIT_S, SEED_Q_OFF, SEED_S_FIRST, SEED_S_OFF, TABLE_MEGABLAST, \
     TABLE_SMALL
-from ..lookup import LookupTable
+from ..lookup import LookupTable, template_index
 from ..numba_start import njit
 from ..pools import in_turn
 from ..wordrun import WORD_PAD, packed_run_backward, packed_run_forward
@@ -411,6 +413,65 @@ def scan_chunks(kind, extend_kind, check_masks, word_size, width, scan_step,
             out[SEED_S_FIRST, :n].copy(), out[SEED_HIT_S, :n].copy())
 
 
+@njit(cache=True, nogil=True)
+def _chain_seeds(head, next_pos, c, s, out, n):
+    """The query offsets of one megablast chain as seeds at subject offset s (q_off, s_off,
+    s_first and hit_s alike: discontiguous words need no mini-extension), into out[:, n:],
+    grown as needed. Returns (out, n)."""
+    q = head
+    while q != 0:
+        if n == out.shape[1]:
+            bigger = np.empty((SEED_FIELDS, 2 * n), dtype=np.int32)
+            bigger[:, :n] = out[:, :n]
+            out = bigger
+        out[SEED_CHUNK, n] = c
+        out[SEED_Q_OFF, n] = q
+        out[SEED_S_OFF, n] = s
+        out[SEED_S_FIRST, n] = s
+        out[SEED_HIT_S, n] = s
+        n += 1
+        q = next_pos[q]
+    return out, n
+
+
+@njit(cache=True, nogil=True)
+def scan_discontiguous(length, shifts, masks, hashtable, next_pos, hashtable2, next_pos2, pv,
+                       pv_bts, packed, chunk_byte_offset, chunk_length, first_chunk, last_chunk):
+    """Seeds of chunks [first_chunk, last_chunk) against a discontiguous table, in BLAST's
+    order (s_MB_DiscWordScanSubject_*): every subject offset from 0 to the chunk's length -
+    `length`, each window read through the first template, then the second; a chain lists
+    decreasing query offsets. Returns scan_chunks' arrays."""
+    out = np.empty((SEED_FIELDS, 4096), dtype=np.int32)
+    n = 0
+    window_mask = (np.int64(1) << (2 * length)) - 1
+    for c in range(first_chunk, last_chunk):
+        byte_off = chunk_byte_offset[c]
+        window = np.int64(0)
+        for p in range(length - 1):
+            window = (window << 2) | subject_base(packed, byte_off, p)
+        for s in range(np.int64(chunk_length[c]) - length + 1):
+            window = ((window << 2) | subject_base(packed, byte_off, s + length - 1)) & window_mask
+            index = template_index(window, shifts, masks, 0)
+            if (pv[index >> pv_bts] >> (index & 31)) & 1:
+                out, n = _chain_seeds(hashtable[index], next_pos, c, s, out, n)
+            if shifts.shape[0] > 1:
+                index = template_index(window, shifts, masks, 1)
+                if (pv[index >> pv_bts] >> (index & 31)) & 1:
+                    out, n = _chain_seeds(hashtable2[index], next_pos2, c, s, out, n)
+    return (out[SEED_CHUNK, :n].copy(), out[SEED_Q_OFF, :n].copy(), out[SEED_S_OFF, :n].copy(),
+            out[SEED_S_FIRST, :n].copy(), out[SEED_HIT_S, :n].copy())
+
+
+def _scan_function(table: LookupTable):
+    """The compiled scan of a table's chunks and its table arguments: scan_discontiguous for
+    discontiguous words, else scan_chunks."""
+    if table.template_length:
+        return scan_discontiguous, (table.template_length, table.template_shift,
+                                    table.template_mask, table.hashtable, table.next_pos,
+                                    table.hashtable2, table.next_pos2, table.pv, table.pv_bts)
+    return scan_chunks, _table_args(table)
+
+
 def _table_args(table: LookupTable) -> tuple:
     return (table.kind, choose_extend(table), table.check_masks, table.word_size, table.width,
             table.scan_step, table.backbone, table.overflow, table.hashtable, table.next_pos,
@@ -438,12 +499,12 @@ def find_seeds(table: LookupTable, packed: np.ndarray, chunk_byte_offset: np.nda
     packed = np.ascontiguousarray(packed, dtype=np.uint8)
     chunk_byte_offset = np.ascontiguousarray(chunk_byte_offset, dtype=np.int64)
     chunk_length = np.ascontiguousarray(chunk_length, dtype=np.int32)
-    args = _table_args(table)
+    scan, args = _scan_function(table)
     ranges = _split_chunks(chunk_length, max(1, int(num_threads)) * 4 if num_threads > 1 else 1)
     parts = [None] * len(ranges)
 
     def run(k):
-        parts[k] = scan_chunks(*args, packed, chunk_byte_offset, chunk_length, *ranges[k])
+        parts[k] = scan(*args, packed, chunk_byte_offset, chunk_length, *ranges[k])
 
     (spread or in_turn)(run, len(ranges))
     if not parts:

@@ -34,8 +34,8 @@ from ..cuda_context import close_device_files, page_locked_buffer, reset_primary
     retain_primary_context
 from ..errors import GpuUnavailableError
 from ..layouts import GAPPED_FIELDS, HSP_FIELDS, SCRIPT_RUNS, SEED_FIELDS, SORT_LOCAL, \
-    STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, UNGAPPED_FIELDS, kernel_defines
-from ..lookup import LookupTable
+    STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, TEMPLATES_MAX, UNGAPPED_FIELDS, kernel_defines
+from ..lookup import LookupTable, kept_letters
 from ..timing import StageTimes
 from ..ungapped import NOTHING_AHEAD, UngappedAhead, UngappedRules
 from . import Seeds
@@ -104,6 +104,7 @@ def variant_defines(table: LookupTable, **tuning) -> dict:
         "PV_BTS": table.pv_bts if table.kind != TABLE_SMALL else 5,
         "EXTEND_KIND": choose_extend(table),
         "CHECK_MASKS": int(bool(table.check_masks)),
+        **template_defines(table),
         "SCAN_THREADS": SCAN_THREADS,
         "PROBES_PER_THREAD": PROBES_PER_THREAD,
         "FLUSH_MODE": FLUSH_MODE,
@@ -111,6 +112,18 @@ def variant_defines(table: LookupTable, **tuning) -> dict:
     }
     defines.update(tuning)
     return defines
+
+
+def template_defines(table: LookupTable) -> dict:
+    """The discontiguous variant's defines: TEMPLATE_LENGTH (0 for contiguous words), the
+    templates read, and each one's kept letters (lookup.kept_letters; 0 where absent)."""
+    length = int(getattr(table, "template_length", 0))
+    kept = [0] * TEMPLATES_MAX
+    count = table.template_shift.shape[0] if length else 0
+    for t in range(count):
+        kept[t] = kept_letters(table.template_shift[t], table.template_mask[t])
+    return {"TEMPLATE_LENGTH": length, "TEMPLATE_COUNT": count,
+            **{f"TEMPLATE_{t}": kept[t] for t in range(TEMPLATES_MAX)}}
 
 
 def greedy_defines(row_cells: int = GREEDY_ROW_CELLS) -> dict:
@@ -512,6 +525,8 @@ class GpuBackend(Backend):
             "overflow": np.ascontiguousarray(table.overflow, dtype=np.int16),
             "hashtable": np.ascontiguousarray(table.hashtable, dtype=np.int32),
             "next_pos": np.ascontiguousarray(table.next_pos, dtype=np.int32),
+            "hashtable2": np.ascontiguousarray(table.hashtable2, dtype=np.int32),
+            "next_pos2": np.ascontiguousarray(table.next_pos2, dtype=np.int32),
             "cell_start": np.ascontiguousarray(table.cell_start, dtype=np.int32),
             "offsets": np.ascontiguousarray(table.offsets, dtype=np.int32),
             "pv": np.ascontiguousarray(table.pv, dtype=np.uint32),
@@ -586,7 +601,9 @@ class GpuBackend(Backend):
         probes = probe_counts(chunk_length, table.width, table.scan_step)
         if int(probes.sum()) == 0:
             return Seeds.empty(), UngappedAhead(NOTHING_AHEAD)
-        rank_bits = max(1, int(table.sequence.size).bit_length())
+        # a rank counts the query offsets of all the templates' chains
+        templates = max(1, table.template_shift.shape[0])
+        rank_bits = max(1, int(templates * table.sequence.size).bit_length())
         max_probes = min(self.max_group_probes, (1 << (63 - rank_bits)) - 1)
         self.stats = {"hits": 0, "seeds": 0, "hit_grows": 0, "seed_grows": 0}
         taken = []
@@ -871,7 +888,8 @@ class GpuBackend(Backend):
             kernel(self.buffers["hits"][0], np.uint64(num_hits), dev_packed, np.int64(packed_size),
                    d_offset, d_length, d_start, np.int32(chunk_base),
                    tab["backbone"], tab["overflow"], tab["hashtable"], tab["next_pos"],
-                   tab["cell_start"], tab["offsets"], tab["pv"], tab["sequence"],
+                   tab["cell_start"], tab["offsets"], tab["hashtable2"], tab["next_pos2"],
+                   tab["pv"], tab["sequence"],
                    np.int32(table.sequence.size), tab["context_offset"], tab["context_length"],
                    np.int32(table.context_offset.size), np.int32(rank_bits),
                    keys, *fields, counter, np.uint64(cap),

@@ -5,24 +5,39 @@ import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
+from types import SimpleNamespace
+
 import pytest
 
 from gblastn.layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND_SMALL_ONE_BYTE, \
     TABLE_MEGABLAST as MEGABLAST, TABLE_SMALL as SMALL, TABLE_STANDARD as STANDARD
+from gblastn.lookup import template_arrays
+from gblastn.options import make_options
 from gblastn.scan.gpu import (FLUSH_MODE, FLUSH_SLOTS, GREEDY_ROW_CELLS, PROBES_PER_THREAD,
-                              SCAN_THREADS, greedy_defines, kernel_source, nvcc_options)
+                              SCAN_THREADS, greedy_defines, kernel_source, nvcc_options,
+                              template_defines)
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
 
-def variant(kind, width, word, extend, check, bts=5, **tuning):
+def variant(kind, width, word, extend, check, bts=5, templates=None, **tuning):
     defines = {"TABLE_KIND": kind, "WIDTH": width, "WORD_SIZE": word,
                "SCAN_STEP": word - width + 1, "PV_BTS": bts, "EXTEND_KIND": extend,
                "CHECK_MASKS": check, "SCAN_THREADS": SCAN_THREADS,
                "PROBES_PER_THREAD": PROBES_PER_THREAD, "FLUSH_MODE": FLUSH_MODE,
                "FLUSH_SLOTS": FLUSH_SLOTS}
+    defines.update(template_defines(templates or SimpleNamespace()))
     defines.update(tuning)
     return defines
+
+
+def discontiguous(word_size, length, kind, bts):
+    """The variant of dc-megablast's table for a template: whole windows, no extension."""
+    options = make_options("dc-megablast", word_size=word_size, template_length=length,
+                           template_type=kind)
+    shift, mask = template_arrays(options)
+    table = SimpleNamespace(template_length=length, template_shift=shift, template_mask=mask)
+    return variant(MEGABLAST, length, length, EXTEND_DIRECT, 0, bts=bts, templates=table)
 
 
 # the variants the tasks reach (BlastChooseNaLookupTable x BlastChooseNaExtend), plus the
@@ -47,6 +62,9 @@ VARIANTS = [
             SCAN_THREADS=512, FLUSH_MODE=0),
     variant(MEGABLAST, 11, 28, EXTEND_BASEWISE, 1, bts=7, PROBES_PER_THREAD=8,
             SCAN_THREADS=256, FLUSH_MODE=2),
+    discontiguous(11, 18, "coding", bts=6),                 # dc-megablast
+    discontiguous(12, 21, "coding_and_optimal", bts=8),     # dc-megablast, two templates
+    discontiguous(11, 16, "optimal", bts=7),
 ]
 
 

@@ -157,5 +157,5 @@ def test_help_shows_the_public_api_and_every_option_default():
     assert "search_iter(" in functions and "make_db(" in functions
     assert "search_queries" not in functions and "SUBMODULES" not in text
     assert all(f"    {name}=" in text for name in option_names())
-    assert "evalue=10.0" in text and "word_size=28  (blastn: 11; blastn-short: 7)" in text
+    assert "evalue=10.0" in text and "word_size=28  (dc-megablast: 11; blastn: 11; blastn-short: 7)" in text
     assert "evalue=10.0" in gblastn.search.__doc__

@@ -98,7 +98,7 @@ def test_warmup_compiles_ahead_once(seeded):
     assert again.returncode == 0 and "-task megablast is compiled" in again.stderr
 
 
-@pytest.mark.parametrize("args", [["-task", "dc-megablast"], ["-task", "megablast", "-bogus"]])
+@pytest.mark.parametrize("args", [["-task", "dc-nonsense"], ["-task", "megablast", "-bogus"]])
 def test_warmup_refuses_bad_options(seeded, args):
     done = _gblastn(seeded, "warmup", *args)
     assert done.returncode == 2, done.stderr
