@@ -458,10 +458,9 @@ class GpuBackend(Backend):
         once the result has been copied out, after the device is let go."""
         nbytes = 4 * int(np.prod(shape))
         with self.staging_lock:
-            fits = [b for b in self.staging if b[0].size >= nbytes]
-            held = min(fits, key=lambda b: b[0].size) if fits else None
-            if held is not None:
-                self.staging.remove(held)
+            fits = [k for k, (buffer, _) in enumerate(self.staging) if buffer.size >= nbytes]
+            held = self.staging.pop(min(fits, key=lambda k: self.staging[k][0].size)) \
+                if fits else None
         if held is None:
             held = self._page_locked(max(nbytes, STAGING_MIN_BYTES))
         taken.append(held)

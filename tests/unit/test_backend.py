@@ -51,3 +51,28 @@ def test_one_subject_buffer_per_volume_keyed_by_the_volume():
     assert SubjectBuffers(StageTimes()).of(volume).key is volume
     alone = SubjectBuffer(first.packed, first.byte_offset)
     assert alone.key is alone
+
+
+def test_results_come_back_through_reused_page_locked_buffers():
+    """GpuBackend.staged hands out the smallest free buffer that fits (several may be out at
+    once) and makes one only when none fits; given back, they serve the next calls."""
+    import threading
+
+    from gblastn.scan.gpu import GpuBackend
+
+    made = []
+    backend = object.__new__(GpuBackend)  # no device: only the staging pool is used
+    backend.staging, backend.staging_lock = [], threading.Lock()
+    backend._page_locked = lambda size: made.append(size) or (np.zeros(size, np.uint8), None)
+    taken = []
+    first = backend.staged((5, 1000), taken)
+    second = backend.staged((4, 300_000), taken)
+    assert first.shape == (5, 1000) and first.dtype == np.int32 and second.shape == (4, 300_000)
+    assert len(made) == 2 and not np.shares_memory(first, second)
+    backend.give_back_staging(taken)
+    assert taken == [] and len(backend.staging) == 2
+    large = backend.staged((4, 300_000), taken)  # the second, taken from behind the first
+    again = backend.staged((5, 2000), taken)  # the smaller buffer fits: no new one
+    assert len(made) == 2 and np.shares_memory(again, first) and np.shares_memory(large, second)
+    backend.staged((4, 300_000), taken)  # both out: a third is made
+    assert len(made) == 3
