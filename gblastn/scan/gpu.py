@@ -74,6 +74,7 @@ PADDING = 16               # zero bytes after each device copy of a volume
 UPLOAD_STEP = 8 << 20      # bytes per host-to-device copy of a volume
 UPLOAD_THREADS = 8         # threads filling page-locked buffers for those copies
 STAGING_MIN_BYTES = 1 << 20  # the least page-locked memory a result comes back through
+STAGING_KEPT = 4           # page-locked buffers kept for the next results (a call takes two)
 
 
 def kernel_dir() -> Path:
@@ -467,9 +468,17 @@ class GpuBackend(Backend):
         return held[0][:nbytes].view(np.int32).reshape(shape)
 
     def give_back_staging(self, taken: list) -> None:
+        """Return staging buffers to the pool, which keeps the STAGING_KEPT largest: more
+        are out only while many calls copy their results out at once, and page-locked
+        memory counts in full against the process."""
         with self.staging_lock:
             self.staging.extend(taken)
+            self.staging.sort(key=lambda held: held[0].size)
+            surplus = self.staging[:-STAGING_KEPT]
+            del self.staging[:-STAGING_KEPT]
         taken.clear()
+        for _, free in surplus:
+            free()
 
     def _free_upload_lanes(self) -> None:
         for free in self.upload_lanes[2] if self.upload_lanes else ():

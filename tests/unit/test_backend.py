@@ -63,7 +63,13 @@ def test_results_come_back_through_reused_page_locked_buffers():
     made = []
     backend = object.__new__(GpuBackend)  # no device: only the staging pool is used
     backend.staging, backend.staging_lock = [], threading.Lock()
-    backend._page_locked = lambda size: made.append(size) or (np.zeros(size, np.uint8), None)
+    freed = []
+
+    def page_locked(size):
+        made.append(size)
+        return np.zeros(size, np.uint8), lambda: freed.append(size)
+
+    backend._page_locked = page_locked
     taken = []
     first = backend.staged((5, 1000), taken)
     second = backend.staged((4, 300_000), taken)
@@ -76,3 +82,7 @@ def test_results_come_back_through_reused_page_locked_buffers():
     assert len(made) == 2 and np.shares_memory(again, first) and np.shares_memory(large, second)
     backend.staged((4, 300_000), taken)  # both out: a third is made
     assert len(made) == 3
+    for _ in range(3):
+        backend.staged((7, 100_000), taken)
+    backend.give_back_staging(taken)  # six back: the pool keeps the four largest
+    assert len(backend.staging) == 4 and sorted(freed) == [1 << 20, 2_800_000]
