@@ -84,6 +84,31 @@ def stage_times(stderr: str) -> tuple[dict, str]:
     return {name.strip(): float(secs.rstrip("s")) for name, secs in parts}, spans
 
 
+def work_done(stderr: str) -> dict:
+    """The 'work done' line of '-stage_times': {tally: amount}."""
+    match = re.search(r"^work done: (.*)$", stderr, re.MULTILINE)
+    if not match:
+        return {}
+    parts = (part.rsplit(" ", 1) for part in match.group(1).split(", "))
+    return {name: int(amount) for name, amount in parts}
+
+
+def device_rates(times: dict, tallies: dict) -> str:
+    """The GPU kernels' rates per second the device was held for them: ungapped extensions
+    per second and DP cells per second (GCUPS), with the counts."""
+    rates = []
+    extensions, held = tallies.get("gpu ungapped extensions"), times.get("gpu ungapped")
+    if extensions and held:
+        rates.append(f"{extensions:,} ungapped extensions in {held:.2f} s "
+                     f"({extensions / held / 1e6:.0f} M/s)")
+    hits, cells, held = (tallies.get("gpu dp extensions"), tallies.get("gpu dp cells"),
+                         times.get("gpu dp"))
+    if hits and cells and held:
+        rates.append(f"{hits:,} DP extensions, {cells:,} cells in {held:.2f} s "
+                     f"({cells / held / 1e9:.2f} GCUPS)")
+    return "; ".join(rates)
+
+
 def build_databases(a, work, while_blast_builds=None):
     """Both tools' databases; makeblastdb runs in the background meanwhile gblastn's database
     is built and `while_blast_builds(our_db)` runs (the numba warm-up), since neither is
@@ -227,6 +252,9 @@ def main():
                 print(f"{'':<12}  busy between (s from start): {spans}")
                 print(f"{'':<12}  busy: scan ({a.device}) {100 * scan_busy:.0f}% of the wall time,"
                       f" CPU threads {100 * cpu_busy:.0f}%")
+            rates = device_rates(times, work_done(our_runs[-1][3]))
+            if rates:
+                print(f"{'':<12}  device: {rates}")
             if a.diff:
                 ours_set, blast_set = set(our_lines), set(blast_lines)
                 for line in [x for x in blast_lines if x not in ours_set][:a.diff]:

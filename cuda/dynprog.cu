@@ -161,7 +161,7 @@ HD bool xdrop_extent(const unsigned char* subject, i64 row_origin, int row_step,
 HD bool dp_extend(const unsigned char* query, i64 query_length, const unsigned char* subject,
                   i64 subject_length, i64 seed_q, i64 seed_s, i64 ungapped_s_start,
                   i64 ungapped_length, i64 ungapped_score, const int* matrix, int gap_open,
-                  int gap_extend, int gap_x_dropoff, i64 budget, i64* found) {
+                  int gap_extend, int gap_x_dropoff, i64* budget, i64* found) {
     int x_dropoff = gap_x_dropoff;
     if (ungapped_score < x_dropoff) x_dropoff = (int)ungapped_score;
     // start inside the first full byte of a presumably exact 8-letter stretch
@@ -179,7 +179,7 @@ HD bool dp_extend(const unsigned char* query, i64 query_length, const unsigned c
     }
     Extent left, right;
     if (!xdrop_extent(subject, s_length, -1, s_length, query, q_length, -1, q_length, matrix,
-                      gap_open, gap_extend, x_dropoff, &budget, &left))
+                      gap_open, gap_extend, x_dropoff, budget, &left))
         return false;
     right.score = 0;
     right.rows = 0;
@@ -187,7 +187,7 @@ HD bool dp_extend(const unsigned char* query, i64 query_length, const unsigned c
     if (q_length < query_length && s_length < subject_length &&
         !xdrop_extent(subject, s_length - 1, 1, subject_length - s_length, query, q_length - 1,
                       1, query_length - q_length, matrix, gap_open, gap_extend, x_dropoff,
-                      &budget, &right))
+                      budget, &right))
         return false;
     found[GAPPED_SCORE] = (i64)left.score + right.score;
     found[GAPPED_Q_START] = q_length - left.columns;
@@ -219,28 +219,36 @@ struct Hits {
     const unsigned char* volume;
 };
 
+// Hit i's extension into found[GAPPED_FIELDS * i], the cells it computed into cells[i] (all
+// of them, or those until its band or budget gave out).
 HD bool dp_extend_hit(const Hits& h, int i, const int* matrix, int gap_open, int gap_extend,
-                      int gap_x_dropoff, i64 budget, i64* found) {
+                      int gap_x_dropoff, i64 budget, i64* found, i64* cells) {
     const int ctx = LOAD(h.context + i);
     const int c = LOAD(h.chunk + i);
     const i64 base = LOAD(h.context_offset + ctx);
-    return dp_extend(h.query + base, LOAD(h.context_length + ctx),
-                     h.volume + LOAD(h.chunk_byte_offset + c), LOAD(h.chunk_length + c),
-                     LOAD(h.seed_q + i) - base, LOAD(h.seed_s + i), LOAD(h.s_start + i),
-                     LOAD(h.length + i), LOAD(h.score + i), matrix, gap_open, gap_extend,
-                     gap_x_dropoff, budget, found);
+    i64 left = budget;
+    const bool made = dp_extend(
+        h.query + base, LOAD(h.context_length + ctx), h.volume + LOAD(h.chunk_byte_offset + c),
+        LOAD(h.chunk_length + c), LOAD(h.seed_q + i) - base, LOAD(h.seed_s + i),
+        LOAD(h.s_start + i), LOAD(h.length + i), LOAD(h.score + i), matrix, gap_open,
+        gap_extend, gap_x_dropoff, &left, found + (i64)GAPPED_FIELDS * i);
+    cells[i] = budget - left;
+    return made;
 }
 
 #ifdef __CUDACC__
 
-// found: int64 [n, GAPPED_FIELDS]; done[i] 1 where hit i was extended here.
+// Thread t extends hit order[t]: the host lists the hits likeliest to take longest first, so
+// that a warp's threads finish together (a warp lasts as long as its longest extension).
+// found: int64 [n, GAPPED_FIELDS]; done[i] 1 where hit i was extended here; cells[i] the DP
+// cells its extension computed.
 extern "C" __global__ void dp_hits(
-        int n, const int* q_start, const int* s_start, const int* length, const int* score,
+        int n, const int* order, const int* q_start, const int* s_start, const int* length, const int* score,
         const int* seed_q, const int* seed_s, const int* chunk, const int* context,
         const i64* context_offset, const i64* context_length, const i64* chunk_byte_offset,
         const i64* chunk_length, const unsigned char* query, const unsigned char* volume,
         const int* matrix, int gap_open, int gap_extend, int gap_x_dropoff, i64 budget,
-        i64* found, unsigned char* done) {
+        i64* found, unsigned char* done, i64* cells) {
     __shared__ int shared_matrix[BLASTNA_LETTERS * BLASTNA_LETTERS];
     for (int k = threadIdx.x; k < BLASTNA_LETTERS * BLASTNA_LETTERS; k += blockDim.x)
         shared_matrix[k] = matrix[k];
@@ -248,27 +256,28 @@ extern "C" __global__ void dp_hits(
     const Hits h = {q_start, s_start, length, score, seed_q, seed_s, chunk, context,
                     context_offset, context_length, chunk_byte_offset, chunk_length, query,
                     volume};
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    const int i = order[t];
     done[i] = dp_extend_hit(h, i, shared_matrix, gap_open, gap_extend, gap_x_dropoff, budget,
-                            found + (i64)GAPPED_FIELDS * i) ? 1 : 0;
+                            found, cells) ? 1 : 0;
 }
 
 #else
 
 extern "C" void dp_hits_host(
-        int n, const int* q_start, const int* s_start, const int* length, const int* score,
+        int n, const int* order, const int* q_start, const int* s_start, const int* length, const int* score,
         const int* seed_q, const int* seed_s, const int* chunk, const int* context,
         const i64* context_offset, const i64* context_length, const i64* chunk_byte_offset,
         const i64* chunk_length, const unsigned char* query, const unsigned char* volume,
         const int* matrix, int gap_open, int gap_extend, int gap_x_dropoff, i64 budget,
-        i64* found, unsigned char* done) {
+        i64* found, unsigned char* done, i64* cells) {
     const Hits h = {q_start, s_start, length, score, seed_q, seed_s, chunk, context,
                     context_offset, context_length, chunk_byte_offset, chunk_length, query,
                     volume};
-    for (int i = 0; i < n; ++i)
-        done[i] = dp_extend_hit(h, i, matrix, gap_open, gap_extend, gap_x_dropoff, budget,
-                                found + (i64)GAPPED_FIELDS * i) ? 1 : 0;
+    for (int t = 0; t < n; ++t)
+        done[order[t]] = dp_extend_hit(h, order[t], matrix, gap_open, gap_extend,
+                                       gap_x_dropoff, budget, found, cells) ? 1 : 0;
 }
 
 #endif

@@ -18,7 +18,7 @@ class StageTimes:
 
     def __init__(self):
         self._local = threading.local()
-        self._tables: list = []  # every thread's (seconds, spans), in the order they came
+        self._tables: list = []  # every thread's (seconds, spans, tallies), in the order they came
         self.origin = time.perf_counter()
 
     @contextmanager
@@ -31,7 +31,7 @@ class StageTimes:
 
     def add(self, name: str, seconds: float, start: float | None = None) -> None:
         start = time.perf_counter() - seconds if start is None else start
-        sums, spans = self._own_table()
+        sums, spans, _ = self._own_table()
         sums[name] = sums.get(name, 0.0) + seconds
         span = spans.get(name)
         if span is None:
@@ -40,10 +40,16 @@ class StageTimes:
             span[0] = min(span[0], start)
             span[1] = max(span[1], start + seconds)
 
+    def count(self, name: str, amount: int) -> None:
+        """Adds to a tally of work done (seeds extended, DP cells), for rates per held
+        second of the device."""
+        tallies = self._own_table()[2]
+        tallies[name] = tallies.get(name, 0) + int(amount)
+
     def _own_table(self) -> tuple:
         table = getattr(self._local, "table", None)
         if table is None:
-            table = self._local.table = ({}, {})
+            table = self._local.table = ({}, {}, {})
             self._tables.append(table)  # one append per thread, atomic under the GIL
         return table
 
@@ -51,7 +57,7 @@ class StageTimes:
     def seconds(self) -> dict:
         """Seconds per stage, summed over the threads."""
         total = dict.fromkeys(STAGES, 0.0)
-        for sums, _ in list(self._tables):
+        for sums, _, _ in list(self._tables):
             for name, value in list(sums.items()):
                 total[name] = total.get(name, 0.0) + value
         return total
@@ -60,11 +66,20 @@ class StageTimes:
     def spans(self) -> dict:
         """Per stage, [first start, last end] over the threads (perf_counter seconds)."""
         merged: dict = {}
-        for _, spans in list(self._tables):
+        for _, spans, _ in list(self._tables):
             for name, (first, last) in list(spans.items()):
                 span = merged.setdefault(name, [first, last])
                 span[0], span[1] = min(span[0], first), max(span[1], last)
         return merged
+
+    @property
+    def tallies(self) -> dict:
+        """The work tallied with count(), summed over the threads."""
+        total: dict = {}
+        for _, _, tallies in list(self._tables):
+            for name, amount in list(tallies.items()):
+                total[name] = total.get(name, 0) + amount
+        return total
 
     def report(self) -> str:
         seconds, spans = self.seconds, self.spans
@@ -73,5 +88,10 @@ class StageTimes:
         origin = min([self.origin] + [span[0] for span in spans.values()])
         busy = [f"{name} {span[0] - origin:.2f}-{span[1] - origin:.2f}s"
                 for name, span in spans.items()]
-        return (f"stage times (summed over threads, {total:.2f}s): " + ", ".join(parts) +
+        line = (f"stage times (summed over threads, {total:.2f}s): " + ", ".join(parts) +
                 "; busy between: " + ", ".join(busy))
+        tallies = self.tallies
+        if tallies:
+            line += "\nwork done: " + ", ".join(f"{name} {amount}" for name, amount in
+                                               sorted(tallies.items()))
+        return line

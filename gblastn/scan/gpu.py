@@ -653,6 +653,7 @@ class GpuBackend(Backend):
         per_context, scoring = rules[:2], rules[2:]
 
         def extend(rows_dev, n: int, chunk_base: int, d_offset, d_length, taken) -> np.ndarray:
+            self.times.count("gpu ungapped extensions", n)
             with self.times.stage("gpu ungapped"):
                 return launch(rows_dev, n, chunk_base, d_offset, d_length, taken)
 
@@ -710,20 +711,25 @@ class GpuBackend(Backend):
             letters = self.resident_query_letters(batch)
             kernel = self.module(dp_defines(), "dynprog.cu").get_function("dp_hits")
             matrix, *costs = dp_costs(matrix, gap_open, gap_extend, xdrop, budget)
-            inputs = [self.upload(a) for a in (*arrays, matrix)]
+            inputs = [self.upload(a) for a in (dp_launch_order(hits), *arrays, matrix)]
             try:
                 found = self.buffer("dp_hits_found", 8 * GAPPED_FIELDS * n)
                 done = self.buffer("dp_hits_done", n)
+                cells_dev = self.buffer("dp_hits_cells", 8 * n)
                 kernel(np.int32(n), *inputs[:-1], letters, volume, inputs[-1], *costs, found,
-                       done, block=(DP_THREADS, 1, 1),
+                       done, cells_dev, block=(DP_THREADS, 1, 1),
                        grid=((n + DP_THREADS - 1) // DP_THREADS, 1))
                 fields = np.empty((n, GAPPED_FIELDS), dtype=np.int64)
                 flags = np.empty(n, dtype=np.uint8)
+                cells = np.empty(n, dtype=np.int64)
                 self.drv.memcpy_dtoh(fields, found)
                 self.drv.memcpy_dtoh(flags, done)
+                self.drv.memcpy_dtoh(cells, cells_dev)
             finally:
                 for alloc in inputs:
                     alloc.free()
+        self.times.count("gpu dp extensions", n)
+        self.times.count("gpu dp cells", int(cells.sum()))
         out[:, :GAPPED_FIELDS] = fields
         out[:, GAPPED_FIELDS] = flags
         return out
@@ -931,6 +937,13 @@ class GpuBackend(Backend):
         with self.times.stage("gpu seeds back"):
             drv.memcpy_dtoh(rows, rows_dev)
         return rows
+
+
+def dp_launch_order(hits) -> np.ndarray:
+    """The order dynprog.cu's threads take the hits in: highest ungapped score first, as the
+    likeliest to extend longest (random hits just above the cutoff die within a few rows),
+    so that the threads of a warp take about as long."""
+    return np.argsort(-np.asarray(hits.score, dtype=np.int64), kind="stable").astype(np.int32)
 
 
 def dp_hit_arrays(hits, contexts, batch, chunk_byte_offset, chunk_length) -> list:

@@ -18,7 +18,7 @@ from gblastn.dynprog import prelim_dp_extend
 from gblastn.gapped import GAPPED_FIELDS, extend_hits, hit_contexts
 from gblastn.options import make_options
 from gblastn.query import Query, build_batch
-from gblastn.scan.gpu import dp_costs, dp_defines, dp_hit_arrays, nvcc_options
+from gblastn.scan.gpu import dp_costs, dp_defines, dp_launch_order, dp_hit_arrays, nvcc_options
 
 KERNEL = Path(gblastn.__file__).parent / "cuda" / "dynprog.cu"
 # (reward, penalty, gap open, gap extend, raw X-drop): blastn's scorings and their gap costs
@@ -94,12 +94,15 @@ def on_host(kernel, hits, batch, packed, subject_length, stats, options,
     letters = np.ascontiguousarray(batch.sequence, dtype=np.uint8)
     found = np.zeros((n, GAPPED_FIELDS), dtype=np.int64)
     done = np.zeros(n, dtype=np.uint8)
+    cells = np.full(n, -1, dtype=np.int64)
     pointer = ctypes.c_void_p
-    kernel(ctypes.c_int(n), *(pointer(a.ctypes.data) for a in arrays),
+    kernel(ctypes.c_int(n), pointer(dp_launch_order(hits).ctypes.data),
+           *(pointer(a.ctypes.data) for a in arrays),
            pointer(letters.ctypes.data), pointer(packed.ctypes.data),
            pointer(matrix.ctypes.data), *(ctypes.c_int(int(c)) for c in costs[:3]),
            ctypes.c_longlong(int(costs[3])), pointer(found.ctypes.data),
-           pointer(done.ctypes.data))
+           pointer(done.ctypes.data), pointer(cells.ctypes.data))
+    assert (cells > 0).all() and (cells[done == 1] <= budget).all()
     return np.column_stack([found, done]).astype(np.int64)
 
 
