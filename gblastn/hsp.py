@@ -189,16 +189,26 @@ def _in_score_order(rows: np.ndarray, owner: np.ndarray) -> bool:
 # diagonal or of its end diagonal (when that is not 0), so held HSPs are chained by
 # (context, start diagonal // separation) and by (context, end diagonal // separation) in
 # two small hash tables, and a test walks the three neighbouring buckets of each.  Chains
-# keep insertion order, which is the order the eviction rule must see.
+# keep insertion order, which is the order the eviction rule must see.  Without a
+# separation (blastn's DP tasks) the chains are per exact diagonal (the eviction rule only
+# compares HSPs sharing a start or an end point, hence a diagonal), and a containing HSP
+# starts at most the longest held subject span before the new one's subject start: held
+# HSPs are also chained by (context, subject start // BLOCK_LETTERS), and a test walks the
+# blocks back over that span, instead of every HSP held.
 #
 # A tree is a tuple (entries, heads, width):
-#   entries int64 [capacity, 9]: context, q_start, q_end, s_start, s_end, score, alive,
-#       next entry in its start chain, next in its end chain (-1: none);
-#   heads int64 [2, slots, 2]: first and last entry of each start (0) / end (1) chain;
-#   width int64 [1]: the diagonal bucket width (0: one bucket per context, linear tests).
+#   entries int64 [capacity, 10]: context, q_start, q_end, s_start, s_end, score, alive,
+#       next entry in its start chain, in its end chain, in its subject block's (-1: none);
+#   heads int64 [3, slots, 2]: first and last entry of each start (0) / end (1) / subject
+#       block (2) chain;
+#   width int64 [2]: the diagonal bucket width (0: exact diagonals, block tests), and the
+#       longest subject span held.
 
 T_CTX, T_QS, T_QE, T_SS, T_SE, T_SCORE, T_ALIVE = range(7)
-_T_NEXT = 7  # + 0 for the start chain, + 1 for the end chain
+_T_NEXT = 7  # + 0 for the start chain, + 1 for the end chain, + 2 for the subject block's
+_CHAINS = 3
+BLOCK_SHIFT = 9  # subject blocks of BLOCK_LETTERS, the unit of a test's walk back
+BLOCK_LETTERS = 1 << BLOCK_SHIFT
 
 
 @njit(cache=True, nogil=True)
@@ -209,9 +219,10 @@ def alloc_tree(capacity, min_diag_separation):
     slots = 16
     while slots < 2 * cap:
         slots *= 2
-    entries = np.zeros((cap, 9), dtype=np.int64)
-    heads = np.full((2, slots, 2), -1, dtype=np.int64)
-    width = np.full(1, max(min_diag_separation, 0), dtype=np.int64)
+    entries = np.zeros((cap, _T_NEXT + _CHAINS), dtype=np.int64)
+    heads = np.full((_CHAINS, slots, 2), -1, dtype=np.int64)
+    width = np.zeros(2, dtype=np.int64)
+    width[0] = max(min_diag_separation, 0)
     return entries, heads, width
 
 
@@ -230,7 +241,7 @@ def _slot(ctx, bucket, mask):
 def _bucket(diag, width):
     if width > 0:
         return diag // width
-    return 0
+    return diag
 
 
 @njit(cache=True, nogil=True)
@@ -256,12 +267,24 @@ def tree_contains(tree, n, ctx, qs, qe, ss, se, score, min_diag_separation):
     end diagonal?  n: entries used."""
     entries, heads, width = tree
     w = width[0]
-    if min_diag_separation == 0 or w != min_diag_separation:
+    mask = heads.shape[1] - 1
+    # a container without a separation starts in [ss - longest span, ss]: the subject
+    # blocks there, unless they outnumber the HSPs held
+    first = (ss - width[1]) >> BLOCK_SHIFT
+    last = ss >> BLOCK_SHIFT
+    if w != min_diag_separation or (w == 0 and last - first >= n):
         for j in range(n):
             if _holds(entries[j], ctx, qs, qe, ss, se, score, min_diag_separation):
                 return True
         return False
-    mask = heads.shape[1] - 1
+    if w == 0:
+        for block in range(last, first - 1, -1):
+            k = heads[2, _slot(ctx, block, mask), 0]
+            while k >= 0:
+                if _holds(entries[k], ctx, qs, qe, ss, se, score, 0):
+                    return True
+                k = entries[k, _T_NEXT + 2]
+        return False
     for which in range(2):
         diag = qs - ss if which == 0 else qe - se
         b = _bucket(diag, w)
@@ -320,9 +343,12 @@ def tree_add(tree, n, ctx, qs, qe, ss, se, score):
     t[T_SE] = se
     t[T_SCORE] = score
     t[T_ALIVE] = 1
-    for which in range(2):
-        diag = qs - ss if which == 0 else qe - se
-        slot = _slot(ctx, _bucket(diag, w), mask)
+    width[1] = max(width[1], se - ss)
+    for which in range(_CHAINS):
+        if which < 2:
+            slot = _slot(ctx, _bucket(qs - ss if which == 0 else qe - se, w), mask)
+        else:
+            slot = _slot(ctx, ss >> BLOCK_SHIFT, mask)
         t[_T_NEXT + which] = -1
         if heads[which, slot, 0] < 0:
             heads[which, slot, 0] = n

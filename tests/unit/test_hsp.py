@@ -3,6 +3,7 @@ common-endpoint purge, rescoring with ambiguity letters, each chunk's rows merge
 subject's as BLAST merges them, score ordering, and the order BLAST gives hit lists."""
 
 import numpy as np
+import pytest
 
 from gblastn.alphabet import encode_blastna, score_matrix
 from hypothesis import given, settings
@@ -134,17 +135,25 @@ def _reference_tree_run(ops, sep):
     return out
 
 
-def test_indexed_tree_equals_plain_lists():
+@pytest.mark.parametrize("spread, span, count", [(300, 200, 400), (40_000, 3000, 1500)])
+def test_indexed_tree_equals_plain_lists(spread, span, count):
+    """Small coordinates, and (for the subject blocks of the tree without a separation)
+    HSPs spread over many blocks, some spanning several."""
     rng = np.random.default_rng(5)
     for sep in (0, 6, 50):
         ops = []
-        for _ in range(400):
+        for _ in range(count):
             ctx = int(rng.integers(0, 3))
-            qs, ss = int(rng.integers(0, 300)), int(rng.integers(0, 300))
+            qs, ss = int(rng.integers(0, spread)), int(rng.integers(0, spread))
             if ops and rng.random() < 0.3:   # reuse an endpoint now and then
                 other = ops[int(rng.integers(0, len(ops)))]
                 ctx, qs, ss = other[0], other[1], other[3]
-            qe, se = qs + int(rng.integers(1, 200)), ss + int(rng.integers(1, 200))
+            if ops and rng.random() < 0.3:   # inside an earlier one now and then
+                other = ops[int(rng.integers(0, len(ops)))]
+                ctx = other[0]
+                qs = int(rng.integers(other[1], other[2] + 1))
+                ss = int(rng.integers(other[3], other[4] + 1))
+            qe, se = qs + int(rng.integers(1, span)), ss + int(rng.integers(1, span))
             ops.append((ctx, qs, qe, ss, se, int(rng.integers(1, 100))))
         tree = new_tree(len(ops), sep)
         n = 0
