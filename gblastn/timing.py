@@ -20,6 +20,7 @@ class StageTimes:
         self._local = threading.local()
         self._tables: list = []  # every thread's (seconds, spans), in the order they came
         self.origin = time.perf_counter()
+        self.notes: dict = {}  # what the report adds beside the times (a cluster's split)
 
     @contextmanager
     def stage(self, name: str):
@@ -73,5 +74,6 @@ class StageTimes:
         origin = min([self.origin] + [span[0] for span in spans.values()])
         busy = [f"{name} {span[0] - origin:.2f}-{span[1] - origin:.2f}s"
                 for name, span in spans.items()]
+        notes = "".join(f"; {name}: {text}" for name, text in self.notes.items())
         return (f"stage times (summed over threads, {total:.2f}s): " + ", ".join(parts) +
-                "; busy between: " + ", ".join(busy))
+                "; busy between: " + ", ".join(busy) + notes)
