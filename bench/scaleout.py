@@ -1,20 +1,33 @@
 #!/usr/bin/env python3
-"""gblastn on several GPUs of one host (Dask, dask-cuda) against gblastn on one GPU, in one run.
+"""gblastn on several GPUs of one host (Dask) against gblastn on one GPU, in one run.
 
-For each GPU count: a cluster serving the database (`gblastn serve -gpus N`), one search sent
-to it first (its workers load their share, compile and copy), then the timed search of the
-query set (`gblastn search -scheduler_file F`), its throughput against the single-process
-one-GPU search of the same set, and whether its output is byte-identical to that search's.
-Then, against the largest cluster still running, the end-to-end time of a smaller query set
-(the latency a user sees, process start-up included). Prints a short table.
+After one untimed search, every run is a whole `gblastn search` of the throughput query
+set, timed end to end (the process's start, a local cluster's start and the database's load
+included):
+* one GPU, one process: the reference;
+* for each worker count N of --gpus and each mode of --modes, a local cluster of N workers
+  made for the search (`-local_workers N -cluster_mode MODE`; replicate splits the query
+  batches among workers that each hold the database, shard splits the database);
+* a served cluster of the largest N (`gblastn serve -gpus N`): one search sent first (its
+  workers load their share, compile and copy), then the throughput set timed, and with
+  --latency-queries that smaller set --repeat times, end to end: the resident search;
+* with --capped-memory SIZE, a local cluster of the largest N in auto mode whose GPUs may
+  hold SIZE of volumes (GBLASTN_GPU_MEMORY, forced below the database): the split it chose,
+  and its output on the latency set against a one-process search on the CPU.
+Each output is compared with the one-process search's of the same set. Prints a table, then
+the figures the scale-out targets ask for: the throughput of N GPUs against one, whether the
+outputs are identical, and the resident search's end-to-end time.
 
-usage: scaleout.py --db NAME --queries Q.fa [--latency-queries Q220.fa] [--gpus 1,2,4]
-                   [--task megablast] [--mode auto|shard|replicate] [--work DIR]
-Needs only gblastn with `pip install dask[distributed] dask-cuda` and the GPUs.
+usage: scaleout.py --db NAME --queries Q.fa [--latency-queries Q220.fa] [--gpus 2,4]
+                   [--modes replicate,shard] [--task megablast] [--threads T] [--repeat 3]
+                   [--capped-memory 1500MB] [--device gpu|cpu] [--work DIR]
+--device cpu makes the same runs with CPU workers (the bench's own check on a host without
+GPUs). Needs gblastn with the dask extra.
 """
 
 import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,42 +38,75 @@ COLUMNS = "6 qseqid sseqid pident length mismatch gapopen qstart qend sstart sen
 READY_SECONDS = 600
 
 
-def gblastn(*args: str, check: bool = True) -> float:
-    """Run gblastn; its wall time in seconds."""
+class Bench:
+    """The runs' common settings, and where they write."""
+
+    def __init__(self, args):
+        self.args = args
+        self.folder = args.work or tempfile.mkdtemp(prefix="gblastn-scaleout-")
+        os.makedirs(self.folder, exist_ok=True)
+        self.unit = "GPU" if args.device == "gpu" else "CPU worker"
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.folder, name)
+
+    def search(self, query: str, out: str, *extra: str, env=None) -> tuple:
+        """One `gblastn search` of `query` into `out`: (seconds, its stderr). Each is told
+        on stderr as it ends, so that a bench cut short still shows its runs."""
+        args = self.args
+        took, stderr = gblastn("search", "-task", args.task, "-db", args.db, "-query", query,
+                               "-outfmt", COLUMNS, "-num_threads", str(args.threads), "-out",
+                               out, *extra, env=env)
+        print(f"scaleout.py: {took:.2f} s: search {os.path.basename(query)} "
+              f"{' '.join(extra)}", file=sys.stderr, flush=True)
+        return took, stderr
+
+    def one_process(self, query: str, out: str, device: str | None = None) -> float:
+        return self.search(query, out, "-device", device or self.args.device)[0]
+
+    def label(self, workers: int) -> str:
+        return f"{workers} {self.unit}{'s' if workers != 1 else ''}"
+
+
+def gblastn(*args: str, env=None) -> tuple:
+    """Run gblastn: (wall seconds, stderr); exits with its stderr if it fails."""
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "gblastn", *args], capture_output=True,
-                          text=True)
+                          text=True, env=env)
     took = time.perf_counter() - started
-    if check and done.returncode != 0:
+    if done.returncode != 0:
         sys.exit(f"scaleout.py: gblastn {' '.join(args)} failed:\n{done.stderr}")
-    return took
-
-
-def search_args(args, query: str, out: str) -> list:
-    return ["search", "-task", args.task, "-db", args.db, "-query", query, "-outfmt", COLUMNS,
-            "-out", out]
+    return took, done.stderr
 
 
 class Served:
-    """`gblastn serve -gpus N` until the block ends."""
+    """`gblastn serve` with N workers until the block ends; its messages go to a log file
+    (a pipe left unread would stall it)."""
 
-    def __init__(self, args, gpus: int, folder: str):
-        self.file = os.path.join(folder, f"scheduler-{gpus}.json")
+    def __init__(self, bench: Bench, workers: int):
+        args = bench.args
+        self.file = bench.path(f"scheduler-{workers}.json")
+        self.log = open(bench.path(f"serve-{workers}.log"), "w+")
+        count = ["-gpus", str(workers)] if args.device == "gpu" else ["-workers", str(workers)]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "gblastn", "serve", "-db", args.db, "-gpus", str(gpus),
-             "-device", "gpu", "-scheduler_file", self.file], stderr=subprocess.PIPE, text=True)
+            [sys.executable, "-m", "gblastn", "serve", "-db", args.db, *count, "-device",
+             args.device, "-num_threads", str(args.threads), "-scheduler_file", self.file],
+            stderr=self.log, text=True)
 
     def __enter__(self):
-        for line in iter(self.process.stderr.readline, ""):
-            if line.startswith("gblastn: serving"):
+        deadline = time.monotonic() + READY_SECONDS
+        while time.monotonic() < deadline and self.process.poll() is None:
+            self.log.seek(0)
+            if "gblastn: serving" in self.log.read():
                 return self
-            if line.startswith("gblastn: error"):
-                break
-        sys.exit("scaleout.py: gblastn serve did not start")
+            time.sleep(0.2)
+        self.__exit__()
+        sys.exit(f"scaleout.py: gblastn serve did not start (see {self.log.name})")
 
     def __exit__(self, *exc):
         self.process.send_signal(signal.SIGINT)
         self.process.wait(timeout=READY_SECONDS)
+        self.log.close()
 
 
 def same(a: str, b: str) -> bool:
@@ -68,52 +114,121 @@ def same(a: str, b: str) -> bool:
         return one.read() == other.read()
 
 
+def cluster_split(stderr: str) -> str:
+    """How a cluster split the search, from its -stage_times line."""
+    found = re.search(r"; cluster: (.*)", stderr)
+    return found.group(1).strip() if found else "unknown"
+
+
+def local_runs(bench: Bench, single: str, reference: float) -> list:
+    """The one-shot local clusters: (name, seconds, throughput ratio, identical)."""
+    args = bench.args
+    rows = []
+    for workers in args.gpu_counts:
+        for mode in args.modes.split(","):
+            out = bench.path(f"local-{workers}-{mode}.out")
+            took, _ = bench.search(args.queries, out, "-device", args.device,
+                                   "-local_workers", str(workers), "-cluster_mode", mode)
+            rows.append((f"{bench.label(workers)}, local cluster, {mode}", took,
+                         reference / took, same(single, out)))
+    return rows
+
+
+def served_runs(bench: Bench, single: str, reference: float) -> tuple:
+    """The served cluster's throughput row, and with --latency-queries its latency (workers,
+    the seconds of each repeat, identical)."""
+    args = bench.args
+    workers = max(args.gpu_counts)
+    with Served(bench, workers) as served:
+        sent = ["-scheduler_file", served.file]
+        out = bench.path(f"served-{workers}.out")
+        bench.search(args.queries, out, *sent)  # the workers load their share
+        took, _ = bench.search(args.queries, out, *sent)
+        row = (f"{bench.label(workers)}, served cluster", took, reference / took,
+               same(single, out))
+        if not args.latency_queries:
+            return row, None
+        small = bench.path("latency-served.out")
+        times = [bench.search(args.latency_queries, small, *sent)[0]
+                 for _ in range(args.repeat)]
+        return row, (workers, times, same(bench.path("latency-single.out"), small))
+
+
+def capped_run(bench: Bench) -> tuple:
+    """The auto-mode cluster with its GPUs' memory capped: (split, seconds, CPU seconds,
+    identical to the CPU's one-process search)."""
+    args = bench.args
+    cpu_out, out = bench.path("capped-cpu.out"), bench.path("capped-cluster.out")
+    cpu_seconds = bench.one_process(args.latency_queries, cpu_out, "cpu")
+    env = dict(os.environ, GBLASTN_GPU_MEMORY=args.capped_memory)
+    took, stderr = bench.search(args.latency_queries, out, "-device", args.device,
+                                "-local_workers", str(max(args.gpu_counts)), "-stage_times",
+                                env=env)
+    return cluster_split(stderr), took, cpu_seconds, same(cpu_out, out)
+
+
+def report(bench: Bench, rows: list, latency, latency_single, capped) -> None:
+    args = bench.args
+    print(f"{'run':<42} {'seconds':>8} {'throughput':>11}  output")
+    for name, took, ratio, identical in rows:
+        verdict = {None: "reference", True: "identical", False: "DIFFERENT"}[identical]
+        print(f"{name:<42} {took:>8.2f} {ratio:>10.2f}x  {verdict}")
+    if latency:
+        workers, times, identical = latency
+        print(f"latency set {os.path.basename(args.latency_queries)}: one process "
+              f"{latency_single:.2f} s; the served {bench.label(workers)} "
+              f"{min(times):.2f} s end to end (best of {len(times)}: "
+              f"{' '.join(f'{t:.2f}' for t in times)}), output "
+              f"{'identical' if identical else 'DIFFERENT'}")
+    if capped:
+        split, took, cpu_seconds, identical = capped
+        print(f"GPU memory capped to {args.capped_memory} (GBLASTN_GPU_MEMORY, forced): "
+              f"{bench.label(max(args.gpu_counts))} in auto mode: {split}; {took:.2f} s; "
+              f"output {'identical to' if identical else 'DIFFERENT from'} the one-process "
+              f"CPU search ({cpu_seconds:.2f} s)")
+    best = max(rows[1:], key=lambda row: row[2])
+    every = all(row[3] is not False for row in rows) and (not latency or latency[2]) and \
+        (not capped or capped[3])
+    print(f"targets: throughput {best[0]} against 1 {bench.unit}: {best[2]:.2f}x; "
+          f"identical output: {'yes' if every else 'NO'}" +
+          (f"; resident search end to end: {min(latency[1]):.2f} s" if latency else ""))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", required=True)
-    parser.add_argument("--queries", required=True, help="the throughput query set")
+    parser.add_argument("--queries", required=True, help="the throughput query set (FASTA)")
     parser.add_argument("--latency-queries", help="the latency query set (e.g. 220 queries)")
-    parser.add_argument("--gpus", default="1,2,4")
+    parser.add_argument("--gpus", default="2", help="worker counts, e.g. 2,4")
+    parser.add_argument("--modes", default="replicate,shard")
     parser.add_argument("--task", default="megablast")
-    parser.add_argument("--mode", default="auto", choices=("auto", "shard", "replicate"))
+    parser.add_argument("--threads", type=int, default=0,
+                        help="each search's and worker's threads (0: the CPUs over the "
+                        "largest worker count)")
+    parser.add_argument("--repeat", type=int, default=3, help="latency searches")
+    parser.add_argument("--capped-memory", help="e.g. 1500MB: the capped cluster's run "
+                        "(needs --latency-queries)")
+    parser.add_argument("--device", default="gpu", choices=("gpu", "cpu"))
     parser.add_argument("--work", default=None)
     args = parser.parse_args()
-    folder = args.work or tempfile.mkdtemp(prefix="gblastn-scaleout-")
-    os.makedirs(folder, exist_ok=True)
+    args.gpu_counts = [int(n) for n in args.gpus.split(",")]
+    args.threads = args.threads or max(1, (os.cpu_count() or 1) // max(args.gpu_counts))
+    if args.capped_memory and not args.latency_queries:
+        parser.error("--capped-memory needs --latency-queries")
+    bench = Bench(args)
 
-    single = os.path.join(folder, "single.out")
-    gblastn(*search_args(args, args.queries, single), "-device", "gpu")  # compiles, copies
-    one_gpu = gblastn(*search_args(args, args.queries, single), "-device", "gpu")
-    rows = [("1 GPU, one process", one_gpu, 1.0, True)]
-    latency = None
-    counts = [int(n) for n in args.gpus.split(",")]
-    for gpus in counts:
-        with Served(args, gpus, folder) as served:
-            out = os.path.join(folder, f"cluster-{gpus}.out")
-            sent = [*search_args(args, args.queries, out), "-scheduler_file", served.file,
-                    "-cluster_mode", args.mode]
-            gblastn(*sent)  # the workers load their share
-            took = gblastn(*sent)
-            rows.append((f"{gpus} GPU{'s' if gpus > 1 else ''}, cluster", took,
-                         one_gpu / took, same(single, out)))
-            if args.latency_queries and gpus == max(counts):
-                small = os.path.join(folder, "latency.out")
-                small_single = os.path.join(folder, "latency-single.out")
-                gblastn(*search_args(args, args.latency_queries, small_single), "-device", "gpu")
-                sent = [*search_args(args, args.latency_queries, small), "-scheduler_file",
-                        served.file]
-                gblastn(*sent)
-                latency = (gpus, min(gblastn(*sent) for _ in range(3)), same(small_single, small))
-
-    print(f"{'run':<24} {'seconds':>9} {'throughput':>11}  output")
-    for name, took, ratio, identical in rows:
-        print(f"{name:<24} {took:>9.2f} {ratio:>10.2f}x  "
-              f"{'identical' if identical else 'DIFFERENT'}")
-    if latency:
-        gpus, took, identical = latency
-        print(f"latency, {os.path.basename(args.latency_queries)} against the running "
-              f"{gpus}-GPU cluster: {took:.2f} s end to end (best of 3), output "
-              f"{'identical' if identical else 'DIFFERENT'}")
+    # untimed: compiles what `gblastn warmup` left, and reads the database into the page cache
+    bench.one_process(args.latency_queries or args.queries, bench.path("first.out"))
+    single = bench.path("single.out")
+    reference = bench.one_process(args.queries, single)
+    rows = [(f"1 {bench.unit}, one process", reference, 1.0, None)]
+    latency_single = args.latency_queries and \
+        bench.one_process(args.latency_queries, bench.path("latency-single.out"))
+    rows += local_runs(bench, single, reference)
+    served, latency = served_runs(bench, single, reference)
+    rows.append(served)
+    capped = capped_run(bench) if args.capped_memory else None
+    report(bench, rows, latency, latency_single, capped)
 
 
 if __name__ == "__main__":

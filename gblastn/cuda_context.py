@@ -9,6 +9,7 @@ import threading
 import weakref
 
 _EARLY = {}  # gpu_id -> the thread making its primary context at start-up
+CLUSTER_FLAGS = {"-scheduler", "-scheduler_file", "-local_workers"}
 
 
 def _driver():
@@ -100,11 +101,12 @@ def make_context_early(gpu_id: int) -> None:
 def start_context_for(argv: list) -> None:
     """A search that may use the GPU starts making the device's context first thing, before
     the command line's own imports (typer, numpy, numba, pycuda): begun after them, the
-    context is the last thing the first volume's copy to the GPU waits for."""
+    context is the last thing the first volume's copy to the GPU waits for. A search sent
+    to a cluster leaves the GPUs to its workers."""
     if len(argv) < 2 or argv[1] != "search":
         return
     flags = dict(zip(argv[2:], argv[3:]))
-    if flags.get("-device", "auto").lower() == "cpu":
+    if flags.get("-device", "auto").lower() == "cpu" or CLUSTER_FLAGS.intersection(flags):
         return
     try:
         gpu_id = int(flags.get("-gpu_id", 0))

@@ -20,6 +20,7 @@ class StageTimes:
         self._local = threading.local()
         self._tables: list = []  # every thread's (seconds, spans, tallies), in the order they came
         self.origin = time.perf_counter()
+        self.notes: dict = {}  # what the report adds beside the times (a cluster's split)
 
     @contextmanager
     def stage(self, name: str):
@@ -88,8 +89,9 @@ class StageTimes:
         origin = min([self.origin] + [span[0] for span in spans.values()])
         busy = [f"{name} {span[0] - origin:.2f}-{span[1] - origin:.2f}s"
                 for name, span in spans.items()]
+        notes = "".join(f"; {name}: {text}" for name, text in self.notes.items())
         line = (f"stage times (summed over threads, {total:.2f}s): " + ", ".join(parts) +
-                "; busy between: " + ", ".join(busy))
+                "; busy between: " + ", ".join(busy) + notes)
         tallies = self.tallies
         if tallies:
             line += "\nwork done: " + ", ".join(f"{name} {amount}" for name, amount in

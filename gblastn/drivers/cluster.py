@@ -96,34 +96,27 @@ def _distributed():
 # the cluster
 
 
-def gpu_count() -> int:
-    """GPUs this host shows (CUDA_VISIBLE_DEVICES counts), 0 without dask-cuda or a driver."""
-    try:
-        from dask_cuda.utils import get_n_gpus
-        return int(get_n_gpus())
-    except Exception:  # noqa: BLE001 - no dask-cuda, no NVML, no driver: no GPU to use
-        return 0
-
-
 def local_cluster(workers: int, device: str, threads: int = 1):
-    """A cluster on this host: one worker per GPU (dask-cuda's LocalCUDACluster, each worker
-    seeing its own GPU as device 0) where there are GPUs and the device allows, else
-    `workers` CPU worker processes. Each worker runs one gblastn task at a time, on
-    `threads` threads of its own."""
-    distributed = _distributed()
-    gpus = 0 if device == "cpu" else gpu_count()
-    if device == "gpu" and gpus == 0:
-        from ..errors import GpuUnavailableError
-        raise GpuUnavailableError("-device gpu: no GPU found for the cluster's workers "
-                                  "(dask-cuda and an NVIDIA driver are needed)")
+    """A cluster on this host: a worker per GPU, each seeing its own GPU as device 0
+    (gpu_workers.py), on the first `workers` GPUs (all of them for 0) where there are GPUs
+    and the device allows; else `workers` CPU worker processes. Each worker runs one gblastn task
+    at a time, on `threads` threads of its own."""
     import logging
 
-    common = dict(threads_per_worker=1, dashboard_address=":0", silence_logs=logging.ERROR,
-                  env={"OMP_NUM_THREADS": str(threads)})
+    from .gpu_workers import gpu_cluster, visible_gpus
+
+    distributed = _distributed()
+    gpus = [] if device == "cpu" else visible_gpus()
+    if device == "gpu" and not gpus:
+        from ..errors import GpuUnavailableError
+        raise GpuUnavailableError("-device gpu: no GPU found for the cluster's workers "
+                                  "(nvidia-smi and NVML show none)")
+    env = {"OMP_NUM_THREADS": str(threads)}
     if gpus:
-        from dask_cuda import LocalCUDACluster
-        return LocalCUDACluster(n_workers=min(workers, gpus) if workers else gpus, **common)
-    return distributed.LocalCluster(n_workers=max(1, workers), processes=True, **common)
+        return gpu_cluster(distributed, gpus[:workers] if workers else gpus, env, logging.ERROR)
+    return distributed.LocalCluster(n_workers=max(1, workers), processes=True,
+                                    threads_per_worker=1, dashboard_address=":0",
+                                    silence_logs=logging.ERROR, env=env)
 
 
 @contextlib.contextmanager
@@ -198,6 +191,14 @@ class ClusterSearch:
         self.mode = choose_mode(self.spec, self.db, self.workers, self._device_memory(),
                                 query_batch_letters(self.options))
         self.shards = self._shards() if self.mode == "shard" else []
+
+    def split(self) -> str:
+        """How the search is split, in words (for -stage_times)."""
+        workers = f"{len(self.workers)} worker{'s' if len(self.workers) != 1 else ''}"
+        if self.mode == "replicate":
+            return f"{workers}, the database replicated"
+        return f"{workers}, the database in {len(self.shards)} shard" + \
+            ("s" if len(self.shards) != 1 else "")
 
     def _device_memory(self) -> int | None:
         if self.spec.mode != "auto" or self.spec.shards or len(self.workers) < 2:

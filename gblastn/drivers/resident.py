@@ -51,8 +51,9 @@ class ResidentDatabases(WorkerPlugin):
             pool.close()
 
     def backend(self):
-        """The worker's scan backend, selected once. A GPU worker sees its own GPU (dask-cuda
-        sets CUDA_VISIBLE_DEVICES for each), as -gpu_id picks among those it sees."""
+        """The worker's scan backend, selected once. -gpu_id picks among the GPUs the worker
+        sees; a worker of gblastn's local clusters sees its own GPU first, as device 0
+        (gpu_workers.py)."""
         with self.lock:
             if self._backend is None:
                 from ..scan import select_backend

@@ -130,6 +130,7 @@ def _search_with(db, db_path, options, times, backend, files, fmt, output, setti
         with connected(settings.cluster, options.num_threads) as client:
             cluster = ClusterSearch(client, settings.cluster, db, worker_db_name(db_path),
                                     options)
+            times.notes["cluster"] = cluster.split()
             return _search_all(search, files, fmt, output, settings, outputs, cluster)
     loader = _preload(search)
     try:

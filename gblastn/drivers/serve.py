@@ -40,7 +40,7 @@ class ServeSpec:
                                       f"{'' if available == 1 else 's'}")
         if self.device == "gpu" and wanted == 0:
             raise GpuUnavailableError("-device gpu: no GPU found for the workers "
-                                      "(dask-cuda and an NVIDIA driver are needed)")
+                                      "(nvidia-smi and NVML show none)")
         return wanted
 
 
@@ -53,7 +53,8 @@ def _count(flag: str, text: str) -> int:
 def serve(spec: ServeSpec, ready) -> None:
     """Serve spec.db until interrupted (SIGINT, SIGTERM); `ready(text)` is told where."""
     from ..db.reader import open_db
-    from .cluster import _distributed, gpu_count, worker_db_name
+    from .cluster import _distributed, worker_db_name
+    from .gpu_workers import visible_gpus
 
     distributed = _distributed()
     if spec.workers < 1 or spec.num_threads < 1:
@@ -61,7 +62,8 @@ def serve(spec: ServeSpec, ready) -> None:
     with open_db(spec.db):  # a missing or damaged database is reported here, once
         pass
     name = worker_db_name(spec.db)
-    gpus = spec.gpu_workers(gpu_count())
+    gpus = visible_gpus()
+    gpus = gpus[:spec.gpu_workers(len(gpus))]
     joined = spec.scheduler or _live_scheduler(distributed, spec.scheduler_file)
     try:
         if joined:
@@ -91,13 +93,14 @@ def _plugin(spec: ServeSpec, name: str):
     return ResidentDatabases(spec.device, spec.gpu_id, preload=name)
 
 
-def _start(distributed, spec: ServeSpec, name: str, gpus: int, ready) -> None:
-    """A scheduler and this host's workers, until interrupted; the scheduler file is
-    written once every worker is up and removed at the end."""
+def _start(distributed, spec: ServeSpec, name: str, gpus: list, ready) -> None:
+    """A scheduler and this host's workers (one per GPU of `gpus`, else CPU processes),
+    until interrupted; the scheduler file is written once every worker is up and removed
+    at the end."""
     from .cluster import local_cluster
     from .resident import PLUGIN_NAME
 
-    workers = gpus or spec.workers
+    workers = len(gpus) or spec.workers
     device = spec.device if gpus else "cpu"
     with local_cluster(workers, device, spec.num_threads) as cluster, \
             distributed.Client(cluster, set_as_default=False) as client:
@@ -114,9 +117,10 @@ def _start(distributed, spec: ServeSpec, name: str, gpus: int, ready) -> None:
                 os.remove(spec.scheduler_file)
 
 
-def _join(distributed, address: str, spec: ServeSpec, name: str, gpus: int, ready) -> None:
-    """This host's workers (a nanny each, a GPU each as CUDA_VISIBLE_DEVICES shows it) in the
-    cluster of `address`, until interrupted."""
+def _join(distributed, address: str, spec: ServeSpec, name: str, gpus: list, ready) -> None:
+    """This host's workers in the cluster of `address` (a nanny each; a GPU of `gpus` each,
+    seen as device 0, or CPU processes), until interrupted."""
+    from .gpu_workers import worker_environments
     from .resident import PLUGIN_NAME
 
     try:
@@ -124,10 +128,7 @@ def _join(distributed, address: str, spec: ServeSpec, name: str, gpus: int, read
             client.register_plugin(_plugin(spec, name), name=PLUGIN_NAME)
     except (OSError, TimeoutError) as exc:
         raise ClusterError(f"cannot reach the scheduler {address}: {exc}") from None
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    devices = visible.split(",") if visible else [str(k) for k in range(gpus)]
-    envs = [{"CUDA_VISIBLE_DEVICES": devices[k]} for k in range(gpus)] or \
-        [{} for _ in range(spec.workers)]
+    envs = worker_environments(gpus) or [{} for _ in range(spec.workers)]
     for env in envs:
         env["OMP_NUM_THREADS"] = str(spec.num_threads)
     asyncio.run(_nannies(distributed, address, envs, spec, ready))

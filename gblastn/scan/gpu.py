@@ -32,7 +32,8 @@ import numpy as np
 from ..cache_files import write_cache_file
 from ..cuda_context import close_device_files, page_locked_buffer, reset_primary_context, \
     retain_primary_context
-from ..errors import GpuUnavailableError
+from ..db.format import parse_size
+from ..errors import GpuUnavailableError, OptionsError
 from ..layouts import GAPPED_FIELDS, HSP_FIELDS, SCRIPT_RUNS, SEED_FIELDS, SORT_LOCAL, \
     STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, TEMPLATES_MAX, UNGAPPED_FIELDS, kernel_defines
 from ..lookup import LookupTable, kept_letters
@@ -75,6 +76,7 @@ UPLOAD_STEP = 8 << 20      # bytes per host-to-device copy of a volume
 UPLOAD_THREADS = 8         # threads filling page-locked buffers for those copies
 STAGING_MIN_BYTES = 1 << 20  # the least page-locked memory a result comes back through
 STAGING_KEPT = 4           # page-locked buffers kept for the next results (a call takes two)
+MEMORY_CAP_VARIABLE = "GBLASTN_GPU_MEMORY"
 
 
 def kernel_dir() -> Path:
@@ -233,6 +235,18 @@ class _TailRequest:
         return self.result
 
 
+def memory_cap() -> int | None:
+    """GBLASTN_GPU_MEMORY (bytes, or e.g. 2GB), the device memory the volumes may take at
+    most: a smaller GPU's budget, which a cluster's mode choice sees too; None unset."""
+    text = os.environ.get(MEMORY_CAP_VARIABLE)
+    if text is None:
+        return None
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise OptionsError(f"{MEMORY_CAP_VARIABLE}: {exc}") from None
+
+
 class GpuBackend(Backend):
     """``find_seeds`` on one GPU, the gapped extensions and traceback searches made ahead,
     and the volumes kept on the device. Capacities are initial buffer sizes (records); they
@@ -273,6 +287,7 @@ class GpuBackend(Backend):
         self.seed_capacity = max(1, int(seed_capacity))
         self.max_group_probes = int(max_group_probes)
         self.memory_fraction = memory_fraction
+        self.memory_cap = memory_cap()
         self.lock = threading.RLock()
         self.tails_lock = threading.Lock()
         self.tails_waiting = []  # greedy_tails calls waiting for the device
@@ -486,8 +501,10 @@ class GpuBackend(Backend):
         self.upload_lanes = None
 
     def volume_budget(self) -> int:
-        """The device memory volumes may take (a share of the device's)."""
-        return int(self.drv.mem_get_info()[1] * self.memory_fraction)
+        """The device memory volumes may take: a share of the device's, at most
+        GBLASTN_GPU_MEMORY bytes where that is set."""
+        share = int(self.drv.mem_get_info()[1] * self.memory_fraction)
+        return share if self.memory_cap is None else min(share, self.memory_cap)
 
     def _resident_bytes(self) -> int:
         return sum(held[1] for held in self.volumes.values())

@@ -112,6 +112,16 @@ def test_any_assignment_gives_the_single_search(cluster, case):
         assert rows(got) == expected, assignment
 
 
+def test_stage_times_name_the_split(cluster, case):
+    from gblastn.timing import StageTimes
+
+    times = StageTimes()
+    run_search([case["queries"]["small"]], case["db"], make_options("megablast"),
+               OutputSpec(TABULAR, str(case["folder"] / "split.txt"), None, "db"),
+               settings=RunSettings(cluster=on(cluster, shards=2)), times=times)
+    assert times.report().endswith("; cluster: 2 workers, the database in 2 shards")
+
+
 def test_cluster_flags_need_a_cluster(case):
     with pytest.raises(OptionsError, match="-shards and -cluster_mode need"):
         ClusterSpec(shards=2).check()

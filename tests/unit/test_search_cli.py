@@ -157,6 +157,8 @@ def test_device_gpu_without_a_gpu_is_an_error_and_auto_falls_back(case, tmp_path
     (["gblastn", "search", "-db", "x", "-device", "gpu", "-gpu_id", "2"], [2]),
     (["gblastn", "search", "-db", "x", "-device", "CPU"], []),
     (["gblastn", "search", "-gpu_id", "two"], []),
+    (["gblastn", "search", "-db", "x", "-local_workers", "2"], []),  # the workers' GPUs
+    (["gblastn", "search", "-db", "x", "-scheduler_file", "s.json"], []),
     (["gblastn", "makedb", "-in", "a.fa"], []),
     (["gblastn"], []),
 ])
