@@ -503,7 +503,8 @@ class GpuBackend(Backend):
     def volume_budget(self) -> int:
         """The device memory volumes may take: a share of the device's, at most
         GBLASTN_GPU_MEMORY bytes where that is set."""
-        share = int(self.drv.mem_get_info()[1] * self.memory_fraction)
+        with self:  # asked from any thread (a cluster's worker answers from its own)
+            share = int(self.drv.mem_get_info()[1] * self.memory_fraction)
         return share if self.memory_cap is None else min(share, self.memory_cap)
 
     def _resident_bytes(self) -> int:

@@ -77,7 +77,7 @@ def search(case, spec=None) -> bytes:
     return out.read_bytes()
 
 
-@pytest.mark.parametrize("mode", ["shard", "replicate"])
+@pytest.mark.parametrize("mode", ["shard", "replicate", "auto"])
 def test_gpu_workers_give_the_single_search(gpu_cluster, case, mode):
     cluster, _ = gpu_cluster
     expected = search(case)
