@@ -5,9 +5,8 @@ output; the script says so.
 
     python3 bench/gpu_dp.py -db DB -query QUERIES [--task blastn] [--threads 16] [--repeats 1]
 
-The variants change, from the defaults, where the bands live (each thread's local memory, or
-the block's shared memory with the threads' bands interleaved), the threads a block and the
-band's columns (an extension whose band outgrows them is left to the CPU).
+The variants change, from the defaults, the threads a block and the band's columns (an
+extension whose band outgrows them is left to the CPU).
 """
 
 import argparse
@@ -26,9 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = [
     {},
     {"DP_THREADS": 64},
-    {"DP_BAND_IN_SHARED": True, "DP_SHARED_THREADS": 64},
-    {"DP_BAND_IN_SHARED": True, "DP_SHARED_THREADS": 32},
-    {"DP_BAND_IN_SHARED": True, "DP_SHARED_THREADS": 64, "DP_BAND_COLUMNS": 64},
+    {"DP_BAND_COLUMNS": 64},
 ]
 
 # Runs one search with a variant's module settings (argv[1], JSON); the search's own

@@ -18,9 +18,7 @@ typedef long long i64;
 
 // The kernel's tuning (gblastn.scan.gpu.dp_defines): BAND_COLUMNS columns in the band's ring
 // (a power of two).
-// BAND_IN_SHARED 1: the bands in the block's dynamic shared memory (the launch gives
-// 8 * BAND_COLUMNS bytes a thread), else in each thread's local memory.
-#if !defined(BAND_COLUMNS) || !defined(BAND_IN_SHARED)
+#if !defined(BAND_COLUMNS)
 #error "the DP kernel's defines are missing: compile with gblastn.scan.gpu.nvcc_options"
 #endif
 // the records exchanged with the host and the constants of dynprog.py, from gblastn/layouts.py
@@ -45,16 +43,6 @@ HD int packed_base(const unsigned char* bases, i64 pos) {
     return (LOAD(bases + (pos >> 2)) >> (2 * (3 - (pos & 3)))) & 3;
 }
 
-// A thread's band: 2 * BAND_COLUMNS ints, element k at at[k * stride] ([2b]: the best score
-// of column b; [2b + 1]: the best ending in a gap down it). In shared memory the threads of
-// a block interleave theirs (stride: the block's threads), so that threads reading the same
-// element read different banks.
-struct Band {
-    int* at;
-    int stride;
-};
-#define BAND(k) band.at[(k) * band.stride]
-
 struct Extent {
     int score;
     i64 rows;     // subject letters used
@@ -68,7 +56,8 @@ struct Extent {
 HD bool xdrop_extent(const unsigned char* subject, i64 row_origin, int row_step, i64 m,
                      const unsigned char* cols, i64 col_origin, int col_step, i64 n,
                      const int* matrix, int gap_open, int gap_extend, int x_dropoff,
-                     Band band, i64* budget, Extent* out) {
+                     i64* budget, Extent* out) {
+    int band[2 * BAND_COLUMNS];  // [2b]: best score of column b; [2b + 1]: best ending in a gap down it
     const int gap_open_extend = gap_open + gap_extend;
     if (x_dropoff < gap_open_extend) x_dropoff = gap_open_extend;
     out->score = 0;
@@ -78,13 +67,13 @@ HD bool xdrop_extent(const unsigned char* subject, i64 row_origin, int row_step,
 
     // row 0: only gaps, until they fail the X-drop test
     int score = -gap_open_extend;
-    BAND(0) = 0;
-    BAND(1) = -gap_open_extend;
+    band[0] = 0;
+    band[1] = -gap_open_extend;
     i64 b_size = 1;
     while (b_size <= n && score >= -x_dropoff) {
         if (b_size >= BAND_COLUMNS) return false;
-        BAND(2 * b_size) = score;
-        BAND(2 * b_size + 1) = score - gap_open_extend;
+        band[2 * b_size] = score;
+        band[2 * b_size + 1] = score - gap_open_extend;
         score -= gap_extend;
         ++b_size;
     }
@@ -109,13 +98,13 @@ HD bool xdrop_extent(const unsigned char* subject, i64 row_origin, int row_step,
             for (i64 b = start; b < stop; ++b) {
                 const int u = 2 * (int)(b & BAND_MASK);
                 col += step;
-                int score_gap_col = BAND(u + 1);
-                const int next_score = BAND(u) + matrix_row[LOAD(cols + col)];
+                int score_gap_col = band[u + 1];
+                const int next_score = band[u] + matrix_row[LOAD(cols + col)];
                 if (cell < score_gap_col) cell = score_gap_col;
                 if (cell < score_gap_row) cell = score_gap_row;
                 if (cell < floor) {
                     if (b == first_b) ++first_b;  // a dead first cell moves the band's left edge
-                    else BAND(u) = MININT;
+                    else band[u] = MININT;
                 } else {
                     last_b = b;
                     if (cell > best_score) {
@@ -126,10 +115,10 @@ HD bool xdrop_extent(const unsigned char* subject, i64 row_origin, int row_step,
                     }
                     const int open_gap = cell - gap_open_extend;
                     score_gap_col -= gap_extend;
-                    BAND(u + 1) = open_gap > score_gap_col ? open_gap : score_gap_col;
+                    band[u + 1] = open_gap > score_gap_col ? open_gap : score_gap_col;
                     score_gap_row -= gap_extend;
                     if (score_gap_row < open_gap) score_gap_row = open_gap;
-                    BAND(u) = cell;
+                    band[u] = cell;
                 }
                 cell = next_score;
             }
@@ -147,8 +136,8 @@ HD bool xdrop_extent(const unsigned char* subject, i64 row_origin, int row_step,
             while (score_gap_row >= best_score - x_dropoff && b_size <= n) {
                 if (b_size - first_b >= BAND_COLUMNS - 1) return false;
                 const int u = 2 * (int)(b_size & BAND_MASK);
-                BAND(u) = score_gap_row;
-                BAND(u + 1) = score_gap_row - gap_open_extend;
+                band[u] = score_gap_row;
+                band[u + 1] = score_gap_row - gap_open_extend;
                 score_gap_row -= gap_extend;
                 ++b_size;
             }
@@ -156,8 +145,8 @@ HD bool xdrop_extent(const unsigned char* subject, i64 row_origin, int row_step,
         if (b_size <= n) {
             if (b_size - first_b >= BAND_COLUMNS - 1) return false;
             const int u = 2 * (int)(b_size & BAND_MASK);
-            BAND(u) = MININT;
-            BAND(u + 1) = MININT;
+            band[u] = MININT;
+            band[u + 1] = MININT;
             ++b_size;
         }
     }
@@ -172,7 +161,7 @@ HD bool xdrop_extent(const unsigned char* subject, i64 row_origin, int row_step,
 HD bool dp_extend(const unsigned char* query, i64 query_length, const unsigned char* subject,
                   i64 subject_length, i64 seed_q, i64 seed_s, i64 ungapped_s_start,
                   i64 ungapped_length, i64 ungapped_score, const int* matrix, int gap_open,
-                  int gap_extend, int gap_x_dropoff, Band band, i64* budget, i64* found) {
+                  int gap_extend, int gap_x_dropoff, i64* budget, i64* found) {
     int x_dropoff = gap_x_dropoff;
     if (ungapped_score < x_dropoff) x_dropoff = (int)ungapped_score;
     // start inside the first full byte of a presumably exact 8-letter stretch
@@ -190,7 +179,7 @@ HD bool dp_extend(const unsigned char* query, i64 query_length, const unsigned c
     }
     Extent left, right;
     if (!xdrop_extent(subject, s_length, -1, s_length, query, q_length, -1, q_length, matrix,
-                      gap_open, gap_extend, x_dropoff, band, budget, &left))
+                      gap_open, gap_extend, x_dropoff, budget, &left))
         return false;
     right.score = 0;
     right.rows = 0;
@@ -198,7 +187,7 @@ HD bool dp_extend(const unsigned char* query, i64 query_length, const unsigned c
     if (q_length < query_length && s_length < subject_length &&
         !xdrop_extent(subject, s_length - 1, 1, subject_length - s_length, query, q_length - 1,
                       1, query_length - q_length, matrix, gap_open, gap_extend, x_dropoff,
-                      band, budget, &right))
+                      budget, &right))
         return false;
     found[GAPPED_SCORE] = (i64)left.score + right.score;
     found[GAPPED_Q_START] = q_length - left.columns;
@@ -233,7 +222,7 @@ struct Hits {
 // Hit i's extension into found[GAPPED_FIELDS * i], the cells it computed into cells[i] (all
 // of them, or those until its band or budget gave out).
 HD bool dp_extend_hit(const Hits& h, int i, const int* matrix, int gap_open, int gap_extend,
-                      int gap_x_dropoff, Band band, i64 budget, i64* found, i64* cells) {
+                      int gap_x_dropoff, i64 budget, i64* found, i64* cells) {
     const int ctx = LOAD(h.context + i);
     const int c = LOAD(h.chunk + i);
     const i64 base = LOAD(h.context_offset + ctx);
@@ -242,7 +231,7 @@ HD bool dp_extend_hit(const Hits& h, int i, const int* matrix, int gap_open, int
         h.query + base, LOAD(h.context_length + ctx), h.volume + LOAD(h.chunk_byte_offset + c),
         LOAD(h.chunk_length + c), LOAD(h.seed_q + i) - base, LOAD(h.seed_s + i),
         LOAD(h.s_start + i), LOAD(h.length + i), LOAD(h.score + i), matrix, gap_open,
-        gap_extend, gap_x_dropoff, band, &left, found + (i64)GAPPED_FIELDS * i);
+        gap_extend, gap_x_dropoff, &left, found + (i64)GAPPED_FIELDS * i);
     cells[i] = budget - left;
     return made;
 }
@@ -269,16 +258,9 @@ extern "C" __global__ void dp_hits(
                     volume};
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n) return;
-#if BAND_IN_SHARED
-    extern __shared__ int shared_bands[];
-    const Band band = {shared_bands + threadIdx.x, (int)blockDim.x};
-#else
-    int own_band[2 * BAND_COLUMNS];
-    const Band band = {own_band, 1};
-#endif
     const int i = order[t];
-    done[i] = dp_extend_hit(h, i, shared_matrix, gap_open, gap_extend, gap_x_dropoff, band,
-                            budget, found, cells) ? 1 : 0;
+    done[i] = dp_extend_hit(h, i, shared_matrix, gap_open, gap_extend, gap_x_dropoff, budget,
+                            found, cells) ? 1 : 0;
 }
 
 #else
@@ -293,11 +275,9 @@ extern "C" void dp_hits_host(
     const Hits h = {q_start, s_start, length, score, seed_q, seed_s, chunk, context,
                     context_offset, context_length, chunk_byte_offset, chunk_length, query,
                     volume};
-    int own_band[2 * BAND_COLUMNS];
-    const Band band = {own_band, 1};
     for (int t = 0; t < n; ++t)
         done[order[t]] = dp_extend_hit(h, order[t], matrix, gap_open, gap_extend,
-                                       gap_x_dropoff, band, budget, found, cells) ? 1 : 0;
+                                       gap_x_dropoff, budget, found, cells) ? 1 : 0;
 }
 
 #endif

@@ -61,8 +61,6 @@ HIT_MAX_DISTANCE = 1 << 62
 UNGAPPED_THREADS = 128     # seeds per block of ungapped.cu's kernel (a thread each)
 DP_THREADS = 128           # hits per block of dynprog.cu's kernel (a thread each)
 DP_BAND_COLUMNS = 128      # columns of a DP extension's band on the GPU (a wider one: the CPU)
-DP_BAND_IN_SHARED = False  # the bands in shared memory (DP_SHARED_THREADS a block), else local
-DP_SHARED_THREADS = 64
 # Cells a DP extension computes on the GPU before it is left to the CPU: most long
 # extensions start from hits inside an HSP that an earlier hit finds, which the CPU's
 # in-order pass skips, while a launch lasts as long as its longest thread.
@@ -136,19 +134,9 @@ def greedy_defines(row_cells: int = GREEDY_ROW_CELLS) -> dict:
     return {"ROW_CELLS": row_cells, "ITEM_WARPS": GREEDY_ITEM_WARPS}
 
 
-def dp_defines(band_columns: int | None = None, band_in_shared: bool | None = None) -> dict:
+def dp_defines(band_columns: int | None = None) -> dict:
     """The compile-time defines of dynprog.cu's kernel (the module's tuning by default)."""
-    return {"BAND_COLUMNS": DP_BAND_COLUMNS if band_columns is None else band_columns,
-            "BAND_IN_SHARED": int(DP_BAND_IN_SHARED if band_in_shared is None
-                                  else band_in_shared)}
-
-
-def dp_launch_shape() -> tuple:
-    """dynprog.cu's threads a block and the block's dynamic shared memory (its threads'
-    bands when they live there)."""
-    if not DP_BAND_IN_SHARED:
-        return DP_THREADS, 0
-    return DP_SHARED_THREADS, DP_SHARED_THREADS * 8 * DP_BAND_COLUMNS
+    return {"BAND_COLUMNS": DP_BAND_COLUMNS if band_columns is None else band_columns}
 
 
 def nvcc_options(defines: dict) -> list:
@@ -740,10 +728,6 @@ class GpuBackend(Backend):
             volume = self.resident_volume(subjects)
             letters = self.resident_query_letters(batch)
             kernel = self.module(dp_defines(), "dynprog.cu").get_function("dp_hits")
-            threads, shared = dp_launch_shape()
-            if shared > 48 * 1024:  # above the default, a kernel must ask for it
-                kernel.set_attribute(
-                    self.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
             matrix, *costs = dp_costs(matrix, gap_open, gap_extend, xdrop, budget)
             inputs = [self.upload(a) for a in (dp_launch_order(hits), *arrays, matrix)]
             try:
@@ -751,8 +735,8 @@ class GpuBackend(Backend):
                 done = self.buffer("dp_hits_done", n)
                 cells_dev = self.buffer("dp_hits_cells", 8 * n)
                 kernel(np.int32(n), *inputs[:-1], letters, volume, inputs[-1], *costs, found,
-                       done, cells_dev, block=(threads, 1, 1),
-                       grid=((n + threads - 1) // threads, 1), shared=shared)
+                       done, cells_dev, block=(DP_THREADS, 1, 1),
+                       grid=((n + DP_THREADS - 1) // DP_THREADS, 1))
                 fields = np.empty((n, GAPPED_FIELDS), dtype=np.int64)
                 flags = np.empty(n, dtype=np.uint8)
                 cells = np.empty(n, dtype=np.int64)
