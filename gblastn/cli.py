@@ -276,6 +276,18 @@ def search_command(
                                         "or 21 (with -template_type)."),
     window_size: int = typer.Option(None, "-window_size", click_type=INTEGER,
                                     help="Two-hit window of discontiguous words (0: one hit)."),
+    culling_limit: int = typer.Option(None, "-culling_limit", click_type=INTEGER,
+                                      help="If the query range of a hit is enveloped by that "
+                                      "of at least this many higher-scoring hits, delete the "
+                                      "hit (0: no culling)."),
+    best_hit_overhang: float = typer.Option(None, "-best_hit_overhang", click_type=REAL,
+                                            help="Best Hit algorithm overhang value, >0 and "
+                                            "<0.5 (recommended value: 0.1)."),
+    best_hit_score_edge: float = typer.Option(None, "-best_hit_score_edge", click_type=REAL,
+                                              help="Best Hit algorithm score edge value, >0 "
+                                              "and <0.5 (recommended value: 0.1)."),
+    subject_besthit: bool = typer.Option(False, "-subject_besthit", help="Turn on best hit "
+                                         "per subject sequence."),
     device: str = typer.Option("auto", "-device", help="auto, gpu or cpu."),
     gpu_id: int = typer.Option(0, "-gpu_id", click_type=INTEGER),
     mode: str = typer.Option("pipeline", "-mode", help="pipeline (stages overlap in threads) or serial."),
@@ -339,7 +351,9 @@ def search_command(
         num_threads=num_threads, dbsize=dbsize, searchsp=searchsp,
         min_raw_gapped_score=min_raw_gapped_score, no_greedy=no_greedy or None,
         seqidlist=seqidlist, negative_seqidlist=negative_seqidlist,
-        template_type=template_type, template_length=template_length, window_size=window_size)
+        template_type=template_type, template_length=template_length, window_size=window_size,
+        culling_limit=culling_limit, best_hit_overhang=best_hit_overhang,
+        best_hit_score_edge=best_hit_score_edge, subject_besthit=subject_besthit or None)
     settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty(),
                            release_device=True, compile_stages=compile_stages, cluster=cluster)
     times.add("start-up", time.perf_counter() - STARTED)

@@ -15,7 +15,8 @@ TEMPLATE_TYPES = ("coding", "optimal", "coding_and_optimal")  # -template_type
 TEMPLATE_LENGTHS = (16, 18, 21)  # -template_length
 LARGEST_INTEGER = 2**31 - 1  # blastn's integer arguments are 32-bit
 _REAL_FIELDS = ("evalue", "xdrop_ungap", "xdrop_gap", "xdrop_gap_final", "perc_identity",
-                "qcov_hsp_perc")
+                "qcov_hsp_perc", "best_hit_overhang", "best_hit_score_edge")
+BEST_HIT_OPTIONS = ("best_hit_overhang", "best_hit_score_edge")
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,10 @@ class SearchOptions:
     template_length: int = 0       # discontiguous words: the template's letters (0: contiguous words)
     template_type: str = ""        # ... and its kind, one of TEMPLATE_TYPES
     window_size: int = 0           # -window_size: the two-hit window (0: one hit starts an extension)
+    culling_limit: int = 0         # -culling_limit: HSPs dominating one that delete it (0: no culling)
+    best_hit_overhang: float = 0.0     # -best_hit_overhang (0: the best-hit filter off)
+    best_hit_score_edge: float = 0.0   # -best_hit_score_edge (0: the best-hit filter off)
+    subject_besthit: bool = False  # -subject_besthit: one HSP per query range of a subject
 
     @property
     def greedy(self) -> bool:
@@ -153,6 +158,7 @@ def make_options(task: str = "megablast", **overrides) -> SearchOptions:
     given = {k: v for k, v in overrides.items() if v is not None}
     if "dust" in given and isinstance(given["dust"], str):
         given["dust"] = parse_dust(given["dust"])
+    given = _checked_hsp_filters(given)
     options = task_defaults(task)
     try:
         options = replace(options, **given)
@@ -160,6 +166,33 @@ def make_options(task: str = "megablast", **overrides) -> SearchOptions:
         raise OptionsError(str(exc)) from None
     _validate(options)
     return options
+
+
+def _checked_hsp_filters(given: dict) -> dict:
+    """blastn's checks of the HSP filters' values, in its words, and the best-hit filter's
+    two values: giving one turns the filter on with the other's default."""
+    from .hspfilters import BEST_HIT_DEFAULT
+
+    culling = given.get("culling_limit")
+    if culling is not None and culling < 0:
+        raise OptionsError(f'Argument "culling_limit". Illegal value, expected >=0:  '
+                           f"`{culling}'")
+    best_hit = [name for name in BEST_HIT_OPTIONS if name in given]
+    for name in best_hit:
+        if not 0 < given[name] < 0.5:
+            raise OptionsError(f'Argument "{name}". Illegal value, expected (>0 and <0.5):  '
+                               f"`{_typed(given[name])}'")
+    if culling is not None and best_hit:
+        raise OptionsError(f'Argument "culling_limit". Incompatible with argument:  '
+                           f"`{best_hit[0]}'")
+    if best_hit:
+        given = {**{name: BEST_HIT_DEFAULT for name in BEST_HIT_OPTIONS}, **given}
+    return given
+
+
+def _typed(value: float) -> str:
+    """A number as it was most likely typed: 0, not 0.0."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def _validate_words(o: SearchOptions) -> None:
