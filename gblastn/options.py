@@ -144,6 +144,29 @@ def describe_defaults() -> str:
     return "\n".join(lines)
 
 
+def task_default_text(name: str) -> str:
+    """blastn -help's default line of option `name`, with each task's value where the tasks
+    differ: "Default = `28' (megablast), `11' (dc-megablast, blastn), `7' (blastn-short)"."""
+    tasks_of: dict = {}
+    for task in TASKS:
+        tasks_of.setdefault(_typed_default(getattr(task_defaults(task), name)), []).append(task)
+    if len(tasks_of) == 1:
+        return f"Default = `{next(iter(tasks_of))}'"
+    return "Default = " + ", ".join(f"`{value}' ({', '.join(tasks)})"
+                                    for value, tasks in tasks_of.items())
+
+
+def _typed_default(value) -> str:
+    """A default as the command line takes it."""
+    if isinstance(value, DustOptions):
+        return f"{value.level} {value.window} {value.linker}"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return _typed(value)
+    return str(value)
+
+
 def _shown(value) -> str:
     if isinstance(value, DustOptions):
         return f"'{value.level} {value.window} {value.linker}'"
