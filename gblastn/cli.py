@@ -242,8 +242,14 @@ def search_command(
                       "Default = none: give -db or -subject"),
     subject: str = _option(None, "-subject", "Subject sequence(s) to search: a FASTA file, "
                            "searched without a database (instead of -db).", NO_DEFAULT),
+    subject_loc: str = _option(None, "-subject_loc", "Location on the subject sequence in "
+                               "1-based offsets (Format: start-stop), of every subject; with "
+                               "-subject only.", "Default = the whole subject"),
     query: str = _option(None, "-query", "Input file name: the query FASTA ('-': standard "
                          "input).", "Default = `-'"),
+    query_loc: str = _option(None, "-query_loc", "Location on the query sequence in 1-based "
+                             "offsets (Format: start-stop), of every query.",
+                             "Default = the whole query"),
     query_list: str = _option(None, "-query_list", "File naming query FASTA files, one per "
                               "line (instead of -query).", NO_DEFAULT),
     out: str = _option(None, "-out", "Output file name ('-': standard output).",
@@ -376,6 +382,8 @@ def search_command(
     from .scan import select_backend
     from .timing import StageTimes
 
+    if subject_loc is not None and db is not None:
+        raise OptionsError('Argument "subject_loc". Incompatible with argument:  `db\'')
     if (db is None) == (subject is None):
         raise OptionsError("give one of -db and -subject")
     _check_subject_compatible(subject, seqidlist=seqidlist,
@@ -415,14 +423,17 @@ def search_command(
         seqidlist=seqidlist, negative_seqidlist=negative_seqidlist,
         template_type=template_type, template_length=template_length, window_size=window_size,
         culling_limit=culling_limit, best_hit_overhang=best_hit_overhang,
-        best_hit_score_edge=best_hit_score_edge, subject_besthit=subject_besthit or None)
+        best_hit_score_edge=best_hit_score_edge, subject_besthit=subject_besthit or None,
+        query_loc=query_loc)
     settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty(),
                            release_device=True, compile_stages=compile_stages, cluster=cluster)
     times.add("start-up", time.perf_counter() - STARTED)
     database, label = db, db
     if subject is not None:
         from .db.subjects import SubjectFile
-        database = SubjectFile(subject)
+        from .query import parse_location
+        database = SubjectFile(subject, parse_location(subject_loc, "subject")
+                               if subject_loc is not None else ())
         label = database.label
     output = OutputSpec(outfmt, out, out_dir, label, line_length=line_length,
                         num_descriptions=limits.num_descriptions,

@@ -593,7 +593,8 @@ class Engine:
 
     def trace_tasks(self, prelim: PrelimHits, plan: BatchPlan) -> list:
         """The batch's TraceTasks (trace_tasks), each with its searches made ahead."""
-        return trace_tasks(prelim, self.options, [len(query) for query in plan.queries])
+        return trace_tasks(prelim, self.options,
+                           [query.searched_length for query in plan.queries])
 
     def trace_groups(self, tasks: list, groups: int) -> list:
         return trace_groups(tasks, self.db, groups)
@@ -1023,18 +1024,32 @@ def query_result(query_index: int, query, traced: list, options: SearchOptions) 
     with HSPs left, best first, max_target_seqs of them, through the HSP filters asked for
     (blastn's order: culling or the best-hit filter, then max_hsps and the query coverage
     test, which the traceback left for here when one of those is on, then the subject best
-    hit)."""
+    hit). The HSPs of a query searched in part (-query_loc) are placed on the whole query."""
     from .hspfilters import has_query_filter, subject_best_hit, traced_filtered
 
+    searched = query.searched_length
     traced = best_first([(o, h) for o, h in traced if len(h)])[:options.max_target_seqs]
     if has_query_filter(options):
-        traced = best_first(traced_filtered(traced, len(query), options))
-        traced = [(o, h) for o, h in ((o, _within_hsp_limits(h, options, len(query)))
+        traced = best_first(traced_filtered(traced, searched, options))
+        traced = [(o, h) for o, h in ((o, _within_hsp_limits(h, options, searched))
                                       for o, h in traced) if len(h)]
     if options.subject_besthit:
-        traced = [(o, subject_best_hit(h, len(query))) for o, h in traced]
+        traced = [(o, subject_best_hit(h, searched)) for o, h in traced]
+    if query.location is not None:
+        traced = [(o, _on_whole_query(h, query)) for o, h in traced]
     return QueryResult(query_index, query.id, query.defline, len(query),
                        [SubjectHits(o, h) for o, h in traced])
+
+
+def _on_whole_query(hsps: Hsps, query) -> Hsps:
+    """HSPs of the letters -query_loc searched, their query coordinates moved onto the whole
+    query: by the part's start on the plus strand, by the letters after its end on the
+    minus strand (the contexts' coordinates count from each strand's start)."""
+    minus = hsps.context % 2 == 1
+    shift = np.where(minus, len(query) - query.location.end,
+                     query.location.start).astype(np.int32)
+    return replace(hsps, q_start=hsps.q_start + shift, q_end=hsps.q_end + shift,
+                   q_gapped_start=hsps.q_gapped_start + shift)
 
 
 def _within_hsp_limits(hsps: Hsps, options: SearchOptions, query_length: int) -> Hsps:

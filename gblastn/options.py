@@ -62,6 +62,7 @@ class SearchOptions:
     best_hit_overhang: float = 0.0     # -best_hit_overhang (0: the best-hit filter off)
     best_hit_score_edge: float = 0.0   # -best_hit_score_edge (0: the best-hit filter off)
     subject_besthit: bool = False  # -subject_besthit: one HSP per query range of a subject
+    query_loc: tuple = ()          # -query_loc: 0-based first and last letters searched (): all
 
     @property
     def greedy(self) -> bool:
@@ -182,6 +183,9 @@ def make_options(task: str = "megablast", **overrides) -> SearchOptions:
     if "dust" in given and isinstance(given["dust"], str):
         given["dust"] = parse_dust(given["dust"])
     given = _checked_hsp_filters(given)
+    if isinstance(given.get("query_loc"), str):
+        from .query import parse_location
+        given["query_loc"] = parse_location(given["query_loc"], "query")
     options = task_defaults(task)
     try:
         options = replace(options, **given)
