@@ -91,3 +91,15 @@ def test_either_best_hit_value_turns_the_filter_on_with_the_others_default():
 def test_values_blastn_refuses_are_refused(given):
     with pytest.raises(OptionsError):
         make_options("blastn", **given)
+
+
+def test_a_cluster_searches_with_query_filters_replicated():
+    """Culling and the best-hit filter see a query's subjects all at once: a cluster search
+    with them splits the queries, never the database."""
+    from gblastn.drivers.cluster import ClusterSpec, _mode_for_query_filters
+
+    assert _mode_for_query_filters(ClusterSpec(local_workers=2)) == "replicate"
+    for spec in (ClusterSpec(local_workers=2, shards=2),
+                 ClusterSpec(local_workers=2, mode="shard")):
+        with pytest.raises(OptionsError):
+            _mode_for_query_filters(spec)
