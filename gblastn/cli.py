@@ -216,84 +216,164 @@ BIG_INTEGER = BlastInteger(bits=64)  # blastn's Int8 arguments (-dbsize, -search
 # search
 
 
+def _option(default, flag: str, text: str, default_text: str, **kwargs):
+    """A command-line option whose help gives its description and, as blastn -help does,
+    its default ("Default = `10'")."""
+    return typer.Option(default, flag, help=f"{text} {default_text}", show_default=False,
+                        **kwargs)
+
+
+def _task_option(flag: str, text: str, click_type, name: str | None = None):
+    """A search option whose default is the task's (options.task_default_text)."""
+    from .options import task_default_text
+
+    return _option(None, flag, text, task_default_text(name or flag.lstrip("-")),
+                   click_type=click_type)
+
+
+NO_DEFAULT = "Default = none"
+OFF = "Default = `false'"
+
+
 @app.command("search", help="Search nucleotide queries against a database (blastn's flags).")
 def search_command(
-    db: str = typer.Option(None, "-db", help="Database: a gblastn makedb -out name, or BLAST+ "
-                           "databases (makeblastdb volumes or alias files; several in quotes)."),
-    subject: str = typer.Option(None, "-subject", help="Subject FASTA file, searched "
-                                "without a database (instead of -db)."),
-    query: str = typer.Option(None, "-query", help="Query FASTA file ('-' or none: stdin)."),
-    query_list: str = typer.Option(None, "-query_list", help="File naming query FASTA files, one per line."),
-    out: str = typer.Option(None, "-out", help="Output file (default: stdout)."),
-    out_dir: str = typer.Option(None, "-out_dir", help="With -query_list: one output per listed file."),
-    task: str = typer.Option("megablast", "-task", help="megablast, dc-megablast, blastn or "
-                             "blastn-short."),
-    outfmt: str = typer.Option("0", "-outfmt", help="0 (pairwise), 5 (BLAST XML), 6, 7 or 10 optionally followed by column names, 13 or 15 (BLAST JSON: a file per query named after -out, or one file), 14 or 16 (BLAST XML2, likewise), or 17 (SAM; '17 SQ' with the letters, '17 SR' with the subject as the reference)."),
-    evalue: float = typer.Option(None, "-evalue", click_type=REAL),
-    word_size: int = typer.Option(None, "-word_size", click_type=INTEGER),
-    reward: int = typer.Option(None, "-reward", click_type=INTEGER),
-    penalty: int = typer.Option(None, "-penalty", click_type=INTEGER),
-    gapopen: int = typer.Option(None, "-gapopen", click_type=INTEGER),
-    gapextend: int = typer.Option(None, "-gapextend", click_type=INTEGER),
-    xdrop_ungap: float = typer.Option(None, "-xdrop_ungap", click_type=REAL),
-    xdrop_gap: float = typer.Option(None, "-xdrop_gap", click_type=REAL),
-    xdrop_gap_final: float = typer.Option(None, "-xdrop_gap_final", click_type=REAL),
-    dust: str = typer.Option(None, "-dust", help="yes, no, or 'level window linker'."),
-    soft_masking: str = typer.Option(None, "-soft_masking", help="true or false."),
-    lcase_masking: bool = typer.Option(False, "-lcase_masking", help="Mask lower-case query letters."),
-    strand: str = typer.Option(None, "-strand", help="both, plus or minus."),
-    max_target_seqs: int = typer.Option(None, "-max_target_seqs", click_type=INTEGER),
-    num_descriptions: int = typer.Option(None, "-num_descriptions", click_type=INTEGER,
-                                         help="-outfmt 0: subjects with a one-line description (500)."),
-    num_alignments: int = typer.Option(None, "-num_alignments", click_type=INTEGER,
-                                       help="-outfmt 0: subjects with alignments shown (250)."),
-    line_length: int = typer.Option(None, "-line_length", click_type=INTEGER,
-                                    help="-outfmt 0: alignment columns per line (60)."),
-    show_gis: bool = typer.Option(False, "-show_gis", help="-outfmt 0: show the subjects' GIs."),
-    max_hsps: int = typer.Option(None, "-max_hsps", click_type=INTEGER),
-    perc_identity: float = typer.Option(None, "-perc_identity", click_type=REAL),
-    qcov_hsp_perc: float = typer.Option(None, "-qcov_hsp_perc", click_type=REAL),
-    num_threads: int = typer.Option(None, "-num_threads", click_type=INTEGER),
-    dbsize: int = typer.Option(None, "-dbsize", click_type=BIG_INTEGER,
-                               help="Database length for the statistics (default: the real one)."),
-    searchsp: int = typer.Option(None, "-searchsp", click_type=BIG_INTEGER,
-                                 help="Effective search space of every query (0: computed)."),
-    min_raw_gapped_score: int = typer.Option(None, "-min_raw_gapped_score", click_type=INTEGER,
-                                             help="Raw score a gapped alignment must reach "
-                                             "(default: from -evalue)."),
-    no_greedy: bool = typer.Option(False, "-no_greedy", help="Megablast: extend with dynamic "
-                                   "programming, not greedily (needs -gapopen/-gapextend)."),
-    seqidlist: str = typer.Option(None, "-seqidlist", help="Search only the database "
-                                  "sequences whose accessions this file lists (text, or "
-                                  "blastdb_aliastool's binary list)."),
-    negative_seqidlist: str = typer.Option(None, "-negative_seqidlist", help="Search all "
-                                           "database sequences but those this file lists."),
-    template_type: str = typer.Option(None, "-template_type", help="Discontiguous words' "
-                                      "template: coding, optimal or coding_and_optimal "
-                                      "(with -template_length)."),
-    template_length: int = typer.Option(None, "-template_length", click_type=INTEGER,
-                                        help="Discontiguous words' template length: 16, 18 "
-                                        "or 21 (with -template_type)."),
-    window_size: int = typer.Option(None, "-window_size", click_type=INTEGER,
-                                    help="Two-hit window of discontiguous words (0: one hit)."),
-    device: str = typer.Option("auto", "-device", help="auto, gpu or cpu."),
-    gpu_id: int = typer.Option(0, "-gpu_id", click_type=INTEGER),
-    mode: str = typer.Option("pipeline", "-mode", help="pipeline (stages overlap in threads) or serial."),
-    prelim_threads: int = typer.Option(0, "-prelim_threads", help="Threads for scanning and ungapped extension (0: -num_threads)."),
-    traceback_threads: int = typer.Option(0, "-traceback_threads", help="Threads for gapped extension and traceback (0: -num_threads)."),
-    stage_times: bool = typer.Option(False, "-stage_times", help="Print the time spent in each stage on stderr."),
-    scheduler: str = typer.Option(None, "-scheduler", help="Search on the Dask cluster of this "
-                                  "scheduler address (e.g. one gblastn serve started)."),
-    scheduler_file: str = typer.Option(None, "-scheduler_file", help="Search on the Dask "
-                                       "cluster this scheduler file names (gblastn serve's)."),
-    local_workers: int = typer.Option(0, "-local_workers", click_type=INTEGER,
-                                      help="Search on a local Dask cluster of this many "
-                                      "workers (one per GPU with GPUs, else CPU processes)."),
-    shards: int = typer.Option(0, "-shards", click_type=INTEGER, help="On a cluster: split "
-                               "the database into this many shards (0: one per worker)."),
-    cluster_mode: str = typer.Option("auto", "-cluster_mode", help="On a cluster: shard (split "
-                                     "the database), replicate (split the query batches) "
-                                     "or auto."),
+    db: str = _option(None, "-db", "BLAST database name: a gblastn makedb -out name, or BLAST+ "
+                      "databases (makeblastdb volumes or alias files; several in quotes).",
+                      "Default = none: give -db or -subject"),
+    subject: str = _option(None, "-subject", "Subject sequence(s) to search: a FASTA file, "
+                           "searched without a database (instead of -db).", NO_DEFAULT),
+    subject_loc: str = _option(None, "-subject_loc", "Location on the subject sequence in "
+                               "1-based offsets (Format: start-stop), of every subject; with "
+                               "-subject only.", "Default = the whole subject"),
+    query: str = _option(None, "-query", "Input file name: the query FASTA ('-': standard "
+                         "input).", "Default = `-'"),
+    query_loc: str = _option(None, "-query_loc", "Location on the query sequence in 1-based "
+                             "offsets (Format: start-stop), of every query.",
+                             "Default = the whole query"),
+    query_list: str = _option(None, "-query_list", "File naming query FASTA files, one per "
+                              "line (instead of -query).", NO_DEFAULT),
+    out: str = _option(None, "-out", "Output file name ('-': standard output).",
+                       "Default = `-'"),
+    out_dir: str = _option(None, "-out_dir", "With -query_list: the folder of one output per "
+                           "listed file.", NO_DEFAULT),
+    task: str = _option("megablast", "-task", "Task to execute: megablast, dc-megablast, "
+                        "blastn or blastn-short.", "Default = `megablast'"),
+    outfmt: str = _option("0", "-outfmt", "Alignment view: 0 (pairwise), 5 (BLAST XML), 6, 7 "
+                          "or 10 optionally followed by column names, 13 or 15 (BLAST JSON: a "
+                          "file per query named after -out, or one file), 14 or 16 (BLAST "
+                          "XML2, likewise), or 17 (SAM; '17 SQ' with the letters, '17 SR' "
+                          "with the subject as the reference).", "Default = `0'"),
+    evalue: float = _task_option("-evalue", "Expectation value (E) threshold for saving "
+                                 "hits.", REAL),
+    word_size: int = _task_option("-word_size", "Word size for wordfinder algorithm (length of "
+                                  "best perfect match), >=4.", INTEGER),
+    reward: int = _task_option("-reward", "Reward for a nucleotide match, >=0.", INTEGER),
+    penalty: int = _task_option("-penalty", "Penalty for a nucleotide mismatch, <=0.",
+                                INTEGER),
+    gapopen: int = _task_option("-gapopen", "Cost to open a gap.", INTEGER),
+    gapextend: int = _task_option("-gapextend", "Cost to extend a gap.", INTEGER),
+    xdrop_ungap: float = _task_option("-xdrop_ungap", "X-dropoff value (in bits) for ungapped "
+                                      "extensions (0: the ungapped cutoff score).", REAL),
+    xdrop_gap: float = _task_option("-xdrop_gap", "X-dropoff value (in bits) for preliminary "
+                                    "gapped extensions.", REAL),
+    xdrop_gap_final: float = _task_option("-xdrop_gap_final", "X-dropoff value (in bits) for "
+                                          "final gapped alignment.", REAL),
+    dust: str = _task_option("-dust", "Filter query sequence with DUST (Format: 'yes', 'level "
+                             "window linker', or 'no' to disable).", None),
+    soft_masking: str = _task_option("-soft_masking", "Apply filtering locations as soft "
+                                     "masks: true or false.", None),
+    lcase_masking: bool = _option(False, "-lcase_masking", "Use lower case filtering in query "
+                                  "sequence(s).", OFF),
+    strand: str = _task_option("-strand", "Query strand(s) to search against "
+                               "database/subject: both, plus or minus.", None),
+    max_target_seqs: int = _task_option("-max_target_seqs", "Maximum number of aligned "
+                                        "sequences to keep, >=1 (tabular and XML outputs; "
+                                        "not with -num_descriptions or -num_alignments).",
+                                        INTEGER),
+    num_descriptions: int = _option(None, "-num_descriptions", "-outfmt 0: number of database "
+                                    "sequences to show one-line descriptions for.",
+                                    "Default = `500'", click_type=INTEGER),
+    num_alignments: int = _option(None, "-num_alignments", "Number of database sequences to "
+                                  "show alignments for.", "Default = `250'",
+                                  click_type=INTEGER),
+    line_length: int = _option(None, "-line_length", "-outfmt 0: line length for formatting "
+                               "alignments.", "Default = `60'", click_type=INTEGER),
+    show_gis: bool = _option(False, "-show_gis", "-outfmt 0: show NCBI GIs in deflines.", OFF),
+    max_hsps: int = _option(None, "-max_hsps", "Set maximum number of HSPs per subject "
+                            "sequence to save for each query, >=1.", "Default = no limit",
+                            click_type=INTEGER),
+    perc_identity: float = _task_option("-perc_identity", "Percent identity cutoff, 0..100.",
+                                        REAL),
+    qcov_hsp_perc: float = _task_option("-qcov_hsp_perc", "Percent query coverage per hsp, "
+                                        "0..100.", REAL),
+    num_threads: int = _task_option("-num_threads", "Number of threads (CPUs) to use in the "
+                                    "search.", INTEGER),
+    dbsize: int = _option(None, "-dbsize", "Effective length of the database, for the "
+                          "statistics.", "Default = the database's letters",
+                          click_type=BIG_INTEGER),
+    searchsp: int = _option(None, "-searchsp", "Effective length of the search space of every "
+                            "query (0: computed).", "Default = `0'", click_type=BIG_INTEGER),
+    min_raw_gapped_score: int = _option(None, "-min_raw_gapped_score", "Minimum raw gapped "
+                                        "score to keep an alignment in the preliminary gapped "
+                                        "and traceback stages.", "Default = from -evalue",
+                                        click_type=INTEGER),
+    no_greedy: bool = _option(False, "-no_greedy", "Use non-greedy dynamic programming "
+                              "extension (megablast; needs -gapopen and -gapextend).", OFF),
+    seqidlist: str = _option(None, "-seqidlist", "Restrict search of database to list of "
+                             "SeqIDs (a text file, or blastdb_aliastool's binary list).",
+                             NO_DEFAULT),
+    negative_seqidlist: str = _option(None, "-negative_seqidlist", "Restrict search of "
+                                      "database to everything except the specified SeqIDs.",
+                                      NO_DEFAULT),
+    template_type: str = _option(None, "-template_type", "Discontiguous MegaBLAST template "
+                                 "type: coding, optimal or coding_and_optimal (with "
+                                 "-template_length).", "Default = `coding' (dc-megablast), "
+                                 "none (contiguous words: the other tasks)"),
+    template_length: int = _option(None, "-template_length", "Discontiguous MegaBLAST "
+                                   "template length: 16, 18 or 21 (with -template_type).",
+                                   "Default = `18' (dc-megablast), none (contiguous words: "
+                                   "the other tasks)", click_type=INTEGER),
+    window_size: int = _task_option("-window_size", "Multiple hits window size of "
+                                    "discontiguous words, use 0 to specify 1-hit algorithm.",
+                                    INTEGER),
+    culling_limit: int = _option(None, "-culling_limit", "If the query range of a hit is "
+                                 "enveloped by that of at least this many higher-scoring "
+                                 "hits, delete the hit (0: no culling; not with "
+                                 "-best_hit_*).", "Default = `0'", click_type=INTEGER),
+    best_hit_overhang: float = _option(None, "-best_hit_overhang", "Best Hit algorithm "
+                                       "overhang value, >0 and <0.5 (recommended value: 0.1; "
+                                       "not with -culling_limit).", "Default = off, `0.1' "
+                                       "with -best_hit_score_edge", click_type=REAL),
+    best_hit_score_edge: float = _option(None, "-best_hit_score_edge", "Best Hit algorithm "
+                                         "score edge value, >0 and <0.5 (recommended value: "
+                                         "0.1; not with -culling_limit).", "Default = off, "
+                                         "`0.1' with -best_hit_overhang", click_type=REAL),
+    subject_besthit: bool = _option(False, "-subject_besthit", "Turn on best hit per subject "
+                                    "sequence.", OFF),
+    device: str = _option("auto", "-device", "Where the search runs: auto (a GPU if there is "
+                          "one), gpu or cpu.", "Default = `auto'"),
+    gpu_id: int = _option(0, "-gpu_id", "The GPU to search on, among those this process "
+                          "sees.", "Default = `0'", click_type=INTEGER),
+    mode: str = _option("pipeline", "-mode", "pipeline (stages overlap in threads) or serial.",
+                        "Default = `pipeline'"),
+    prelim_threads: int = _option(0, "-prelim_threads", "Threads for scanning and ungapped "
+                                  "extension (0: -num_threads).", "Default = `0'"),
+    traceback_threads: int = _option(0, "-traceback_threads", "Threads for gapped extension "
+                                     "and traceback (0: -num_threads).", "Default = `0'"),
+    stage_times: bool = _option(False, "-stage_times", "Print the time spent in each stage on "
+                                "stderr.", OFF),
+    scheduler: str = _option(None, "-scheduler", "Search on the Dask cluster of this scheduler "
+                             "address (e.g. one gblastn serve started).", NO_DEFAULT),
+    scheduler_file: str = _option(None, "-scheduler_file", "Search on the Dask cluster this "
+                                  "scheduler file names (gblastn serve's).", NO_DEFAULT),
+    local_workers: int = _option(0, "-local_workers", "Search on a local Dask cluster of this "
+                                 "many workers (one per GPU with GPUs, else CPU processes; 0: "
+                                 "in this process).", "Default = `0'", click_type=INTEGER),
+    shards: int = _option(0, "-shards", "On a cluster: split the database into this many "
+                          "shards (0: one per worker).", "Default = `0'", click_type=INTEGER),
+    cluster_mode: str = _option("auto", "-cluster_mode", "On a cluster: shard (split the "
+                                "database), replicate (split the query batches) or auto.",
+                                "Default = `auto'"),
 ) -> None:
     from .compile_ahead import stages_before_search
     from .drivers.run import OutputSpec, RunSettings, query_files, run_search
@@ -302,6 +382,8 @@ def search_command(
     from .scan import select_backend
     from .timing import StageTimes
 
+    if subject_loc is not None and db is not None:
+        raise OptionsError('Argument "subject_loc". Incompatible with argument:  `db\'')
     if (db is None) == (subject is None):
         raise OptionsError("give one of -db and -subject")
     _check_subject_compatible(subject, seqidlist=seqidlist,
@@ -339,14 +421,19 @@ def search_command(
         num_threads=num_threads, dbsize=dbsize, searchsp=searchsp,
         min_raw_gapped_score=min_raw_gapped_score, no_greedy=no_greedy or None,
         seqidlist=seqidlist, negative_seqidlist=negative_seqidlist,
-        template_type=template_type, template_length=template_length, window_size=window_size)
+        template_type=template_type, template_length=template_length, window_size=window_size,
+        culling_limit=culling_limit, best_hit_overhang=best_hit_overhang,
+        best_hit_score_edge=best_hit_score_edge, subject_besthit=subject_besthit or None,
+        query_loc=query_loc)
     settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty(),
                            release_device=True, compile_stages=compile_stages, cluster=cluster)
     times.add("start-up", time.perf_counter() - STARTED)
     database, label = db, db
     if subject is not None:
         from .db.subjects import SubjectFile
-        database = SubjectFile(subject)
+        from .query import parse_location
+        database = SubjectFile(subject, parse_location(subject_loc, "subject")
+                               if subject_loc is not None else ())
         label = database.label
     output = OutputSpec(outfmt, out, out_dir, label, line_length=line_length,
                         num_descriptions=limits.num_descriptions,

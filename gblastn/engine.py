@@ -591,9 +591,10 @@ class Engine:
 
     # -- traceback -----------------------------------------------------------------------
 
-    def trace_tasks(self, prelim: PrelimHits) -> list:
+    def trace_tasks(self, prelim: PrelimHits, plan: BatchPlan) -> list:
         """The batch's TraceTasks (trace_tasks), each with its searches made ahead."""
-        return trace_tasks(prelim, self.options)
+        return trace_tasks(prelim, self.options,
+                           [query.searched_length for query in plan.queries])
 
     def trace_groups(self, tasks: list, groups: int) -> list:
         return trace_groups(tasks, self.db, groups)
@@ -739,6 +740,14 @@ class VolumeGapped:
                 None if self.ahead is None else self.ahead.extensions[picked])
         return rows, origin if part is None else part[origin]
 
+    @cached_property
+    def best_hit_lengths(self) -> np.ndarray:
+        """subject_rows' context lengths for -subject_besthit, which blastn's engine applies
+        to each subject's preliminary HSPs too (none without it)."""
+        if not self.options.subject_besthit:
+            return np.zeros(0, dtype=np.int64)
+        return np.ascontiguousarray(self.batch.context_length, dtype=np.int64)
+
     def subject_hits(self, results: list, pool):
         """Each subject's HSPs from the pieces' results, per query, worked out on `pool`
         (one task per subject: its chunks merged in order, E-values, the threshold). Returns
@@ -763,7 +772,7 @@ class VolumeGapped:
             bounds = np.cumsum([0] + [part.shape[0] for part in parts])
             starts = self.chunks.start[[c for c, _ in found_by_chunk]]
             rows = subject_rows(np.concatenate(parts), bounds, starts, DBSEQ_CHUNK_OVERLAP,
-                                OVERLAP_DIAG_CLOSE)
+                                OVERLAP_DIAG_CLOSE, self.best_hit_lengths)
         ordinal = self.volume.first_ordinal + subject
         return ordinal, subject_hsps_by_query(hsps_from_rows(rows), self.stats, self.options)
 
@@ -949,13 +958,21 @@ class TraceTask:
 TASK_FIXED_WORK = 1000  # a task's work beyond its HSPs' query letters
 
 
-def trace_tasks(prelim: PrelimHits, options: SearchOptions) -> list:
+def trace_tasks(prelim: PrelimHits, options: SearchOptions, query_lengths: list) -> list:
     """The TraceTasks of a batch: each query's best prelim_hitlist_size subjects, the most
     work first, so that long tracebacks start first rather than one started last deciding
     when the batch ends. A task's work is the query letters its HSPs align plus a share for
-    the fixed costs, reckoned for all tasks at once."""
-    limit = prelim_hitlist_size(options)
-    picked = [(q, ordinal, hsps) for q, subjects in prelim.by_query.items()
+    the fixed costs, reckoned for all tasks at once. With culling or the best-hit filter,
+    the preliminary HSPs go through it first (query_lengths: the batch's queries'
+    letters); culling keeps every subject with HSPs left, as blastn's culling writer."""
+    from .hspfilters import has_query_filter, prelim_filtered
+
+    by_query, limit = prelim.by_query, prelim_hitlist_size(options)
+    if has_query_filter(options):
+        by_query = prelim_filtered(by_query, query_lengths, options)
+        if options.culling_limit:
+            limit = None
+    picked = [(q, ordinal, hsps) for q, subjects in by_query.items()
               for ordinal, hsps in best_first(list(subjects.items()))[:limit]]
     if not picked:
         return []
@@ -1004,10 +1021,48 @@ def trace_groups(tasks: list, db, groups: int) -> list:
 
 def query_result(query_index: int, query, traced: list, options: SearchOptions) -> QueryResult:
     """A query's result from its traced (ordinal, HSPs) pairs, in any order: the subjects
-    with HSPs left, best first, max_target_seqs of them."""
+    with HSPs left, best first, max_target_seqs of them, through the HSP filters asked for
+    (blastn's order: culling or the best-hit filter, then max_hsps and the query coverage
+    test, which the traceback left for here when one of those is on, then the subject best
+    hit). The HSPs of a query searched in part (-query_loc) are placed on the whole query."""
+    from .hspfilters import has_query_filter, subject_best_hit, traced_filtered
+
+    searched = query.searched_length
     traced = best_first([(o, h) for o, h in traced if len(h)])[:options.max_target_seqs]
+    if has_query_filter(options):
+        traced = best_first(traced_filtered(traced, searched, options))
+        traced = [(o, h) for o, h in ((o, _within_hsp_limits(h, options, searched))
+                                      for o, h in traced) if len(h)]
+    if options.subject_besthit:
+        traced = [(o, subject_best_hit(h, searched)) for o, h in traced]
+    if query.location is not None:
+        traced = [(o, _on_whole_query(h, query)) for o, h in traced]
     return QueryResult(query_index, query.id, query.defline, len(query),
                        [SubjectHits(o, h) for o, h in traced])
+
+
+def _on_whole_query(hsps: Hsps, query) -> Hsps:
+    """HSPs of the letters -query_loc searched, their query coordinates moved onto the whole
+    query: by the part's start on the plus strand, by the letters after its end on the
+    minus strand (the contexts' coordinates count from each strand's start)."""
+    minus = hsps.context % 2 == 1
+    shift = np.where(minus, len(query) - query.location.end,
+                     query.location.start).astype(np.int32)
+    return replace(hsps, q_start=hsps.q_start + shift, q_end=hsps.q_end + shift,
+                   q_gapped_start=hsps.q_gapped_start + shift)
+
+
+def _within_hsp_limits(hsps: Hsps, options: SearchOptions, query_length: int) -> Hsps:
+    """A subject's HSPs (E-value order) cut to max_hsps in score order
+    (Blast_TrimHSPListByMaxHsps), then without those covering less of the query than
+    qcov_hsp_perc (Blast_HSPListReapByQueryCoverage); the order is kept."""
+    keep = np.ones(len(hsps), dtype=bool)
+    if options.max_hsps:
+        keep[score_order(hsps)[options.max_hsps:]] = False
+    if options.qcov_hsp_perc:
+        covered = 100.0 * (hsps.q_end - hsps.q_start) / query_length
+        keep &= covered >= options.qcov_hsp_perc
+    return hsps if keep.all() else hsps.take(keep)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1087,7 +1142,7 @@ def _made_up_search(engine: Engine, codes: np.ndarray, trace: bool) -> int:
     gapped.file_subjects(gapped.subject_hits(gapped.extend_later(INLINE)(), INLINE)(), prelim)
     if not trace:
         return 0
-    groups = engine.trace_groups(engine.trace_tasks(prelim), 1)
+    groups = engine.trace_groups(engine.trace_tasks(prelim, plan), 1)
     return sum(len(hsps) for group in groups for _, hsps in engine.trace_group(group, plan))
 
 

@@ -108,6 +108,7 @@ class QueryResult:
 # These follow BLAST+ 2.12 (blast_hits.c, blast_itree.c) rule for rule, tie breaks included.
 
 from .alphabet import AMBIGUOUS_MIN  # noqa: E402
+from .hspfilters import subject_best_hit_keep  # noqa: E402
 from .numba_start import njit  # noqa: E402
 
 # the Hsps fields of the rows' columns (gblastn.layouts' HSP_* order)
@@ -855,17 +856,33 @@ def merge_chunk_rows(combined, new, split, overlap, diag_close):
 
 
 @njit(cache=True, nogil=True)
-def subject_rows(found, bounds, starts, overlap, diag_close):
+def subject_rows(found, bounds, starts, overlap, diag_close, best_hit_lengths):
     """A subject's preliminary rows from its chunks' gapped rows: chunk k's rows are
     found[bounds[k]:bounds[k + 1]] and it starts at letter starts[k] (the chunks in order,
     each with rows); each chunk goes through chunk_rows and is merged into those before it
     (merge_chunk_rows). One compiled call for the subject: a chromosome has dozens of
-    chunks, and a call per chunk from Python would take the GIL back twice for each."""
-    rows = chunk_rows(found[bounds[0]:bounds[1]], starts[0])
+    chunks, and a call per chunk from Python would take the GIL back twice for each.
+    With -subject_besthit, best_hit_lengths holds the contexts' lengths, and the rows go
+    through the subject best hit after each chunk, as blastn's engine does (else it is
+    empty)."""
+    rows = _best_hit_rows(chunk_rows(found[bounds[0]:bounds[1]], starts[0]), best_hit_lengths)
     for k in range(1, starts.size):
         more = chunk_rows(found[bounds[k]:bounds[k + 1]], starts[k])
-        rows = merge_chunk_rows(rows, more, starts[k], overlap, diag_close)
+        rows = _best_hit_rows(merge_chunk_rows(rows, more, starts[k], overlap, diag_close),
+                              best_hit_lengths)
     return rows
+
+
+@njit(cache=True, nogil=True)
+def _best_hit_rows(rows, context_length):
+    """The rows (score order) without those the subject best hit drops; all of them
+    without context lengths."""
+    if context_length.size == 0 or rows.shape[0] < 2:
+        return rows
+    contexts = rows[:, HSP_CONTEXT].copy()
+    keep = subject_best_hit_keep(contexts, rows[:, HSP_Q_START].copy(),
+                                 rows[:, HSP_Q_END].copy(), context_length[contexts])
+    return rows[keep]
 
 
 @njit(cache=True, nogil=True)

@@ -15,7 +15,8 @@ TEMPLATE_TYPES = ("coding", "optimal", "coding_and_optimal")  # -template_type
 TEMPLATE_LENGTHS = (16, 18, 21)  # -template_length
 LARGEST_INTEGER = 2**31 - 1  # blastn's integer arguments are 32-bit
 _REAL_FIELDS = ("evalue", "xdrop_ungap", "xdrop_gap", "xdrop_gap_final", "perc_identity",
-                "qcov_hsp_perc")
+                "qcov_hsp_perc", "best_hit_overhang", "best_hit_score_edge")
+BEST_HIT_OPTIONS = ("best_hit_overhang", "best_hit_score_edge")
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,11 @@ class SearchOptions:
     template_length: int = 0       # discontiguous words: the template's letters (0: contiguous words)
     template_type: str = ""        # ... and its kind, one of TEMPLATE_TYPES
     window_size: int = 0           # -window_size: the two-hit window (0: one hit starts an extension)
+    culling_limit: int = 0         # -culling_limit: HSPs dominating one that delete it (0: no culling)
+    best_hit_overhang: float = 0.0     # -best_hit_overhang (0: the best-hit filter off)
+    best_hit_score_edge: float = 0.0   # -best_hit_score_edge (0: the best-hit filter off)
+    subject_besthit: bool = False  # -subject_besthit: one HSP per query range of a subject
+    query_loc: tuple = ()          # -query_loc: 0-based first and last letters searched (): all
 
     @property
     def greedy(self) -> bool:
@@ -139,6 +145,29 @@ def describe_defaults() -> str:
     return "\n".join(lines)
 
 
+def task_default_text(name: str) -> str:
+    """blastn -help's default line of option `name`, with each task's value where the tasks
+    differ: "Default = `28' (megablast), `11' (dc-megablast, blastn), `7' (blastn-short)"."""
+    tasks_of: dict = {}
+    for task in TASKS:
+        tasks_of.setdefault(_typed_default(getattr(task_defaults(task), name)), []).append(task)
+    if len(tasks_of) == 1:
+        return f"Default = `{next(iter(tasks_of))}'"
+    return "Default = " + ", ".join(f"`{value}' ({', '.join(tasks)})"
+                                    for value, tasks in tasks_of.items())
+
+
+def _typed_default(value) -> str:
+    """A default as the command line takes it."""
+    if isinstance(value, DustOptions):
+        return f"{value.level} {value.window} {value.linker}"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return _typed(value)
+    return str(value)
+
+
 def _shown(value) -> str:
     if isinstance(value, DustOptions):
         return f"'{value.level} {value.window} {value.linker}'"
@@ -153,6 +182,10 @@ def make_options(task: str = "megablast", **overrides) -> SearchOptions:
     given = {k: v for k, v in overrides.items() if v is not None}
     if "dust" in given and isinstance(given["dust"], str):
         given["dust"] = parse_dust(given["dust"])
+    given = _checked_hsp_filters(given)
+    if isinstance(given.get("query_loc"), str):
+        from .query import parse_location
+        given["query_loc"] = parse_location(given["query_loc"], "query")
     options = task_defaults(task)
     try:
         options = replace(options, **given)
@@ -160,6 +193,33 @@ def make_options(task: str = "megablast", **overrides) -> SearchOptions:
         raise OptionsError(str(exc)) from None
     _validate(options)
     return options
+
+
+def _checked_hsp_filters(given: dict) -> dict:
+    """blastn's checks of the HSP filters' values, in its words, and the best-hit filter's
+    two values: giving one turns the filter on with the other's default."""
+    from .hspfilters import BEST_HIT_DEFAULT
+
+    culling = given.get("culling_limit")
+    if culling is not None and culling < 0:
+        raise OptionsError(f'Argument "culling_limit". Illegal value, expected >=0:  '
+                           f"`{culling}'")
+    best_hit = [name for name in BEST_HIT_OPTIONS if name in given]
+    for name in best_hit:
+        if not 0 < given[name] < 0.5:
+            raise OptionsError(f'Argument "{name}". Illegal value, expected (>0 and <0.5):  '
+                               f"`{_typed(given[name])}'")
+    if culling is not None and best_hit:
+        raise OptionsError(f'Argument "culling_limit". Incompatible with argument:  '
+                           f"`{best_hit[0]}'")
+    if best_hit:
+        given = {**{name: BEST_HIT_DEFAULT for name in BEST_HIT_OPTIONS}, **given}
+    return given
+
+
+def _typed(value: float) -> str:
+    """A number as it was most likely typed: 0, not 0.0."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def _validate_words(o: SearchOptions) -> None:

@@ -11,7 +11,7 @@ masked letters become N for every stage.
 """
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -22,18 +22,106 @@ from .options import SearchOptions
 from .pools import INLINE, spread_map
 
 
+LARGEST_POSITION = 2**31 - 1  # blastn reads a location's ends as 32-bit integers
+
+
+@dataclass(frozen=True)
+class QueryLocation:
+    """The letters of a query that -query_loc has searched: [start, end), and how many the
+    location asked for (its stop may lie past the query's end, where blastn stops); and the
+    query's place in the input, counting the queries -query_loc left out."""
+
+    start: int
+    end: int
+    asked: int
+    number: int
+
+
 @dataclass
 class Query:
     """One query as read: id (first token of the defline), full defline, blastna codes,
-    and which letters were lower case in the input."""
+    and which letters were lower case in the input; with -query_loc, the part searched."""
 
     id: str
     defline: str
     codes: np.ndarray       # uint8 blastna, upper-case meaning
     lowercase: np.ndarray   # bool, per letter
+    location: QueryLocation | None = None
 
     def __len__(self) -> int:
         return int(self.codes.size)
+
+    @property
+    def searched_length(self) -> int:
+        """The letters searched: the statistics' query length."""
+        return len(self) if self.location is None else self.location.end - self.location.start
+
+    @property
+    def asked_length(self) -> int:
+        """The letters the search asked for, which blastn's tabular qlen, qcovs and qcovus
+        count."""
+        return len(self) if self.location is None else self.location.asked
+
+    def searched(self) -> "Query":
+        """The query cut to the letters searched."""
+        if self.location is None:
+            return self
+        start, end = self.location.start, self.location.end
+        return Query(self.id, self.defline, self.codes[start:end], self.lowercase[start:end])
+
+
+def local_id(query: Query, index: int) -> str:
+    """blastn's id of the query at `index` (0-based) of those searched: Query_N, N its place
+    in the input, the queries -query_loc left out counted."""
+    return f"Query_{index + 1 if query.location is None else query.location.number}"
+
+
+def parse_location(text: str, what: str) -> tuple:
+    """A -query_loc or -subject_loc value ("from-to", 1-based) as 0-based (first, last),
+    checked as blastn checks it (ParseSequenceRange), in its words."""
+    from .errors import OptionsError
+
+    def refuse(reason: str):
+        raise OptionsError(f"Invalid specification of {what} location ({reason})")
+
+    parts = text.split("-")
+    if len(parts) != 2 or not all(re.fullmatch(r"\+?\d+", part) for part in parts):
+        refuse("Format: start-stop")
+    first, last = (int(part) for part in parts)
+    if max(first, last) > LARGEST_POSITION:
+        refuse("Format: start-stop")
+    if first <= 0 or last <= 0:
+        refuse("range elements cannot be less than or equal to 0")
+    if first == last:
+        refuse("range cannot be empty")
+    if first > last:
+        refuse("start cannot be larger than stop")
+    return first - 1, last - 1
+
+
+def located_queries(queries, query_loc: tuple):
+    """The queries with -query_loc's part of each to search (`query_loc`: 0-based first and
+    last letters; () for all). As blastn, a query the location starts after is left out,
+    and one it starts just after the end of ends the search."""
+    from .errors import InputError
+
+    if not query_loc:
+        yield from queries
+        return
+    first, last = query_loc
+    found = False
+    for number, query in enumerate(queries, 1):
+        if first > len(query):
+            continue
+        if first == len(query):
+            raise InputError(f"query {query.id}: -query_loc starts after its last letter: "
+                             "Sequence contains no data")
+        found = True
+        yield replace(query, location=QueryLocation(first, min(last + 1, len(query)),
+                                                    last - first + 1, number))
+    if not found:
+        raise InputError("-query_loc starts after the last letter of every query: "
+                         "Empty CBlastQueryVector")
 
 
 @dataclass
@@ -168,8 +256,9 @@ def _balanced_shares(lengths: list, parts: int) -> list:
 
 
 def build_batch(queries: list, options: SearchOptions, pool=INLINE) -> QueryBatch:
-    """Concatenate the queries' contexts, find their masks (DUST on `pool`) and lookup
-    segments."""
+    """Concatenate the queries' contexts (the letters each one searches), find their masks
+    (DUST on `pool`) and lookup segments."""
+    queries = [query.searched() for query in queries]
     plus_masks = _all_masks(queries, options, pool)
     if not queries:
         empty = np.zeros(0, dtype=np.int32)

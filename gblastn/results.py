@@ -210,6 +210,7 @@ def _biopython(*names: str) -> list:
 def query_result(query, result, db, db_name: str, task: str, columns: str) -> QueryResult:
     """The QueryResult of one query's search result (a gblastn.hsp.QueryResult) against
     `db`, with `columns` (tabular keywords) in each HSP's fields."""
+    from .db.subjects import whole_length
     from .output.alignments import shown_hsps
     from .output.tabular import hit_records
     from .output.xml import subject_names
@@ -220,7 +221,7 @@ def query_result(query, result, db, db_name: str, task: str, columns: str) -> Qu
     for subject in (subject for subject in result.subjects if len(subject.hsps)):
         blast_id, title, accession = subject_names(db, subject.ordinal)
         ids, descriptions = subject_ids(blast_id, title)
-        hit = Hit(ids[0], descriptions[0], int(db.lengths[subject.ordinal]), accession,
+        hit = Hit(ids[0], descriptions[0], whole_length(db, subject.ordinal), accession,
                   blast_id, title, subject.ordinal)
         sequences = _Sequences(found.description, found.length, hit.description, hit.length)
         for shown in shown_hsps(query, db, subject):

@@ -362,11 +362,17 @@ def _scoring_args(stats, options) -> tuple:
 
 
 def _final_args(stats, options) -> tuple:
-    """traceback_final's E-value statistics and hit-list limits."""
+    """traceback_final's E-value statistics and hit-list limits. After culling or the
+    best-hit filter, which see every HSP, max_hsps and the query coverage test come later
+    (engine.query_result)."""
+    from .hspfilters import has_query_filter
+
+    limited = not has_query_filter(options)
     return (np.ascontiguousarray(stats.lambdas, dtype=np.float64),
             np.ascontiguousarray(stats.log_ks, dtype=np.float64),
             np.ascontiguousarray(stats.eff_searchsp, dtype=np.int64), bool(stats.round_down),
-            float(options.evalue), int(options.max_hsps or 0), float(options.qcov_hsp_perc or 0))
+            float(options.evalue), int(options.max_hsps or 0) if limited else 0,
+            float(options.qcov_hsp_perc or 0) if limited else 0.0)
 
 
 @njit(cache=True, nogil=True)

@@ -1,7 +1,8 @@
 """-subject: the sequences of a FASTA file searched without a database, as blastn searches
 them: like a database of those sequences (its letters and sequence count give the E-values'
 search space; ambiguous bases get makeblastdb's substitutes), ids as the first token of each
-defline, and no titles (blastn prints N/A)."""
+defline, and no titles (blastn prints N/A). With -subject_loc, the part of each subject it
+names is searched, and the reports place the HSPs on the whole subject."""
 
 from __future__ import annotations
 
@@ -10,13 +11,18 @@ import shutil
 import tempfile
 from typing import NamedTuple
 
+import numpy as np
+
+from ..errors import InputError
 from .reader import Database
 
 
 class SubjectFile(NamedTuple):
-    """A FASTA file given as -subject, for open_db."""
+    """A FASTA file given as -subject, for open_db; `location`: -subject_loc's 0-based
+    first and last letters (): whole subjects."""
 
     path: str
+    location: tuple = ()
 
     @property
     def label(self) -> str:
@@ -25,15 +31,22 @@ class SubjectFile(NamedTuple):
 
 
 class SubjectDatabase(Database):
-    """The subjects stored as a gblastn database in a temporary folder, removed on close."""
+    """The subjects stored as a gblastn database in a temporary folder, removed on close.
+    With a location, `location_starts` and `whole_lengths` give each subject's letters
+    before the part searched and its whole length."""
 
     def __init__(self, subjects: SubjectFile):
         from .writer import make_db
 
         self._folder = tempfile.mkdtemp(prefix="gblastn-subjects-")
         try:
-            built = make_db([subjects.path], os.path.join(self._folder, "subjects"),
-                            progress=False, warn=lambda message: None)
+            fasta = subjects.path
+            if subjects.location:
+                fasta, self.location_starts, self.whole_lengths = _cut_subjects(
+                    subjects.path, subjects.location, self._folder)
+            # titled after the file given, which a part's temporary file stands in for
+            built = make_db([fasta], os.path.join(self._folder, "subjects"),
+                            title=subjects.path, progress=False, warn=lambda message: None)
             super().__init__(built)
         except BaseException:
             shutil.rmtree(self._folder, ignore_errors=True)
@@ -51,3 +64,38 @@ class SubjectDatabase(Database):
     def abandon(self) -> None:
         """The temporary folder goes (its files stay mapped until the process ends)."""
         shutil.rmtree(self._folder, ignore_errors=True)
+
+
+def _cut_subjects(path: str, location: tuple, folder: str) -> tuple:
+    """A FASTA file in `folder` of the part of each subject `location` (0-based first and
+    last letters) names, cut at the subject's end as blastn cuts it; with each subject's
+    letters before that part and its whole length. A subject the part starts after is
+    refused, in blastn's words."""
+    from ..fasta import iter_records
+
+    first, last = location
+    cut_path = os.path.join(folder, "located.fa")
+    starts, lengths = [], []
+    with open(cut_path, "wb") as out:
+        for record in iter_records(path, headerless_ok=True, header_errors="surrogateescape"):
+            if first >= record.letters.size:
+                raise InputError("Invalid from coordinate (greater than sequence length)")
+            out.write(b">" + record.defline.encode("utf-8", "surrogateescape") + b"\n")
+            out.write(record.letters[first:last + 1].tobytes() + b"\n")
+            starts.append(first)
+            lengths.append(record.letters.size)
+    return cut_path, np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64)
+
+
+def letters_before(db, ordinals) -> np.ndarray:
+    """The letters of each subject (at `ordinals`) before the part searched: what its
+    shown coordinates add (-subject_loc; none for a database)."""
+    starts = getattr(db, "location_starts", None)
+    return np.zeros(np.shape(ordinals), dtype=np.int64) if starts is None else starts[ordinals]
+
+
+def whole_length(db, ordinal: int) -> int:
+    """The subject's length as the reports give it: the whole subject's, where -subject_loc
+    searched a part of it."""
+    lengths = getattr(db, "whole_lengths", None)
+    return int((db.lengths if lengths is None else lengths)[ordinal])

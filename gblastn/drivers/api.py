@@ -56,12 +56,13 @@ def search_iter(queries, db, columns: str = DEFAULT_COLUMNS, backend=None, sched
 def _results(queries, db, settings, columns: str, backend, cluster):
     """search_iter's results; a generator apart, so that bad options are refused at the
     call, not at the first result."""
-    from ..query import iter_source_queries
+    from ..query import iter_source_queries, located_queries
     from ..results import query_result
 
     with _opened(db) as (database, name), _searched(database, name, settings, backend,
                                                     cluster) as searched:
-        for query, result in searched(iter_source_queries(queries)):
+        located = located_queries(iter_source_queries(queries), settings.query_loc)
+        for query, result in searched(located):
             yield query_result(query, result, database, name, settings.task, columns)
 
 

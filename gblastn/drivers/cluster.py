@@ -180,6 +180,7 @@ class ClusterSearch:
 
     def __post_init__(self):
         from ..engine import query_batch_letters
+        from ..hspfilters import has_query_filter
         from ..shards import DatabaseStatistics
 
         if self.options.seqidlist is not None or self.options.negative_seqidlist is not None:
@@ -190,6 +191,8 @@ class ClusterSearch:
         self.workers = worker_addresses(self.client)
         self.mode = choose_mode(self.spec, self.db, self.workers, self._device_memory(),
                                 query_batch_letters(self.options))
+        if has_query_filter(self.options):
+            self.mode = _mode_for_query_filters(self.spec)
         self.shards = self._shards() if self.mode == "shard" else []
 
     def split(self) -> str:
@@ -341,6 +344,16 @@ def choose_mode(spec: ClusterSpec, db, workers: list, device_memory: int | None,
     letters = spec.query_letters
     if letters is None or -(-letters // batch_letters) < 2 * len(workers):
         return "shard"
+    return "replicate"
+
+
+def _mode_for_query_filters(spec: ClusterSpec) -> str:
+    """Culling and the best-hit filter see every subject of a query at once, in database
+    order: a worker searches whole batches (replicate), which -shards or -cluster_mode
+    shard would not let it."""
+    if spec.mode == "shard" or spec.shards > 1 or spec.assignment is not None:
+        raise OptionsError("-culling_limit and -best_hit_* see the whole database at once: "
+                           "not with -shards or -cluster_mode shard")
     return "replicate"
 
 

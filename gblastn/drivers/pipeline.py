@@ -194,8 +194,11 @@ class Pipeline:
         a query's preliminary hit list holds), a job's subjects go to traceback as soon as
         the job ends, so traceback overlaps the batch's other jobs."""
         from ..engine import PrelimHits, prelim_hitlist_size
+        from ..hspfilters import has_query_filter
 
-        stream = self.db.num_seqs <= prelim_hitlist_size(self.options)
+        # culling and the best-hit filter see each query's subjects all together
+        stream = self.db.num_seqs <= prelim_hitlist_size(self.options) and \
+            not has_query_filter(self.options)
         pending, merged, joins = {}, {}, {}
         next_batch, ended = 0, 0
         while ended < self.prelim_threads:
@@ -209,8 +212,9 @@ class Pipeline:
                 merged[batch_id] = PrelimHits()
                 joins[batch_id] = [_QueryJoin(payload, q) for q in range(len(payload.queries))]
             elif stream:
+                plan = joins[batch_id][0].plan
                 self._post_tasks(batch_id, joins[batch_id],
-                                 self.search.engine().trace_tasks(payload), len(self.jobs))
+                                 self.search.engine().trace_tasks(payload, plan), len(self.jobs))
                 pending[batch_id] -= 1
             else:
                 merged[batch_id].merge(payload)
@@ -221,7 +225,7 @@ class Pipeline:
                 batch_joins, hits = joins.pop(next_batch), merged.pop(next_batch)
                 if hits.by_query:
                     self._post_tasks(next_batch, batch_joins,
-                                     self.search.engine().trace_tasks(hits))
+                                     self.search.engine().trace_tasks(hits, batch_joins[0].plan))
                 complete = []
                 for join in batch_joins:
                     with self.lock:

@@ -225,7 +225,8 @@ def shard_traceback(request: BatchRequest, shard, survivors: dict) -> list:
 
     pool = plugin.pool(request.options.num_threads)
     engine = resident.search(request.options, StageTimes()).engine()
-    groups = engine.trace_groups(engine.trace_tasks(picked), GROUPS_PER_THREAD * pool.threads)
+    groups = engine.trace_groups(engine.trace_tasks(picked, plan),
+                                 GROUPS_PER_THREAD * pool.threads)
     traced = pool.map(lambda group: engine.trace_group(group, plan), groups)
     return [(task.query_index, ordinal, hsps) for group, pairs in zip(groups, traced)
             for task, (ordinal, hsps) in zip(group.tasks, pairs)]

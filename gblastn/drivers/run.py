@@ -205,7 +205,7 @@ def _search_into(search, outputs, index, fmt, files, output, settings, cluster=N
         with times.stage("output"):
             return fmt.render(pairs, search.db)
 
-    queries = _iter_all_queries(files)
+    queries = _iter_all_queries(files, search.options.query_loc)
     if cluster is not None:
         texts = (text for pairs in cluster.batch_results(queries) for text in render(pairs))
     elif settings.mode == "serial":
@@ -254,7 +254,15 @@ def _write_query_file(outputs, path: str, text: str) -> None:
 EMPTY_QUERY_WARNING = "Warning: [blastn] {label}: Sequence contains no data "
 
 
-def _iter_all_queries(files):
+def _iter_all_queries(files, query_loc: tuple):
+    """The queries of `files` (_numbered_queries), each with -query_loc's part to search
+    (query.located_queries)."""
+    from ..query import located_queries
+
+    return located_queries(_numbered_queries(files), query_loc)
+
+
+def _numbered_queries(files):
     """The queries of `files`, numbered across them as blastn numbers its input. A record
     without letters is warned about in blastn's words and searched (it has no hits); when
     no record has letters blastn fails, and so does this: empty records are held back until

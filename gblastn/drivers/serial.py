@@ -34,7 +34,8 @@ def search_batch(search, queries: list, first_index: int, pool=INLINE,
     if device_done is not None:
         device_done()
     traced = [[] for _ in queries]
-    groups = engine.trace_groups(engine.trace_tasks(prelim), GROUPS_PER_THREAD * pool.threads)
+    groups = engine.trace_groups(engine.trace_tasks(prelim, plan),
+                                 GROUPS_PER_THREAD * pool.threads)
     for group, pairs in zip(groups, pool.map(lambda group: engine.trace_group(group, plan),
                                              groups)):
         for task, pair in zip(group.tasks, pairs):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..alphabet import IUPAC_FROM_BLASTNA
+from ..db.subjects import letters_before
 from .tabular import display_hsp
 
 GAP = "-"
@@ -53,8 +54,10 @@ def _codes(row: str) -> np.ndarray:
 
 
 def shown_hsps(query, db, subject) -> list:
-    """The ShownHsp of each HSP of `subject` (a SubjectHits), in its order."""
+    """The ShownHsp of each HSP of `subject` (a SubjectHits), in its order; subject
+    coordinates on the whole subject where -subject_loc searched a part."""
     hsps = subject.hsps
+    before = int(letters_before(db, subject.ordinal))
     shown = []
     for i in range(len(hsps)):
         first, last = int(hsps.op_start[i]), int(hsps.op_start[i + 1])
@@ -64,8 +67,9 @@ def shown_hsps(query, db, subject) -> list:
                            db.blastna(subject.ordinal, s_start, s_end),
                            hsps.ops[first:last], hsps.op_len[first:last])
         shown.append(ShownHsp(int(hsps.score[i]), float(hsps.bitscore[i]),
-                              _shown_evalue(float(hsps.evalue[i])), rows.qstart, rows.qend, rows.sstart,
-                              rows.send, rows.minus, _letters(rows.qseq), _letters(rows.sseq)))
+                              _shown_evalue(float(hsps.evalue[i])), rows.qstart, rows.qend,
+                              rows.sstart + before, rows.send + before, rows.minus,
+                              _letters(rows.qseq), _letters(rows.sseq)))
     return shown
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..db.subjects import whole_length
+from ..query import local_id
 from .alignments import lower_masked, mask_of, shown_hsps
 from .statistics import query_statistics
 from .xml import PROGRAM, PROGRAM_VERSION, filter_string, no_hits_message, reference
@@ -63,11 +65,11 @@ def _search(query, result, stats, db) -> Node:
     from ..query import blast_defline
 
     number = result.query_index + 1
-    members = [("query-id", f"Query_{number}")]
+    members = [("query-id", local_id(query, result.query_index))]
     title = blast_defline(query.defline or "")
     if title:
         members.append(("query-title", title))
-    members.append(("query-len", len(query)))
+    members.append(("query-len", query.searched_length))
     if stats.masked:
         # ranges as the Seq-locs hold them: 0-based, the last position included
         members.append(("query-masking", [Node("Range", [("from", start), ("to", end - 1)])
@@ -99,7 +101,7 @@ def _hit(number: int, subject, query, db, masked: np.ndarray) -> Node:
     hsps = [_hsp(hsp_number, hsp, masked)
             for hsp_number, hsp in enumerate(shown_hsps(query, db, subject), 1)]
     return Node("Hit", [("num", number), ("description", [description]),
-                        ("len", int(db.lengths[subject.ordinal])), ("hsps", hsps)])
+                        ("len", whole_length(db, subject.ordinal)), ("hsps", hsps)])
 
 
 def hit_names(db, ordinal: int) -> tuple:

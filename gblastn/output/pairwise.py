@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..db.subjects import whole_length
 from .alignments import lower_masked, mask_of, shown_hsps
 from .statistics import query_statistics
 from .tabular import format_bitscore
@@ -270,7 +271,7 @@ class PairwiseReport:
         if len(head) > 1:
             head += " "
         parts = [head, wrap_title(subject_title(db, subject.ordinal)), "\n",
-                 f"Length={int(db.lengths[subject.ordinal])}\n\n"]
+                 f"Length={whole_length(db, subject.ordinal)}\n\n"]
         for hsp in hsps:
             parts.append(self._hsp(hsp, masked))
         return "".join(parts)

@@ -22,6 +22,8 @@ import numpy as np
 
 from .. import __version__
 from ..alphabet import decode_blastna, reverse_complement
+from ..db.subjects import whole_length
+from ..query import local_id
 from .alignments import GAP, shown_hsps
 
 SAM = 17
@@ -92,7 +94,7 @@ class SamReport:
         return line + "\tPN:gblastn"
 
     def _query_records(self, query, result, db) -> _QueryRecords:
-        query_name = f"Query_{result.query_index + 1}"
+        query_name = local_id(query, result.query_index)
         entries = [(subject.ordinal, hsp) for subject in result.subjects if len(subject.hsps)
                    for hsp in shown_hsps(query, db, subject)]
         if self.subject_is_reference:
@@ -111,7 +113,7 @@ class SamReport:
         for ordinal, hsp in entries:
             name = subject_name(db, ordinal)
             references.append((("subject", ordinal),
-                               f"@SQ\tSN:{name}\tLN:{int(db.lengths[ordinal])}"))
+                               f"@SQ\tSN:{name}\tLN:{whole_length(db, ordinal)}"))
             position = min(hsp.subject_start, hsp.subject_end)
             lines.append(_record(query_name, name, position, _subject_reference_cigar(hsp),
                                  _query_clips(hsp, len(query)),
@@ -213,7 +215,7 @@ def _clips(first: int, end: int, length: int, reverse: bool) -> tuple:
 def _subject_clips(hsp, db, ordinal: int) -> tuple:
     first = min(hsp.subject_start, hsp.subject_end) - 1
     end = max(hsp.subject_start, hsp.subject_end)
-    return _clips(first, end, int(db.lengths[ordinal]), hsp.minus)
+    return _clips(first, end, whole_length(db, ordinal), hsp.minus)
 
 
 def _query_clips(hsp, query_length: int) -> tuple:

@@ -7,7 +7,7 @@ E-values, with the functions the search used (gblastn.stats): every value is a c
 whatever else was in the search's batch, so the numbers are the search's.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..stats import KarlinBlock
 
@@ -30,13 +30,23 @@ def query_statistics(queries: list, db, options) -> list:
     from ..query import build_batch
     from ..stats import prepare_statistics
 
-    searched = [query for query in queries if len(query)]
+    searched = [query for query in queries if query.searched_length]
     if not searched:
         return [NO_STATISTICS for _ in queries]
     batch = build_batch(searched, options)
     stats = prepare_statistics(batch, db.stats_letters, db.stats_num_seqs, options)
-    found = iter([_first_valid(stats, 2 * i, batch) for i in range(len(searched))])
-    return [next(found) if len(query) else NO_STATISTICS for query in queries]
+    found = iter([_on_whole_query(_first_valid(stats, 2 * i, batch), query)
+                  for i, query in enumerate(searched)])
+    return [next(found) if query.searched_length else NO_STATISTICS for query in queries]
+
+
+def _on_whole_query(statistics: QueryStatistics, query) -> QueryStatistics:
+    """The masked ranges of the letters -query_loc searched, placed on the whole query."""
+    if query.location is None:
+        return statistics
+    start = query.location.start
+    return replace(statistics, masked=tuple((a + start, b + start)
+                                            for a, b in statistics.masked))
 
 
 def _first_valid(stats, first_context: int, batch) -> QueryStatistics:

@@ -17,6 +17,7 @@ from typing import TextIO
 import numpy as np
 
 from ..alphabet import COMPLEMENT_BLASTNA, IUPAC_FROM_BLASTNA, reverse_complement
+from ..db.subjects import letters_before, whole_length
 from ..errors import OptionsError
 from ..layouts import OP_DEL, OP_INS, OP_SUB
 from ..numba_start import njit
@@ -353,11 +354,12 @@ def _union_length(ranges) -> int:
     return covered
 
 
-def query_coverage_per_subject(length: int, hsps) -> int:
-    """qcovs: the union of the query ranges of all the subject's HSPs."""
+def query_coverage_per_subject(length: int, hsps, asked: int) -> int:
+    """qcovs: the union of the query ranges of all the subject's HSPs (on a query of
+    `length` letters), a share of `asked` letters."""
     ranges = [_plus_strand_query_range(length, int(hsps.context[i]), int(hsps.q_start[i]),
                                        int(hsps.q_end[i])) for i in range(len(hsps))]
-    return coverage_percent(_union_length(ranges), length)
+    return coverage_percent(_union_length(ranges), asked)
 
 
 def _subtract(range_, taken):
@@ -417,7 +419,7 @@ def _query_range_under_subject(hsps, i, length, sub_start, sub_end):
     return _plus_strand_query_range(length, int(hsps.context[i]), q_from, q_to + 1)
 
 
-def query_coverage_per_unique_subject(length: int, hsps) -> int:
+def query_coverage_per_unique_subject(length: int, hsps, asked: int) -> int:
     """qcovus: like qcovs, but a subject stretch already covered by an earlier HSP (in
     output order) does not add its query range again (CAlignFormatUtil::GetUniqSeqCoverage)."""
     if len(hsps) == 0:
@@ -439,7 +441,7 @@ def query_coverage_per_unique_subject(length: int, hsps) -> int:
                 if mapped is not None:
                     query_ranges.append(mapped)
         subject_taken = _merge(subject_taken + free)
-    return coverage_percent(_union_length(query_ranges), length)
+    return coverage_percent(_union_length(query_ranges), asked)
 
 
 # --------------------------------------------------------------------------------------------
@@ -539,6 +541,8 @@ def _hsp_fields(fmt, query, db, ordinal, hsps, i, per_subject) -> list:
             qstart, qend, sstart, send = qlen - q_end + 1, qlen - q_start, s_end, s_start + 1
         else:
             qstart, qend, sstart, send = q_start + 1, q_end, s_start + 1, s_end
+        before = int(letters_before(db, ordinal))
+        sstart, send = sstart + before, send + before
         values.update(
             qstart=qstart, qend=qend, sstart=sstart, send=send, length=length,
             nident=nident, positive=nident, gaps=gaps, gapopen=gap_runs,
@@ -553,7 +557,7 @@ def _hsp_fields(fmt, query, db, ordinal, hsps, i, per_subject) -> list:
         if name in values:
             continue
         if name in _PER_HSP:
-            values[name] = _PER_HSP[name](_slice(hsps, i), len(query))[0]
+            values[name] = _PER_HSP[name](_slice(hsps, i), query.searched_length)[0]
         else:
             values[name] = _per_subject_value(name, query, db, ordinal, per_subject)
     return [str(values[name]) for name in columns]
@@ -577,7 +581,7 @@ def _per_subject_value(name: str, query, db, ordinal: int, per_subject: dict):
     if name == "qgi":
         return "0"
     if name == "qlen":
-        return len(query)
+        return query.asked_length
     if name in ("sseqid", "sallseqid"):
         return db.seq_id(ordinal)
     if name in ("sgi", "sallgi"):
@@ -589,7 +593,7 @@ def _per_subject_value(name: str, query, db, ordinal: int, per_subject: dict):
     if name in ("stitle", "salltitles"):
         return _subject_title(db, ordinal)
     if name == "slen":
-        return int(db.lengths[ordinal])
+        return whole_length(db, ordinal)
     if name == "qframe":
         return 1
     return per_subject[name]  # qcovs, qcovus
@@ -602,7 +606,7 @@ def _lines_of(fmt, db, entries: list) -> list:
     call (linewriter): Python's share is the same for one query as for a batch. The aligned
     rows (qseq, sseq, btop) and HSPs without stored counts take _hsp_fields, HSP by HSP."""
     columns = fmt.columns
-    per_subject = [[_coverages(fmt, len(query), subject.hsps) for subject in subjects]
+    per_subject = [[_coverages(fmt, query, subject.hsps) for subject in subjects]
                    for query, subjects in entries]
     needs_alignment, needs_rows = _column_needs(columns)
     if needs_rows or (needs_alignment and any(subject.hsps.counts is None
@@ -622,8 +626,12 @@ def _lines_of(fmt, db, entries: list) -> list:
     hsps = _concatenated([subject.hsps for subject in subjects], needs_alignment)
     qlen = np.repeat(np.array([len(query) for query, _ in entries], dtype=np.int64),
                      rows_of_entry)
+    searched = np.repeat(np.array([query.searched_length for query, _ in entries],
+                                  dtype=np.int64), rows_of_entry)
     lines = LineColumns(int(sum(sizes)), len(columns))
-    numbers = _alignment_numbers(hsps, qlen) if needs_alignment else {}
+    before = np.repeat(letters_before(db, np.array([subject.ordinal for subject in subjects],
+                                                   dtype=np.int64)), sizes)
+    numbers = _alignment_numbers(hsps, qlen, before) if needs_alignment else {}
     minus = hsps.context % 2 == 1
     for name in columns:
         if name in numbers:
@@ -641,7 +649,7 @@ def _lines_of(fmt, db, entries: list) -> list:
         elif name == "score":
             lines.add_int(hsps.score)
         elif name == "qcovhsp":
-            lines.add_int(_coverage_percents(hsps.q_end - hsps.q_start, qlen))
+            lines.add_int(_coverage_percents(hsps.q_end - hsps.q_start, searched))
         else:
             lines.add_repeated_text(
                 [str(_per_subject_value(name, query, db, subject.ordinal, extra))
@@ -656,13 +664,15 @@ def _coverage_percents(covered, query_length: int):
     return np.where(percent < 99, percent + 0.5, percent).astype(np.int64)
 
 
-def _coverages(fmt, qlen: int, hsps) -> dict:
-    """The per-subject query coverages the columns ask for."""
+def _coverages(fmt, query, hsps) -> dict:
+    """The per-subject query coverages the columns ask for, shares of the letters the
+    search asked for (blastn's, with -query_loc)."""
     extra = {}
     if "qcovs" in fmt.columns:
-        extra["qcovs"] = query_coverage_per_subject(qlen, hsps)
+        extra["qcovs"] = query_coverage_per_subject(len(query), hsps, query.asked_length)
     if "qcovus" in fmt.columns:
-        extra["qcovus"] = query_coverage_per_unique_subject(qlen, hsps)
+        extra["qcovus"] = query_coverage_per_unique_subject(len(query), hsps,
+                                                            query.asked_length)
     return extra
 
 
@@ -685,11 +695,13 @@ def _concatenated(parts: list, with_counts: bool):
     return out
 
 
-def _alignment_numbers(hsps, qlen: int) -> dict:
-    """The integer columns that come from the alignments: name -> a function giving them."""
+def _alignment_numbers(hsps, qlen: int, subject_before: np.ndarray) -> dict:
+    """The integer columns that come from the alignments: name -> a function giving them.
+    `subject_before`: each HSP's subject letters before the part searched (-subject_loc)."""
     minus = hsps.context % 2 == 1
     q_start, q_end = hsps.q_start.astype(np.int64), hsps.q_end.astype(np.int64)
-    s_start, s_end = hsps.s_start.astype(np.int64), hsps.s_end.astype(np.int64)
+    s_start = hsps.s_start.astype(np.int64) + subject_before
+    s_end = hsps.s_end.astype(np.int64) + subject_before
     length, nident, gaps, gap_runs = (hsps.counts[:, k] for k in (
         COUNT_LENGTH, COUNT_IDENTITIES, COUNT_GAPS, COUNT_GAP_RUNS))
     return {
@@ -742,10 +754,9 @@ def hit_records(query, result, db, columns: str = "std score sstrand qlen slen")
     as the unrounded float), in output order."""
     fmt = TabularFormat.parse("6 " + columns)
     records = []
-    qlen = len(query)
     for subject in result.subjects:
         hsps = subject.hsps
-        per_subject = _coverages(fmt, qlen, hsps)
+        per_subject = _coverages(fmt, query, hsps)
         for i in range(len(hsps)):
             fields = _hsp_fields(fmt, query, db, subject.ordinal, hsps, i, per_subject)
             record = {}

@@ -9,6 +9,8 @@ score, bit score and E-value; per query the statistics of its first valid contex
 
 from dataclasses import dataclass
 
+from ..db.subjects import whole_length
+from ..query import local_id
 from .alignments import shown_hsps
 from .statistics import query_statistics
 
@@ -124,9 +126,9 @@ class XmlReport:
             _element(2, "BlastOutput_version", PROGRAM_VERSION),
             _element(2, "BlastOutput_reference", escape(reference(options.task))),
             _element(2, "BlastOutput_db", escape(self.db_name)),
-            _element(2, "BlastOutput_query-ID", f"Query_{result.query_index + 1}"),
+            _element(2, "BlastOutput_query-ID", local_id(query, result.query_index)),
             _element(2, "BlastOutput_query-def", escape(query_definition(query))),
-            _element(2, "BlastOutput_query-len", len(query)),
+            _element(2, "BlastOutput_query-len", query.searched_length),
             "  <BlastOutput_param>\n    <Parameters>\n",
             _element(6, "Parameters_expect", real(options.evalue)),
             _element(6, "Parameters_sc-match", options.reward),
@@ -140,9 +142,9 @@ class XmlReport:
         number = result.query_index + 1
         parts = ["<Iteration>\n",
                  _element(2, "Iteration_iter-num", number),
-                 _element(2, "Iteration_query-ID", f"Query_{number}"),
+                 _element(2, "Iteration_query-ID", local_id(query, result.query_index)),
                  _element(2, "Iteration_query-def", escape(query_definition(query))),
-                 _element(2, "Iteration_query-len", len(query)),
+                 _element(2, "Iteration_query-len", query.searched_length),
                  "<Iteration_hits>\n"]
         subjects = [subject for subject in result.subjects if len(subject.hsps)]
         for hit_number, subject in enumerate(subjects, 1):
@@ -184,7 +186,7 @@ def _hit(number: int, subject, query, db) -> str:
              _element(2, "Hit_id", escape(hit_id)),
              _element(2, "Hit_def", escape(definition)),
              _element(2, "Hit_accession", escape(accession)),
-             _element(2, "Hit_len", int(db.lengths[subject.ordinal])),
+             _element(2, "Hit_len", whole_length(db, subject.ordinal)),
              "  <Hit_hsps>\n"]
     for hsp_number, hsp in enumerate(shown_hsps(query, db, subject), 1):
         identities = hsp.identities

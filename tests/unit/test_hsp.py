@@ -272,7 +272,8 @@ def test_subject_rows_is_the_chunks_merged_one_by_one():
             expected = merge_chunk_rows(expected, more, starts[k], overlap, 10)
             merges += before - expected.shape[0]
         bounds = np.cumsum([0] + [rows.shape[0] for rows in found])
-        got = subject_rows(np.concatenate(found), bounds, starts, overlap, 10)
+        got = subject_rows(np.concatenate(found), bounds, starts, overlap, 10,
+                           np.zeros(0, dtype=np.int64))
         assert got.tolist() == expected.tolist()
     assert merges > 50
 

@@ -1,0 +1,130 @@
+"""Golden tests of -query_loc and -subject_loc: the part of each query (each subject) they
+name is searched, and the reports give blastn 2.12's lines: coordinates on the whole
+sequence, each format's length (the tabular qlen counts the letters asked for, XML and JSON
+those searched, the pairwise report and SAM the whole query), a query the location starts
+after left out; and blastn's refusals of bad locations, in its words."""
+
+import subprocess
+
+import pytest
+
+from golden import assert_blastn_found_hits, compare_lines, gblastn, golden_databases, \
+    megablast_case, needs_blast
+from reliability import assert_one_line_error
+
+pytestmark = [pytest.mark.golden, needs_blast]
+
+COLUMNS = "6 std score qlen slen qcovs qcovhsp qcovus"
+# lines that differ by design: the database's build time, and SAM's program line
+OWN_LINES = ("    Posted date:", "@PG\t")
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    case = golden_databases(tmp_path_factory.mktemp("locations"), megablast_case)
+    # the first two subjects, which every query location below reaches
+    with open(case["folder"] / "db.fa") as handle:
+        records = handle.read().split(">")[1:3]
+    case["subjects"] = str(case["folder"] / "subjects.fa")
+    with open(case["subjects"], "w") as handle:
+        handle.write("".join(">" + record for record in records))
+    return case
+
+
+def _lines(text: str) -> list:
+    return [line for line in text.splitlines() if not line.startswith(OWN_LINES)]
+
+
+def _same_as_blastn(case, *args: str) -> list:
+    """blastn's lines, checked equal to gblastn's for the same search of `args` (-db is
+    each tool's database)."""
+    theirs = subprocess.run(["blastn", *args], capture_output=True, text=True)
+    assert theirs.returncode == 0, theirs.stderr
+    ours_args = [case["our_db"] if arg == case["blast_db"] else arg for arg in args]
+    ours = gblastn("search", "-device", "cpu", *ours_args)
+    assert ours.returncode == 0, ours.stderr
+    expected, got = _lines(theirs.stdout), _lines(ours.stdout.replace(case["our_db"],
+                                                                       case["blast_db"]))
+    assert expected == got, compare_lines(expected, got)
+    return expected
+
+
+QUERY_LOCATIONS = [
+    ("megablast", COLUMNS, "100-1500"),  # past the end of some queries, before qs8's start
+    ("blastn-short", COLUMNS, "20-50"),
+    ("blastn", "0", "300-1900"),
+    ("megablast", "5", "100-1500"),
+    ("megablast", "15", "1000-2000"),
+    ("megablast", "17", "100-1500"),
+]
+
+
+@pytest.mark.parametrize("task,outfmt,location", QUERY_LOCATIONS)
+def test_query_locations_as_blastn(case, task, outfmt, location):
+    expected = _same_as_blastn(case, "-query", case["queries"]["small"], "-db",
+                               case["blast_db"], "-task", task, "-outfmt", outfmt,
+                               "-query_loc", location)
+    if outfmt == COLUMNS:
+        assert_blastn_found_hits(expected)
+
+
+def test_minus_strand_and_lower_case_masks_of_a_query_location(case):
+    _same_as_blastn(case, "-query", case["queries"]["small"], "-db", case["blast_db"],
+                    "-outfmt", "0", "-strand", "minus", "-lcase_masking", "-query_loc",
+                    "1000-2000")
+
+
+@pytest.mark.parametrize("outfmt", [COLUMNS, "17 SR SQ"])
+def test_subject_locations_as_blastn(case, outfmt):
+    expected = _same_as_blastn(case, "-query", case["queries"]["small"], "-subject",
+                               case["subjects"], "-outfmt", outfmt, "-subject_loc",
+                               "1500-99999", "-query_loc", "50-2800")
+    assert len(expected) > 10
+
+
+@pytest.mark.parametrize("flag,location,reason", [
+    ("-query_loc", "5-3", "start cannot be larger than stop"),
+    ("-query_loc", "0-10", "range elements cannot be less than or equal to 0"),
+    ("-query_loc", "10", "Format: start-stop"),
+    ("-subject_loc", "7-7", "range cannot be empty")])
+def test_bad_locations_are_refused_in_blastns_words(case, flag, location, reason):
+    out = case["folder"] / "refused.out"
+    done = gblastn("search", "-query", case["queries"]["small"], "-subject", case["subjects"],
+                   "-out", str(out), flag, location)
+    what = flag[1:].split("_")[0]
+    assert assert_one_line_error(done, 2) == \
+        f"gblastn: error: Invalid specification of {what} location ({reason})"
+    assert not out.exists()
+    theirs = subprocess.run(["blastn", "-query", case["queries"]["small"], "-subject",
+                             case["subjects"], flag, location], capture_output=True, text=True)
+    assert theirs.returncode != 0 and f"{what} location ({reason})" in theirs.stderr
+
+
+def test_a_subject_location_needs_subjects(case):
+    done = gblastn("search", "-query", case["queries"]["small"], "-db", case["our_db"],
+                   "-subject_loc", "1-100")
+    message = 'Argument "subject_loc". Incompatible with argument:  `db\''
+    assert assert_one_line_error(done, 2) == f"gblastn: error: {message}"
+    theirs = subprocess.run(["blastn", "-query", case["queries"]["small"], "-db",
+                             case["blast_db"], "-subject_loc", "1-100"],
+                            capture_output=True, text=True)
+    assert theirs.returncode != 0 and message in theirs.stderr
+
+
+def test_a_location_past_every_query_is_refused(case):
+    done = gblastn("search", "-query", case["queries"]["small"], "-db", case["our_db"],
+                   "-query_loc", "100000-100010")
+    assert "Empty CBlastQueryVector" in assert_one_line_error(done, 2)
+
+
+def test_the_api_takes_a_query_location(case):
+    import gblastn as api
+
+    expected = _same_as_blastn(case, "-query", case["queries"]["small"], "-db",
+                               case["blast_db"], "-outfmt", "6 qseqid sseqid qstart qend",
+                               "-query_loc", "100-1500")
+    results = api.search(case["queries"]["small"], case["our_db"], columns="qseqid sseqid "
+                         "qstart qend", query_loc="100-1500")
+    got = ["\t".join(str(record[name]) for name in ("qseqid", "sseqid", "qstart", "qend"))
+           for result in results for record in result.records]
+    assert got == expected, compare_lines(expected, got)
