@@ -122,6 +122,22 @@ class LookupTable:
         """BLAST's query->length: concatenated length without the two outer sentinels."""
         return int(self.sequence.size) - 2
 
+    def drop_words(self) -> None:
+        """Let go of the word index once every volume of the batch is scanned: the later
+        stages read the query (`sequence`, the contexts) only, and a batch waits for its
+        tracebacks long after its scan (tens of MB a batch)."""
+        for name in ("backbone", "overflow", "hashtable", "next_pos", "cell_start", "offsets",
+                     "pv", "hashtable2", "next_pos2"):
+            setattr(self, name, _NO_WORDS[name])
+        self.__dict__.pop("query_words", None)
+
+
+# drop_words' empty arrays, of each field's type
+_NO_WORDS = {name: np.zeros(0, dtype=dtype) for name, dtype in (
+    ("backbone", np.int16), ("overflow", np.int16), ("hashtable", np.int32),
+    ("next_pos", np.int32), ("cell_start", np.int32), ("offsets", np.int32),
+    ("pv", np.uint32), ("hashtable2", np.int32), ("next_pos2", np.int32))}
+
 
 def estimate_entries(segments: np.ndarray) -> tuple:
     """BLAST's EstimateNumTableEntries: sum of (right - left) over the segments with

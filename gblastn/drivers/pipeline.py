@@ -219,6 +219,8 @@ class Pipeline:
             else:
                 merged[batch_id].merge(payload)
                 pending[batch_id] -= 1
+            if kind != "batch" and pending[batch_id] == 0:
+                joins[batch_id][0].plan.table.drop_words()  # every volume is scanned
             # close complete batches in order, so results flow in input order
             while next_batch in pending and pending[next_batch] == 0:
                 del pending[next_batch]

@@ -1,0 +1,27 @@
+"""The process heap's handling of large blocks, for the search command on the CPU.
+
+glibc serves a block of at least its mmap threshold with a mapping of its own, returned to
+the system when freed, but it raises that threshold to the size of each such block freed:
+after the first slices' seeds and the first lookup tables are freed, later ones come from
+the threads' heaps, whose freed space is kept and fragments, and a search on the CPU holds
+far more than it uses (docs/perf/blastn-gpu-extensions.md). A fixed threshold keeps large
+blocks mapped and returned.
+"""
+
+import ctypes
+import ctypes.util
+
+M_MMAP_THRESHOLD = -3  # mallopt's parameter (malloc.h)
+LARGE_BLOCK = 1 << 20
+
+
+def return_large_blocks() -> bool:
+    """Fix the mmap threshold at LARGE_BLOCK bytes (a block that large is mapped and given
+    back when freed). False where the C library has no mallopt (not glibc)."""
+    name = ctypes.util.find_library("c")
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError, TypeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    return mallopt(M_MMAP_THRESHOLD, LARGE_BLOCK) == 1

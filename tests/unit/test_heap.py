@@ -1,0 +1,31 @@
+"""The search's memory: large blocks given back (heap.py), a batch's word index let go."""
+
+import sys
+
+import numpy as np
+import pytest
+
+from gblastn.heap import return_large_blocks
+from gblastn.lookup import build_lookup
+from gblastn.options import make_options
+from gblastn.query import Query, build_batch
+from gblastn.alphabet import encode_blastna
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_the_mmap_threshold_is_fixed_on_glibc():
+    assert return_large_blocks()
+
+
+def test_a_table_without_its_words_keeps_the_query():
+    options = make_options("blastn", dust="no")
+    letters = "ACGTTGCAAGGCTTACGATCGATCGGATCCATGCA" * 20
+    batch = build_batch([Query("q", "q", encode_blastna(letters), np.zeros(len(letters), bool))],
+                        options)
+    table = build_lookup(batch, options)
+    sequence, offsets = table.sequence.copy(), table.context_offset.copy()
+    assert table.hashtable.size + table.backbone.size + table.cell_start.size > 0
+    table.drop_words()
+    assert table.hashtable.size == table.next_pos.size == table.backbone.size == 0
+    assert table.cell_start.size == table.offsets.size == table.pv.size == 0
+    assert (table.sequence == sequence).all() and (table.context_offset == offsets).all()
