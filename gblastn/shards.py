@@ -73,6 +73,15 @@ class Shard:
         return int(np.asarray(db.lengths, dtype=np.int64)[self.ordinals].sum())
 
 
+@dataclass(frozen=True)
+class ContiguousShard:
+    """Shard `index` of a database's `count` contiguous shards (contiguous_shards), named
+    rather than held: each worker cuts them once from its own copy of the database."""
+
+    index: int
+    count: int
+
+
 def shards_of(assignment: np.ndarray) -> list:
     """Shards from a shard number per ordinal (any assignment); empty shards are left out."""
     assignment = np.asarray(assignment, dtype=np.int64)
@@ -87,7 +96,7 @@ def contiguous_shards(db, count: int, resets: "HashResets | None" = None) -> lis
     at volume boundaries where there are enough, which keep a shard's volumes to itself.
     `resets`: the database's HashResets, when already made."""
     lengths = np.asarray(db.lengths, dtype=np.int64)
-    count = max(1, min(int(count), lengths.size))
+    count = contiguous_count(count, lengths.size)
     if count == 1:
         return [Shard(0, np.arange(lengths.size, dtype=np.int64))]
     ends = np.cumsum(lengths)
@@ -104,6 +113,11 @@ def contiguous_shards(db, count: int, resets: "HashResets | None" = None) -> lis
     bounds = [0, *cuts.tolist(), int(lengths.size)]
     return [Shard(k, np.arange(a, b, dtype=np.int64))
             for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+
+
+def contiguous_count(count: int, num_seqs: int) -> int:
+    """How many shards contiguous_shards cuts when asked for `count`: one a subject at most."""
+    return max(1, min(int(count), int(num_seqs)))
 
 
 def _distinct_cuts(cuts: np.ndarray, n: int) -> np.ndarray:

@@ -5,12 +5,12 @@ Two modes:
 
 * shard: each worker searches its shard of the database (shards.py) for every query batch,
   with the whole database's statistics and ordinals, and returns each query's preliminary hit
-  list with BLAST's ranking keys (engine.prelim_hit_lists); a worker merges them to the
-  database's lists (engine.merged_hit_lists), each shard traces its own subjects that
-  survived, where their preliminary HSPs are, and a worker makes each query's result from
-  the traced subjects (engine.query_result: BLAST's final order, max_target_seqs; max_hsps
-  is cut in the traceback). A batch's tasks are submitted as one chain, their data passing
-  from worker to worker.
+  list with BLAST's ranking keys (engine.prelim_hit_lists); each shard merges them to the
+  database's lists (engine.merged_hit_lists) and traces its own subjects that survived,
+  where their preliminary HSPs are, and a worker makes each query's result from the traced
+  subjects (engine.query_result: BLAST's final order, max_target_seqs; max_hsps is cut in
+  the traceback). A batch's tasks are submitted as one chain, their data passing from
+  worker to worker.
 * replicate: each worker holds the whole database and searches runs of whole batches
   through its pipeline (pipeline.py); the batches are BLAST's, so the results are the same.
 
@@ -222,20 +222,18 @@ class ClusterSearch:
         return min(sizes) if sizes else None
 
     def _shards(self) -> list:
-        """The search's shards: the given assignment's, or contiguous ones, which a worker
-        cuts (and keeps for the next search): the cuts read the diagonal hash's resets of
-        every subject with compiled code this process would have to load first."""
-        from ..shards import shards_of
-        from .resident import database_shards
+        """The search's shards: the given assignment's, or contiguous ones, named (each
+        worker cuts them from its copy of the database, once: the cuts read the diagonal
+        hash's resets of every subject with compiled code this process need not load)."""
+        from ..shards import ContiguousShard, contiguous_count, shards_of
 
         if self.spec.assignment is not None:
             if len(self.spec.assignment) != self.db.num_seqs:
                 raise OptionsError(f"the shard assignment names {len(self.spec.assignment)} "
                                    f"sequences; the database has {self.db.num_seqs}")
             return shards_of(self.spec.assignment)
-        count = self.spec.shards or len(self.workers)
-        return self.client.submit(database_shards, self.db_name, self.statistics, count,
-                                  pure=False, key=f"gblastn-shards-{self.search_id}").result()
+        count = contiguous_count(self.spec.shards or len(self.workers), self.db.num_seqs)
+        return [ContiguousShard(index, count) for index in range(count)]
 
     def results(self, queries):
         """Each query with its QueryResult, in input order."""
@@ -346,10 +344,10 @@ class ClusterSearch:
 
     def _submit_batch_chain(self, request, report):
         """A batch's tasks on the shards, as one chain submitted at once: each shard's
-        preliminary search, the merge of their hit lists, each shard's traceback of its
-        subjects that survived, and the results (and texts) made from the traced subjects.
-        The data goes from worker to worker; this process waits for the last task only."""
-        from .resident import finish_batch, merged_hit_lists, shard_prelim, shard_traceback
+        preliminary search, each shard's traceback of its subjects that survive the merge of
+        their hit lists, and the results (and texts) made from the traced subjects. The data
+        goes from worker to worker; this process waits for the last task only."""
+        from .resident import finish_batch, shard_prelim, shard_traceback
 
         workers = len(self.workers)
         held = [self._held(request, worker) for worker in range(min(workers, len(self.shards)))]
@@ -358,10 +356,8 @@ class ClusterSearch:
                                       key=self._task_key("prelim", request, shard.index),
                                       **self._placement(shard.index))
                    for shard in self.shards]
-        merged = self.client.submit(merged_hit_lists, prelims, self.options, pure=False,
-                                    key=self._task_key("merge", request))
         traced = [self.client.submit(shard_traceback, held[shard.index % workers], shard,
-                                     merged, pure=False,
+                                     prelims, pure=False,
                                      key=self._task_key("traceback", request, shard.index),
                                      **self._placement(shard.index))
                   for shard in self.shards]

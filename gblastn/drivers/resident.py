@@ -168,16 +168,20 @@ class ResidentDatabase:
                 self._resets = hash_resets(self.db)
             return self._resets
 
-    def contiguous_shards(self, count: int) -> list:
-        from ..shards import contiguous_shards
+    def shard(self, shard):
+        """The Shard a task names: itself, or the contiguous one it names (ContiguousShard),
+        cut once for each count of shards."""
+        from ..shards import ContiguousShard, contiguous_shards
 
+        if not isinstance(shard, ContiguousShard):
+            return shard
         with self.lock:
-            made = self.contiguous.get(count)
+            made = self.contiguous.get(shard.count)
         if made is None:
-            made = contiguous_shards(self.db, count, self.resets())
+            made = contiguous_shards(self.db, shard.count, self.resets())
             with self.lock:
-                self.contiguous[count] = made
-        return made
+                self.contiguous[shard.count] = made
+        return made[shard.index]
 
     def shard_windows(self, shard, replay: bool) -> list:
         from ..shards import shard_windows
@@ -218,14 +222,6 @@ class BatchRequest:
 def _resident(request: BatchRequest) -> tuple:
     plugin = get_worker().plugins[PLUGIN_NAME]
     return plugin, plugin.database(request.db_name, request.statistics)
-
-
-def database_shards(db_name: str, statistics, count: int) -> list:
-    """A worker's task: the database's `count` contiguous shards (shards.contiguous_shards),
-    made once per worker: their cuts read every subject's chunks, with compiled code that
-    the searching process need not load."""
-    plugin = get_worker().plugins[PLUGIN_NAME]
-    return plugin.database(db_name, statistics).contiguous_shards(count)
 
 
 def held_request(request: BatchRequest) -> BatchRequest:
@@ -273,6 +269,7 @@ def shard_prelim(request: BatchRequest, shard) -> dict:
     from ..engine import prelim_hit_lists
 
     plugin, resident = _resident(request)
+    shard = resident.shard(shard)
     with plugin.task(request.search_id) as times:
         plan, prelim = _shard_prelim(request, shard, plugin, resident, times)
         with resident.lock:
@@ -312,26 +309,21 @@ def _shard_prelim(request: BatchRequest, shard, plugin, resident, times) -> tupl
     return plan, prelim
 
 
-def merged_hit_lists(parts: list, options) -> dict:
-    """A worker's task: the shards' preliminary hit lists merged into the database's
-    (engine.merged_hit_lists), beside the workers that hold them."""
-    from ..engine import merged_hit_lists as merged
-
-    return merged(parts, options)
-
-
-def shard_traceback(request: BatchRequest, shard, merged: dict) -> list:
-    """A worker's task: the traceback of the shard's subjects that survived the merge
-    (`merged`: the database's lists, {query index: ordinals}); returns (query index,
-    ordinal, final Hsps) for each. A worker without the batch's preliminary search (it ran
-    on a worker since lost) redoes it."""
-    from ..engine import GROUPS_PER_THREAD, PrelimHits
+def shard_traceback(request: BatchRequest, shard, hit_lists: list) -> list:
+    """A worker's task: the traceback of the shard's subjects that survive the merge of
+    every shard's preliminary hit lists (`hit_lists`, shard_prelim's; each traceback merges
+    them, a sort of a few keys a query, rather than wait for a task of its own to); returns
+    (query index, ordinal, final Hsps) for each. A worker without the batch's preliminary
+    search (it ran on a worker since lost) redoes it."""
+    from ..engine import GROUPS_PER_THREAD, PrelimHits, merged_hit_lists
 
     plugin, resident = _resident(request)
+    shard = resident.shard(shard)
     with plugin.task(request.search_id) as times:
         with resident.lock:
             held = resident.pending.pop((request.search_id, request.number, shard.index), None)
         plan, prelim = held or _shard_prelim(request, shard, plugin, resident, times)
+        merged = merged_hit_lists(hit_lists, request.options)
         picked = PrelimHits()
         for q, ordinals in _survivors_of(shard, merged).items():
             for ordinal in ordinals.tolist():
