@@ -116,7 +116,7 @@ def same(a: str, b: str) -> bool:
 
 def cluster_split(stderr: str) -> str:
     """How a cluster split the search, from its -stage_times line."""
-    found = re.search(r"; cluster: (.*)", stderr)
+    found = re.search(r"; cluster: ([^;\n]*)", stderr)
     return found.group(1).strip() if found else "unknown"
 
 

@@ -404,12 +404,12 @@ def search_command(
     times = StageTimes()
     files = query_files(query, query_list)
     if cluster is not None:
-        # the workers search on their devices: this process only merges and writes
-        device = "cpu"
         cluster.query_letters = _query_bytes(files)
-    # the GPU's set-up (pycuda, its context) runs while options, files and database are read
-    backend = beside(select_backend, device, gpu_id, times)
-    backend.add_done_callback(_on_the_cpu_return_large_blocks)
+    # the GPU's set-up (pycuda, its context) runs while options, files and database are read;
+    # a cluster's workers hold their own backends, and this process none
+    backend = None if cluster is not None else beside(select_backend, device, gpu_id, times)
+    if backend is not None:
+        backend.add_done_callback(_on_the_cpu_return_large_blocks)
     compile_stages = None if cluster is not None else \
         stages_before_search(task, device, word_size, _query_bytes(files), backend)
     options = make_options(

@@ -69,6 +69,23 @@ class Query:
         start, end = self.location.start, self.location.end
         return Query(self.id, self.defline, self.codes[start:end], self.lowercase[start:end])
 
+    def __reduce__(self):
+        """Pickled (a cluster search sends its queries to the workers) two letters a byte
+        (blastna's codes are below 16) and a bit a lowercase flag: a quarter of the size."""
+        codes = np.asarray(self.codes, dtype=np.uint8)
+        even = codes if codes.size % 2 == 0 else np.append(codes, np.uint8(0))
+        return (_unpickled_query, (self.id, self.defline, codes.size,
+                                   (even[0::2] << 4) | even[1::2], np.packbits(self.lowercase),
+                                   self.location))
+
+
+def _unpickled_query(id: str, defline: str, length: int, pairs: np.ndarray,
+                     lowercase_bits: np.ndarray, location: QueryLocation | None = None) -> Query:
+    codes = np.empty(pairs.size * 2, dtype=np.uint8)
+    codes[0::2], codes[1::2] = pairs >> 4, pairs & 15
+    lowercase = np.unpackbits(lowercase_bits, count=length).view(bool)
+    return Query(id, defline, codes[:length], lowercase, location)
+
 
 def local_id(query: Query, index: int) -> str:
     """blastn's id of the query at `index` (0-based) of those searched: Query_N, N its place

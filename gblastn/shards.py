@@ -46,8 +46,9 @@ class DatabaseStatistics:
         return cls(int(db.stats_letters), int(db.stats_num_seqs), len(db.volumes),
                    zlib.crc32(lengths.view(np.uint8)))
 
-    def check(self, db, name: str) -> None:
-        found = DatabaseStatistics.of(db)
+    def check(self, found: "DatabaseStatistics", name: str) -> None:
+        """Refuses `found`, the statistics of the database a worker opened as `name`, unless
+        they are these."""
         if found != self:
             raise DatabaseError(f"the database {name} a worker opened is not the one the search "
                                 f"opened ({found.num_seqs:,} sequences and {found.letters:,} "
@@ -72,6 +73,15 @@ class Shard:
         return int(np.asarray(db.lengths, dtype=np.int64)[self.ordinals].sum())
 
 
+@dataclass(frozen=True)
+class ContiguousShard:
+    """Shard `index` of a database's `count` contiguous shards (contiguous_shards), named
+    rather than held: each worker cuts them once from its own copy of the database."""
+
+    index: int
+    count: int
+
+
 def shards_of(assignment: np.ndarray) -> list:
     """Shards from a shard number per ordinal (any assignment); empty shards are left out."""
     assignment = np.asarray(assignment, dtype=np.int64)
@@ -79,19 +89,21 @@ def shards_of(assignment: np.ndarray) -> list:
             for k, number in enumerate(np.unique(assignment))]
 
 
-def contiguous_shards(db, count: int) -> list:
+def contiguous_shards(db, count: int, resets: "HashResets | None" = None) -> list:
     """`count` (at most one a subject) runs of successive subjects of about equal letters.
     Where the database has a diagonal-hash reset at a subject's start near each cut, the
     cuts are made there, so that no shard replays another's subjects (shard_windows); else
-    at volume boundaries where there are enough, which keep a shard's volumes to itself."""
+    at volume boundaries where there are enough, which keep a shard's volumes to itself.
+    `resets`: the database's HashResets, when already made."""
     lengths = np.asarray(db.lengths, dtype=np.int64)
-    count = max(1, min(int(count), lengths.size))
+    count = contiguous_count(count, lengths.size)
     if count == 1:
         return [Shard(0, np.arange(lengths.size, dtype=np.int64))]
     ends = np.cumsum(lengths)
     targets = ends[-1] * np.arange(1, count) / count
-    for candidates in (_clean_starts(db), np.array([v.first_ordinal for v in db.volumes][1:],
-                                                   dtype=np.int64)):
+    resets = resets if resets is not None else hash_resets(db)
+    for candidates in (_clean_starts(resets), np.array([v.first_ordinal for v in db.volumes][1:],
+                                                       dtype=np.int64)):
         if candidates.size >= count - 1:
             cuts = _nearest_cuts(candidates, ends, targets)
             if cuts.size == count - 1:
@@ -101,6 +113,11 @@ def contiguous_shards(db, count: int) -> list:
     bounds = [0, *cuts.tolist(), int(lengths.size)]
     return [Shard(k, np.arange(a, b, dtype=np.int64))
             for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+
+
+def contiguous_count(count: int, num_seqs: int) -> int:
+    """How many shards contiguous_shards cuts when asked for `count`: one a subject at most."""
+    return max(1, min(int(count), int(num_seqs)))
 
 
 def _distinct_cuts(cuts: np.ndarray, n: int) -> np.ndarray:
@@ -177,9 +194,8 @@ def hash_resets(db) -> HashResets:
     return HashResets(offset, replay_from)
 
 
-def _clean_starts(db) -> np.ndarray:
+def _clean_starts(resets: HashResets) -> np.ndarray:
     """Subjects (not the first) whose first chunk starts with a fresh hash."""
-    resets = hash_resets(db)
     subjects = np.arange(resets.offset.size)
     return subjects[(subjects > 0) & (resets.replay_from == subjects) & (resets.offset == 0)]
 

@@ -5,35 +5,40 @@ Two modes:
 
 * shard: each worker searches its shard of the database (shards.py) for every query batch,
   with the whole database's statistics and ordinals, and returns each query's preliminary hit
-  list with BLAST's ranking keys (engine.prelim_hit_lists); this process merges them to the
-  database's lists (engine.merged_hit_lists), sends each shard the subjects of its own that
-  survived, whose traceback runs where their preliminary HSPs are, and makes each query's
-  result from the traced subjects (engine.query_result: BLAST's final order,
-  max_target_seqs; max_hsps is cut in the traceback).
-* replicate: each worker holds the whole database and searches whole batches (the serial
-  driver's search_batch); the batches are BLAST's, so the results are the same.
+  list with BLAST's ranking keys (engine.prelim_hit_lists); each shard merges them to the
+  database's lists (engine.merged_hit_lists) and traces its own subjects that survived,
+  where their preliminary HSPs are, and a worker makes each query's result from the traced
+  subjects (engine.query_result: BLAST's final order, max_target_seqs; max_hsps is cut in
+  the traceback). A batch's tasks are submitted as one chain, their data passing from
+  worker to worker.
+* replicate: each worker holds the whole database and searches runs of whole batches
+  through its pipeline (pipeline.py); the batches are BLAST's, so the results are the same.
+
+The workers also format each query's output (its text), which this process writes: it
+imports neither numba nor the compiled stages, and waits for nothing but the outputs.
 
 Workers keep what they opened between searches (ResidentDatabases, a worker plugin): the
-database, its volumes' subject buffers and, on a GPU worker, the backend with its CUDA
-context and the volumes copied to the device. Tasks of a shard go to the same worker each
-time; a worker lost mid-search has its tasks rerun elsewhere by the scheduler (a traceback
-task that finds no preliminary search of its batch there redoes it), and a search that
-cannot finish fails with one line, leaving no output (run.py's OutputFiles).
+database, its volumes' subject buffers, its contiguous shards and, on a GPU worker, the
+backend with its CUDA context and the volumes copied to the device. Tasks of a shard go to
+the same worker each time; a worker lost mid-search has its tasks rerun elsewhere by the
+scheduler (a traceback task that finds no preliminary search of its batch there redoes it),
+and a search that cannot finish fails with one line, leaving no output (run.py's
+OutputFiles).
 """
 
 import contextlib
+import itertools
 import os
 import sys
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from ..errors import ClusterError, GblastnError, MissingPackageError, OptionsError
 
 MODES = ("auto", "shard", "replicate")
-BATCHES_AHEAD = 2            # query batches in flight beyond the one being merged, per worker
+BATCHES_AHEAD = 2            # shard mode: batches in flight beyond the one waited for, per worker
+MAX_RUN_BATCHES = 8          # replicate mode: batches of a worker's run (its results wait there)
 WORKERS_WAIT_SECONDS = 60    # how long a search waits for a cluster's first worker
 CONNECT_SECONDS = 30
 
@@ -168,25 +173,30 @@ def worker_addresses(client) -> list:
 
 @dataclass
 class ClusterSearch:
-    """One search on a cluster: `db` opened here too (the statistics, the shards and the
-    output's ids and titles come from it), `db_name` as the workers open it."""
+    """One search on a cluster: `db` opened here too (the statistics and the output's
+    header and footer come from it), `db_name` as the workers open it; `times` (a
+    StageTimes) is told of the time spent waiting for the cluster and, in its notes, of the
+    split and of each worker's tasks."""
 
     client: object
     spec: ClusterSpec
     db: object
     db_name: str
     options: object
+    times: object = None
     search_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def __post_init__(self):
         from ..engine import query_batch_letters
         from ..hspfilters import has_query_filter
         from ..shards import DatabaseStatistics
+        from ..timing import StageTimes
 
         if self.options.seqidlist is not None or self.options.negative_seqidlist is not None:
             # the shards and their statistics are cut from the whole database
             raise OptionsError("-seqidlist and -negative_seqidlist are not supported by "
                                "gblastn's cluster searches: search in one process")
+        self.times = self.times if self.times is not None else StageTimes()
         self.statistics = DatabaseStatistics.of(self.db)
         self.workers = worker_addresses(self.client)
         self.mode = choose_mode(self.spec, self.db, self.workers, self._device_memory(),
@@ -194,6 +204,8 @@ class ClusterSearch:
         if has_query_filter(self.options):
             self.mode = _mode_for_query_filters(self.spec)
         self.shards = self._shards() if self.mode == "shard" else []
+        self.requests_made = 0  # the search's batches so far: their task keys' numbers
+        self.spent: dict = {}   # worker address -> what its tasks spent (resident.forget_search)
 
     def split(self) -> str:
         """How the search is split, in words (for -stage_times)."""
@@ -213,92 +225,180 @@ class ClusterSearch:
         return min(sizes) if sizes else None
 
     def _shards(self) -> list:
-        from ..shards import contiguous_shards, shards_of
+        """The search's shards: the given assignment's, or contiguous ones, named (each
+        worker cuts them from its copy of the database, once: the cuts read the diagonal
+        hash's resets of every subject with compiled code this process need not load)."""
+        from ..shards import ContiguousShard, contiguous_count, shards_of
 
         if self.spec.assignment is not None:
             if len(self.spec.assignment) != self.db.num_seqs:
                 raise OptionsError(f"the shard assignment names {len(self.spec.assignment)} "
                                    f"sequences; the database has {self.db.num_seqs}")
             return shards_of(self.spec.assignment)
-        return contiguous_shards(self.db, self.spec.shards or len(self.workers))
+        count = contiguous_count(self.spec.shards or len(self.workers), self.db.num_seqs)
+        return [ContiguousShard(index, count) for index in range(count)]
 
     def results(self, queries):
         """Each query with its QueryResult, in input order."""
-        for pairs in self.batch_results(queries):
-            yield from pairs
+        for batch, results in self._outputs(queries, None):
+            yield from zip(batch, results)
 
-    def batch_results(self, queries):
-        """Each batch's [(query, QueryResult)], in input order."""
+    def texts(self, queries, report, render_here):
+        """Each query's output text by `report` (an output format), in input order: made on
+        the workers, which hold the database's titles and their own threads; or here, by
+        `render_here` ([(query, QueryResult)] -> texts), for a report that keeps every
+        query until its footer (SAM)."""
+        if getattr(report, "keeps_queries", False):
+            for batch, results in self._outputs(queries, None):
+                yield from render_here(list(zip(batch, results)))
+            return
+        for _, texts in self._outputs(queries, report):
+            yield from texts
+
+    def _outputs(self, queries, report):
+        """(queries, their outputs) of each submitted piece of work in turn: QueryResults,
+        or their texts by `report`. Each worker's share of the search is noted at the end."""
         from ..engine import query_batches
 
-        from .resident import forget_search
-
-        batches = enumerate(query_batches(queries, self.options))
+        batches = query_batches(queries, self.options)
+        submitted = self._submit_runs(batches, report) if self.mode == "replicate" else \
+            self._submit_batches(batches, report)
         try:
-            yield from self._results(batches)
+            yield from self._in_flight(submitted)
         except GblastnError:
             raise
         except Exception as exc:  # noqa: BLE001 - the cluster's failures, as one line
             raise ClusterError(_failure(exc)) from None
         finally:
-            with contextlib.suppress(Exception):
-                self.client.run(forget_search, self.search_id)
+            self._forget()
 
-    def _results(self, batches):
+    def _in_flight(self, submitted):
+        """Submit the work a little ahead of the batch waited for: in shard mode a few
+        batches a worker, in replicate mode a round."""
+        ahead = len(self.workers) * (MAX_RUN_BATCHES if self.mode == "replicate"
+                                     else BATCHES_AHEAD)
+        in_flight = deque()
+        for piece in submitted:
+            in_flight.append(piece)
+            while len(in_flight) > ahead:
+                yield self._wait(*in_flight.popleft())
+        while in_flight:
+            yield self._wait(*in_flight.popleft())
+
+    def _wait(self, queries: list, future, part: int | None = None) -> tuple:
+        """(a batch's queries, their outputs): the Future's result, or its part `part`."""
+        with self.times.stage("cluster wait"):
+            outputs = future.result()
+        return queries, outputs if part is None else outputs[part]
+
+    def _requests(self, batches):
+        """A BatchRequest for each batch, numbered across the search."""
         from .resident import BatchRequest
 
-        ahead = BATCHES_AHEAD * len(self.workers)
-        in_flight = deque()
-        index = 0
-        for number, batch in batches:
-            request = BatchRequest(self.search_id, number, self.db_name, self.statistics,
-                                   self.options, batch, index)
-            index += len(batch)
-            in_flight.append((request, self._submit(request)))
-            while len(in_flight) > ahead:
-                yield self._finish(*in_flight.popleft())
-        while in_flight:
-            yield self._finish(*in_flight.popleft())
+        first_index = 0
+        for batch in batches:
+            yield BatchRequest(self.search_id, self.requests_made, self.db_name,
+                               self.statistics, self.options, batch, first_index)
+            self.requests_made += 1
+            first_index += len(batch)
 
-    def _task_key(self, what: str, request, shard=None) -> str:
-        part = "" if shard is None else f"-{shard.index}"
+    def _task_key(self, what: str, request, index=None) -> str:
+        part = "" if index is None else f"-{index}"
         return f"gblastn-{what}-{self.search_id}-{request.number}{part}"
 
-    def _submit(self, request) -> list:
-        from .resident import replicate_batch, shard_prelim
+    def _held(self, request, worker: int):
+        """The request held on a worker (a task that returns it): the scheduler sends its
+        queries once, and again should that worker be lost; tasks there read them from its
+        memory, tasks elsewhere from that worker."""
+        from .resident import held_request
 
-        if self.mode == "replicate":
-            return [self.client.submit(replicate_batch, request, pure=False,
-                                       key=self._task_key("batch", request))]
-        return [self.client.submit(shard_prelim, request, shard, pure=False,
-                                   key=self._task_key("prelim", request, shard),
-                                   **self._placement(shard)) for shard in self.shards]
+        return self.client.submit(held_request, request, pure=False,
+                                  key=self._task_key("request", request, worker),
+                                  **self._placement(worker))
 
-    def _placement(self, shard) -> dict:
-        """A shard's tasks go to the same worker every time, where its volumes are resident;
-        to another when that one is lost."""
-        return {"workers": [self.workers[shard.index % len(self.workers)]],
+    def _submit_runs(self, batches, report):
+        """Replicate mode: the batches in rounds of MAX_RUN_BATCHES a worker, each round
+        dealt among the workers in turn, each worker's share one task (a run, searched
+        through the worker's pipeline, whose stages overlap from batch to batch). Dealt in
+        turn, a query set sorted by length gives each worker some of each kind. Yields
+        (each batch's queries, its run's Future, its place in the run), in input order."""
+        workers = len(self.workers)
+        requests = self._requests(batches)
+        for round_ in iter(lambda: list(itertools.islice(requests, workers * MAX_RUN_BATCHES)),
+                           []):
+            runs = [round_[k::workers] for k in range(min(workers, len(round_)))]
+            futures = [self._submit_run(run, k, report) for k, run in enumerate(runs)]
+            for place, request in enumerate(round_):
+                yield request.queries, futures[place % workers], place // workers
+
+    def _submit_run(self, run: list, worker: int, report):
+        from .resident import replicate_run
+
+        held = [self._held(request, worker) for request in run]
+        return self.client.submit(replicate_run, held, report, pure=False,
+                                  key=self._task_key("run", run[0]),
+                                  **self._placement(worker))
+
+    def _submit_batches(self, batches, report):
+        """Shard mode: each batch's chain of tasks; (its queries, the Future of their
+        outputs)."""
+        for request in self._requests(batches):
+            yield request.queries, self._submit_batch_chain(request, report)
+
+    def _submit_batch_chain(self, request, report):
+        """A batch's tasks on the shards, as one chain submitted at once: each shard's
+        preliminary search, each shard's traceback of its subjects that survive the merge of
+        their hit lists, and the results (and texts) made from the traced subjects. The data
+        goes from worker to worker; this process waits for the last task only."""
+        from .resident import finish_batch, shard_prelim, shard_traceback
+
+        workers = len(self.workers)
+        held = [self._held(request, worker) for worker in range(min(workers, len(self.shards)))]
+        prelims = [self.client.submit(shard_prelim, held[shard.index % workers], shard,
+                                      pure=False,
+                                      key=self._task_key("prelim", request, shard.index),
+                                      **self._placement(shard.index))
+                   for shard in self.shards]
+        traced = [self.client.submit(shard_traceback, held[shard.index % workers], shard,
+                                     prelims, pure=False,
+                                     key=self._task_key("traceback", request, shard.index),
+                                     **self._placement(shard.index))
+                  for shard in self.shards]
+        return self.client.submit(finish_batch, held[0], traced, report, pure=False,
+                                  key=self._task_key("finish", request))
+
+    def _placement(self, index: int) -> dict:
+        """A shard's (or a run's) tasks go to the same worker every time, where its volumes
+        are resident; to another when that one is lost."""
+        return {"workers": [self.workers[index % len(self.workers)]],
                 "allow_other_workers": True}
 
-    def _finish(self, request, futures: list):
-        from ..engine import merged_hit_lists, query_result
-        from .resident import shard_traceback
+    def _forget(self) -> None:
+        """Each worker drops what it still holds of the search and tells what its tasks
+        spent, which the notes show (summed over the calls of a search per query file)."""
+        from .resident import forget_search
 
-        if self.mode == "replicate":
-            return list(zip(request.queries, futures[0].result()))
-        lists = self.client.gather(futures)
-        merged = merged_hit_lists(lists, self.options)
-        tracing = [self.client.submit(shard_traceback, request, shard,
-                                      _survivors_of(shard, merged), pure=False,
-                                      key=self._task_key("traceback", request, shard),
-                                      **self._placement(shard))
-                   for shard in self.shards]
-        traced = [[] for _ in request.queries]
-        for found in self.client.gather(tracing):
-            for q, ordinal, hsps in found:
-                traced[q].append((ordinal, hsps))
-        return [(query, query_result(request.first_index + q, query, traced[q], self.options))
-                for q, query in enumerate(request.queries)]
+        with contextlib.suppress(Exception):
+            for address, spent in self.client.run(forget_search, self.search_id).items():
+                if spent is not None:
+                    _add_spent(self.spent.setdefault(address, {"tasks": 0.0, "stages": {}}),
+                               spent)
+        if self.spent:
+            self.times.notes["workers"] = " / ".join(
+                _spent_text(spent) for _, spent in sorted(self.spent.items()))
+
+
+def _add_spent(total: dict, spent: dict) -> None:
+    total["tasks"] += spent["tasks"]
+    for stage, seconds in spent["stages"].items():
+        total["stages"][stage] = total["stages"].get(stage, 0.0) + seconds
+
+
+def _spent_text(spent: dict) -> str:
+    """One worker's share: its tasks' wall time, and its stages summed over its threads."""
+    stages = ", ".join(f"{stage} {seconds:.2f}s" for stage, seconds in spent["stages"].items()
+                       if seconds >= 0.005)
+    return f"tasks {spent['tasks']:.2f}s ({stages})"
 
 
 def worker_db_name(name) -> str:
@@ -314,16 +414,6 @@ def worker_db_name(name) -> str:
         absolute = os.path.abspath(part)
         names.append(absolute if glob.glob(glob.escape(absolute) + "*") else part)
     return " ".join(names)
-
-
-def _survivors_of(shard, merged: dict) -> dict:
-    """The merged lists' subjects ({query: ordinals}) that `shard` holds."""
-    picked = {}
-    for q, ordinals in merged.items():
-        mine = ordinals[np.isin(ordinals, shard.ordinals, assume_unique=True)]
-        if mine.size:
-            picked[q] = mine
-    return picked
 
 
 def choose_mode(spec: ClusterSpec, db, workers: list, device_memory: int | None,

@@ -24,6 +24,8 @@ engine module is imported by the stage threads, not with this one: its import (n
 then runs beside the reader's first queries.
 """
 
+import collections
+import itertools
 import queue
 import threading
 from contextlib import contextmanager
@@ -44,10 +46,15 @@ _END = object()  # end-of-stream marker on a queue
 class Pipeline:
     """The four-queue search pipeline over one database (see the module docstring)."""
 
-    def __init__(self, search, queries, settings, render):
-        """`search`: a drivers.Search; `queries`: an iterable of the queries, in order."""
+    def __init__(self, search, queries, settings, render, numbers=None):
+        """`search`: a drivers.Search; `queries`: an iterable of the queries, in order;
+        `numbers`: their numbers in the search (0, 1, 2, ... without), successive within
+        each batch: a cluster's worker searches whole batches from here and there in a
+        query set."""
         threads = search.options.num_threads
         self.search, self.queries = search, queries
+        self.numbers = itertools.count() if numbers is None else numbers
+        self.read_order = collections.deque()  # the numbers read and not yet written
         self.db, self.options = search.db, search.options
         self.settings = settings
         self.render = render  # [(query, result), ...] -> the queries' output texts
@@ -115,8 +122,9 @@ class Pipeline:
     # -- stages ----------------------------------------------------------------------------
 
     def _reader(self):
-        for index, query in enumerate(self.queries):
-            self._put(self.query_q, (index, query))
+        for number, query in zip(self.numbers, self.queries):
+            self.read_order.append(number)
+            self._put(self.query_q, (number, query))
         self._put(self.query_q, _END)
 
     def _planner(self):
@@ -312,7 +320,7 @@ class Pipeline:
         # the reader first: the first batch is planned once all its queries are read, and
         # starting the pool's threads first would hold the reading back
         threads = [self._run("reader", self._reader)]
-        waiting, next_index = {}, 0
+        waiting = {}
         try:
             self.pool = PriorityPool(self.traceback_threads)
             threads += [self._run("planner", self._planner),
@@ -320,11 +328,11 @@ class Pipeline:
             threads += [self._run(f"prelim{i}", self._prelim_worker)
                         for i in range(self.prelim_threads)]
             while (item := self._get_result()) is not _END:
-                index, text = item
-                waiting[index] = text
-                while next_index in waiting:
-                    yield waiting.pop(next_index)
-                    next_index += 1
+                number, text = item
+                waiting[number] = text
+                # every query before this one in the input was read before it
+                while self.read_order and self.read_order[0] in waiting:
+                    yield waiting.pop(self.read_order.popleft())
         finally:
             self.stop.set()
             self._join(threads)

@@ -1,18 +1,27 @@
 """What the workers of a cluster search keep and run (drivers/cluster.py schedules them).
 
 ResidentDatabases, a Dask worker plugin, keeps on each worker the databases it opened
-(ResidentDatabase: the volumes' subject buffers, the shards' windows) and the scan backend: a
-GPU worker's CUDA context and the volumes it copied to the device stay there from one search
-to the next. The tasks (shard_prelim, shard_traceback, replicate_batch) drive the engine's
-stages as the serial driver does, on the worker's own thread pool.
+(ResidentDatabase: the volumes' subject buffers, the shards' windows, the database's
+contiguous shards) and the scan backend: a GPU worker's CUDA context and the volumes it
+copied to the device stay there from one search to the next. The tasks drive the engine's
+stages as the one-process drivers do, on the worker's own threads: a replicated run of whole
+batches goes through the pipeline (pipeline.py), whose stages overlap from one batch to the
+next as in a search in one process; a shard's batch goes through the preliminary search,
+the merge of the shards' hit lists and the traceback. The workers also format the output
+(the report's render), so that the searching process only writes it.
 """
 
+import contextlib
+import itertools
 import logging
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from distributed import WorkerPlugin, get_worker
+
+from ..timing import StageTimes
 
 PLUGIN_NAME = "gblastn-resident"
 
@@ -21,18 +30,22 @@ class ResidentDatabases(WorkerPlugin):
     """A Dask worker plugin: on each worker, the databases it opened
     (ResidentDatabase, by name), the scan backend (a GPU's CUDA context and resident volumes
     are made once per worker process) and thread pools, kept across searches. `preload`
-    names a database to open, and to copy to the device, when the worker starts."""
+    names a database to open, and to copy to the device, when the worker starts. `threads`,
+    when given (gblastn serve's -num_threads), is what every search uses on the worker,
+    whatever threads the search asked for: the cluster's owner sized it for the host."""
 
     idempotent = True  # a search joining a served cluster keeps what the workers hold
 
     def __init__(self, device: str = "auto", gpu_id: int = 0, preload: str | None = None,
-                 shard=None):
+                 shard=None, threads: int | None = None):
         self.device, self.gpu_id, self.preload, self.shard = device, gpu_id, preload, shard
+        self.threads = threads
 
     def setup(self, worker=None) -> None:
         self.lock = threading.Lock()
         self.databases: dict = {}
         self.pools: dict = {}
+        self.searches: dict = {}  # search id -> SearchOnWorker
         self._backend = None
         if self.preload is not None:
             # beside the worker's event loop, which must keep answering the scheduler
@@ -67,7 +80,7 @@ class ResidentDatabases(WorkerPlugin):
                 from ..db.reader import open_db
                 resident = self.databases[name] = ResidentDatabase(open_db(name), self)
         if statistics is not None:
-            statistics.check(resident.db, name)
+            statistics.check(resident.statistics, name)
         return resident
 
     def pool(self, threads: int):
@@ -76,21 +89,55 @@ class ResidentDatabases(WorkerPlugin):
         with self.lock:
             return self.pools.setdefault(threads, TaskPool(threads))
 
+    def options(self, options):
+        """A search's options as this worker runs them: with its own threads, if it has."""
+        if self.threads is None or self.threads == options.num_threads:
+            return options
+        return replace(options, num_threads=self.threads)
+
+    @contextlib.contextmanager
+    def task(self, search_id: str):
+        """A task of the search runs: the StageTimes its stages are counted in on this
+        worker (forget_search hands them back), its wall time added to the search's."""
+        with self.lock:
+            record = self.searches.setdefault(search_id, SearchOnWorker())
+        started = time.perf_counter()
+        try:
+            yield record.times
+        finally:
+            with self.lock:
+                record.task_seconds += time.perf_counter() - started
+
+    def forget(self, search_id: str) -> "SearchOnWorker | None":
+        with self.lock:
+            return self.searches.pop(search_id, None)
+
+
+@dataclass
+class SearchOnWorker:
+    """What one search's tasks spent on a worker: their stages, and their wall time."""
+
+    times: StageTimes = field(default_factory=StageTimes)
+    task_seconds: float = 0.0
+
 
 class ResidentDatabase:
     """One opened database on a worker: its subject buffers (SubjectBuffers, kept across
-    searches, as the GPU keeps their device copies), its diagonal-hash resets and shards'
-    windows, and the preliminary searches waiting for their traceback."""
+    searches, as the GPU keeps their device copies), its statistics, its diagonal-hash
+    resets, contiguous shards and shards' windows, and the preliminary searches waiting for
+    their traceback."""
 
     def __init__(self, db, plugin: ResidentDatabases):
         from ..engine import SubjectBuffers
-        from ..timing import StageTimes
+        from ..shards import DatabaseStatistics
 
         self.db, self.plugin = db, plugin
+        self.statistics = DatabaseStatistics.of(db)  # once: every task checks against it
         self.buffers = SubjectBuffers(StageTimes())
         self.lock = threading.Lock()
         self.windows: dict = {}   # (shard key, replay) -> [ShardWindow]
         self.kept: dict = {}      # shard key -> bool per ordinal
+        self.contiguous: dict = {}  # shard count -> [Shard]
         self.pending: dict = {}   # (search, batch, shard) -> (plan, PrelimHits)
         self._resets = None
 
@@ -114,15 +161,36 @@ class ResidentDatabase:
 
         return Search(self.db, options, times, self.plugin.backend(), self.buffers)
 
+    def resets(self):
+        with self.lock:
+            if self._resets is None:
+                from ..shards import hash_resets
+                self._resets = hash_resets(self.db)
+            return self._resets
+
+    def shard(self, shard):
+        """The Shard a task names: itself, or the contiguous one it names (ContiguousShard),
+        cut once for each count of shards."""
+        from ..shards import ContiguousShard, contiguous_shards
+
+        if not isinstance(shard, ContiguousShard):
+            return shard
+        with self.lock:
+            made = self.contiguous.get(shard.count)
+        if made is None:
+            made = contiguous_shards(self.db, shard.count, self.resets())
+            with self.lock:
+                self.contiguous[shard.count] = made
+        return made[shard.index]
+
     def shard_windows(self, shard, replay: bool) -> list:
-        from ..shards import hash_resets, shard_windows
+        from ..shards import shard_windows
 
         key = (shard.key, replay)
+        resets = self.resets() if replay else None
         with self.lock:
             if key not in self.windows:
-                if replay and self._resets is None:
-                    self._resets = hash_resets(self.db)
-                self.windows[key] = shard_windows(self.db, shard.ordinals, replay, self._resets)
+                self.windows[key] = shard_windows(self.db, shard.ordinals, replay, resets)
             return self.windows[key]
 
     def kept_ordinals(self, shard) -> np.ndarray:
@@ -140,10 +208,10 @@ class ResidentDatabase:
 
 @dataclass
 class BatchRequest:
-    """One query batch of a search, as its tasks get it."""
+    """Whole query batches of a search (one, or a run of them), as its tasks get them."""
 
     search_id: str
-    number: int              # the batch's place in the search
+    number: int              # its place in the search
     db_name: str
     statistics: object       # shards.DatabaseStatistics of the whole database
     options: object          # SearchOptions
@@ -156,6 +224,44 @@ def _resident(request: BatchRequest) -> tuple:
     return plugin, plugin.database(request.db_name, request.statistics)
 
 
+def held_request(request: BatchRequest) -> BatchRequest:
+    """A worker's task: the request itself, held in the worker's memory for the tasks that
+    read it."""
+    return request
+
+
+def replicate_run(requests: list, report) -> list:
+    """A worker's task: whole batches (BatchRequests, in input order, from anywhere in the
+    query set) against the whole database, through the pipeline (each batch's lookup table
+    built while the one before is scanned and traced, as in one process); for each batch,
+    each query's output text by `report` (an output format), or its QueryResult without
+    one."""
+    from .pipeline import Pipeline
+    from .run import RunSettings
+
+    first = requests[0]
+    plugin, resident = _resident(first)
+    queries = [query for request in requests for query in request.queries]
+    numbers = [number for request in requests
+               for number in range(request.first_index, request.first_index + len(request.queries))]
+    with plugin.task(first.search_id) as times:
+        search = resident.search(plugin.options(first.options), times)
+        render = _renderer(report, resident.db, times)
+        outputs = iter(Pipeline(search, queries, RunSettings(), render, numbers).texts())
+        return [list(itertools.islice(outputs, len(request.queries))) for request in requests]
+
+
+def _renderer(report, db, times):
+    """[(query, QueryResult)] -> each query's text by `report`, or its QueryResult without."""
+    if report is None:
+        return lambda pairs: [result for _, result in pairs]
+
+    def render(pairs):
+        with times.stage("output"):
+            return report.render(pairs, db)
+    return render
+
+
 def shard_prelim(request: BatchRequest, shard) -> dict:
     """A worker's task: the preliminary search of the batch against one shard; returns each
     query's preliminary hit list with its ranking keys, and keeps the search for the
@@ -163,22 +269,23 @@ def shard_prelim(request: BatchRequest, shard) -> dict:
     from ..engine import prelim_hit_lists
 
     plugin, resident = _resident(request)
-    plan, prelim = _shard_prelim(request, shard, plugin, resident)
-    with resident.lock:
-        resident.pending[(request.search_id, request.number, shard.index)] = (plan, prelim)
-    return prelim_hit_lists(prelim, request.options)
+    shard = resident.shard(shard)
+    with plugin.task(request.search_id) as times:
+        plan, prelim = _shard_prelim(request, shard, plugin, resident, times)
+        with resident.lock:
+            resident.pending[(request.search_id, request.number, shard.index)] = (plan, prelim)
+        return prelim_hit_lists(prelim, request.options)
 
 
-def _shard_prelim(request: BatchRequest, shard, plugin, resident) -> tuple:
+def _shard_prelim(request: BatchRequest, shard, plugin, resident, times) -> tuple:
     """(plan, PrelimHits) of the batch against the shard: its subjects' preliminary HSPs as one
     search of the whole database finds them (shards.shard_windows)."""
     from ..engine import PrelimHits, ungapped_in_database_order
-    from ..timing import StageTimes
     from ..ungapped import DiagonalHash
 
-    options = request.options
+    options = plugin.options(request.options)
     pool = plugin.pool(options.num_threads)
-    search = resident.search(options, StageTimes())
+    search = resident.search(options, times)
     plan = search.plan(request.queries, request.first_index, pool)
     prelim = PrelimHits()
     if plan.table is None:
@@ -202,56 +309,87 @@ def _shard_prelim(request: BatchRequest, shard, plugin, resident) -> tuple:
     return plan, prelim
 
 
-def shard_traceback(request: BatchRequest, shard, survivors: dict) -> list:
-    """A worker's task: the traceback of the shard's subjects that survived the merge
-    ({query index: ordinals}); returns (query index, ordinal, final Hsps) for each. A worker
-    without the batch's preliminary search (it ran on a worker since lost) redoes it."""
-    from ..engine import GROUPS_PER_THREAD, PrelimHits
+def shard_traceback(request: BatchRequest, shard, hit_lists: list) -> list:
+    """A worker's task: the traceback of the shard's subjects that survive the merge of
+    every shard's preliminary hit lists (`hit_lists`, shard_prelim's; each traceback merges
+    them, a sort of a few keys a query, rather than wait for a task of its own to); returns
+    (query index, ordinal, final Hsps) for each. A worker without the batch's preliminary
+    search (it ran on a worker since lost) redoes it."""
+    from ..engine import GROUPS_PER_THREAD, PrelimHits, merged_hit_lists
 
     plugin, resident = _resident(request)
-    with resident.lock:
-        held = resident.pending.pop((request.search_id, request.number, shard.index), None)
-    plan, prelim = held or _shard_prelim(request, shard, plugin, resident)
-    picked = PrelimHits()
-    for q, ordinals in survivors.items():
-        for ordinal in ordinals.tolist():
-            picked.add(q, ordinal, prelim.by_query[q][ordinal])
-            tails = prelim.tails.get((q, ordinal))
-            if tails is not None:
-                picked.tails[(q, ordinal)] = tails
-    if not picked.by_query:
-        return []
-    from ..timing import StageTimes
+    shard = resident.shard(shard)
+    with plugin.task(request.search_id) as times:
+        with resident.lock:
+            held = resident.pending.pop((request.search_id, request.number, shard.index), None)
+        plan, prelim = held or _shard_prelim(request, shard, plugin, resident, times)
+        merged = merged_hit_lists(hit_lists, request.options)
+        picked = PrelimHits()
+        for q, ordinals in _survivors_of(shard, merged).items():
+            for ordinal in ordinals.tolist():
+                picked.add(q, ordinal, prelim.by_query[q][ordinal])
+                tails = prelim.tails.get((q, ordinal))
+                if tails is not None:
+                    picked.tails[(q, ordinal)] = tails
+        if not picked.by_query:
+            return []
+        options = plugin.options(request.options)
+        pool = plugin.pool(options.num_threads)
+        engine = resident.search(options, times).engine()
+        groups = engine.trace_groups(engine.trace_tasks(picked, plan),
+                                     GROUPS_PER_THREAD * pool.threads)
+        traced = pool.map(lambda group: engine.trace_group(group, plan), groups)
+        return [(task.query_index, ordinal, hsps) for group, pairs in zip(groups, traced)
+                for task, (ordinal, hsps) in zip(group.tasks, pairs)]
 
-    pool = plugin.pool(request.options.num_threads)
-    engine = resident.search(request.options, StageTimes()).engine()
-    groups = engine.trace_groups(engine.trace_tasks(picked, plan),
-                                 GROUPS_PER_THREAD * pool.threads)
-    traced = pool.map(lambda group: engine.trace_group(group, plan), groups)
-    return [(task.query_index, ordinal, hsps) for group, pairs in zip(groups, traced)
-            for task, (ordinal, hsps) in zip(group.tasks, pairs)]
+
+def _survivors_of(shard, merged: dict) -> dict:
+    """The merged lists' subjects ({query: ordinals}) that `shard` holds."""
+    picked = {}
+    for q, ordinals in merged.items():
+        mine = ordinals[np.isin(ordinals, shard.ordinals, assume_unique=True)]
+        if mine.size:
+            picked[q] = mine
+    return picked
 
 
-def replicate_batch(request: BatchRequest) -> list:
-    """A worker's task: the whole batch against the whole database (serial.search_batch);
-    its QueryResults."""
-    from ..timing import StageTimes
-    from .serial import search_batch
+def finish_batch(request: BatchRequest, traced_parts: list, report) -> list:
+    """A worker's task: each query's result from the shards' traced subjects
+    (engine.query_result: BLAST's final order, max_target_seqs), and its output text by
+    `report` (formatted on the worker's threads in runs of about equal lines), or the
+    QueryResult itself without one; in input order."""
+    from ..engine import query_result
+    from .serial import RENDER_RUNS_PER_THREAD, runs_of_lines
 
+    traced = [[] for _ in request.queries]
+    for found in traced_parts:
+        for q, ordinal, hsps in found:
+            traced[q].append((ordinal, hsps))
+    pairs = [(query, query_result(request.first_index + q, query, traced[q], request.options))
+             for q, query in enumerate(request.queries)]
+    if report is None:
+        return [result for _, result in pairs]
     plugin, resident = _resident(request)
-    search = resident.search(request.options, StageTimes())
-    return search_batch(search, request.queries, request.first_index,
-                        plugin.pool(request.options.num_threads))
+    with plugin.task(request.search_id) as times:
+        pool = plugin.pool(plugin.options(request.options).num_threads)
+        render = _renderer(report, resident.db, times)
+        runs = runs_of_lines(pairs, RENDER_RUNS_PER_THREAD * pool.threads)
+        return [text for texts in pool.map(render, runs) for text in texts]
 
 
-def forget_search(search_id: str, dask_worker=None) -> None:
+def forget_search(search_id: str, dask_worker=None) -> dict | None:
     """Run on every worker (Client.run): drop what it still holds of a search (a failed
-    one's preliminary searches)."""
+    one's preliminary searches); returns what the search's tasks spent there ({"tasks":
+    wall seconds, "stages": seconds per stage}), None where it ran none."""
     plugin = dask_worker.plugins.get(PLUGIN_NAME)
     for resident in getattr(plugin, "databases", {}).values():
         with resident.lock:
             for key in [key for key in resident.pending if key[0] == search_id]:
                 del resident.pending[key]
+    record = plugin.forget(search_id) if plugin is not None else None
+    if record is None:
+        return None
+    return {"tasks": record.task_seconds, "stages": record.times.seconds}
 
 
 def worker_device_memory(dask_worker=None) -> int | None:
@@ -259,8 +397,3 @@ def worker_device_memory(dask_worker=None) -> int | None:
     None on a CPU worker."""
     backend = dask_worker.plugins[PLUGIN_NAME].backend()
     return backend.volume_budget() if backend.capabilities.preloads else None
-
-
-def load_database(name: str, shard=None) -> None:
-    """A worker's task: open a database and copy its (shard's) volumes to the device."""
-    get_worker().plugins[PLUGIN_NAME].database(name).load(shard)

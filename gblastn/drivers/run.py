@@ -6,6 +6,7 @@ pipeline (pipeline.py), which give byte-identical output; the outputs are rename
 only when the whole search succeeded (output.files), and removed on a failure.
 """
 
+import contextlib
 import os
 import sys
 import threading
@@ -125,18 +126,26 @@ def _search_with(db, db_path, options, times, backend, files, fmt, output, setti
         settings.compile_stages()
     search = Search(db, options, times, backend)
     if settings.cluster is not None:
-        from .cluster import ClusterSearch, connected, worker_db_name
-
-        with connected(settings.cluster, options.num_threads) as client:
-            cluster = ClusterSearch(client, settings.cluster, db, worker_db_name(db_path),
-                                    options)
-            times.notes["cluster"] = cluster.split()
-            return _search_all(search, files, fmt, output, settings, outputs, cluster)
+        return _search_on_cluster(search, db_path, files, fmt, output, settings, outputs)
     loader = _preload(search)
     try:
         return _search_all(search, files, fmt, output, settings, outputs)
     finally:
         loader.join()  # the volume's memory must outlive the copy
+
+
+def _search_on_cluster(search, db_path, files, fmt, output, settings, outputs) -> int:
+    from .cluster import ClusterSearch, connected, worker_db_name
+
+    times = search.times
+    with contextlib.ExitStack() as stack:
+        with times.stage("cluster connect"):
+            client = stack.enter_context(connected(settings.cluster, search.options.num_threads))
+        with times.stage("cluster set-up"):
+            cluster = ClusterSearch(client, settings.cluster, search.db, worker_db_name(db_path),
+                                    search.options, times)
+        times.notes["cluster"] = cluster.split()
+        return _search_all(search, files, fmt, output, settings, outputs, cluster)
 
 
 def output_paths(output: OutputSpec, files: list) -> list:
@@ -207,7 +216,7 @@ def _search_into(search, outputs, index, fmt, files, output, settings, cluster=N
 
     queries = _iter_all_queries(files, search.options.query_loc)
     if cluster is not None:
-        texts = (text for pairs in cluster.batch_results(queries) for text in render(pairs))
+        texts = cluster.texts(queries, fmt, render)
     elif settings.mode == "serial":
         from .serial import serial_texts
 

@@ -67,14 +67,14 @@ def serial_texts(search, queries, render, release_device: bool = False):
             last = release_device and following is None
             results = search_batch(search, batch, index, pool,
                                    device_done=search.retire_device if last else None)
-            runs = _runs_of_lines(list(zip(batch, results)), RENDER_RUNS_PER_THREAD * pool.threads)
+            runs = runs_of_lines(list(zip(batch, results)), RENDER_RUNS_PER_THREAD * pool.threads)
             for texts in pool.map(render, runs):
                 yield from texts
             index += len(batch)
             batch = following
 
 
-def _runs_of_lines(pairs: list, runs: int) -> list:
+def runs_of_lines(pairs: list, runs: int) -> list:
     """(query, result) pairs cut, in order, into about `runs` runs of about equal numbers of
     output lines. Formatted one call per query, a batch's queries would each take the GIL
     in Python on their way to the compiled writer, the last step of a serial search."""

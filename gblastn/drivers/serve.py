@@ -90,7 +90,7 @@ def _live_scheduler(distributed, scheduler_file: str) -> str | None:
 def _plugin(spec: ServeSpec, name: str):
     from .resident import ResidentDatabases
 
-    return ResidentDatabases(spec.device, spec.gpu_id, preload=name)
+    return ResidentDatabases(spec.device, spec.gpu_id, preload=name, threads=spec.num_threads)
 
 
 def _start(distributed, spec: ServeSpec, name: str, gpus: list, ready) -> None:

@@ -53,6 +53,9 @@ class SamReport:
 
     spec: str = ""
     command_line: str = ""
+    # render() keeps the queries for footer(): a cluster search renders them where the
+    # footer is written, not on its workers
+    keeps_queries = True
     _queries: dict = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

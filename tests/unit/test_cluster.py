@@ -40,6 +40,11 @@ def cluster():
 def case(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cluster")
     db_fasta, queries = megablast_case(str(folder))
+    # three blastn batches (of 100,000 letters): small and big, small and big, small
+    small, big = (open(queries[name]).read() for name in ("small", "big"))
+    queries["mixed"] = str(folder / "q_mixed.fa")
+    with open(queries["mixed"], "w") as mixed:
+        mixed.write(small + big + small + big + small)
     return {"db": str(make_db([db_fasta], str(folder / "gdb"), progress=False)),
             "queries": queries, "folder": folder}
 
@@ -91,6 +96,20 @@ def test_replicated_database_gives_the_single_search(cluster, case, small_tabula
                   max_target_seqs=2) == expected
 
 
+@pytest.mark.parametrize("outfmt", [TABULAR, "5"])
+def test_replicated_batches_dealt_in_turn_give_the_single_search(cluster, case, outfmt):
+    """Three blastn batches on two workers: batches 0 and 2 in one worker's pipeline, batch
+    1 in the other's (the XML report's head goes with query 0)."""
+    expected = search(case, "mixed", outfmt, "blastn")
+    assert search(case, "mixed", outfmt, "blastn", on(cluster, mode="replicate")) == expected
+
+
+def test_sam_is_formatted_where_its_footer_is_written(cluster, case):
+    expected = search(case, "small", "17", max_target_seqs=2)
+    assert search(case, "small", "17", spec=on(cluster, shards=2), max_target_seqs=2) == \
+        expected
+
+
 def test_any_assignment_gives_the_single_search(cluster, case):
     """Random assignments of the subjects to three shards (the tied duplicates each in
     another one first), through the Python API."""
@@ -112,14 +131,20 @@ def test_any_assignment_gives_the_single_search(cluster, case):
         assert rows(got) == expected, assignment
 
 
-def test_stage_times_name_the_split(cluster, case):
+def test_stage_times_name_the_split_and_each_workers_share(cluster, case):
     from gblastn.timing import StageTimes
 
     times = StageTimes()
     run_search([case["queries"]["small"]], case["db"], make_options("megablast"),
                OutputSpec(TABULAR, str(case["folder"] / "split.txt"), None, "db"),
                settings=RunSettings(cluster=on(cluster, shards=2)), times=times)
-    assert times.report().endswith("; cluster: 2 workers, the database in 2 shards")
+    report = times.report()
+    assert "cluster wait" in report
+    split, workers = report.split("; cluster: ")[1].split("; workers: ")
+    assert split == "2 workers, the database in 2 shards"
+    shares = workers.split(" / ")
+    assert len(shares) == 2 and all(share.startswith("tasks ") and "query setup" in share
+                                    for share in shares)
 
 
 def test_cluster_flags_need_a_cluster(case):

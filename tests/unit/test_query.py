@@ -118,3 +118,24 @@ def test_batch_is_the_contexts_written_out(queries, strand, soft, lcase):
     assert batch.context_length.tolist() == lengths
     assert [m.tolist() for m in batch.masks] == [np.asarray(m).tolist() for m in masks]
     assert [tuple(r) for r in batch.lookup_segments.tolist()] == segments
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 15), max_size=41), st.data())
+def test_a_query_pickles_packed_and_back(codes, data):
+    import pickle
+
+    lowercase = data.draw(st.lists(st.booleans(), min_size=len(codes), max_size=len(codes)))
+    query = Query("q1", "q1 some title", np.array(codes, dtype=np.uint8),
+                  np.array(lowercase, dtype=bool))
+    back = pickle.loads(pickle.dumps(query))
+    assert (back.id, back.defline) == (query.id, query.defline)
+    assert back.codes.dtype == np.uint8 and back.codes.tolist() == codes
+    assert back.lowercase.dtype == bool and back.lowercase.tolist() == lowercase
+
+
+def test_a_pickled_query_takes_five_eighths_of_a_byte_a_letter():
+    import pickle
+
+    query = Query("q2", "", np.full(4000, 3, dtype=np.uint8), np.zeros(4000, dtype=bool))
+    assert len(pickle.dumps(query)) < 4000 * 5 // 8 + 300
