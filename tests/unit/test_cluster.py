@@ -143,8 +143,10 @@ def test_stage_times_name_the_split_and_each_workers_share(cluster, case):
     split, workers = report.split("; cluster: ")[1].split("; workers: ")
     assert split == "2 workers, the database in 2 shards"
     shares = workers.split(" / ")
-    assert len(shares) == 2 and all(share.startswith("tasks ") and "query setup" in share
-                                    for share in shares)
+    # the scheduler may run both shards' preliminary searches on one worker: the other
+    # then shows its traceback's share only
+    assert len(shares) == 2 and all(share.startswith("tasks ") for share in shares)
+    assert any("query setup" in share for share in shares)
 
 
 def test_cluster_flags_need_a_cluster(case):
