@@ -268,6 +268,15 @@ def search_command(
                                   "blastdb_aliastool's binary list)."),
     negative_seqidlist: str = typer.Option(None, "-negative_seqidlist", help="Search all "
                                            "database sequences but those this file lists."),
+    taxids: str = typer.Option(None, "-taxids", help="Search only the database sequences of "
+                               "these taxids (comma-separated; a version 5 BLAST+ database "
+                               "or a gblastn one)."),
+    negative_taxids: str = typer.Option(None, "-negative_taxids", help="Search all database "
+                                        "sequences but those whose taxids are all listed."),
+    taxidlist: str = typer.Option(None, "-taxidlist", help="As -taxids, the taxids in a "
+                                  "file, one a line."),
+    negative_taxidlist: str = typer.Option(None, "-negative_taxidlist", help="As "
+                                           "-negative_taxids, the taxids in a file."),
     template_type: str = typer.Option(None, "-template_type", help="Discontiguous words' "
                                       "template: coding, optimal or coding_and_optimal "
                                       "(with -template_length)."),
@@ -298,22 +307,27 @@ def search_command(
     from .compile_ahead import stages_before_search
     from .drivers.run import OutputSpec, RunSettings, query_files, run_search
     from .options import make_options
-    from .output.formats import report_limits
+    from .output.formats import report_limits, warn_missing_taxonomy_names
     from .scan import select_backend
     from .timing import StageTimes
 
     if (db is None) == (subject is None):
         raise OptionsError("give one of -db and -subject")
-    _check_subject_compatible(subject, seqidlist=seqidlist,
-                              negative_seqidlist=negative_seqidlist)
+    _check_subject_compatible(subject, taxids=taxids, negative_taxids=negative_taxids,
+                              taxidlist=taxidlist, negative_taxidlist=negative_taxidlist,
+                              seqidlist=seqidlist, negative_seqidlist=negative_seqidlist)
     if mode not in ("pipeline", "serial"):
         raise OptionsError(f"invalid -mode {mode!r}: use pipeline or serial")
     if prelim_threads < 0 or traceback_threads < 0:
         raise OptionsError("thread counts must not be negative")
     num_threads = _within_cpus(num_threads)
     _check_template_pair(template_type, template_length)
+    def warn(text: str) -> None:
+        print(text, file=sys.stderr)
+
     limits = report_limits(outfmt, max_target_seqs, num_descriptions, num_alignments,
-                           line_length, warn=lambda text: print(text, file=sys.stderr))
+                           line_length, warn=warn)
+    warn_missing_taxonomy_names(outfmt, warn)
     cluster = _cluster_spec(scheduler, scheduler_file, local_workers, shards, cluster_mode,
                             device, gpu_id, subject)
 
@@ -338,8 +352,9 @@ def search_command(
         max_hsps=max_hsps, perc_identity=perc_identity, qcov_hsp_perc=qcov_hsp_perc,
         num_threads=num_threads, dbsize=dbsize, searchsp=searchsp,
         min_raw_gapped_score=min_raw_gapped_score, no_greedy=no_greedy or None,
-        seqidlist=seqidlist, negative_seqidlist=negative_seqidlist,
-        template_type=template_type, template_length=template_length, window_size=window_size)
+        seqidlist=seqidlist, negative_seqidlist=negative_seqidlist, taxids=taxids,
+        negative_taxids=negative_taxids, taxidlist=taxidlist,
+        negative_taxidlist=negative_taxidlist, template_type=template_type, template_length=template_length, window_size=window_size)
     settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty(),
                            release_device=True, compile_stages=compile_stages, cluster=cluster)
     times.add("start-up", time.perf_counter() - STARTED)
@@ -357,11 +372,18 @@ def search_command(
         print("gblastn: " + times.report(), file=sys.stderr)
 
 
+# the options that name themselves first when blastn refuses them with -subject
+_REFUSING_SUBJECT = ("taxids", "taxidlist")
+
+
 def _check_subject_compatible(subject: str | None, **database_options) -> None:
     """blastn's refusal of an option that restricts a database, given with -subject."""
     given = [name for name, value in database_options.items() if value is not None]
-    if subject is not None and given:
-        raise OptionsError(f'Argument "subject". Incompatible with argument:  `{given[0]}\'')
+    if subject is None or not given:
+        return
+    if given[0] in _REFUSING_SUBJECT:
+        raise OptionsError(f'Argument "{given[0]}". Incompatible with argument:  `subject\'')
+    raise OptionsError(f'Argument "subject". Incompatible with argument:  `{given[0]}\'')
 
 
 def _cluster_spec(scheduler, scheduler_file, local_workers, shards, cluster_mode, device,
@@ -495,6 +517,12 @@ def makedb_command(
     parse_seqids: bool = typer.Option(False, "-parse_seqids", help="Parse FASTA-style Seq-ids "
                                       "(gi|..., ref|...|); duplicate ids are an error."),
     max_file_sz: str = typer.Option("1GB", "-max_file_sz", help="Volume size cap, e.g. 1GB, 500MB."),
+    taxid: int = typer.Option(None, "-taxid", click_type=INTEGER,
+                              help="Taxid of every sequence (for -taxids and staxid)."),
+    taxid_map: str = typer.Option(None, "-taxid_map", help="File of 'id taxid' lines giving "
+                                  "the sequences their taxids (needs -parse_seqids)."),
+    strict: bool = typer.Option(False, "-strict", help="Refuse a sequence letter outside "
+                                "IUPAC (default: drop it with makeblastdb's warning)."),
     quiet: bool = typer.Option(False, "-quiet", help="No progress bar and no summary."),
 ) -> None:
     """Build a gblastn database from FASTA (as makeblastdb -dbtype nucl)."""
@@ -513,7 +541,8 @@ def makedb_command(
     warn = (lambda message: None) if quiet else None
     kwargs = {"warn": warn} if warn else {}
     path = make_db(inputs, out, title=title, parse_seqids=parse_seqids, max_file_sz=max_file_sz,
-                   progress=False if quiet else None, **kwargs)
+                   progress=False if quiet else None, taxid=taxid, taxid_map=taxid_map,
+                   strict=strict, **kwargs)
     if not quiet:
         from .db.reader import open_db
         with open_db(path) as db:

@@ -54,6 +54,10 @@ class SearchOptions:
     no_greedy: bool = False        # -no_greedy: megablast extends with DP, as the other tasks
     seqidlist: str | None = None   # -seqidlist: search only the sequences this file names
     negative_seqidlist: str | None = None  # -negative_seqidlist: all but those
+    taxids: str | None = None      # -taxids: search only the sequences of these taxids ('9606,562')
+    negative_taxids: str | None = None     # -negative_taxids: all but those
+    taxidlist: str | None = None   # -taxidlist: the taxids in a file, one a line
+    negative_taxidlist: str | None = None  # -negative_taxidlist: all but those
     template_length: int = 0       # discontiguous words: the template's letters (0: contiguous words)
     template_type: str = ""        # ... and its kind, one of TEMPLATE_TYPES
     window_size: int = 0           # -window_size: the two-hit window (0: one hit starts an extension)
@@ -186,6 +190,28 @@ def _validate_words(o: SearchOptions) -> None:
                            "with discontiguous words (-task dc-megablast)")
 
 
+SUBSET_OPTIONS = ("seqidlist", "negative_seqidlist", "taxids", "negative_taxids", "taxidlist",
+                  "negative_taxidlist")
+# the options that restrict the database, pairwise exclusive: each pair as blastn names it
+# when both are given (the first named is the one that refuses the other)
+_EXCLUSIVE_SUBSETS = (
+    ("seqidlist", "negative_seqidlist"), ("taxids", "negative_taxids"),
+    ("taxids", "taxidlist"), ("taxids", "negative_taxidlist"), ("taxids", "seqidlist"),
+    ("taxids", "negative_seqidlist"), ("taxidlist", "negative_taxids"),
+    ("taxidlist", "negative_taxidlist"), ("taxidlist", "seqidlist"),
+    ("taxidlist", "negative_seqidlist"), ("negative_taxids", "negative_taxidlist"),
+    ("seqidlist", "negative_taxids"), ("negative_taxids", "negative_seqidlist"),
+    ("seqidlist", "negative_taxidlist"), ("negative_taxidlist", "negative_seqidlist"))
+
+
+def _check_one_subset(o: SearchOptions) -> None:
+    """blastn's refusal of two options that each restrict the database, in its words."""
+    for first, second in _EXCLUSIVE_SUBSETS:
+        if getattr(o, first) is not None and getattr(o, second) is not None:
+            raise OptionsError(f'Argument "{first}". Incompatible with argument:  '
+                               f"`{second}'")
+
+
 def _validate(o: SearchOptions) -> None:
     # every task takes any word size from 4 up, as blastn does (a word longer than a query
     # finds no hit in it)
@@ -220,8 +246,7 @@ def _validate(o: SearchOptions) -> None:
         raise OptionsError("-qcov_hsp_perc must be between 0 and 100")
     if o.searchsp < 0:
         raise OptionsError("-searchsp must be at least 0")
-    if o.seqidlist is not None and o.negative_seqidlist is not None:
-        raise OptionsError("-seqidlist and -negative_seqidlist cannot be given together")
+    _check_one_subset(o)
     if o.num_threads < 1:
         raise OptionsError("-num_threads must be at least 1")
     # the reward/penalty/gap set must be one BLAST supports (spec §7.2)

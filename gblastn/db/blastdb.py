@@ -217,8 +217,8 @@ class BlastVolume:
         if self.version == 5:
             fields.int4()  # the volume's number
         self.title = fields.string()
-        if self.version == 5:
-            fields.string()  # the LMDB file of its ids
+        # version 5: the LMDB file of its ids and taxids, in the volume's folder
+        self.lmdb_name = fields.string() if self.version == 5 else None
         self.created = fields.string()
         self.num_seqs = fields.int4()
         self.total_letters = struct.unpack("<q", fields.take(8))[0]
@@ -451,12 +451,31 @@ class BlastDatabase(OrdinalAccess):
         volume, local = self._locate(ordinal)
         return volume.deflines(local)[0]
 
+    def deflines_of(self, ordinal: int) -> list[Defline]:
+        volume, local = self._locate(ordinal)
+        return volume.deflines(local)
+
     def defline(self, ordinal: int) -> str:
         return self._first_defline(ordinal).text()
 
-    def _describe_uncached(self, ordinal: int) -> tuple[str, str, str]:
-        found = self._first_defline(ordinal)
+    @staticmethod
+    def describe_defline(found: Defline) -> tuple[str, str, str]:
         return describe(found.text(), found.parsed)
+
+    def _describe_uncached(self, ordinal: int) -> tuple[str, str, str]:
+        return self.describe_defline(self._first_defline(ordinal))
+
+    # -- taxonomy --------------------------------------------------------------------------
+    def taxids_of(self, ordinal: int) -> list[int]:
+        """The taxid of each defline of the sequence (0 for one without)."""
+        return [found.taxid for found in self.deflines_of(ordinal)]
+
+    def taxid_index(self):
+        """The taxids -taxids and its kin select by (taxonomy.TaxidIndex): those of the
+        version 5 LMDB files; DatabaseError for version 4, which has none."""
+        from .taxonomy import blast_taxid_index
+
+        return blast_taxid_index(self)
 
     def find(self, seq_id: str) -> int:
         """Ordinal of the first sequence an id names, as dbcmd -entry accepts ids (read off

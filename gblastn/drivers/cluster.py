@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ClusterError, GblastnError, MissingPackageError, OptionsError
+from ..options import SUBSET_OPTIONS
 
 MODES = ("auto", "shard", "replicate")
 BATCHES_AHEAD = 2            # query batches in flight beyond the one being merged, per worker
@@ -189,10 +190,11 @@ class ClusterSearch:
         from ..engine import query_batch_letters
         from ..shards import DatabaseStatistics
 
-        if self.options.seqidlist is not None or self.options.negative_seqidlist is not None:
+        restricting = [name for name in SUBSET_OPTIONS if getattr(self.options, name) is not None]
+        if restricting:
             # the shards and their statistics are cut from the whole database
-            raise OptionsError("-seqidlist and -negative_seqidlist are not supported by "
-                               "gblastn's cluster searches: search in one process")
+            raise OptionsError(f"-{restricting[0]} is not supported by gblastn's cluster "
+                               "searches: search in one process")
         self.statistics = DatabaseStatistics.of(self.db)
         self.workers = worker_addresses(self.client)
         self.mode = choose_mode(self.spec, self.db, self.workers, self._device_memory(),

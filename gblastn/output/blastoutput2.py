@@ -94,8 +94,10 @@ def _statistics(stats, db) -> Node:
 
 def _hit(number: int, subject, query, db, masked: np.ndarray) -> Node:
     seq_id, accession, title = hit_names(db, subject.ordinal)
+    taxid = next(iter(db.taxids_of(subject.ordinal)), 0)  # its (first) defline's, when set
     description = Node("HitDescr", [("id", seq_id)] + ([("accession", accession)] if accession
-                                                        else []) + [("title", title)])
+                                                        else []) + [("title", title)]
+                       + ([("taxid", taxid)] if taxid else []))
     hsps = [_hsp(hsp_number, hsp, masked)
             for hsp_number, hsp in enumerate(shown_hsps(query, db, subject), 1)]
     return Node("Hit", [("num", number), ("description", [description]),

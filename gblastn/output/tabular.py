@@ -43,10 +43,19 @@ FIELD_TITLES = {
     "btop": "BTOP", "stitle": "subject title", "salltitles": "subject titles",
     "sstrand": "subject strand", "qcovs": "% query coverage per subject",
     "qcovhsp": "% query coverage per hsp", "qcovus": "% query coverage per uniq subject",
+    "staxid": "subject tax id", "ssciname": "subject sci name", "scomname": "subject com names",
+    "sblastname": "subject blast name", "sskingdom": "subject super kingdom",
+    "staxids": "subject tax ids", "sscinames": "subject sci names",
+    "scomnames": "subject com names", "sblastnames": "subject blast names",
+    "sskingdoms": "subject super kingdoms",
 }
-# BLAST knows these, but they need the taxonomy database, which gblastn does not have
-TAXONOMY_FIELDS = ("staxid", "ssciname", "scomname", "sblastname", "sskingdom", "staxids",
-                   "sscinames", "scomnames", "sblastnames", "sskingdoms")
+# the names of a subject's taxa, which blastn looks up in NCBI's taxonomy name database: with
+# none installed (gblastn never reads one) it prints N/A, one per taxid in these two
+NAMES_PER_TAXID = ("sscinames", "scomnames")
+TAXONOMY_NAMES = ("ssciname", "scomname", "sblastname", "sskingdom", "sblastnames",
+                  "sskingdoms") + NAMES_PER_TAXID
+# the columns for which blastn warns that the name database is missing
+WARNED_NAMES = ("sscinames", "scomnames", "sblastnames", "sskingdoms")
 
 SUPPORTED_KINDS = {6: "\t", 7: "\t", 10: ","}
 
@@ -116,9 +125,6 @@ def _parse_columns(custom: str) -> tuple:
 def _check_keyword(name: str) -> None:
     if name in FIELD_TITLES:
         return
-    if name in TAXONOMY_FIELDS:
-        raise OptionsError(f"output column '{name}' needs NCBI's taxonomy database, "
-                           "which gblastn does not support")
     raise OptionsError(f"'{name}' is not a valid output format column: see blastn -help "
                        "for the list of format specifiers")
 
@@ -463,6 +469,21 @@ def _subject_accession_base(db, ordinal: int) -> str:
     return accession
 
 
+def _taxonomy_value(name: str, db, ordinal: int) -> str:
+    """staxid: the first taxid that is set; staxids: every taxid, once, in increasing order;
+    the names N/A (one per taxid for NAMES_PER_TAXID). A -subject sequence has no taxid."""
+    taxids = db.taxids_of(ordinal)
+    if name == "staxid":
+        first = next((taxid for taxid in taxids if taxid), 0)
+        return str(first) if first else NOT_AVAILABLE
+    distinct = sorted(set(taxids))
+    if name == "staxids":
+        return ";".join(map(str, distinct)) or NOT_AVAILABLE
+    if name in NAMES_PER_TAXID:
+        return ";".join(NOT_AVAILABLE for _ in distinct) or NOT_AVAILABLE
+    return NOT_AVAILABLE
+
+
 def _subject_title(db, ordinal: int) -> str:
     title = db.title_of(ordinal)
     return title if title else NOT_AVAILABLE
@@ -592,6 +613,8 @@ def _per_subject_value(name: str, query, db, ordinal: int, per_subject: dict):
         return int(db.lengths[ordinal])
     if name == "qframe":
         return 1
+    if name in TAXONOMY_NAMES or name in ("staxid", "staxids"):
+        return _taxonomy_value(name, db, ordinal)
     return per_subject[name]  # qcovs, qcovus
 
 

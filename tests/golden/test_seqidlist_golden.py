@@ -119,7 +119,7 @@ def test_refusals(case, tmp_path):
             (["-db", case["dbs"]["v5"], "-seqidlist", str(tmp_path / "none")], 2,
              "cannot read the seqidlist"),
             (["-db", case["dbs"]["v5"], "-seqidlist", listed, "-negative_seqidlist", listed],
-             2, "cannot be given together"),
+             2, "Incompatible with argument:  `negative_seqidlist'"),
             (["-subject", str(case["folder"] / "db.fa"), "-seqidlist", listed], 2,
              "Incompatible with argument:  `seqidlist'")]:
         theirs = subprocess.run(["blastn", "-query", case["query"], *args],
