@@ -469,6 +469,16 @@ def _subject_accession_base(db, ordinal: int) -> str:
     return accession
 
 
+def report_accession(db, ordinal: int) -> str:
+    """The accession the XML and JSON reports give: sacc's, but of a general id (gnl|db|tag,
+    sacc db:tag) the tag alone."""
+    accession = _subject_accession_base(db, ordinal)
+    general = re.search(r"(?:^|\|)gnl\|([^|]*)\|([^|]*)", db.seq_id(ordinal))
+    if general and accession == f"{general.group(1)}:{general.group(2)}":
+        return general.group(2)
+    return accession
+
+
 def _taxonomy_value(name: str, db, ordinal: int) -> str:
     """staxid: the first taxid that is set; staxids: every taxid, once, in increasing order;
     the names N/A (one per taxid for NAMES_PER_TAXID). A -subject sequence has no taxid."""
