@@ -123,7 +123,7 @@ class _Tokenizer:
     def close(self) -> Iterator[Header]:
         if self.header_parts is not None:
             yield self._end_header()
-        self._report_dropped(upto_line=self.lines_done + 1)
+        self._report_dropped(upto_line=self.lines_done + 2)  # the last line has no newline
 
     def _continue_header(self, chunk: bytes, pos: int = 0) -> int:
         """Adds the header line's text from pos; where it ends: the next line's start, or -1
