@@ -277,6 +277,9 @@ def search_command(
                                   "file, one a line."),
     negative_taxidlist: str = typer.Option(None, "-negative_taxidlist", help="As "
                                            "-negative_taxids, the taxids in a file."),
+    db_soft_mask: str = typer.Option(None, "-db_soft_mask", help="Masking algorithm id of the "
+                                     "BLAST+ database (makeblastdb -mask_data) whose ranges "
+                                     "are not scanned for seeds (searched on the CPU)."),
     template_type: str = typer.Option(None, "-template_type", help="Discontiguous words' "
                                       "template: coding, optimal or coding_and_optimal "
                                       "(with -template_length)."),
@@ -315,19 +318,23 @@ def search_command(
         raise OptionsError("give one of -db and -subject")
     _check_subject_compatible(subject, taxids=taxids, negative_taxids=negative_taxids,
                               taxidlist=taxidlist, negative_taxidlist=negative_taxidlist,
-                              seqidlist=seqidlist, negative_seqidlist=negative_seqidlist)
+                              seqidlist=seqidlist, negative_seqidlist=negative_seqidlist,
+                              db_soft_mask=db_soft_mask)
     if mode not in ("pipeline", "serial"):
         raise OptionsError(f"invalid -mode {mode!r}: use pipeline or serial")
     if prelim_threads < 0 or traceback_threads < 0:
         raise OptionsError("thread counts must not be negative")
     num_threads = _within_cpus(num_threads)
     _check_template_pair(template_type, template_length)
+
     def warn(text: str) -> None:
         print(text, file=sys.stderr)
 
     limits = report_limits(outfmt, max_target_seqs, num_descriptions, num_alignments,
                            line_length, warn=warn)
     warn_missing_taxonomy_names(outfmt, warn)
+    mask_id = _mask_algorithm_id(db_soft_mask, db, warn)
+    device = _device_for_masks(mask_id, device)
     cluster = _cluster_spec(scheduler, scheduler_file, local_workers, shards, cluster_mode,
                             device, gpu_id, subject)
 
@@ -354,7 +361,7 @@ def search_command(
         min_raw_gapped_score=min_raw_gapped_score, no_greedy=no_greedy or None,
         seqidlist=seqidlist, negative_seqidlist=negative_seqidlist, taxids=taxids,
         negative_taxids=negative_taxids, taxidlist=taxidlist,
-        negative_taxidlist=negative_taxidlist, template_type=template_type, template_length=template_length, window_size=window_size)
+        negative_taxidlist=negative_taxidlist, db_soft_mask=mask_id, template_type=template_type, template_length=template_length, window_size=window_size)
     settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty(),
                            release_device=True, compile_stages=compile_stages, cluster=cluster)
     times.add("start-up", time.perf_counter() - STARTED)
@@ -384,6 +391,28 @@ def _check_subject_compatible(subject: str | None, **database_options) -> None:
     if given[0] in _REFUSING_SUBJECT:
         raise OptionsError(f'Argument "{given[0]}". Incompatible with argument:  `subject\'')
     raise OptionsError(f'Argument "subject". Incompatible with argument:  `{given[0]}\'')
+
+
+def _mask_algorithm_id(value: str | None, db: str | None, warn) -> int | None:
+    """-db_soft_mask's algorithm id. A value that is no id names no algorithm: blastn then
+    warns and searches without masks."""
+    if value is None:
+        return None
+    if re.fullmatch(r"\s*[+-]?\d+\s*", value):
+        return int(value)
+    warn(f"Warning: [blastn] Subject mask not found in {db}, proceeding without subject "
+         "masking.")
+    return None
+
+
+def _device_for_masks(mask_id: int | None, device: str) -> str:
+    """The device of a search under -db_soft_mask: the CPU, whose scan alone reads the
+    unmasked ranges."""
+    if mask_id is None:
+        return device
+    if device == "gpu":
+        raise OptionsError("-db_soft_mask is searched on the CPU: give -device cpu or auto")
+    return "cpu"
 
 
 def _cluster_spec(scheduler, scheduler_file, local_workers, shards, cluster_mode, device,

@@ -102,6 +102,23 @@ def query_batches(queries, options: SearchOptions, size=len):
 
 
 @dataclass
+class ScanRanges:
+    """The stretches of each chunk that the scan of a soft-masked database reads: chunk i's
+    are [left[k], right[k]) for k in first[i]:first[i + 1], in chunk coordinates."""
+
+    first: np.ndarray  # int64 [chunks + 1]
+    left: np.ndarray   # int64
+    right: np.ndarray  # int64
+
+    def take(self, index) -> "ScanRanges":
+        counts = np.diff(self.first)[index]
+        ends = np.cumsum(counts)
+        rows = np.repeat(self.first[:-1][index] - (ends - counts), counts) + np.arange(ends[-1] if
+                                                                                     ends.size else 0)
+        return ScanRanges(np.concatenate(([0], ends)), self.left[rows], self.right[rows])
+
+
+@dataclass
 class SubjectChunks:
     """The pieces of a volume's subjects that are scanned and extended independently."""
 
@@ -109,10 +126,12 @@ class SubjectChunks:
     start: np.ndarray         # int64: first letter of the chunk within its subject
     byte_offset: np.ndarray   # int64: byte of the chunk's first letter in the volume buffer
     length: np.ndarray        # int32: letters
+    ranges: ScanRanges | None = None  # what the scan reads of each (None: the whole chunk)
 
     def take(self, index) -> "SubjectChunks":
         return SubjectChunks(self.local_index[index], self.start[index], self.byte_offset[index],
-                             self.length[index])
+                             self.length[index],
+                             None if self.ranges is None else self.ranges.take(index))
 
 
 def subject_chunks(lengths: np.ndarray, byte_offset: np.ndarray) -> SubjectChunks:
@@ -133,11 +152,62 @@ def subject_chunks(lengths: np.ndarray, byte_offset: np.ndarray) -> SubjectChunk
 def searched_chunks(db, volume, byte_offset: np.ndarray) -> SubjectChunks:
     """The chunks of the volume's subjects that the search sees: those of every subject, or
     of the subjects db.searched marks (-seqidlist), which BLAST's database never hands to
-    the scan."""
+    the scan; under -db_soft_mask with their scan ranges, less those left without one."""
     chunks = subject_chunks(volume.lengths, byte_offset)
-    if db.searched is None:
+    if db.searched is not None:
+        chunks = chunks.take(np.flatnonzero(db.searched[volume.first_ordinal
+                                                        + chunks.local_index]))
+    if getattr(db, "mask_algorithm", None) is None:
         return chunks
-    return chunks.take(np.flatnonzero(db.searched[volume.first_ordinal + chunks.local_index]))
+    return soft_masked_chunks(chunks, volume.lengths,
+                              lambda local: db.volume_masked_ranges(volume, local))
+
+
+def soft_masked_chunks(chunks: SubjectChunks, lengths: np.ndarray, masked_of) -> SubjectChunks:
+    """The chunks with the ranges BLAST scans of each (s_GetNextSubjectChunk): the unmasked
+    stretches of its subject (masked_of(local): the masked ranges, int [k, 2]) that reach
+    into the chunk, the first and last cut to it; a subject of one chunk keeps them whole.
+    A chunk with none is not searched (BLAST skips it)."""
+    kept, pieces = [], []
+    subject_starts = np.flatnonzero(np.diff(chunks.local_index, prepend=-1))
+    for lo, hi in zip(subject_starts, np.append(subject_starts[1:], chunks.length.size)):
+        local = int(chunks.local_index[lo])
+        masked = np.asarray(masked_of(local), dtype=np.int64).reshape(-1, 2)
+        unmasked = (np.append(0, masked[:, 1]), np.append(masked[:, 0], int(lengths[local])))
+        if hi - lo == 1:
+            kept.append(lo)
+            pieces.append(unmasked)
+            continue
+        carried = 0  # BLAST goes on from the last range that reached into the previous chunk
+        for c in range(lo, hi):
+            piece, carried = _chunk_ranges(*unmasked, int(chunks.start[c]),
+                                           int(chunks.length[c]), carried)
+            if piece is not None:
+                kept.append(c)
+                pieces.append(piece)
+    picked = chunks.take(np.asarray(kept, dtype=np.int64))
+    counts = [piece[0].size for piece in pieces]
+    picked.ranges = ScanRanges(np.concatenate(([0], np.cumsum(counts, dtype=np.int64))),
+                               np.concatenate([p[0] for p in pieces] or [np.zeros(0, np.int64)]),
+                               np.concatenate([p[1] for p in pieces] or [np.zeros(0, np.int64)]))
+    return picked
+
+
+def _chunk_ranges(open_left, open_right, start: int, length: int, carried: int):
+    """(the unmasked ranges reaching into chunk [start, start + length), from the range
+    `carried` on, in chunk coordinates, or None; the range the next chunk starts from)."""
+    i = carried
+    while open_right[i] < start:
+        i += 1
+    begin = i
+    while i < open_left.size and open_left[i] < start + length:
+        i += 1
+    if i == begin:
+        return None, i - 1
+    left, right = open_left[begin:i] - start, open_right[begin:i] - start
+    left[0] = max(left[0], 0)
+    right[-1] = min(right[-1], length)
+    return (left, right), i - 1
 
 
 # ----------------------------------------------------------------------------------------------
@@ -453,6 +523,7 @@ class Engine:
         per volume: the scan's at the first slice's scan, the ungapped stage's from the
         first slice's extension to the last's (TurnsOnce)."""
         from .gapped import hit_contexts
+        from .scan.masked import find_masked_seeds
         from .ungapped import extend_seeds, ungapped_rules
 
         subject_buffer = self.buffers.of(volume)
@@ -474,6 +545,9 @@ class Engine:
 
         def scan(part) -> ScannedSeeds:
             with turns.first_scan(), self.times.stage("scan"):
+                if part.ranges is not None:
+                    return ScannedSeeds(find_masked_seeds(table, buffer, part.byte_offset,
+                                                          part.ranges, threads, spread))
                 if rules is not None:
                     return ScannedSeeds(*backend.extended_seeds(
                         table, subject_buffer, part.byte_offset, part.length, rules))

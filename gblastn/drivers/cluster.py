@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ClusterError, GblastnError, MissingPackageError, OptionsError
-from ..options import SUBSET_OPTIONS
+from ..options import LOCAL_ONLY_OPTIONS
 
 MODES = ("auto", "shard", "replicate")
 BATCHES_AHEAD = 2            # query batches in flight beyond the one being merged, per worker
@@ -190,9 +190,10 @@ class ClusterSearch:
         from ..engine import query_batch_letters
         from ..shards import DatabaseStatistics
 
-        restricting = [name for name in SUBSET_OPTIONS if getattr(self.options, name) is not None]
+        restricting = [name for name in LOCAL_ONLY_OPTIONS
+                       if getattr(self.options, name) is not None]
         if restricting:
-            # the shards and their statistics are cut from the whole database
+            # the workers search their shards of the whole database, unrestricted and unmasked
             raise OptionsError(f"-{restricting[0]} is not supported by gblastn's cluster "
                                "searches: search in one process")
         self.statistics = DatabaseStatistics.of(self.db)
