@@ -280,6 +280,9 @@ def search_command(
     db_soft_mask: str = typer.Option(None, "-db_soft_mask", help="Masking algorithm id of the "
                                      "BLAST+ database (makeblastdb -mask_data) whose ranges "
                                      "are not scanned for seeds (searched on the CPU)."),
+    db_hard_mask: str = typer.Option(None, "-db_hard_mask", help="Masking algorithm id whose "
+                                     "ranges are neither scanned nor aligned across (searched "
+                                     "on the CPU)."),
     template_type: str = typer.Option(None, "-template_type", help="Discontiguous words' "
                                       "template: coding, optimal or coding_and_optimal "
                                       "(with -template_length)."),
@@ -319,7 +322,7 @@ def search_command(
     _check_subject_compatible(subject, taxids=taxids, negative_taxids=negative_taxids,
                               taxidlist=taxidlist, negative_taxidlist=negative_taxidlist,
                               seqidlist=seqidlist, negative_seqidlist=negative_seqidlist,
-                              db_soft_mask=db_soft_mask)
+                              db_soft_mask=db_soft_mask, db_hard_mask=db_hard_mask)
     if mode not in ("pipeline", "serial"):
         raise OptionsError(f"invalid -mode {mode!r}: use pipeline or serial")
     if prelim_threads < 0 or traceback_threads < 0:
@@ -333,8 +336,12 @@ def search_command(
     limits = report_limits(outfmt, max_target_seqs, num_descriptions, num_alignments,
                            line_length, warn=warn)
     warn_missing_taxonomy_names(outfmt, warn)
-    mask_id = _mask_algorithm_id(db_soft_mask, db, warn)
-    device = _device_for_masks(mask_id, device)
+    if db_soft_mask is not None and db_hard_mask is not None:
+        raise OptionsError('Argument "db_soft_mask". Incompatible with argument:  '
+                           "`db_hard_mask'")
+    soft_mask = _mask_algorithm_id(db_soft_mask, db, warn)
+    hard_mask = _mask_algorithm_id(db_hard_mask, db, warn)
+    device = _device_for_masks(soft_mask, hard_mask, device)
     cluster = _cluster_spec(scheduler, scheduler_file, local_workers, shards, cluster_mode,
                             device, gpu_id, subject)
 
@@ -361,7 +368,8 @@ def search_command(
         min_raw_gapped_score=min_raw_gapped_score, no_greedy=no_greedy or None,
         seqidlist=seqidlist, negative_seqidlist=negative_seqidlist, taxids=taxids,
         negative_taxids=negative_taxids, taxidlist=taxidlist,
-        negative_taxidlist=negative_taxidlist, db_soft_mask=mask_id, template_type=template_type, template_length=template_length, window_size=window_size)
+        negative_taxidlist=negative_taxidlist, db_soft_mask=soft_mask, db_hard_mask=hard_mask,
+        template_type=template_type, template_length=template_length, window_size=window_size)
     settings = RunSettings(mode, prelim_threads, traceback_threads, progress=sys.stderr.isatty(),
                            release_device=True, compile_stages=compile_stages, cluster=cluster)
     times.add("start-up", time.perf_counter() - STARTED)
@@ -394,8 +402,8 @@ def _check_subject_compatible(subject: str | None, **database_options) -> None:
 
 
 def _mask_algorithm_id(value: str | None, db: str | None, warn) -> int | None:
-    """-db_soft_mask's algorithm id. A value that is no id names no algorithm: blastn then
-    warns and searches without masks."""
+    """-db_soft_mask's or -db_hard_mask's algorithm id. A value that is no id names no
+    algorithm: blastn then warns and searches without masks."""
     if value is None:
         return None
     if re.fullmatch(r"\s*[+-]?\d+\s*", value):
@@ -405,13 +413,14 @@ def _mask_algorithm_id(value: str | None, db: str | None, warn) -> int | None:
     return None
 
 
-def _device_for_masks(mask_id: int | None, device: str) -> str:
-    """The device of a search under -db_soft_mask: the CPU, whose scan alone reads the
-    unmasked ranges."""
-    if mask_id is None:
+def _device_for_masks(soft_mask: int | None, hard_mask: int | None, device: str) -> str:
+    """The device of a search under -db_soft_mask or -db_hard_mask: the CPU, whose scan
+    alone reads the unmasked ranges."""
+    if soft_mask is None and hard_mask is None:
         return device
     if device == "gpu":
-        raise OptionsError("-db_soft_mask is searched on the CPU: give -device cpu or auto")
+        flag = "-db_soft_mask" if soft_mask is not None else "-db_hard_mask"
+        raise OptionsError(f"{flag} is searched on the CPU: give -device cpu or auto")
     return "cpu"
 
 

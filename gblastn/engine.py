@@ -152,15 +152,54 @@ def subject_chunks(lengths: np.ndarray, byte_offset: np.ndarray) -> SubjectChunk
 def searched_chunks(db, volume, byte_offset: np.ndarray) -> SubjectChunks:
     """The chunks of the volume's subjects that the search sees: those of every subject, or
     of the subjects db.searched marks (-seqidlist), which BLAST's database never hands to
-    the scan; under -db_soft_mask with their scan ranges, less those left without one."""
-    chunks = subject_chunks(volume.lengths, byte_offset)
+    the scan; under -db_soft_mask with their scan ranges, less those left without one;
+    under -db_hard_mask those of the unmasked ranges."""
+    masked = getattr(db, "mask_algorithm", None) is not None
+    if masked and db.hard_mask:
+        chunks = hard_masked_chunks(volume.lengths, byte_offset,
+                                    lambda local: db.volume_masked_ranges(volume, local))
+    else:
+        chunks = subject_chunks(volume.lengths, byte_offset)
     if db.searched is not None:
         chunks = chunks.take(np.flatnonzero(db.searched[volume.first_ordinal
                                                         + chunks.local_index]))
-    if getattr(db, "mask_algorithm", None) is None:
+    if not masked or db.hard_mask:
         return chunks
     return soft_masked_chunks(chunks, volume.lengths,
                               lambda local: db.volume_masked_ranges(volume, local))
+
+
+def hard_masked_chunks(lengths: np.ndarray, byte_offset: np.ndarray, masked_of) -> SubjectChunks:
+    """The chunks BLAST cuts the subjects of a hard-masked database into
+    (s_GetNextSubjectChunk): each unmasked range of a subject (masked_of(local): its masked
+    ranges) in chunks of at most MAX_DBSEQ_LEN letters, overlapping as subject_chunks'
+    do, each from the byte boundary at or before its first letter, and scanned from that
+    letter on. A chunk without an unmasked letter is left out."""
+    local_index, start, length, scan_left = [], [], [], []
+    for local, subject_length in enumerate(np.asarray(lengths, dtype=np.int64).tolist()):
+        masked = np.asarray(masked_of(local), dtype=np.int64).reshape(-1, 2)
+        for left, right in zip(np.append(0, masked[:, 1]).tolist(),
+                               np.append(masked[:, 0], subject_length).tolist()):
+            following = left
+            while following < right:
+                residual = following % 4
+                offset = following - residual
+                if offset + MAX_DBSEQ_LEN < right:
+                    size, following = MAX_DBSEQ_LEN, offset + MAX_DBSEQ_LEN - DBSEQ_CHUNK_OVERLAP
+                else:
+                    size, following = right - offset, right
+                if size > residual:
+                    local_index.append(local)
+                    start.append(offset)
+                    length.append(size)
+                    scan_left.append(residual)
+    local_index = np.asarray(local_index, dtype=np.int32)
+    start = np.asarray(start, dtype=np.int64)
+    length = np.asarray(length, dtype=np.int64)
+    ranges = ScanRanges(np.arange(length.size + 1, dtype=np.int64),
+                        np.asarray(scan_left, dtype=np.int64), length.copy())
+    return SubjectChunks(local_index, start, np.asarray(byte_offset)[local_index] + start // 4,
+                         length.astype(np.int32), ranges)
 
 
 def soft_masked_chunks(chunks: SubjectChunks, lengths: np.ndarray, masked_of) -> SubjectChunks:
@@ -680,16 +719,23 @@ class Engine:
         As BLAST's partial fetching, only the subject's letters around the HSPs are
         unpacked; when an alignment reads beyond them (BLAST's fence hit), the traceback is
         redone on every letter it may read."""
+        from .output.tabular import COUNT_IDENTITIES
         from .traceback import traceback_group
 
         tasks, volume = group.tasks, group.volume
         scratch = self.letter_scratch(int(max(self.db.lengths[task.ordinal] for task in tasks)))
+        hard_masked = getattr(self.db, "hard_mask", False)
+        subjects = self.db.traced_subjects(volume) if hard_masked else volume.packed_subjects()
         with self.times.stage("traceback"):
             final, _ = traceback_group([task.hsps for task in tasks],
                                        [task.ordinal - volume.first_ordinal for task in tasks],
                                        [task.query_index for task in tasks],
-                                       volume.packed_subjects(), plan.batch, plan.stats,
+                                       subjects, plan.batch, plan.stats,
                                        self.options, scratch, [task.tails for task in tasks])
+        if hard_masked:
+            # counted on masked letters: the reports that read the true letters count again
+            for hsps in final:
+                hsps.masked_identities = hsps.counts[:, COUNT_IDENTITIES]
         return [(task.ordinal, hsps) for task, hsps in zip(tasks, final)]
 
     def query_result(self, plan: BatchPlan, q: int, traced: list) -> QueryResult:

@@ -60,6 +60,7 @@ class SearchOptions:
     negative_taxidlist: str | None = None  # -negative_taxidlist: all but those
     db_soft_mask: int | None = None  # -db_soft_mask: the database's masking algorithm whose
                                      # ranges the scan skips (makeblastdb -mask_data)
+    db_hard_mask: int | None = None  # -db_hard_mask: ... whose ranges nothing aligns across
     template_length: int = 0       # discontiguous words: the template's letters (0: contiguous words)
     template_type: str = ""        # ... and its kind, one of TEMPLATE_TYPES
     window_size: int = 0           # -window_size: the two-hit window (0: one hit starts an extension)
@@ -195,7 +196,7 @@ def _validate_words(o: SearchOptions) -> None:
 SUBSET_OPTIONS = ("seqidlist", "negative_seqidlist", "taxids", "negative_taxids", "taxidlist",
                   "negative_taxidlist")
 # what a search needs the whole database in one process for (not a cluster's shards)
-LOCAL_ONLY_OPTIONS = SUBSET_OPTIONS + ("db_soft_mask",)
+LOCAL_ONLY_OPTIONS = SUBSET_OPTIONS + ("db_soft_mask", "db_hard_mask")
 # the options that restrict the database, pairwise exclusive: each pair as blastn names it
 # when both are given (the first named is the one that refuses the other)
 _EXCLUSIVE_SUBSETS = (
@@ -214,6 +215,17 @@ def _check_one_subset(o: SearchOptions) -> None:
         if getattr(o, first) is not None and getattr(o, second) is not None:
             raise OptionsError(f'Argument "{first}". Incompatible with argument:  '
                                f"`{second}'")
+
+
+def _check_mask_options(o: SearchOptions) -> None:
+    if o.db_soft_mask is not None and o.db_hard_mask is not None:
+        raise OptionsError('Argument "db_soft_mask". Incompatible with argument:  '
+                           "`db_hard_mask'")
+    for name in ("db_soft_mask", "db_hard_mask"):
+        value = getattr(o, name)
+        if value is not None and type(value) is not int:
+            raise OptionsError(f"{name} is a masking algorithm's id (an integer), not "
+                               f"{value!r}")
 
 
 def _validate(o: SearchOptions) -> None:
@@ -251,9 +263,7 @@ def _validate(o: SearchOptions) -> None:
     if o.searchsp < 0:
         raise OptionsError("-searchsp must be at least 0")
     _check_one_subset(o)
-    if o.db_soft_mask is not None and type(o.db_soft_mask) is not int:
-        raise OptionsError(f"db_soft_mask is a masking algorithm's id (an integer), not "
-                           f"{o.db_soft_mask!r}")
+    _check_mask_options(o)
     if o.num_threads < 1:
         raise OptionsError("-num_threads must be at least 1")
     # the reward/penalty/gap set must be one BLAST supports (spec §7.2)

@@ -1,5 +1,6 @@
 """The masking data of a BLAST+ database (makeblastdb -mask_data): the ranges of each
-sequence that a masking program (dustmasker, windowmasker, ...) masked, for -db_soft_mask.
+sequence that a masking program (dustmasker, windowmasker, ...) masked, for -db_soft_mask
+and -db_hard_mask.
 
 makeblastdb keeps them in a column beside each volume, NAME.naa (index) and NAME.nab (data),
 read as SeqDB's CSeqDBColumn reads them. The index holds big-endian Int4s: format version
@@ -14,16 +15,19 @@ per algorithm its Int4 id, an Int4 count of ranges and the ranges as Int4 pairs 
 from __future__ import annotations
 
 import struct
+import threading
 from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import DatabaseError, OptionsError
+from .reader import PackedSubjects
 
 INDEX_SUFFIX, DATA_SUFFIX = ".naa", ".nab"
 MASK_COLUMN_TITLE = "BlastDb/MaskData"
 # EBlast_filter_program: the program an algorithm id's metadata names
 PROGRAM_NAMES = {10: "dust", 20: "seg", 30: "windowmasker", 40: "repeat", 100: "other"}
+MASK_LETTER = 14  # what SeqDB writes at a hard-masked position (ncbi4na: B)
 
 
 class MaskAlgorithm(NamedTuple):
@@ -138,13 +142,17 @@ def mask_algorithm(db, algorithm_id: int) -> MaskAlgorithm | None:
 
 
 class MaskedDatabase:
-    """A database searched under -db_soft_mask: `masked_ranges(ordinal)` gives the ranges
-    of that sequence its algorithm masked; everything else is the database's own."""
+    """A database searched under -db_soft_mask or -db_hard_mask (`hard`): masked_ranges(
+    ordinal) gives the ranges of that sequence its algorithm masked; everything else is the
+    database's own."""
 
-    def __init__(self, db, algorithm: MaskAlgorithm):
+    def __init__(self, db, algorithm: MaskAlgorithm, hard: bool):
         self._db = db
         self.mask_algorithm = algorithm
+        self.hard_mask = hard
         self._volume_masks = {volume.index: volume_masks(volume) for volume in db.volumes}
+        self._traced = {}
+        self._traced_lock = threading.Lock()
 
     def volume_masked_ranges(self, volume, local: int) -> np.ndarray:
         return self._volume_masks[volume.index].ranges(local, self.mask_algorithm.algorithm_id)
@@ -153,17 +161,75 @@ class MaskedDatabase:
         volume, local = self._db._locate(ordinal)
         return self.volume_masked_ranges(volume, local)
 
+    def traced_subjects(self, volume) -> PackedSubjects:
+        """The volume's subjects as the traceback reads them: under -db_hard_mask with every
+        masked letter a B (SeqDB's mask letter, 14 in ncbi4na), built once."""
+        if not self.hard_mask:
+            return volume.packed_subjects()
+        with self._traced_lock:
+            if volume.index not in self._traced:
+                self._traced[volume.index] = _masked_letters(
+                    volume.packed_subjects(),
+                    [self.volume_masked_ranges(volume, local) for local in range(volume.num_seqs)])
+            return self._traced[volume.index]
+
     def __getattr__(self, name):
         return getattr(self._db, name)
 
 
+def _masked_letters(subjects: PackedSubjects, masked: list) -> PackedSubjects:
+    """`subjects` with each sequence's masked ranges (masked[i], int [k, 2]) as runs of
+    MASK_LETTER over its ambiguity runs: the runs of every sequence cut at both kinds of
+    ends, each piece the mask's letter where a mask covers it, else the run's."""
+    offsets, lengths, codes, run_start = [], [], [], [0]
+    for i, ranges in enumerate(masked):
+        lo, hi = int(subjects.amb_start[i]), int(subjects.amb_start[i + 1])
+        run_begin = np.asarray(subjects.amb_offset[lo:hi], dtype=np.int64)
+        run_end = run_begin + np.asarray(subjects.amb_length[lo:hi], dtype=np.int64)
+        ranges = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        cuts = np.unique(np.concatenate((run_begin, run_end, ranges.ravel())))
+        begin, end = cuts[:-1], cuts[1:]
+        in_mask = _covered(ranges[:, 0], ranges[:, 1], begin)
+        in_run = _covered(run_begin, run_end, begin)
+        kept = in_mask | in_run
+        run_index = np.searchsorted(run_end, begin, side="right")
+        run_codes = np.asarray(subjects.amb_code[lo:hi])[np.minimum(run_index, hi - lo - 1)] \
+            if hi > lo else np.zeros(begin.size, dtype=np.uint8)
+        offsets.append(begin[kept])
+        lengths.append((end - begin)[kept])
+        codes.append(np.where(in_mask, MASK_LETTER, run_codes)[kept].astype(np.uint8))
+        run_start.append(run_start[-1] + int(kept.sum()))
+    offset = np.concatenate(offsets) if offsets else np.zeros(0, np.int64)
+    length = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+    return PackedSubjects(subjects.packed, subjects.byte_offset, subjects.lengths,
+                          _read_only(np.asarray(run_start, dtype=np.int64)), _read_only(offset),
+                          _read_only(length), offset + length,
+                          _read_only(np.concatenate(codes) if codes else
+                                     np.zeros(0, np.uint8)))
+
+
+def _covered(begin: np.ndarray, end: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Whether each position of `at` lies in one of the sorted disjoint ranges."""
+    k = np.searchsorted(begin, at, side="right") - 1
+    return (k >= 0) & (at < end[np.maximum(k, 0)]) if begin.size else np.zeros(at.size, bool)
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """As a volume's arrays are: the traceback is compiled for read-only arrays (but for
+    the runs' ends, computed as these are)."""
+    array.flags.writeable = False
+    return array
+
+
 def mask_database(db, options):
-    """`db` as the search sees it under options.db_soft_mask; OptionsError, in blastn's
-    words, when the database has no masking data of that algorithm."""
-    if options.db_soft_mask is None:
+    """`db` as the search sees it under options.db_soft_mask or db_hard_mask; OptionsError,
+    in blastn's words, when the database has no masking data of that algorithm."""
+    algorithm_id = options.db_soft_mask if options.db_soft_mask is not None \
+        else options.db_hard_mask
+    if algorithm_id is None:
         return db
-    algorithm = mask_algorithm(db, options.db_soft_mask)
+    algorithm = mask_algorithm(db, algorithm_id)
     if algorithm is None:
-        raise OptionsError(f"Masking algorithm ID {options.db_soft_mask} is not supported in "
+        raise OptionsError(f"Masking algorithm ID {algorithm_id} is not supported in "
                            f"nucleotide '{db.name}' BLAST database")
-    return MaskedDatabase(db, algorithm)
+    return MaskedDatabase(db, algorithm, hard=options.db_soft_mask is None)

@@ -291,7 +291,8 @@ class PairwiseReport:
 
 
 def _masked_using(db, indent: str) -> str:
-    """The line naming the database's masking algorithm under -db_soft_mask."""
+    """The line naming the database's masking algorithm under -db_soft_mask or
+    -db_hard_mask."""
     algorithm = getattr(db, "mask_algorithm", None)
     return "" if algorithm is None else f"{indent}Masked using: {algorithm.description()}\n"
 
@@ -315,7 +316,8 @@ def _karlin_block(block) -> str:
 def _rows(hsp, masked: np.ndarray, line_length: int, subject_masks=None) -> list:
     """The alignment's rows, `line_length` columns at a time: the query (masked letters in
     lower case), the middle line, the subject (the letters of its masked ranges [start,
-    end) in lower case, under -db_soft_mask), each with its first and last position."""
+    end) in lower case, under -db_soft_mask or -db_hard_mask), each with its first and last
+    position."""
     query_row = lower_masked(hsp.query_row, hsp.query_start, masked)
     middle = hsp.midline()
     query_positions = _positions(hsp.query_row, hsp.query_start, 1)

@@ -533,6 +533,17 @@ _NEEDS_ALIGNMENT = {"qstart", "qend", "sstart", "send", "qseq", "sseq", "length"
 
 
 _NEEDS_ROWS = {"qseq", "sseq", "btop"}
+# the columns for which blastn's formatter reads the letters and counts the identities on
+# them, rather than taking its alignment's count (they differ under -db_hard_mask)
+_READS_LETTERS = _NEEDS_ROWS | {"positive", "ppos"}
+
+
+def _stored_counts(hsps, columns: tuple):
+    """The HSPs' counts as the columns show them: the traceback's, or None where the
+    true letters are to be counted."""
+    if hsps.masked_identities is not None and _READS_LETTERS.intersection(columns):
+        return None
+    return hsps.counts
 
 
 @lru_cache(maxsize=64)
@@ -553,7 +564,8 @@ def _hsp_fields(fmt, query, db, ordinal, hsps, i, per_subject) -> list:
         minus = context % 2 == 1
         qlen = int(query.codes.size)
         subject = None
-        if needs_rows or hsps.counts is None:
+        counts = _stored_counts(hsps, columns)
+        if needs_rows or counts is None:
             subject = db.blastna(ordinal, s_start, s_end)
         if needs_rows:
             shown = display_hsp(query.codes, context, q_start, q_end, s_start, s_end, subject,
@@ -561,8 +573,8 @@ def _hsp_fields(fmt, query, db, ordinal, hsps, i, per_subject) -> list:
             values.update(qseq=_letters(shown.qseq), sseq=_letters(shown.sseq))
             if "btop" in columns:
                 values["btop"] = btop(shown.qseq, shown.sseq)
-        if hsps.counts is not None:
-            length, nident, gaps, gap_runs = (int(x) for x in hsps.counts[i])
+        if counts is not None:
+            length, nident, gaps, gap_runs = (int(x) for x in counts[i])
         else:
             length, nident, gaps, gap_runs = alignment_counts(
                 query.codes, minus, q_start, q_end, subject, ops, op_len, COMPLEMENT_BLASTNA)
@@ -638,7 +650,7 @@ def _lines_of(fmt, db, entries: list) -> list:
     per_subject = [[_coverages(fmt, len(query), subject.hsps) for subject in subjects]
                    for query, subjects in entries]
     needs_alignment, needs_rows = _column_needs(columns)
-    if needs_rows or (needs_alignment and any(subject.hsps.counts is None
+    if needs_rows or (needs_alignment and any(_stored_counts(subject.hsps, columns) is None
                                               for _, subjects in entries
                                               for subject in subjects)):
         return ["".join(fmt.delimiter.join(_hsp_fields(fmt, query, db, subject.ordinal,

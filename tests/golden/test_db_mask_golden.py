@@ -1,8 +1,10 @@
-"""Golden tests of -db_soft_mask: a BLAST+ database made with masking data (dustmasker's
-and windowmasker's, makeblastdb -mask_data) is searched without seeds in the masked ranges
-of its sequences, extensions going through them, as blastn 2.12 searches it: the same hits
-for every task, one volume or several, and the pairwise report's masked subject letters in
-lower case under its 'Masked using' lines."""
+"""Golden tests of -db_soft_mask and -db_hard_mask: a BLAST+ database made with masking data
+(dustmasker's and windowmasker's, makeblastdb -mask_data) is searched without seeds in the
+masked ranges of its sequences, extensions going through them (soft) or each unmasked range
+searched apart and the masked letters aligned as blastn's mask letter (hard), as blastn 2.12
+searches it: the same hits for every task, one volume or several, identities counted on the
+letters each report reads, and the pairwise report's masked subject letters in lower case
+under its 'Masked using' lines."""
 
 import subprocess
 
@@ -72,12 +74,12 @@ def case(tmp_path_factory):
 
 
 @pytest.mark.parametrize("task", ["megablast", "blastn", "blastn-short", "dc-megablast"])
+@pytest.mark.parametrize("mask", ["-db_soft_mask", "-db_hard_mask"])
 @pytest.mark.parametrize("algorithm", [DUST, WINDOWMASKER])
-def test_the_masked_search_as_blastn(case, task, algorithm):
+def test_the_masked_search_as_blastn(case, task, mask, algorithm):
     """The masks change the hits (no seed in a repeat), and the hits are blastn's."""
     args = ["-task", task, "-dust", "no", "-outfmt", "6 std score"]
-    masked = same_as_blastn(case["query"], case["dbs"]["one"], *args, "-db_soft_mask",
-                            algorithm)
+    masked = same_as_blastn(case["query"], case["dbs"]["one"], *args, mask, algorithm)
     assert_blastn_found_hits(masked)
     everything = subprocess.run(["blastn", "-query", case["query"], "-db", case["dbs"]["one"],
                                  *args], capture_output=True, text=True, check=True)
@@ -86,22 +88,63 @@ def test_the_masked_search_as_blastn(case, task, algorithm):
 
 @pytest.mark.parametrize("args", [["-task", "blastn", "-dust", "no"], ["-num_threads", "2"],
                                   ["-taxids", "0", "-task", "blastn-short"]])
-def test_several_volumes_and_other_options_as_blastn(case, args):
-    lines = same_as_blastn(case["query"], case["dbs"]["volumes"], *args, "-db_soft_mask", DUST,
+@pytest.mark.parametrize("mask", ["-db_soft_mask", "-db_hard_mask"])
+def test_several_volumes_and_other_options_as_blastn(case, args, mask):
+    lines = same_as_blastn(case["query"], case["dbs"]["volumes"], *args, mask, DUST,
                            "-outfmt", "7 std")
     assert_blastn_found_hits(lines)
 
 
-@pytest.mark.parametrize("algorithm", [DUST, WINDOWMASKER])
-def test_the_pairwise_report_as_blastn(case, algorithm):
+@pytest.mark.parametrize("mask", ["-db_soft_mask", "-db_hard_mask"])
+def test_the_pairwise_report_as_blastn(case, mask):
     """Its 'Masked using' lines name the algorithm, masked subject letters are lower case."""
-    lines = same_as_blastn(case["query"], case["dbs"]["one"], "-dust", "no", "-db_soft_mask",
-                           algorithm)
+    lines = same_as_blastn(case["query"], case["dbs"]["one"], "-dust", "no", mask, DUST)
     assert sum(line.lstrip().startswith("Masked using: ") for line in lines) == 2
     assert any(line.startswith("Sbjct") and any(c.islower() for c in line) for line in lines)
 
 
+@pytest.fixture(scope="module")
+def across_a_mask(tmp_path_factory):
+    """A subject whose alignment with the query crosses short masked repeats."""
+    folder = tmp_path_factory.mktemp("across_a_mask")
+    rng = np.random.default_rng(5)
+    letters = np.concatenate([random_dna(rng, 600), _low_complexity(rng, 14),
+                              random_dna(rng, 600)])
+    fasta = write_fasta(folder / "db.fa", [("s1 subject", letters)])
+    query = write_fasta(folder / "q.fa", [("q", letters[100:1_100])])
+    masks = str(folder / "dust.asnb")
+    _run(["dustmasker", "-in", fasta, "-outfmt", "maskinfo_asn1_bin", "-out", masks,
+          "-parse_seqids", "-level", "10"])
+    _run(["makeblastdb", "-in", fasta, "-dbtype", "nucl", "-parse_seqids", "-mask_data", masks,
+          "-out", str(folder / "db")])
+    return {"query": query, "db": str(folder / "db")}
+
+
+@pytest.mark.parametrize("outfmt", ["6 std nident", "6 std nident sseq", "7 pident ppos",
+                                    "0"])
+def test_identities_across_a_hard_mask_as_blastn(across_a_mask, outfmt):
+    """The traceback aligns the mask letter, so identities differ by the letters a report
+    counts on: its alignment's (tabular without letters) or the true ones."""
+    lines = same_as_blastn(across_a_mask["query"], across_a_mask["db"], "-db_hard_mask", DUST,
+                           "-dust", "no", "-outfmt", outfmt)
+    if outfmt.startswith("6"):
+        identity = float(hit_lines(lines)[0].split("\t")[2])
+        assert identity == 100.0 if "sseq" in outfmt else identity < 100.0
+
+
+def test_sam_counts_the_hard_masked_alignment_as_blastn(across_a_mask):
+    args = ["-query", across_a_mask["query"], "-db", across_a_mask["db"], "-db_hard_mask",
+            DUST, "-dust", "no", "-outfmt", "17"]
+    theirs = subprocess.run(["blastn", *args], capture_output=True, text=True, check=True)
+    ours = gblastn("search", *args, "-device", "cpu")
+    assert ours.returncode == 0, ours.stderr
+    records = [[line for line in out.splitlines() if not line.startswith("@PG")]
+               for out in (theirs.stdout, ours.stdout)]
+    assert records[0] == records[1] and "PI:f:100.00" not in records[0][-1]
+
+
 def test_a_name_that_is_no_id_searches_unmasked_with_blastns_warning(case):
+    """blastn names the database as given in its warning."""
     args = ["-query", case["query"], "-db", case["dbs"]["one"], "-outfmt", "6",
             "-db_soft_mask", "dust"]
     theirs = subprocess.run(["blastn", *args], capture_output=True, text=True, check=True)
@@ -122,6 +165,10 @@ def test_refusals(case, tmp_path):
              "BLAST database"),
             (["-db", plain, "-db_soft_mask", DUST],
              f"Masking algorithm ID 11 is not supported in nucleotide '{plain}'"),
+            (["-db", case["dbs"]["one"], "-db_hard_mask", "99"],
+             "Masking algorithm ID 99 is not supported"),
+            (["-db", case["dbs"]["one"], "-db_soft_mask", DUST, "-db_hard_mask", DUST],
+             'Argument "db_soft_mask". Incompatible with argument:  `db_hard_mask\''),
             (["-subject", case["fasta"], "-db_soft_mask", DUST],
              'Argument "subject". Incompatible with argument:  `db_soft_mask\'')]:
         theirs = subprocess.run(["blastn", "-query", case["query"], *args],
