@@ -18,7 +18,9 @@ Call hierarchy (each stage its own module):
     Engine(db, options, BackendPlan, times, ...)        one search, its backend resolved
       prelim_search -> PrelimHits                       one batch x one volume (or part of one)
         initial_hits -> VolumeGapped
-          subject_chunks                 (here)         subjects cut in 5,000,000-letter chunks
+          searched_chunks                (here)         subjects cut in 5,000,000-letter chunks
+                                                        (under -db_soft_mask with the ranges
+                                                        scanned, -db_hard_mask at the masks)
           find_seeds                     scan/          scan + lookup + mini-extension (CPU or GPU)
             -> ScannedSeeds                             on a GPU with every seed's ungapped
                                                         extension made ahead (extended_seeds,
@@ -112,9 +114,10 @@ class ScanRanges:
 
     def take(self, index) -> "ScanRanges":
         counts = np.diff(self.first)[index]
-        ends = np.cumsum(counts)
-        rows = np.repeat(self.first[:-1][index] - (ends - counts), counts) + np.arange(ends[-1] if
-                                                                                     ends.size else 0)
+        ends = np.cumsum(counts, dtype=np.int64)
+        total = int(ends[-1]) if ends.size else 0
+        # each taken chunk's rows: its first row, then the next ones
+        rows = np.repeat(self.first[:-1][index] - (ends - counts), counts) + np.arange(total)
         return ScanRanges(np.concatenate(([0], ends)), self.left[rows], self.right[rows])
 
 

@@ -3,7 +3,8 @@
 A name is an alias file NAME.nal (a DBLIST of further names, relative to its folder) or a
 volume: NAME.nin (index), NAME.nsq (packed bases and ambiguity runs), NAME.nhr (deflines).
 makeblastdb's format versions 4 and 5 share these three files; version 5 adds a field to the
-index and LMDB files for id lookups, which a search does not need.
+index naming its LMDB files, of which a search reads the taxids (taxonomy.py), and the
+masking data of -mask_data sits beside the volumes (blast_masks.py).
 
 .nin, big-endian Int4 unless noted: version (4 or 5), sequence type (0: nucleotide),
 [v5: volume number], title and [v5: LMDB file name] as Int4 length + bytes, creation date
