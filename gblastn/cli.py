@@ -325,6 +325,23 @@ def search_command(
     negative_seqidlist: str = _option(None, "-negative_seqidlist", "Restrict search of "
                                       "database to everything except the specified SeqIDs.",
                                       NO_DEFAULT),
+    taxids: str = _option(None, "-taxids", "Restrict search of database to include only the "
+                          "specified taxonomy IDs (comma-separated; a version 5 BLAST+ database "
+                          "or a gblastn one).", NO_DEFAULT),
+    negative_taxids: str = _option(None, "-negative_taxids", "Restrict search of database to "
+                                   "everything except the specified taxonomy IDs.", NO_DEFAULT),
+    taxidlist: str = _option(None, "-taxidlist", "Restrict search of database to include only "
+                             "the taxonomy IDs a file lists, one a line.", NO_DEFAULT),
+    negative_taxidlist: str = _option(None, "-negative_taxidlist", "Restrict search of "
+                                      "database to everything except the taxonomy IDs a file "
+                                      "lists.", NO_DEFAULT),
+    db_soft_mask: str = _option(None, "-db_soft_mask", "Filtering algorithm ID of the BLAST+ "
+                                "database (makeblastdb -mask_data) to apply as a soft mask: its "
+                                "ranges are not scanned for seeds (searched on the CPU).",
+                                NO_DEFAULT),
+    db_hard_mask: str = _option(None, "-db_hard_mask", "Filtering algorithm ID to apply as a "
+                                "hard mask: its ranges are neither scanned nor aligned across "
+                                "(searched on the CPU).", NO_DEFAULT),
     template_type: str = _option(None, "-template_type", "Discontiguous MegaBLAST template "
                                  "type: coding, optimal or coding_and_optimal (with "
                                  "-template_length).", "Default = `coding' (dc-megablast), "
@@ -378,7 +395,7 @@ def search_command(
     from .compile_ahead import stages_before_search
     from .drivers.run import OutputSpec, RunSettings, query_files, run_search
     from .options import make_options
-    from .output.formats import report_limits
+    from .output.formats import report_limits, warn_missing_taxonomy_names
     from .scan import select_backend
     from .timing import StageTimes
 
@@ -386,16 +403,29 @@ def search_command(
         raise OptionsError('Argument "subject_loc". Incompatible with argument:  `db\'')
     if (db is None) == (subject is None):
         raise OptionsError("give one of -db and -subject")
-    _check_subject_compatible(subject, seqidlist=seqidlist,
-                              negative_seqidlist=negative_seqidlist)
+    _check_subject_compatible(subject, taxids=taxids, negative_taxids=negative_taxids,
+                              taxidlist=taxidlist, negative_taxidlist=negative_taxidlist,
+                              seqidlist=seqidlist, negative_seqidlist=negative_seqidlist,
+                              db_soft_mask=db_soft_mask, db_hard_mask=db_hard_mask)
     if mode not in ("pipeline", "serial"):
         raise OptionsError(f"invalid -mode {mode!r}: use pipeline or serial")
     if prelim_threads < 0 or traceback_threads < 0:
         raise OptionsError("thread counts must not be negative")
     num_threads = _within_cpus(num_threads)
     _check_template_pair(template_type, template_length)
+
+    def warn(text: str) -> None:
+        print(text, file=sys.stderr)
+
     limits = report_limits(outfmt, max_target_seqs, num_descriptions, num_alignments,
-                           line_length, warn=lambda text: print(text, file=sys.stderr))
+                           line_length, warn=warn)
+    warn_missing_taxonomy_names(outfmt, warn)
+    if db_soft_mask is not None and db_hard_mask is not None:
+        raise OptionsError('Argument "db_soft_mask". Incompatible with argument:  '
+                           "`db_hard_mask'")
+    soft_mask = _mask_algorithm_id(db_soft_mask, db, warn)
+    hard_mask = _mask_algorithm_id(db_hard_mask, db, warn)
+    device = _device_for_masks(soft_mask, hard_mask, device)
     cluster = _cluster_spec(scheduler, scheduler_file, local_workers, shards, cluster_mode,
                             device, gpu_id, subject)
 
@@ -421,7 +451,9 @@ def search_command(
         max_hsps=max_hsps, perc_identity=perc_identity, qcov_hsp_perc=qcov_hsp_perc,
         num_threads=num_threads, dbsize=dbsize, searchsp=searchsp,
         min_raw_gapped_score=min_raw_gapped_score, no_greedy=no_greedy or None,
-        seqidlist=seqidlist, negative_seqidlist=negative_seqidlist,
+        seqidlist=seqidlist, negative_seqidlist=negative_seqidlist, taxids=taxids,
+        negative_taxids=negative_taxids, taxidlist=taxidlist,
+        negative_taxidlist=negative_taxidlist, db_soft_mask=soft_mask, db_hard_mask=hard_mask,
         template_type=template_type, template_length=template_length, window_size=window_size,
         culling_limit=culling_limit, best_hit_overhang=best_hit_overhang,
         best_hit_score_edge=best_hit_score_edge, subject_besthit=subject_besthit or None,
@@ -453,11 +485,41 @@ def _on_the_cpu_return_large_blocks(backend) -> None:
         return_large_blocks()
 
 
+# the options that name themselves first when blastn refuses them with -subject
+_REFUSING_SUBJECT = ("taxids", "taxidlist")
+
+
 def _check_subject_compatible(subject: str | None, **database_options) -> None:
     """blastn's refusal of an option that restricts a database, given with -subject."""
     given = [name for name, value in database_options.items() if value is not None]
-    if subject is not None and given:
-        raise OptionsError(f'Argument "subject". Incompatible with argument:  `{given[0]}\'')
+    if subject is None or not given:
+        return
+    if given[0] in _REFUSING_SUBJECT:
+        raise OptionsError(f'Argument "{given[0]}". Incompatible with argument:  `subject\'')
+    raise OptionsError(f'Argument "subject". Incompatible with argument:  `{given[0]}\'')
+
+
+def _mask_algorithm_id(value: str | None, db: str | None, warn) -> int | None:
+    """-db_soft_mask's or -db_hard_mask's algorithm id. A value that is no id names no
+    algorithm: blastn then warns and searches without masks."""
+    if value is None:
+        return None
+    if re.fullmatch(r"\s*[+-]?\d+\s*", value):
+        return int(value)
+    warn(f"Warning: [blastn] Subject mask not found in {db}, proceeding without subject "
+         "masking.")
+    return None
+
+
+def _device_for_masks(soft_mask: int | None, hard_mask: int | None, device: str) -> str:
+    """The device of a search under -db_soft_mask or -db_hard_mask: the CPU, whose scan
+    alone reads the unmasked ranges."""
+    if soft_mask is None and hard_mask is None:
+        return device
+    if device == "gpu":
+        flag = "-db_soft_mask" if soft_mask is not None else "-db_hard_mask"
+        raise OptionsError(f"{flag} is searched on the CPU: give -device cpu or auto")
+    return "cpu"
 
 
 def _cluster_spec(scheduler, scheduler_file, local_workers, shards, cluster_mode, device,
@@ -591,6 +653,12 @@ def makedb_command(
     parse_seqids: bool = typer.Option(False, "-parse_seqids", help="Parse FASTA-style Seq-ids "
                                       "(gi|..., ref|...|); duplicate ids are an error."),
     max_file_sz: str = typer.Option("1GB", "-max_file_sz", help="Volume size cap, e.g. 1GB, 500MB."),
+    taxid: int = typer.Option(None, "-taxid", click_type=INTEGER,
+                              help="Taxid of every sequence (for -taxids and staxid)."),
+    taxid_map: str = typer.Option(None, "-taxid_map", help="File of 'id taxid' lines giving "
+                                  "the sequences their taxids (needs -parse_seqids)."),
+    strict: bool = typer.Option(False, "-strict", help="Refuse a sequence letter outside "
+                                "IUPAC (default: drop it with makeblastdb's warning)."),
     quiet: bool = typer.Option(False, "-quiet", help="No progress bar and no summary."),
 ) -> None:
     """Build a gblastn database from FASTA (as makeblastdb -dbtype nucl)."""
@@ -609,7 +677,8 @@ def makedb_command(
     warn = (lambda message: None) if quiet else None
     kwargs = {"warn": warn} if warn else {}
     path = make_db(inputs, out, title=title, parse_seqids=parse_seqids, max_file_sz=max_file_sz,
-                   progress=False if quiet else None, **kwargs)
+                   progress=False if quiet else None, taxid=taxid, taxid_map=taxid_map,
+                   strict=strict, **kwargs)
     if not quiet:
         from .db.reader import open_db
         with open_db(path) as db:

@@ -18,7 +18,9 @@ Call hierarchy (each stage its own module):
     Engine(db, options, BackendPlan, times, ...)        one search, its backend resolved
       prelim_search -> PrelimHits                       one batch x one volume (or part of one)
         initial_hits -> VolumeGapped
-          subject_chunks                 (here)         subjects cut in 5,000,000-letter chunks
+          searched_chunks                (here)         subjects cut in 5,000,000-letter chunks
+                                                        (under -db_soft_mask with the ranges
+                                                        scanned, -db_hard_mask at the masks)
           find_seeds                     scan/          scan + lookup + mini-extension (CPU or GPU)
             -> ScannedSeeds                             on a GPU with every seed's ungapped
                                                         extension made ahead (extended_seeds,
@@ -102,6 +104,24 @@ def query_batches(queries, options: SearchOptions, size=len):
 
 
 @dataclass
+class ScanRanges:
+    """The stretches of each chunk that the scan of a soft-masked database reads: chunk i's
+    are [left[k], right[k]) for k in first[i]:first[i + 1], in chunk coordinates."""
+
+    first: np.ndarray  # int64 [chunks + 1]
+    left: np.ndarray   # int64
+    right: np.ndarray  # int64
+
+    def take(self, index) -> "ScanRanges":
+        counts = np.diff(self.first)[index]
+        ends = np.cumsum(counts, dtype=np.int64)
+        total = int(ends[-1]) if ends.size else 0
+        # each taken chunk's rows: its first row, then the next ones
+        rows = np.repeat(self.first[:-1][index] - (ends - counts), counts) + np.arange(total)
+        return ScanRanges(np.concatenate(([0], ends)), self.left[rows], self.right[rows])
+
+
+@dataclass
 class SubjectChunks:
     """The pieces of a volume's subjects that are scanned and extended independently."""
 
@@ -109,10 +129,12 @@ class SubjectChunks:
     start: np.ndarray         # int64: first letter of the chunk within its subject
     byte_offset: np.ndarray   # int64: byte of the chunk's first letter in the volume buffer
     length: np.ndarray        # int32: letters
+    ranges: ScanRanges | None = None  # what the scan reads of each (None: the whole chunk)
 
     def take(self, index) -> "SubjectChunks":
         return SubjectChunks(self.local_index[index], self.start[index], self.byte_offset[index],
-                             self.length[index])
+                             self.length[index],
+                             None if self.ranges is None else self.ranges.take(index))
 
 
 def subject_chunks(lengths: np.ndarray, byte_offset: np.ndarray) -> SubjectChunks:
@@ -133,11 +155,101 @@ def subject_chunks(lengths: np.ndarray, byte_offset: np.ndarray) -> SubjectChunk
 def searched_chunks(db, volume, byte_offset: np.ndarray) -> SubjectChunks:
     """The chunks of the volume's subjects that the search sees: those of every subject, or
     of the subjects db.searched marks (-seqidlist), which BLAST's database never hands to
-    the scan."""
-    chunks = subject_chunks(volume.lengths, byte_offset)
-    if db.searched is None:
+    the scan; under -db_soft_mask with their scan ranges, less those left without one;
+    under -db_hard_mask those of the unmasked ranges."""
+    masked = getattr(db, "mask_algorithm", None) is not None
+    if masked and db.hard_mask:
+        chunks = hard_masked_chunks(volume.lengths, byte_offset,
+                                    lambda local: db.volume_masked_ranges(volume, local))
+    else:
+        chunks = subject_chunks(volume.lengths, byte_offset)
+    if db.searched is not None:
+        chunks = chunks.take(np.flatnonzero(db.searched[volume.first_ordinal
+                                                        + chunks.local_index]))
+    if not masked or db.hard_mask:
         return chunks
-    return chunks.take(np.flatnonzero(db.searched[volume.first_ordinal + chunks.local_index]))
+    return soft_masked_chunks(chunks, volume.lengths,
+                              lambda local: db.volume_masked_ranges(volume, local))
+
+
+def hard_masked_chunks(lengths: np.ndarray, byte_offset: np.ndarray, masked_of) -> SubjectChunks:
+    """The chunks BLAST cuts the subjects of a hard-masked database into
+    (s_GetNextSubjectChunk): each unmasked range of a subject (masked_of(local): its masked
+    ranges) in chunks of at most MAX_DBSEQ_LEN letters, overlapping as subject_chunks'
+    do, each from the byte boundary at or before its first letter, and scanned from that
+    letter on. A chunk without an unmasked letter is left out."""
+    local_index, start, length, scan_left = [], [], [], []
+    for local, subject_length in enumerate(np.asarray(lengths, dtype=np.int64).tolist()):
+        masked = np.asarray(masked_of(local), dtype=np.int64).reshape(-1, 2)
+        for left, right in zip(np.append(0, masked[:, 1]).tolist(),
+                               np.append(masked[:, 0], subject_length).tolist()):
+            following = left
+            while following < right:
+                residual = following % 4
+                offset = following - residual
+                if offset + MAX_DBSEQ_LEN < right:
+                    size, following = MAX_DBSEQ_LEN, offset + MAX_DBSEQ_LEN - DBSEQ_CHUNK_OVERLAP
+                else:
+                    size, following = right - offset, right
+                if size > residual:
+                    local_index.append(local)
+                    start.append(offset)
+                    length.append(size)
+                    scan_left.append(residual)
+    local_index = np.asarray(local_index, dtype=np.int32)
+    start = np.asarray(start, dtype=np.int64)
+    length = np.asarray(length, dtype=np.int64)
+    ranges = ScanRanges(np.arange(length.size + 1, dtype=np.int64),
+                        np.asarray(scan_left, dtype=np.int64), length.copy())
+    return SubjectChunks(local_index, start, np.asarray(byte_offset)[local_index] + start // 4,
+                         length.astype(np.int32), ranges)
+
+
+def soft_masked_chunks(chunks: SubjectChunks, lengths: np.ndarray, masked_of) -> SubjectChunks:
+    """The chunks with the ranges BLAST scans of each (s_GetNextSubjectChunk): the unmasked
+    stretches of its subject (masked_of(local): the masked ranges, int [k, 2]) that reach
+    into the chunk, the first and last cut to it; a subject of one chunk keeps them whole.
+    A chunk with none is not searched (BLAST skips it)."""
+    kept, pieces = [], []
+    subject_starts = np.flatnonzero(np.diff(chunks.local_index, prepend=-1))
+    for lo, hi in zip(subject_starts, np.append(subject_starts[1:], chunks.length.size)):
+        local = int(chunks.local_index[lo])
+        masked = np.asarray(masked_of(local), dtype=np.int64).reshape(-1, 2)
+        unmasked = (np.append(0, masked[:, 1]), np.append(masked[:, 0], int(lengths[local])))
+        if hi - lo == 1:
+            kept.append(lo)
+            pieces.append(unmasked)
+            continue
+        carried = 0  # BLAST goes on from the last range that reached into the previous chunk
+        for c in range(lo, hi):
+            piece, carried = _chunk_ranges(*unmasked, int(chunks.start[c]),
+                                           int(chunks.length[c]), carried)
+            if piece is not None:
+                kept.append(c)
+                pieces.append(piece)
+    picked = chunks.take(np.asarray(kept, dtype=np.int64))
+    counts = [piece[0].size for piece in pieces]
+    picked.ranges = ScanRanges(np.concatenate(([0], np.cumsum(counts, dtype=np.int64))),
+                               np.concatenate([p[0] for p in pieces] or [np.zeros(0, np.int64)]),
+                               np.concatenate([p[1] for p in pieces] or [np.zeros(0, np.int64)]))
+    return picked
+
+
+def _chunk_ranges(open_left, open_right, start: int, length: int, carried: int):
+    """(the unmasked ranges reaching into chunk [start, start + length), from the range
+    `carried` on, in chunk coordinates, or None; the range the next chunk starts from)."""
+    i = carried
+    while open_right[i] < start:
+        i += 1
+    begin = i
+    while i < open_left.size and open_left[i] < start + length:
+        i += 1
+    if i == begin:
+        return None, i - 1
+    left, right = open_left[begin:i] - start, open_right[begin:i] - start
+    left[0] = max(left[0], 0)
+    right[-1] = min(right[-1], length)
+    return (left, right), i - 1
 
 
 # ----------------------------------------------------------------------------------------------
@@ -453,6 +565,7 @@ class Engine:
         per volume: the scan's at the first slice's scan, the ungapped stage's from the
         first slice's extension to the last's (TurnsOnce)."""
         from .gapped import hit_contexts
+        from .scan.masked import find_masked_seeds
         from .ungapped import extend_seeds, ungapped_rules
 
         subject_buffer = self.buffers.of(volume)
@@ -474,6 +587,9 @@ class Engine:
 
         def scan(part) -> ScannedSeeds:
             with turns.first_scan(), self.times.stage("scan"):
+                if part.ranges is not None:
+                    return ScannedSeeds(find_masked_seeds(table, buffer, part.byte_offset,
+                                                          part.ranges, threads, spread))
                 if rules is not None:
                     return ScannedSeeds(*backend.extended_seeds(
                         table, subject_buffer, part.byte_offset, part.length, rules))
@@ -607,16 +723,23 @@ class Engine:
         As BLAST's partial fetching, only the subject's letters around the HSPs are
         unpacked; when an alignment reads beyond them (BLAST's fence hit), the traceback is
         redone on every letter it may read."""
+        from .output.tabular import COUNT_IDENTITIES
         from .traceback import traceback_group
 
         tasks, volume = group.tasks, group.volume
         scratch = self.letter_scratch(int(max(self.db.lengths[task.ordinal] for task in tasks)))
+        hard_masked = getattr(self.db, "hard_mask", False)
+        subjects = self.db.traced_subjects(volume) if hard_masked else volume.packed_subjects()
         with self.times.stage("traceback"):
             final, _ = traceback_group([task.hsps for task in tasks],
                                        [task.ordinal - volume.first_ordinal for task in tasks],
                                        [task.query_index for task in tasks],
-                                       volume.packed_subjects(), plan.batch, plan.stats,
+                                       subjects, plan.batch, plan.stats,
                                        self.options, scratch, [task.tails for task in tasks])
+        if hard_masked:
+            # counted on masked letters: the reports that read the true letters count again
+            for hsps in final:
+                hsps.masked_identities = hsps.counts[:, COUNT_IDENTITIES]
         return [(task.ordinal, hsps) for task, hsps in zip(tasks, final)]
 
     def query_result(self, plan: BatchPlan, q: int, traced: list) -> QueryResult:

@@ -4,7 +4,9 @@
 one chunk (whitespace removed, case kept), whatever the lengths of the lines: a consumer that
 encodes the pieces as they come (makedb) holds no record's letters whole. `iter_records` joins
 them into one `Record` per '>' line (queries). Letters are checked as they are read, so an
-invalid character is reported with its exact file and line as soon as its chunk is read.
+invalid character is reported with its exact file and line as soon as its chunk is read; or,
+as makeblastdb's FASTA reader does, dropped with a warning naming their lines and columns,
+a ';' dropping the rest of its line.
 
 `to_blastna` turns a record's letters into blastna codes plus the lower-case mask.
 """
@@ -26,6 +28,7 @@ from .errors import InputError
 CHUNK_BYTES = 8 << 20
 GZIP_MAGIC = b"\x1f\x8b"
 WHITESPACE = b" \t\r\n\v\f"
+COMMENT = 0x3B  # ';': makeblastdb ignores the rest of a sequence line from it, silently
 # every byte that may appear in a sequence line: the alphabet (either case) and whitespace
 _SEQUENCE_BYTES = bytes(int(b) for b in np.flatnonzero(BLASTNA_FROM_ASCII != INVALID)) + WHITESPACE
 _SEQUENCE_BYTE_OK = np.zeros(256, dtype=bool)
@@ -51,6 +54,17 @@ class Record:
         return int(self.letters.size)
 
 
+def _ranges(columns: list) -> str:
+    """'3, 7-9, 12': columns in increasing order, runs written as ranges."""
+    runs = []
+    for column in columns:
+        if runs and column == runs[-1][1] + 1:
+            runs[-1][1] = column
+        else:
+            runs.append([column, column])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
 def _describe_byte(value: int) -> str:
     char = chr(value)
     return char if char.isprintable() and value < 128 else f"\\x{value:02x}"
@@ -70,12 +84,16 @@ class _Tokenizer:
     line being read, however long the sequence lines are, and a bad byte is reported as soon
     as the chunk holding it is read."""
 
-    def __init__(self, source: str, validate: bool, headerless_ok: bool):
+    def __init__(self, source: str, validate: bool, headerless_ok: bool, report_dropped=None):
         self.source = source
         self.validate = validate
         self.headerless_ok = headerless_ok
+        self.report_dropped = report_dropped
         self.lines_done = 0           # newlines before the byte being looked at
         self.at_line_start = True
+        self.column = 0               # bytes of its line before the byte being looked at
+        self.in_comment = False       # inside a sequence line's comment (after its ';')
+        self.dropped: dict[int, list] = {}  # the line being read: the columns dropped
         self.header_parts: list[bytes] | None = None  # a '>' line not yet ended
         self.header_line = 0
         self.seen_header = False
@@ -105,6 +123,7 @@ class _Tokenizer:
     def close(self) -> Iterator[Header]:
         if self.header_parts is not None:
             yield self._end_header()
+        self._report_dropped(upto_line=self.lines_done + 2)  # the last line has no newline
 
     def _continue_header(self, chunk: bytes, pos: int = 0) -> int:
         """Adds the header line's text from pos; where it ends: the next line's start, or -1
@@ -117,6 +136,7 @@ class _Tokenizer:
         self.header_parts.append(chunk[pos:newline])
         self.lines_done += 1
         self.at_line_start = True
+        self.column = 0
         return newline + 1
 
     def _end_header(self) -> Header:
@@ -136,8 +156,14 @@ class _Tokenizer:
             pos = at
 
     def _sequence_text(self, text: bytes) -> Iterator[Header | bytes]:
-        if self.validate and text.translate(None, _SEQUENCE_BYTES):
+        raw = text
+        if self.report_dropped is not None and (self.in_comment
+                                                or text.translate(None, _SEQUENCE_BYTES)):
+            text = self._without_dropped(text)
+        elif self.validate and text.translate(None, _SEQUENCE_BYTES):
             self._invalid_byte(text)
+        last_newline = raw.rfind(b"\n")
+        self.column = len(raw) - last_newline - 1 if last_newline >= 0 else self.column + len(raw)
         letters = text.translate(None, WHITESPACE)
         if letters and not self.seen_header:
             first_letter = self._line_of(text, len(text) - len(text.lstrip()))
@@ -149,6 +175,42 @@ class _Tokenizer:
         self.at_line_start = text.endswith(b"\n")
         if letters:
             yield letters
+
+    def _without_dropped(self, text: bytes) -> bytes:
+        """`text` without the bytes makeblastdb ignores: those outside the alphabet (each
+        reported, by line and column, when its line ends) and the comments. Newlines stay."""
+        codes = np.frombuffer(text, dtype=np.uint8)
+        newline = codes == 0x0A
+        line = np.cumsum(newline) - newline  # of each byte: its line, 0 for the text's first
+        line_start = np.concatenate(([0], np.flatnonzero(newline) + 1))
+        column = np.arange(codes.size) - line_start[line] + 1
+        column[line == 0] += self.column
+        comment = self._commented(codes, line, newline, line_start.size)
+        bad = ~_SEQUENCE_BYTE_OK[codes] & ~comment
+        bad_lines, bad_columns = line[bad] + self.lines_done + 1, column[bad]
+        breaks = np.flatnonzero(np.diff(bad_lines)) + 1
+        for lines, columns in zip(np.split(bad_lines, breaks), np.split(bad_columns, breaks)):
+            if lines.size:
+                self.dropped.setdefault(int(lines[0]), []).extend(columns.tolist())
+        self._report_dropped(upto_line=self.lines_done + 1 + int(newline.sum()))
+        return codes[~(bad | comment)].tobytes()
+
+    def _commented(self, codes, line, newline, lines: int) -> np.ndarray:
+        """Which bytes are comments: from a line's first ';' to its end (a comment the last
+        text left open takes the first line whole)."""
+        first = np.full(lines, codes.size, dtype=np.int64)
+        semicolons = np.flatnonzero(codes == COMMENT)
+        np.minimum.at(first, line[semicolons], semicolons)
+        if self.in_comment:
+            first[0] = 0
+        self.in_comment = bool(first[-1] < codes.size)  # the last line goes on in the next text
+        return (np.arange(codes.size) >= first[line]) & ~newline
+
+    def _report_dropped(self, upto_line: int) -> None:
+        """makeblastdb's warning for each line before `upto_line` that had bytes dropped."""
+        for number in sorted(n for n in self.dropped if n < upto_line):
+            self.report_dropped("FASTA-Reader: Ignoring invalid residues at position(s): "
+                                f"On line {number}: {_ranges(self.dropped.pop(number))}")
 
     def _line_of(self, text: bytes, offset: int) -> int:
         return self.lines_done + text.count(b"\n", 0, offset) + 1
@@ -202,21 +264,22 @@ def _read_chunks(stream: BinaryIO, name: str, chunk_bytes: int) -> Iterator[byte
 
 
 def iter_fasta(source: str | os.PathLike | BinaryIO, validate: bool = True,
-               headerless_ok: bool = False,
-               chunk_bytes: int = CHUNK_BYTES) -> Iterator[Header | bytes]:
+               headerless_ok: bool = False, chunk_bytes: int = CHUNK_BYTES,
+               report_dropped=None) -> Iterator[Header | bytes]:
     """A FASTA file (plain or gzip, detected by magic bytes; '-' reads stdin), or an open
     binary stream of FASTA text (named '<text>' in messages), as a stream of Header items,
     each followed by its sequence's letters in pieces (bytes, whitespace removed, case
     kept). Memory holds one chunk of `chunk_bytes` at a time, whatever the lines' lengths.
 
     With `validate`, a letter outside IUPAC (ACGTURYKMSWBDHVN, either case, and '-') raises
-    InputError naming file and line. Letters before the first '>' raise InputError unless
-    `headerless_ok`, which puts a Header with an empty defline before them (as BLAST reads a
-    bare query sequence).
+    InputError naming file and line; with `report_dropped` (a function taking a warning's
+    text) it is dropped instead, as makeblastdb drops it, and so is a comment (';' to the
+    line's end). Letters before the first '>' raise InputError unless `headerless_ok`, which
+    puts a Header with an empty defline before them (as BLAST reads a bare query sequence).
     """
     own_stream = not hasattr(source, "read")
     name = _source_name(source)
-    tokenizer = _Tokenizer(name, validate, headerless_ok)
+    tokenizer = _Tokenizer(name, validate, headerless_ok, report_dropped)
     stream = open_binary(source) if own_stream else source
     try:
         for chunk in _read_chunks(stream, name, chunk_bytes):

@@ -38,6 +38,10 @@ class Hsps:
     ops: np.ndarray = None       # uint8 (gblastn.layouts' OP_*)
     op_len: np.ndarray = None    # int32
     counts: np.ndarray = None    # int64 [n, 4] (output.tabular's COUNT_* columns)
+    # -db_hard_mask: the identities the traceback counted on the masked letters (as counts
+    # holds them), which SAM and tabular columns without the letters report; the reports
+    # that read the true letters count again
+    masked_identities: np.ndarray = None
 
     def __len__(self) -> int:
         return int(self.score.size)
@@ -57,6 +61,8 @@ class Hsps:
             out.evalue, out.bitscore = self.evalue[start:end], self.bitscore[start:end]
         if self.counts is not None:
             out.counts = self.counts[start:end]
+        if self.masked_identities is not None:
+            out.masked_identities = self.masked_identities[start:end]
         if self.ops is not None:
             first, last = self.op_start[start], self.op_start[end]
             out.op_start = self.op_start[start:end + 1] - first
@@ -73,6 +79,8 @@ class Hsps:
             out.evalue, out.bitscore = self.evalue[index], self.bitscore[index]
         if self.counts is not None:
             out.counts = self.counts[index]
+        if self.masked_identities is not None:
+            out.masked_identities = self.masked_identities[index]
         if self.ops is not None:
             starts, ends = self.op_start[index], self.op_start[index + 1]
             sizes = ends - starts

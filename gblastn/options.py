@@ -55,6 +55,13 @@ class SearchOptions:
     no_greedy: bool = False        # -no_greedy: megablast extends with DP, as the other tasks
     seqidlist: str | None = None   # -seqidlist: search only the sequences this file names
     negative_seqidlist: str | None = None  # -negative_seqidlist: all but those
+    taxids: str | None = None      # -taxids: search only the sequences of these taxids ('9606,562')
+    negative_taxids: str | None = None     # -negative_taxids: all but those
+    taxidlist: str | None = None   # -taxidlist: the taxids in a file, one a line
+    negative_taxidlist: str | None = None  # -negative_taxidlist: all but those
+    db_soft_mask: int | None = None  # -db_soft_mask: the database's masking algorithm whose
+                                     # ranges the scan skips (makeblastdb -mask_data)
+    db_hard_mask: int | None = None  # -db_hard_mask: ... whose ranges nothing aligns across
     template_length: int = 0       # discontiguous words: the template's letters (0: contiguous words)
     template_type: str = ""        # ... and its kind, one of TEMPLATE_TYPES
     window_size: int = 0           # -window_size: the two-hit window (0: one hit starts an extension)
@@ -246,6 +253,41 @@ def _validate_words(o: SearchOptions) -> None:
                            "with discontiguous words (-task dc-megablast)")
 
 
+SUBSET_OPTIONS = ("seqidlist", "negative_seqidlist", "taxids", "negative_taxids", "taxidlist",
+                  "negative_taxidlist")
+# what a search needs the whole database in one process for (not a cluster's shards)
+LOCAL_ONLY_OPTIONS = SUBSET_OPTIONS + ("db_soft_mask", "db_hard_mask")
+# the options that restrict the database, pairwise exclusive: each pair as blastn names it
+# when both are given (the first named is the one that refuses the other)
+_EXCLUSIVE_SUBSETS = (
+    ("seqidlist", "negative_seqidlist"), ("taxids", "negative_taxids"),
+    ("taxids", "taxidlist"), ("taxids", "negative_taxidlist"), ("taxids", "seqidlist"),
+    ("taxids", "negative_seqidlist"), ("taxidlist", "negative_taxids"),
+    ("taxidlist", "negative_taxidlist"), ("taxidlist", "seqidlist"),
+    ("taxidlist", "negative_seqidlist"), ("negative_taxids", "negative_taxidlist"),
+    ("seqidlist", "negative_taxids"), ("negative_taxids", "negative_seqidlist"),
+    ("seqidlist", "negative_taxidlist"), ("negative_taxidlist", "negative_seqidlist"))
+
+
+def _check_one_subset(o: SearchOptions) -> None:
+    """blastn's refusal of two options that each restrict the database, in its words."""
+    for first, second in _EXCLUSIVE_SUBSETS:
+        if getattr(o, first) is not None and getattr(o, second) is not None:
+            raise OptionsError(f'Argument "{first}". Incompatible with argument:  '
+                               f"`{second}'")
+
+
+def _check_mask_options(o: SearchOptions) -> None:
+    if o.db_soft_mask is not None and o.db_hard_mask is not None:
+        raise OptionsError('Argument "db_soft_mask". Incompatible with argument:  '
+                           "`db_hard_mask'")
+    for name in ("db_soft_mask", "db_hard_mask"):
+        value = getattr(o, name)
+        if value is not None and type(value) is not int:
+            raise OptionsError(f"{name} is a masking algorithm's id (an integer), not "
+                               f"{value!r}")
+
+
 def _validate(o: SearchOptions) -> None:
     # every task takes any word size from 4 up, as blastn does (a word longer than a query
     # finds no hit in it)
@@ -280,8 +322,8 @@ def _validate(o: SearchOptions) -> None:
         raise OptionsError("-qcov_hsp_perc must be between 0 and 100")
     if o.searchsp < 0:
         raise OptionsError("-searchsp must be at least 0")
-    if o.seqidlist is not None and o.negative_seqidlist is not None:
-        raise OptionsError("-seqidlist and -negative_seqidlist cannot be given together")
+    _check_one_subset(o)
+    _check_mask_options(o)
     if o.num_threads < 1:
         raise OptionsError("-num_threads must be at least 1")
     # the reward/penalty/gap set must be one BLAST supports (spec §7.2)

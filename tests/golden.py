@@ -146,6 +146,21 @@ def assert_blastn_found_hits(output) -> None:
     assert hit_lines(output), "blastn reported no hits: the comparison would prove nothing"
 
 
+def same_as_blastn(query: str, db: str, *args: str, ours_db: str | None = None) -> list:
+    """blastn's output lines of a search, checked equal to gblastn's of the same search of
+    `ours_db` (default: the same database)."""
+    theirs = subprocess.run(["blastn", "-query", query, "-db", db, *args],
+                            capture_output=True, text=True)
+    assert theirs.returncode == 0, theirs.stderr
+    ours = gblastn("search", "-query", query, "-db", ours_db or db, "-device", "cpu", *args)
+    assert ours.returncode == 0, ours.stderr
+    expected, got = theirs.stdout.splitlines(), ours.stdout.splitlines()
+    if ours_db is not None:  # the header names the database as given
+        got = [line.replace(ours_db, db) for line in got]
+    assert expected == got, compare_lines(expected, got)
+    return expected
+
+
 def compare_lines(expected: list, got: list) -> str:
     """A short report of the first differences, or '' when identical."""
     if expected == got:

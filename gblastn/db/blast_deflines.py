@@ -38,11 +38,12 @@ class BerError(ValueError):
 
 
 class Defline(NamedTuple):
-    """One Blast-def-line: its title and its Seq-ids as FASTA strings ('gi|12345',
-    'gb|AB000001.2|', 'gnl|BL_ORD_ID|0')."""
+    """One Blast-def-line: its title, its Seq-ids as FASTA strings ('gi|12345',
+    'gb|AB000001.2|', 'gnl|BL_ORD_ID|0') and its taxid (0 when it has none)."""
 
     title: str
     seq_ids: tuple
+    taxid: int = 0
 
     @property
     def parsed(self) -> bool:
@@ -200,7 +201,8 @@ def decode_deflines(data: bytes) -> list[Defline]:
             fields = _fields(entry)
             title = _string(fields[0]) if 0 in fields else ""
             ids = _constructed(fields[1], UNIVERSAL_SEQUENCE) if 1 in fields else []
-            deflines.append(Defline(title, tuple(seq_id_text(i) for i in ids)))
+            taxid = _integer(fields[2]) if 2 in fields else 0
+            deflines.append(Defline(title, tuple(seq_id_text(i) for i in ids), taxid))
     except (KeyError, IndexError, TypeError) as exc:
         raise BerError(f"incomplete Blast-def-line ({exc})") from None
     if not deflines:

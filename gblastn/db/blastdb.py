@@ -3,7 +3,8 @@
 A name is an alias file NAME.nal (a DBLIST of further names, relative to its folder) or a
 volume: NAME.nin (index), NAME.nsq (packed bases and ambiguity runs), NAME.nhr (deflines).
 makeblastdb's format versions 4 and 5 share these three files; version 5 adds a field to the
-index and LMDB files for id lookups, which a search does not need.
+index naming its LMDB files, of which a search reads the taxids (taxonomy.py), and the
+masking data of -mask_data sits beside the volumes (blast_masks.py).
 
 .nin, big-endian Int4 unless noted: version (4 or 5), sequence type (0: nucleotide),
 [v5: volume number], title and [v5: LMDB file name] as Int4 length + bytes, creation date
@@ -217,8 +218,8 @@ class BlastVolume:
         if self.version == 5:
             fields.int4()  # the volume's number
         self.title = fields.string()
-        if self.version == 5:
-            fields.string()  # the LMDB file of its ids
+        # version 5: the LMDB file of its ids and taxids, in the volume's folder
+        self.lmdb_name = fields.string() if self.version == 5 else None
         self.created = fields.string()
         self.num_seqs = fields.int4()
         self.total_letters = struct.unpack("<q", fields.take(8))[0]
@@ -451,12 +452,31 @@ class BlastDatabase(OrdinalAccess):
         volume, local = self._locate(ordinal)
         return volume.deflines(local)[0]
 
+    def deflines_of(self, ordinal: int) -> list[Defline]:
+        volume, local = self._locate(ordinal)
+        return volume.deflines(local)
+
     def defline(self, ordinal: int) -> str:
         return self._first_defline(ordinal).text()
 
-    def _describe_uncached(self, ordinal: int) -> tuple[str, str, str]:
-        found = self._first_defline(ordinal)
+    @staticmethod
+    def describe_defline(found: Defline) -> tuple[str, str, str]:
         return describe(found.text(), found.parsed)
+
+    def _describe_uncached(self, ordinal: int) -> tuple[str, str, str]:
+        return self.describe_defline(self._first_defline(ordinal))
+
+    # -- taxonomy --------------------------------------------------------------------------
+    def taxids_of(self, ordinal: int) -> list[int]:
+        """The taxid of each defline of the sequence (0 for one without)."""
+        return [found.taxid for found in self.deflines_of(ordinal)]
+
+    def taxid_index(self):
+        """The taxids -taxids and its kin select by (taxonomy.TaxidIndex): those of the
+        version 5 LMDB files; DatabaseError for version 4, which has none."""
+        from .taxonomy import blast_taxid_index
+
+        return blast_taxid_index(self)
 
     def find(self, seq_id: str) -> int:
         """Ordinal of the first sequence an id names, as dbcmd -entry accepts ids (read off

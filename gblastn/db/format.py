@@ -7,8 +7,9 @@ A database NAME is a directory ``NAME.gdb/`` holding
   ``max_length``, ``parse_seqids``, ``volumes``: per volume its ``file``, ``first_ordinal``,
   ``num_seqs``, ``total_letters``, ``file_size`` (bytes, checked on open), ``arrays_crc``
   (CRC-32 of its array values, checked on open), ``structure_crc`` (of its LMDB pages but
-  the blocks' data, checked on open, `structure_crc`) and ``keys_checksum`` (of its id keys,
-  checked when an id is not found); and ``checksum``, the CRC-32 of the rest of the manifest
+  the blocks' data, checked on open, `structure_crc`), ``keys_checksum`` (of its id keys,
+  checked when an id is not found) and, for a database made with taxids, ``taxids_crc``
+  (of its ``taxid`` array, checked on open); and ``checksum``, the CRC-32 of the rest of the manifest
   (`manifest_checksum`), checked on open.
 * ``gen-XXXXXXXXXXXXXXXX/``, a generation: the volumes of one build, one LMDB environment
   per volume in a single file ``vNNN.mdb`` (opened with subdir=False), named in the manifest
@@ -34,6 +35,9 @@ Keys of a volume (integers in values are little-endian numpy arrays, read as zer
   ``amb_code`` uint8 [runs] its ncbi4na code (runs of one code are maximal, not split)
 * ``def`` + uint64 big-endian local index: the defline, the bytes read after '>'
 * ``def_crc``       uint32 [n]     CRC-32 of each defline (checked on every read)
+* ``taxid``         int32 [n]      the taxid of each sequence (makedb -taxid or -taxid_map);
+  only in a database made with either, whose volumes' manifest entries then have
+  ``taxids_crc`` (a database without has taxid 0 everywhere, as makeblastdb's)
 * ``id`` + uint64 big-endian hash of an identifier (`id_hash`) + uint64 big-endian global
   ordinal, empty value: one per (identifier, sequence it names), for what ``dbcmd -entry`` and
   ``Database.find`` accept (see seqid.lookup_keys). Keys are short whatever the identifier's
@@ -113,6 +117,7 @@ def ordinal_of_id_key(key: bytes) -> int:
     return int.from_bytes(key[-ORDINAL_BYTES:], "big")
 
 
+TAXIDS_KEY = b"taxid"  # sorts after the id keys: put with the arrays, at a volume's end
 ID_KEY_PREFIX = b"id"
 ID_KEY_BYTES = len(ID_KEY_PREFIX) + 8 + ORDINAL_BYTES
 ID_KEYS_END = b"ie"  # every id key sorts before this

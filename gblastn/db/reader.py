@@ -216,8 +216,20 @@ class Volume:
         self._def_crc = arrays.get("def_crc")  # version 1 stored none
         if self.lengths.size != self.num_seqs:
             raise DatabaseError(f"{self._label}: damaged (sequence count)")
+        self.taxids = self._read_taxids(entry.get("taxids_crc"))
         self._blocks: dict[int, np.ndarray] = {}
         self._concat = None
+
+    def _read_taxids(self, expected_crc) -> np.ndarray:
+        """The taxid of each sequence (makedb -taxid or -taxid_map; 0 for a sequence without,
+        and for every sequence of a database made with neither, which stores none)."""
+        if expected_crc is None:
+            return np.zeros(self.num_seqs, dtype=np.int32)
+        value = self._get(fmt.TAXIDS_KEY)
+        if value is None or len(value) != 4 * self.num_seqs \
+                or zlib.crc32(value) != int(expected_crc):
+            raise DatabaseError(f"{self._label}: damaged (taxids)")
+        return np.frombuffer(value, dtype="<i4")
 
     def _check_structure(self, expected: int) -> None:
         """LMDB follows its pages without checking them; they are checked before it does."""
@@ -595,6 +607,19 @@ class Database(OrdinalAccess):
     def defline(self, ordinal: int) -> str:
         volume, local = self._locate(ordinal)
         return volume.defline(local)
+
+    # -- taxonomy --------------------------------------------------------------------------
+    def taxids_of(self, ordinal: int) -> list[int]:
+        """The sequence's taxid (one: a gblastn database stores one defline a sequence)."""
+        volume, local = self._locate(ordinal)
+        return [int(volume.taxids[local])]
+
+    def taxid_index(self):
+        """Every sequence's taxid, as taxonomy.TaxidIndex."""
+        from .taxonomy import TaxidIndex
+
+        return TaxidIndex(np.arange(self.num_seqs + 1, dtype=np.int64),
+                          np.concatenate([v.taxids for v in self.volumes]))
 
     def find(self, seq_id: str) -> int:
         """Ordinal of the (first) sequence an id names, as dbcmd -entry accepts ids."""

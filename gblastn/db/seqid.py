@@ -127,3 +127,43 @@ def duplicate_key(defline: str) -> str:
     """What makeblastdb -parse_seqids compares to find duplicates: the primary id."""
     seq_id, accession, _ = describe(defline, True)
     return seq_id.lower()
+
+
+def _map_key(kind: str, fields: list[str]) -> str:
+    """What makeblastdb's taxid map compares of one Seq-id (its content label): a GI's
+    number, an accession without its version, a local id's name, a general id's tag."""
+    if kind in _ACCESSION_TYPES:
+        return fields[0].rsplit(".", 1)[0] if re.search(r"\.\d+$", fields[0]) else fields[0]
+    if kind == "gnl":
+        return fields[1]
+    if kind == "pdb":
+        return f"{fields[0]}_{fields[1]}" if fields[1] else fields[0]
+    return fields[0]
+
+
+def taxid_map_key(text: str) -> str:
+    """The key of an id in a -taxid_map file, as makeblastdb reads it."""
+    if text.isdigit():
+        return text
+    ids = _parse_fasta_ids(text) if "|" in text else None
+    if ids is not None:
+        return _map_key(*ids[0]) if len(ids) == 1 else ""
+    kind = _guess_type(text)
+    return _map_key(kind, [text]) if kind is not None else text
+
+
+def taxid_keys(defline: str) -> list[str]:
+    """The keys of a -parse_seqids defline's ids that a -taxid_map is searched for, in
+    order: each id's, and that key up to its first '.' (makeblastdb's second try)."""
+    token, _ = split_defline(defline)
+    ids = _parse_fasta_ids(token) if "|" in token else None
+    if ids is None:
+        kind = _guess_type(token)
+        ids = [(kind, [token])] if kind is not None else [("lcl", [token])]
+    keys = []
+    for kind, fields in ids:
+        key = _map_key(kind, fields)
+        keys.append(key)
+        if "." in key:
+            keys.append(key.split(".", 1)[0])
+    return [key for key in keys if key]

@@ -57,6 +57,10 @@ class SubjectDatabase(Database):
         seq_id, accession, _ = super()._describe_uncached(ordinal)
         return seq_id, accession, ""
 
+    def taxids_of(self, ordinal: int) -> list[int]:
+        """None: blastn's subjects have no Blast-def-line to carry one."""
+        return []
+
     def close(self) -> None:
         super().close()
         shutil.rmtree(self._folder, ignore_errors=True)

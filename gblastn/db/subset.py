@@ -136,7 +136,12 @@ class DatabaseSubset:
 
 
 def restrict(db, options):
-    """`db` as the search sees it under options.seqidlist or options.negative_seqidlist."""
+    """`db` as the search sees it under a seqidlist or a taxid list of the options."""
+    from .taxonomy import restrict_to_taxids, taxid_filter
+
+    wanted = taxid_filter(options)
+    if wanted is not None:
+        return restrict_to_taxids(db, wanted)
     listed = options.seqidlist or options.negative_seqidlist
     if listed is None:
         return db

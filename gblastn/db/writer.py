@@ -28,6 +28,7 @@ from .columns import Column
 from .encode import EncodedSequence, SequenceEncoder
 from .generations import Generation, database_dir
 from .seqid import duplicate_key, lookup_keys
+from .taxonomy import TaxidAssignment
 
 READ_CHUNK_BYTES = 1 << 20   # FASTA read this much at a time (bounds a piece's temporaries)
 COMMIT_BYTES = 1 << 20       # commit the volume's write transaction this often: LMDB holds
@@ -47,7 +48,7 @@ class _VolumeWriter:
     """One LMDB volume being filled with whole sequences."""
 
     def __init__(self, directory: str, generation: str, index: int, first_ordinal: int,
-                 map_size: int):
+                 map_size: int, with_taxids: bool):
         self.file = f"{generation}/{fmt.volume_file(index)}"
         self.path = os.path.join(directory, fmt.volume_file(index))
         self.first_ordinal = first_ordinal
@@ -64,6 +65,7 @@ class _VolumeWriter:
                        for key, dtype in fmt.array_keys(fmt.FORMAT_VERSION).items()}
         self.arrays[b"block_offset"] = Column(np.uint32)  # inside a block: stored as int64
         self.arrays[b"amb_start"].append(0)
+        self.taxids = Column(np.int32) if with_taxids else None
         # the block being filled: one buffer for the volume, so that no block is copied on
         # the way to LMDB (which copies it once itself)
         self.block = np.empty(fmt.BLOCK_BYTES, dtype=np.uint8)
@@ -86,7 +88,7 @@ class _VolumeWriter:
         block_crc.append(zlib.crc32(data))
         self._put(fmt.block_key(len(block_crc) - 1), data)
 
-    def add(self, defline: bytes, sequence: EncodedSequence, keys) -> None:
+    def add(self, defline: bytes, sequence: EncodedSequence, keys, taxid: int) -> None:
         local = self.num_seqs
         arrays = self.arrays
         nbytes = len(sequence.packed)
@@ -110,6 +112,8 @@ class _VolumeWriter:
         arrays[b"amb_start"].append(len(arrays[b"amb_code"]))
         self._put(fmt.defline_key(local), defline)
         arrays[b"def_crc"].append(zlib.crc32(defline))
+        if self.taxids is not None:
+            self.taxids.append(taxid)
         for identifier in keys:
             self.id_hashes.append(fmt.id_hash(identifier))
             self.id_locals.append(local)
@@ -135,13 +139,25 @@ class _VolumeWriter:
                   for key, dtype in fmt.array_keys(fmt.FORMAT_VERSION).items()}
         for key, value in values.items():
             self._put(key, value)
+        taxids = self._put_taxids()
         self.txn.commit()
         self.env.sync(True)
         self.env.close()
-        return {"file": self.file, "first_ordinal": self.first_ordinal, "num_seqs": num_seqs,
-                "total_letters": int(values[b"lengths"].sum()),
-                "file_size": os.path.getsize(self.path), "arrays_crc": fmt.arrays_crc(values),
-                "keys_checksum": keys_checksum, "structure_crc": fmt.structure_crc(self.path)}
+        entry = {"file": self.file, "first_ordinal": self.first_ordinal, "num_seqs": num_seqs,
+                 "total_letters": int(values[b"lengths"].sum()),
+                 "file_size": os.path.getsize(self.path), "arrays_crc": fmt.arrays_crc(values),
+                 "keys_checksum": keys_checksum, "structure_crc": fmt.structure_crc(self.path)}
+        if taxids is not None:
+            entry["taxids_crc"] = zlib.crc32(taxids)
+        return entry
+
+    def _put_taxids(self) -> bytes | None:
+        """Stores the taxid array (a build with taxids); its bytes."""
+        if self.taxids is None:
+            return None
+        value = self.taxids.take().astype("<i4").tobytes()
+        self._put(fmt.TAXIDS_KEY, value)
+        return value
 
     def _write_id_keys(self) -> int:
         """Puts the id keys in key order, a batch per transaction; returns their checksum."""
@@ -228,17 +244,21 @@ class _Progress:
 
 def make_db(inputs, out: str, title: str | None = None, parse_seqids: bool = False,
             max_file_sz: int | str = "1GB", progress: bool | None = None, *,
+            taxid: int | None = None, taxid_map: str | None = None, strict: bool = False,
             warn=_warn_to_stderr) -> str:
     """Builds database `out` (directory out.gdb) from FASTA files; returns its directory.
-    A missing folder on the way to it is made, as makeblastdb does."""
+    A missing folder on the way to it is made, as makeblastdb does. `taxid` gives every
+    sequence that taxid, `taxid_map` (with parse_seqids) a file mapping ids to taxids;
+    letters makeblastdb ignores are dropped with its warning, or refused when `strict`."""
     names = _split_inputs(inputs)
     cap = _volume_cap(max_file_sz)
+    taxids = _taxid_assignment(taxid, taxid_map, parse_seqids)
     started = time.time()
     final = database_dir(os.fspath(out))
     generation = _start_generation(final)
     bar = _Progress(progress, names)
     try:
-        manifest = _Build(names, generation, cap, parse_seqids, bar, warn).run()
+        manifest = _Build(names, generation, cap, parse_seqids, bar, warn, taxids, strict).run()
         manifest.update(title=title if title is not None else " ".join(names),
                         created=blast_date(datetime.fromtimestamp(started)),
                         created_iso=datetime.fromtimestamp(started).astimezone().isoformat(timespec="seconds"),
@@ -252,6 +272,21 @@ def make_db(inputs, out: str, title: str | None = None, parse_seqids: bool = Fal
     finally:
         bar.stop()
     return final
+
+
+def _taxid_assignment(taxid, taxid_map, parse_seqids: bool) -> TaxidAssignment | None:
+    """makedb's taxids (None without -taxid and -taxid_map), refused as makeblastdb refuses
+    them."""
+    if taxid is not None and taxid_map is not None:
+        raise OptionsError('Argument "taxid_map". Incompatible with argument:  `taxid\'')
+    if taxid_map is not None and not parse_seqids:
+        raise OptionsError('Argument "parse_seqids". Must be specified, as it is required by '
+                           "argument:  `taxid_map'")
+    if taxid is not None and not 0 <= taxid < 2**31:
+        raise OptionsError(f'Argument "taxid". Illegal value, expected >=0:  `{taxid}\'')
+    if taxid is None and taxid_map is None:
+        return None
+    return TaxidAssignment(taxid, taxid_map)
 
 
 def _volume_cap(max_file_sz) -> int:
@@ -344,8 +379,10 @@ class _Build:
     """The records of the inputs, in order, stored into volumes of at most `cap` bytes."""
 
     def __init__(self, names: list[str], generation: Generation, cap: int, parse_seqids: bool,
-                 bar, warn):
+                 bar, warn, taxids: TaxidAssignment | None, strict: bool):
         self.names = names
+        self.taxids = taxids
+        self.strict = strict
         self.generation = generation
         self.cap = cap
         self.parse_seqids = parse_seqids
@@ -367,13 +404,16 @@ class _Build:
                 self.volume.abandon()
         if self.ordinal == 0:
             raise InputError(f"{' '.join(self.names)}: no sequences found (empty input?)")
+        if self.taxids is not None and self.taxids.mapping and not self.taxids.matched:
+            self.warn("No sequences matched any of the taxids provided.")
         return {"format": fmt.FORMAT_NAME, "format_version": fmt.FORMAT_VERSION,
                 "num_seqs": self.ordinal, "total_letters": self.total,
                 "max_length": self.longest, "volumes": self.volumes}
 
     def _read(self, file_index: int, name: str) -> None:
         header = encoder = None
-        for item in iter_fasta(name, chunk_bytes=READ_CHUNK_BYTES):
+        dropped = None if self.strict else self.warn
+        for item in iter_fasta(name, chunk_bytes=READ_CHUNK_BYTES, report_dropped=dropped):
             if isinstance(item, Header):
                 if header is not None:
                     self._store(file_index, name, header, encoder.finish())
@@ -401,7 +441,8 @@ class _Build:
             raise InputError(f"{name}:{header.line}: a sequence without an id "
                              "cannot be stored with -parse_seqids")
         volume = self._volume_for(len(sequence.packed))
-        volume.add(header.defline, sequence, lookup_keys(defline, self.parse_seqids))
+        volume.add(header.defline, sequence, lookup_keys(defline, self.parse_seqids),
+                   self.taxids.of(defline) if self.taxids is not None else 0)
         if primary is not None:
             self.primary_ids.add(primary, file_index, header.line)
         self.ordinal += 1
@@ -417,7 +458,8 @@ class _Build:
         if self.volume is None:
             map_size = 2 * self.cap + 2 * nbytes + MAP_HEADROOM
             self.volume = _VolumeWriter(self.generation.path, self.generation.name,
-                                        len(self.volumes), self.ordinal, map_size)
+                                        len(self.volumes), self.ordinal, map_size,
+                                        self.taxids is not None)
         return self.volume
 
     def _finish_volume(self) -> None:

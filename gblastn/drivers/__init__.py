@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Search:
-    """What a driver holds for one search: the database (as -seqidlist restricts it), the
-    options, its StageTimes, and
+    """What a driver holds for one search: the database (as -seqidlist restricts it and
+    -db_soft_mask masks it), the options, its StageTimes, and
     its scan backend, a Backend or the Future of the GPU's set-up, waited for when the first
     batch's queries are read, masked and indexed (engine())."""
 
@@ -28,10 +28,11 @@ class Search:
     _engine: object = field(default=None, repr=False)
 
     def __post_init__(self):
+        from ..db.blast_masks import mask_database
         from ..db.subset import restrict
         from ..engine import SubjectBuffers
 
-        self.db = restrict(self.db, self.options)
+        self.db = mask_database(restrict(self.db, self.options), self.options)
 
         if self.buffers is None:
             self.buffers = SubjectBuffers(self.times)
@@ -59,9 +60,17 @@ class Search:
             from ..scan.backend import BackendPlan
 
             self._engine = Engine(self.db, self.options,
-                                  BackendPlan.resolve(self.ready_backend(), self.options),
+                                  BackendPlan.resolve(self._scan_backend(), self.options),
                                   self.times, self.buffers, PerThreadBuffer(sparse_letters))
         return self._engine
+
+    def _scan_backend(self):
+        """The backend the engine scans with: the CPU's for a soft-masked database, whose
+        scan ranges only the CPU's scan reads."""
+        from ..scan.backend import CPU
+
+        backend = self.ready_backend()
+        return CPU if getattr(self.db, "mask_algorithm", None) is not None else backend
 
     def retire_device(self) -> None:
         """Give the device back for good (GpuBackend.retire): the process ends with the

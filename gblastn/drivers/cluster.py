@@ -35,6 +35,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..errors import ClusterError, GblastnError, MissingPackageError, OptionsError
+from ..options import LOCAL_ONLY_OPTIONS
 
 MODES = ("auto", "shard", "replicate")
 BATCHES_AHEAD = 2            # shard mode: batches in flight beyond the one waited for, per worker
@@ -192,10 +193,12 @@ class ClusterSearch:
         from ..shards import DatabaseStatistics
         from ..timing import StageTimes
 
-        if self.options.seqidlist is not None or self.options.negative_seqidlist is not None:
-            # the shards and their statistics are cut from the whole database
-            raise OptionsError("-seqidlist and -negative_seqidlist are not supported by "
-                               "gblastn's cluster searches: search in one process")
+        restricting = [name for name in LOCAL_ONLY_OPTIONS
+                       if getattr(self.options, name) is not None]
+        if restricting:
+            # the workers search their shards of the whole database, unrestricted and unmasked
+            raise OptionsError(f"-{restricting[0]} is not supported by gblastn's cluster "
+                               "searches: search in one process")
         self.times = self.times if self.times is not None else StageTimes()
         self.statistics = DatabaseStatistics.of(self.db)
         self.workers = worker_addresses(self.client)

@@ -28,6 +28,7 @@ class ShownHsp:
     minus: bool
     query_row: str       # letters, '-' in a gap
     subject_row: str
+    masked_identities: int | None = None  # -db_hard_mask: the traceback's, on masked letters
 
     @property
     def length(self) -> int:
@@ -66,10 +67,11 @@ def shown_hsps(query, db, subject) -> list:
                            int(hsps.q_end[i]), s_start, s_end,
                            db.blastna(subject.ordinal, s_start, s_end),
                            hsps.ops[first:last], hsps.op_len[first:last])
+        masked = None if hsps.masked_identities is None else int(hsps.masked_identities[i])
         shown.append(ShownHsp(int(hsps.score[i]), float(hsps.bitscore[i]),
                               _shown_evalue(float(hsps.evalue[i])), rows.qstart, rows.qend,
                               rows.sstart + before, rows.send + before, rows.minus,
-                              _letters(rows.qseq), _letters(rows.sseq)))
+                              _letters(rows.qseq), _letters(rows.sseq), masked))
     return shown
 
 

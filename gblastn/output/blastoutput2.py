@@ -96,8 +96,10 @@ def _statistics(stats, db) -> Node:
 
 def _hit(number: int, subject, query, db, masked: np.ndarray) -> Node:
     seq_id, accession, title = hit_names(db, subject.ordinal)
+    taxid = next(iter(db.taxids_of(subject.ordinal)), 0)  # its (first) defline's, when set
     description = Node("HitDescr", [("id", seq_id)] + ([("accession", accession)] if accession
-                                                        else []) + [("title", title)])
+                                                        else []) + [("title", title)]
+                       + ([("taxid", taxid)] if taxid else []))
     hsps = [_hsp(hsp_number, hsp, masked)
             for hsp_number, hsp in enumerate(shown_hsps(query, db, subject), 1)]
     return Node("Hit", [("num", number), ("description", [description]),
@@ -108,11 +110,11 @@ def hit_names(db, ordinal: int) -> tuple:
     """(id, accession, title) of the subject's description (an empty accession is left
     out): without parsed ids the database's local id (gnl|BL_ORD_ID|N, accession N) and the whole
     defline; with them the ids, the accession without its version, and the title."""
-    from .tabular import _subject_accession_base
+    from .tabular import report_accession
 
     if not db.parse_seqids:
         return f"gnl|BL_ORD_ID|{ordinal}", str(ordinal), db.defline(ordinal)
-    return db.seq_id(ordinal), _subject_accession_base(db, ordinal), db.title_of(ordinal)
+    return db.seq_id(ordinal), report_accession(db, ordinal), db.title_of(ordinal)
 
 
 def _hsp(number: int, hsp, masked: np.ndarray) -> Node:

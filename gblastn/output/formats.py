@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ..errors import OptionsError
 from .blastoutput2 import JSON, JSON_SINGLE, XML2, XML2_SINGLE
 from .sam import SAM
-from .tabular import SUPPORTED_KINDS, TabularFormat, format_queries, write_footer
+from .tabular import SUPPORTED_KINDS, WARNED_NAMES, TabularFormat, format_queries, write_footer
 
 PAIRWISE = 0
 QUERY_ANCHORED = (1, 2, 3, 4)
@@ -65,6 +65,18 @@ def output_format(outfmt: str, options, db_name: str, command_line: str = "", **
                            + ", ".join(map(str, SUPPORTED[:-1])) + f" or {SUPPORTED[-1]}")
     return TabularReport(TabularFormat.parse(outfmt), db_name)
 
+
+def warn_missing_taxonomy_names(outfmt: str, warn) -> None:
+    """blastn's warning, once a search, that the taxonomy names a tabular report asks for
+    need NCBI's name database (which gblastn never reads: it prints N/A, as blastn without
+    it)."""
+    from ..db.taxonomy import NAMES_WARNING
+
+    choice = outfmt.strip().partition(" ")[0]
+    if not re.fullmatch(r"[+-]?\d+", choice) or int(choice) not in SUPPORTED_KINDS:
+        return
+    if set(TabularFormat.parse(outfmt).columns) & set(WARNED_NAMES):
+        warn(NAMES_WARNING)
 
 
 @dataclass(frozen=True)

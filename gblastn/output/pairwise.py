@@ -200,19 +200,21 @@ class PairwiseReport:
         if options.gapextend == 0:  # linear gap costs (PMID 10890397)
             extension = (-2 * options.penalty + options.reward) / 2.0
         return "".join([
-            "\n\n  Database: ", wrapped(db.title),
+            "\n\n  Database: ", wrapped(db.title), _masked_using(db, "  "),
             f"    Posted date:  {posted_date(db.created)}\n",
             f"  Number of letters in database: {with_commas(db.total_letters)}\n",
             f"  Number of sequences in database:  {with_commas(db.num_seqs)}\n\n",
             f"\n\nMatrix: blastn matrix {options.reward} {options.penalty}\n",
-            f"Gap Penalties: Existence: {options.gapopen}, Extension: {extension:g}\n"])
+            f"Gap Penalties: Existence: {options.gapopen}, Extension: {extension:g}\n",
+            # the two-hit window of discontiguous words, as blastn names it
+            f"Window for multiple hits: {options.window_size}\n" if options.window_size else ""])
 
     def _prolog(self, db) -> str:
         reference = MEGABLAST_REFERENCE if self.options.task == "megablast" \
             else GAPPED_BLAST_REFERENCE
         return "".join([
             f"{PROGRAM_VERSION}\n\n\n", wrapped("Reference: " + reference), "\n\n\n",
-            "Database: ", wrapped(db.title),
+            "Database: ", wrapped(db.title), _masked_using(db, ""),
             f"{' ' * 11}{with_commas(db.num_seqs)} sequences; "
             f"{with_commas(db.total_letters)} total letters\n\n"])
 
@@ -272,19 +274,28 @@ class PairwiseReport:
             head += " "
         parts = [head, wrap_title(subject_title(db, subject.ordinal)), "\n",
                  f"Length={whole_length(db, subject.ordinal)}\n\n"]
+        subject_masks = db.masked_ranges(subject.ordinal) \
+            if getattr(db, "mask_algorithm", None) is not None else None
         for hsp in hsps:
-            parts.append(self._hsp(hsp, masked))
+            parts.append(self._hsp(hsp, masked, subject_masks))
         return "".join(parts)
 
-    def _hsp(self, hsp, masked: np.ndarray) -> str:
+    def _hsp(self, hsp, masked: np.ndarray, subject_masks) -> str:
         length, matches, gaps = hsp.length, hsp.identities, hsp.gaps
         parts = [f" Score = {format_bitscore(hsp.bitscore)} bits ({hsp.score}),  "
                  f"Expect = {evalue_text(hsp.evalue)}\n",
                  f" Identities = {matches}/{length} ({percent(matches, length)}%), "
                  f"Gaps = {gaps}/{length} ({percent(gaps, length)}%)\n",
                  f" Strand=Plus/{'Minus' if hsp.minus else 'Plus'}\n\n"]
-        parts += _rows(hsp, masked, self.line_length)
+        parts += _rows(hsp, masked, self.line_length, subject_masks)
         return "".join(parts) + "\n"
+
+
+def _masked_using(db, indent: str) -> str:
+    """The line naming the database's masking algorithm under -db_soft_mask or
+    -db_hard_mask."""
+    algorithm = getattr(db, "mask_algorithm", None)
+    return "" if algorithm is None else f"{indent}Masked using: {algorithm.description()}\n"
 
 
 def _karlin_footer(stats) -> str:
@@ -303,21 +314,25 @@ def _karlin_block(block) -> str:
             + "".join("%#8.3g " % value for value in (block.lambda_, block.k, block.h)) + "\n")
 
 
-def _rows(hsp, masked: np.ndarray, line_length: int) -> list:
+def _rows(hsp, masked: np.ndarray, line_length: int, subject_masks=None) -> list:
     """The alignment's rows, `line_length` columns at a time: the query (masked letters in
-    lower case), the middle line, the subject, each with its first and last position."""
+    lower case), the middle line, the subject (the letters of its masked ranges [start,
+    end) in lower case, under -db_soft_mask or -db_hard_mask), each with its first and last
+    position."""
     query_row = lower_masked(hsp.query_row, hsp.query_start, masked)
     middle = hsp.midline()
     query_positions = _positions(hsp.query_row, hsp.query_start, 1)
     subject_positions = _positions(hsp.subject_row, hsp.subject_start,
                                    -1 if hsp.minus else 1)
+    subject_row = hsp.subject_row if subject_masks is None else \
+        _lower_in_ranges(hsp.subject_row, subject_positions, subject_masks)
     number_width = max(len(str(max(hsp.query_start, hsp.query_end) - 1)),
                        len(str(max(hsp.subject_start, hsp.subject_end) - 1)))
     rows, previous_end = [], [None, None]
     for first in range(0, hsp.length, line_length):
         last = min(first + line_length, hsp.length)
         for row, (letters, positions) in enumerate(((query_row, query_positions),
-                                                    (hsp.subject_row, subject_positions))):
+                                                    (subject_row, subject_positions))):
             rows.append(_sequence_line(row, letters[first:last], positions[first:last],
                                        first, number_width, previous_end))
             if row == 0:
@@ -340,6 +355,19 @@ def _sequence_line(row: int, letters: str, positions: np.ndarray, first: int,
     return (ROW_NAMES[row] + " " * MARGIN + start_text
             + " " * (number_width - len(start_text) + MARGIN) + letters + " " * MARGIN
             + ("" if hidden else str(end)) + "\n")
+
+
+def _lower_in_ranges(row: str, positions: np.ndarray, ranges: np.ndarray) -> str:
+    """The row with the letters whose (1-based) positions lie in `ranges` (0-based,
+    half-open) in lower case."""
+    letters = np.frombuffer(row.encode("ascii"), dtype=np.uint8).copy()
+    offsets = positions - 1
+    inside = np.zeros(letters.size, dtype=bool)
+    for start, end in np.asarray(ranges).reshape(-1, 2).tolist():
+        inside |= (offsets >= start) & (offsets < end)
+    inside &= positions > 0
+    letters[inside] |= 0x20
+    return letters.tobytes().decode("ascii")
 
 
 def _positions(row: str, first: int, step: int) -> np.ndarray:

@@ -172,7 +172,8 @@ def _record(read: str, reference: str, position: int, cigar: str, clips: tuple,
 
 def _percent_identity(hsp) -> str:
     aligned = hsp.length - hsp.gaps
-    identities = hsp.identities
+    # blastn's SAM reads the count of its alignment, made on hard-masked letters if any
+    identities = hsp.identities if hsp.masked_identities is None else hsp.masked_identities
     percent = 100.0 if identities == aligned else min(99.99, 100.0 * identities / aligned)
     return f"{percent:.2f}"
 

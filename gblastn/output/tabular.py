@@ -44,10 +44,19 @@ FIELD_TITLES = {
     "btop": "BTOP", "stitle": "subject title", "salltitles": "subject titles",
     "sstrand": "subject strand", "qcovs": "% query coverage per subject",
     "qcovhsp": "% query coverage per hsp", "qcovus": "% query coverage per uniq subject",
+    "staxid": "subject tax id", "ssciname": "subject sci name", "scomname": "subject com names",
+    "sblastname": "subject blast name", "sskingdom": "subject super kingdom",
+    "staxids": "subject tax ids", "sscinames": "subject sci names",
+    "scomnames": "subject com names", "sblastnames": "subject blast names",
+    "sskingdoms": "subject super kingdoms",
 }
-# BLAST knows these, but they need the taxonomy database, which gblastn does not have
-TAXONOMY_FIELDS = ("staxid", "ssciname", "scomname", "sblastname", "sskingdom", "staxids",
-                   "sscinames", "scomnames", "sblastnames", "sskingdoms")
+# the names of a subject's taxa, which blastn looks up in NCBI's taxonomy name database: with
+# none installed (gblastn never reads one) it prints N/A, one per taxid in these two
+NAMES_PER_TAXID = ("sscinames", "scomnames")
+TAXONOMY_NAMES = ("ssciname", "scomname", "sblastname", "sskingdom", "sblastnames",
+                  "sskingdoms") + NAMES_PER_TAXID
+# the columns for which blastn warns that the name database is missing
+WARNED_NAMES = ("sscinames", "scomnames", "sblastnames", "sskingdoms")
 
 SUPPORTED_KINDS = {6: "\t", 7: "\t", 10: ","}
 
@@ -117,9 +126,6 @@ def _parse_columns(custom: str) -> tuple:
 def _check_keyword(name: str) -> None:
     if name in FIELD_TITLES:
         return
-    if name in TAXONOMY_FIELDS:
-        raise OptionsError(f"output column '{name}' needs NCBI's taxonomy database, "
-                           "which gblastn does not support")
     raise OptionsError(f"'{name}' is not a valid output format column: see blastn -help "
                        "for the list of format specifiers")
 
@@ -465,6 +471,31 @@ def _subject_accession_base(db, ordinal: int) -> str:
     return accession
 
 
+def report_accession(db, ordinal: int) -> str:
+    """The accession the XML and JSON reports give: sacc's, but of a general id (gnl|db|tag,
+    sacc db:tag) the tag alone."""
+    accession = _subject_accession_base(db, ordinal)
+    general = re.search(r"(?:^|\|)gnl\|([^|]*)\|([^|]*)", db.seq_id(ordinal))
+    if general and accession == f"{general.group(1)}:{general.group(2)}":
+        return general.group(2)
+    return accession
+
+
+def _taxonomy_value(name: str, db, ordinal: int) -> str:
+    """staxid: the first taxid that is set; staxids: every taxid, once, in increasing order;
+    the names N/A (one per taxid for NAMES_PER_TAXID). A -subject sequence has no taxid."""
+    taxids = db.taxids_of(ordinal)
+    if name == "staxid":
+        first = next((taxid for taxid in taxids if taxid), 0)
+        return str(first) if first else NOT_AVAILABLE
+    distinct = sorted(set(taxids))
+    if name == "staxids":
+        return ";".join(map(str, distinct)) or NOT_AVAILABLE
+    if name in NAMES_PER_TAXID:
+        return ";".join(NOT_AVAILABLE for _ in distinct) or NOT_AVAILABLE
+    return NOT_AVAILABLE
+
+
 def _subject_title(db, ordinal: int) -> str:
     title = db.title_of(ordinal)
     return title if title else NOT_AVAILABLE
@@ -504,6 +535,17 @@ _NEEDS_ALIGNMENT = {"qstart", "qend", "sstart", "send", "qseq", "sseq", "length"
 
 
 _NEEDS_ROWS = {"qseq", "sseq", "btop"}
+# the columns for which blastn's formatter reads the letters and counts the identities on
+# them, rather than taking its alignment's count (they differ under -db_hard_mask)
+_READS_LETTERS = _NEEDS_ROWS | {"positive", "ppos"}
+
+
+def _stored_counts(hsps, columns: tuple):
+    """The HSPs' counts as the columns show them: the traceback's, or None where the
+    true letters are to be counted."""
+    if hsps.masked_identities is not None and _READS_LETTERS.intersection(columns):
+        return None
+    return hsps.counts
 
 
 @lru_cache(maxsize=64)
@@ -524,7 +566,8 @@ def _hsp_fields(fmt, query, db, ordinal, hsps, i, per_subject) -> list:
         minus = context % 2 == 1
         qlen = int(query.codes.size)
         subject = None
-        if needs_rows or hsps.counts is None:
+        counts = _stored_counts(hsps, columns)
+        if needs_rows or counts is None:
             subject = db.blastna(ordinal, s_start, s_end)
         if needs_rows:
             shown = display_hsp(query.codes, context, q_start, q_end, s_start, s_end, subject,
@@ -532,8 +575,8 @@ def _hsp_fields(fmt, query, db, ordinal, hsps, i, per_subject) -> list:
             values.update(qseq=_letters(shown.qseq), sseq=_letters(shown.sseq))
             if "btop" in columns:
                 values["btop"] = btop(shown.qseq, shown.sseq)
-        if hsps.counts is not None:
-            length, nident, gaps, gap_runs = (int(x) for x in hsps.counts[i])
+        if counts is not None:
+            length, nident, gaps, gap_runs = (int(x) for x in counts[i])
         else:
             length, nident, gaps, gap_runs = alignment_counts(
                 query.codes, minus, q_start, q_end, subject, ops, op_len, COMPLEMENT_BLASTNA)
@@ -596,6 +639,8 @@ def _per_subject_value(name: str, query, db, ordinal: int, per_subject: dict):
         return whole_length(db, ordinal)
     if name == "qframe":
         return 1
+    if name in TAXONOMY_NAMES or name in ("staxid", "staxids"):
+        return _taxonomy_value(name, db, ordinal)
     return per_subject[name]  # qcovs, qcovus
 
 
@@ -609,7 +654,7 @@ def _lines_of(fmt, db, entries: list) -> list:
     per_subject = [[_coverages(fmt, query, subject.hsps) for subject in subjects]
                    for query, subjects in entries]
     needs_alignment, needs_rows = _column_needs(columns)
-    if needs_rows or (needs_alignment and any(subject.hsps.counts is None
+    if needs_rows or (needs_alignment and any(_stored_counts(subject.hsps, columns) is None
                                               for _, subjects in entries
                                               for subject in subjects)):
         return ["".join(fmt.delimiter.join(_hsp_fields(fmt, query, db, subject.ordinal,

@@ -82,12 +82,12 @@ def subject_names(db, ordinal: int) -> tuple:
     """(Hit_id, Hit_def, Hit_accession) as blastn gives them: without parsed ids a
     database's sequences are known by their ordinal (gnl|BL_ORD_ID|N) and the whole defline
     is the title; with them, the ids, the title, and the accession without its version."""
-    from .tabular import _subject_accession_base
+    from .tabular import report_accession
 
     if not db.parse_seqids:
         return f"gnl|BL_ORD_ID|{ordinal}", db.defline(ordinal) or NO_DEFINITION, str(ordinal)
     return (db.seq_id(ordinal), db.title_of(ordinal) or NO_DEFINITION,
-            _subject_accession_base(db, ordinal))
+            report_accession(db, ordinal))
 
 
 def _element(indent: int, name: str, value) -> str:

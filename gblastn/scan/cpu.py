@@ -4,9 +4,10 @@ the backend contract described in ``gblastn.scan``.
 Per chunk, as BLAST's BlastNaWordFinder does for one subject (or one piece of a long one):
 the w-mer at every subject offset 0, scan_step, 2*scan_step, ... <= length - w is looked up;
 each query offset it lists is extended to a W-mer by the routine BLAST would choose
-(BlastChooseNaExtend), with the subject's right limit ``s_range`` = the chunk length (our
-database has no subject masks, so BLAST's scan range is the whole chunk, also for pieces of
-long sequences); then the seed is checked with s_TypeOfWord. A discontiguous table
+(BlastChooseNaExtend), with the subject's right limit ``s_range`` = the chunk length
+(without subject masks BLAST's scan range is the whole chunk, also for pieces of long
+sequences; masked.py scans the ranges of a masked database); then the seed is checked with
+s_TypeOfWord. A discontiguous table
 (scan_discontiguous) is read at every offset through its template(s), and its hits are the
 seeds themselves.
 

@@ -8,8 +8,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from golden import assert_blastn_found_hits, compare_lines, gblastn, mutate, needs_blast, \
-    random_dna, write_fasta
+from golden import assert_blastn_found_hits, gblastn, mutate, needs_blast, random_dna, \
+    same_as_blastn, write_fasta
 
 pytestmark = [pytest.mark.golden, needs_blast]
 
@@ -58,26 +58,10 @@ def case(tmp_path_factory):
     return {"folder": folder, "query": query, "dbs": dbs, "lists": lists}
 
 
-def _same_as_blastn(case, db: str, *args: str, ours_db: str | None = None) -> list:
-    """blastn's output lines, checked equal to gblastn's on `ours_db` (default: the same
-    database)."""
-    theirs = subprocess.run(["blastn", "-query", case["query"], "-db", db, *args],
-                            capture_output=True, text=True)
-    assert theirs.returncode == 0, theirs.stderr
-    ours = gblastn("search", "-query", case["query"], "-db", ours_db or db, "-device", "cpu",
-                   *args)
-    assert ours.returncode == 0, ours.stderr
-    expected, got = theirs.stdout.splitlines(), ours.stdout.splitlines()
-    if ours_db is not None:  # the header names the database as given
-        got = [line.replace(ours_db, db) for line in got]
-    assert expected == got, compare_lines(expected, got)
-    return expected
-
-
 @pytest.mark.parametrize("flag", ["-seqidlist", "-negative_seqidlist"])
 @pytest.mark.parametrize("listed", list(LISTS))
 def test_the_listed_ids_as_blastn(case, listed, flag):
-    _same_as_blastn(case, case["dbs"]["v5"], flag, str(case["lists"][listed]), "-outfmt",
+    same_as_blastn(case["query"], case["dbs"]["v5"], flag, str(case["lists"][listed]), "-outfmt",
                     "7 std score")
 
 
@@ -90,7 +74,7 @@ def test_the_restricted_statistics_as_blastn(case, db, flag, listed):
     whole database's; several volumes count each sequence by its place in its volume.
     (Version 4's statistics under a negative list of ids without versions differ: not
     matched.)"""
-    lines = _same_as_blastn(case, case["dbs"][db], flag, str(case["lists"][listed]),
+    lines = same_as_blastn(case["query"], case["dbs"][db], flag, str(case["lists"][listed]),
                             "-task", "blastn")
     assert_blastn_found_hits([line for line in lines if line.startswith("Sequences producing")])
 
@@ -100,12 +84,12 @@ def test_the_binary_list_as_blastn(case):
     subprocess.run(["blastdb_aliastool", "-seqid_file_in", str(case["lists"]["fasta ids"]),
                     "-seqid_file_out", str(binary)], check=True, capture_output=True)
     for outfmt in ("0", "7 std score"):
-        _same_as_blastn(case, case["dbs"]["v5"], "-seqidlist", str(binary), "-outfmt", outfmt)
+        same_as_blastn(case["query"], case["dbs"]["v5"], "-seqidlist", str(binary), "-outfmt", outfmt)
 
 
 @pytest.mark.parametrize("flag", ["-seqidlist", "-negative_seqidlist"])
 def test_a_gblastn_database_restricted_as_blastn(case, flag):
-    _same_as_blastn(case, case["dbs"]["v5"], flag, str(case["lists"]["without versions"]),
+    same_as_blastn(case["query"], case["dbs"]["v5"], flag, str(case["lists"]["without versions"]),
                     ours_db=str(case["folder"] / "ours"))
 
 
@@ -119,7 +103,7 @@ def test_refusals(case, tmp_path):
             (["-db", case["dbs"]["v5"], "-seqidlist", str(tmp_path / "none")], 2,
              "cannot read the seqidlist"),
             (["-db", case["dbs"]["v5"], "-seqidlist", listed, "-negative_seqidlist", listed],
-             2, "cannot be given together"),
+             2, "Incompatible with argument:  `negative_seqidlist'"),
             (["-subject", str(case["folder"] / "db.fa"), "-seqidlist", listed], 2,
              "Incompatible with argument:  `seqidlist'")]:
         theirs = subprocess.run(["blastn", "-query", case["query"], *args],

@@ -122,7 +122,7 @@ def test_killed_replacement_leaves_the_old_or_the_new_database_whole(tmp_path, p
     assert len(generations(db)) == 2  # the dead build's, or the one it replaced
     # a following build that fails keeps the only complete copy ...
     (tmp_path / "bad.fa").write_text(">x\nAC%GT\n")
-    assert_clean_failure(gblastn("makedb", "-in", tmp_path / "bad.fa", "-out", db),
+    assert_clean_failure(gblastn("makedb", "-in", tmp_path / "bad.fa", "-out", db, "-strict"),
                          "invalid character '%'", 2)
     assert contents(db) == survivor
     # ... and a following build that succeeds replaces it and removes what the dead one left

@@ -96,7 +96,7 @@ def test_a_database_without_parsed_ids_is_refused(database, tmp_path):
 
 
 def test_both_lists_together_are_refused():
-    with pytest.raises(OptionsError, match="cannot be given together"):
+    with pytest.raises(OptionsError, match="Incompatible with argument:  `negative_seqidlist'"):
         make_options(seqidlist="a", negative_seqidlist="b")
 
 
