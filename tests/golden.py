@@ -73,6 +73,19 @@ def write_fasta(path, records) -> str:
     return str(path)
 
 
+def read_fasta(path) -> list:
+    """(first word of the defline, letters as upper-case uint8) of each record."""
+    records = []
+    with open(path) as handle:
+        for line in handle:
+            if line.startswith(">"):
+                records.append((line[1:].split()[0], []))
+            else:
+                records[-1][1].append(line.strip().upper())
+    return [(name, np.frombuffer("".join(lines).encode(), dtype=np.uint8))
+            for name, lines in records]
+
+
 def megablast_case(folder, seed: int = 7):
     """A database and query files exercising megablast's paths. Returns (db_fasta, queries)."""
     rng = np.random.default_rng(seed)

@@ -1,7 +1,8 @@
 """Golden tests for `-task dc-megablast`: gblastn's tabular output equals real `blastn` 2.12's
 line for line on divergent queries (15-25 % substitutions and a few indels, half of them
-reverse-complemented) cut from the bundled example database, for every template (word size
-11 and 12, template length 16, 18 and 21, coding, optimal and both) and the two-hit window's
+reverse-complemented) cut from the bundled example database, and on the bundled fragments of
+another Klebsiella strain diverged further, for every template (word size 11 and 12,
+template length 16, 18 and 21, coding, optimal and both) and the two-hit window's
 variants."""
 
 import os
@@ -10,12 +11,14 @@ import numpy as np
 import pytest
 
 from golden import assert_blastn_found_hits, blastn, compare_lines, flags, golden_databases, \
-    lower, mutate, needs_blast, revcomp, run_ours, sprinkle, write_fasta
+    lower, mutate, needs_blast, read_fasta, revcomp, run_ours, sprinkle, write_fasta
 
 pytestmark = [pytest.mark.golden, needs_blast]
 
-EXAMPLE_DB = os.path.join(os.path.dirname(__file__), "..", "..", "db",
-                          "HS11286_chr_1-300000.fa")
+REPOSITORY = os.path.join(os.path.dirname(__file__), "..", "..")
+EXAMPLE_DB = os.path.join(REPOSITORY, "db", "HS11286_chr_1-300000.fa")
+OTHER_STRAIN = [os.path.join(REPOSITORY, "queries", f"kp1084_{size}.fa")
+                for size in ("small", "medium", "large")]
 COLUMNS = ("6 qseqid sseqid pident length mismatch gapopen gaps qstart qend sstart send "
            "evalue bitscore score sstrand")
 
@@ -103,3 +106,44 @@ def test_megablast_with_a_template_matches_blastn(case):
     got = run_ours(case, query, "megablast", COLUMNS, extra)
     assert_blastn_found_hits(expected)
     assert not compare_lines(expected, got), compare_lines(expected, got)
+
+
+# -- the other strain's fragments, diverged ---------------------------------------------------
+
+DIVERGENCES = (0.15, 0.20, 0.25)
+
+
+def other_strain_case(folder, seed: int = 1084):
+    """The example database and one query file: each of the 12 fragments of strain 1084 in
+    queries/ (about 99.4 % identical to the database's slice, with real indels) diverged
+    further at 15, 20 and 25 % with 1 % short indels, every other one reverse-complemented:
+    36 queries, about 124,000 letters, which blastn searches in two batches (5,000 letters,
+    then the rest)."""
+    rng = np.random.default_rng(seed)
+    fragments = [record for path in OTHER_STRAIN for record in read_fasta(path)]
+    queries = []
+    for rate in DIVERGENCES:
+        for k, (name, letters) in enumerate(fragments):
+            query = mutate(rng, letters, rate, 0.01)
+            queries.append((f"{name}_d{round(rate * 100)}", revcomp(query) if k % 2 else query))
+    db_fasta = os.path.join(folder, "db.fa")
+    write_fasta(db_fasta, [("chr1_part Klebsiella pneumoniae HS11286, 1-300000",
+                            example_letters())])
+    return db_fasta, {"diverged": write_fasta(os.path.join(folder, "diverged.fa"), queries)}
+
+
+@pytest.fixture(scope="module")
+def other_strain(tmp_path_factory):
+    return golden_databases(tmp_path_factory.mktemp("dc_other_strain"), other_strain_case)
+
+
+@pytest.mark.parametrize("name", sorted(TEMPLATES))
+def test_other_strain_diverged_matches_blastn(other_strain, name):
+    _, extra = TEMPLATES[name]
+    query = other_strain["queries"]["diverged"]
+    expected = blastn(query, other_strain["blast_db"], "-task", "dc-megablast", "-outfmt",
+                      COLUMNS, *flags(extra))
+    got = run_ours(other_strain, query, "dc-megablast", COLUMNS, extra)
+    assert_blastn_found_hits(expected)
+    assert not compare_lines(expected, got), compare_lines(expected, got)
+
