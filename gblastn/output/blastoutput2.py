@@ -70,12 +70,13 @@ def _search(query, result, stats, db) -> Node:
     if title:
         members.append(("query-title", title))
     members.append(("query-len", query.searched_length))
-    if stats.masked:
+    masked = mask_of(len(query), stats.masked)
+    # blastn lists no masking for a query masked end to end (nothing of it was searched)
+    if stats.masked and not masked.all():
         # ranges as the Seq-locs hold them: 0-based, the last position included
         members.append(("query-masking", [Node("Range", [("from", start), ("to", end - 1)])
                                           for start, end in stats.masked]))
     subjects = [subject for subject in result.subjects if len(subject.hsps)]
-    masked = mask_of(len(query), stats.masked)
     members.append(("hits", [_hit(number, subject, query, db, masked)
                              for number, subject in enumerate(subjects, 1)]))
     members.append(("stat", _statistics(stats, db)))

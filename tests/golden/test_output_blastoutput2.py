@@ -10,8 +10,9 @@ import tempfile
 
 import pytest
 
-from golden import needs_blast, write_fasta
-from report_golden import NO_HITS, REPORT_CASES, blastn_output, example_data, gblastn_output
+from golden import needs_blast, read_fasta, write_fasta
+from report_golden import EXAMPLE_DB, NO_HITS, REPORT_CASES, blastn_output, example_data, \
+    gblastn_output
 
 from gblastn.output.blastoutput2 import query_file_name
 from gblastn.output.json_report import json_string
@@ -159,3 +160,22 @@ def _blast_parse(Blast, text):
                 for hsp in hit])
               for hit in record])
             for record in records]
+
+
+@needs_blast
+@pytest.mark.golden
+@pytest.mark.parametrize("outfmt", ["15", "16"])
+def test_lower_case_masks_equal_blastn(data, tmp_path, outfmt):
+    """-lcase_masking: a query with a lower-case stretch lists it; one lower case end to end
+    (nothing of it searched) lists none, as blastn's reports do."""
+    letters = read_fasta(EXAMPLE_DB)[0][1].tobytes().decode()
+    query = tmp_path / "lower.fa"
+    query.write_text(f">part partly lower case\n{letters[5000:5100]}"
+                     f"{letters[5100:5160].lower()}{letters[5160:5400]}\n"
+                     f">whole all lower case\n{letters[9000:9100].lower()}\n")
+    expected = blastn_output(str(query), data["example"], "blastn", outfmt, "-lcase_masking")
+    assert expected.count("query-masking" if outfmt == "16" else "query_masking") == \
+        (2 if outfmt == "16" else 1)  # the partly masked query's only (XML2: open and close)
+    got = gblastn_output(data, str(query), data["example"], "blastn", outfmt,
+                         lcase_masking=True)
+    assert got == expected
