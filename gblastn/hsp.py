@@ -831,11 +831,11 @@ def chunk_rows(rows, offset):
 @njit(cache=True, nogil=True)
 def merge_chunk_rows(combined, new, split, overlap, diag_close):
     """Blast_HSPListsMerge for successive subject chunks, without traceback (allow_gap
-    false): an HSP of the new chunk that starts in the overlap strip [split, split + overlap)
-    and lies within diag_close diagonals of one of the previous chunks' HSPs reaching into
-    the strip is folded into it. `combined` and `new` come sorted by score (score_order);
-    `combined` is changed in place. Returns the merged rows, sorted by score as a stable
-    sort of `combined` then `new` would sort them.
+    true, as in every gapped search): an HSP of the new chunk that starts in the overlap
+    strip [split, split + overlap) and lies within diag_close diagonals of one of the
+    previous chunks' HSPs reaching into the strip is folded into it. `combined` and `new`
+    come sorted by score (score_order); `combined` is changed in place. Returns the merged
+    rows, sorted by score as a stable sort of `combined` then `new` would sort them.
 
     The rows are merged in order rather than sorted again: a long subject's rows grow chunk
     by chunk, and sorting all of them at every chunk would be quadratic in its chunks."""
@@ -913,10 +913,9 @@ def _merge_by_key(rows, first, second):
 
 @njit(cache=True, nogil=True)
 def _merge_two_rows(a, i, b, j):
-    """s_BlastMergeTwoHSPs with allow_gap false: rows on the same diagonal, one reaching
-    into the other, become one (a's row i)."""
-    if (a[i, HSP_S_START] - b[j, HSP_S_START]) - (a[i, HSP_Q_START] - b[j, HSP_Q_START]) != 0:
-        return False
+    """s_BlastMergeTwoHSPs with allow_gap true: b's row j, starting or ending inside the box
+    of a's row i, is folded into it, on the same diagonal or not (blastn's gapped searches
+    merge the HSPs of a repeat's shifted copies this way)."""
     start_inside = a[i, HSP_Q_START] <= b[j, HSP_Q_START] <= a[i, HSP_Q_END] and \
         a[i, HSP_S_START] <= b[j, HSP_S_START] <= a[i, HSP_S_END]
     end_inside = a[i, HSP_Q_START] <= b[j, HSP_Q_END] <= a[i, HSP_Q_END] and \
