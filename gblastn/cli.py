@@ -319,6 +319,7 @@ def search_command(
                                         click_type=INTEGER),
     no_greedy: bool = _option(False, "-no_greedy", "Use non-greedy dynamic programming "
                               "extension (megablast; needs -gapopen and -gapextend).", OFF),
+    ungapped: bool = _option(False, "-ungapped", "Perform ungapped alignment only?", OFF),
     seqidlist: str = _option(None, "-seqidlist", "Restrict search of database to list of "
                              "SeqIDs (a text file, or blastdb_aliastool's binary list).",
                              NO_DEFAULT),
@@ -451,6 +452,7 @@ def search_command(
         max_hsps=max_hsps, perc_identity=perc_identity, qcov_hsp_perc=qcov_hsp_perc,
         num_threads=num_threads, dbsize=dbsize, searchsp=searchsp,
         min_raw_gapped_score=min_raw_gapped_score, no_greedy=no_greedy or None,
+        ungapped=ungapped or None,
         seqidlist=seqidlist, negative_seqidlist=negative_seqidlist, taxids=taxids,
         negative_taxids=negative_taxids, taxidlist=taxidlist,
         negative_taxidlist=negative_taxidlist, db_soft_mask=soft_mask, db_hard_mask=hard_mask,

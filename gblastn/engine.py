@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from .hsp import Hsps, QueryResult, SubjectHits, score_order
+from .hsp import Hsps, QueryResult, SubjectHits, query_coverage, score_order
 from .options import SearchOptions
 from .pools import INLINE, beside, on_threads, runs_of
 from .scan.backend import Backend, BackendPlan, Capabilities, SubjectBuffer
@@ -638,7 +638,7 @@ class Engine:
         (docs/perf/gpu-greedy.md, docs/perf/blastn-gpu-extensions.md)."""
         from .gapped import hit_contexts
 
-        if not len(hits):
+        if not len(hits) or self.options.ungapped:
             return None
         backend, options, batch = self.backend_plan.backend, self.options, plan.batch
         if self.backend_plan.greedy_ahead:
@@ -672,7 +672,7 @@ class Engine:
 
         keyed = [((q, ordinal), hsps) for q, subjects in by_query.items()
                  for ordinal, hsps in subjects.items() if hsps.score.size]
-        if not (self.backend_plan.tails_ahead and keyed):
+        if not (self.backend_plan.tails_ahead and keyed) or self.options.ungapped:
             return {}
         db, backend, options = self.db, self.backend_plan.backend, self.options
         with self.times.stage("traceback"):
@@ -725,17 +725,24 @@ class Engine:
         redone on every letter it may read."""
         from .output.tabular import COUNT_IDENTITIES
         from .traceback import traceback_group
+        from .ungapped_final import ungapped_group
 
         tasks, volume = group.tasks, group.volume
         scratch = self.letter_scratch(int(max(self.db.lengths[task.ordinal] for task in tasks)))
         hard_masked = getattr(self.db, "hard_mask", False)
         subjects = self.db.traced_subjects(volume) if hard_masked else volume.packed_subjects()
+        locals_ = [task.ordinal - volume.first_ordinal for task in tasks]
         with self.times.stage("traceback"):
-            final, _ = traceback_group([task.hsps for task in tasks],
-                                       [task.ordinal - volume.first_ordinal for task in tasks],
-                                       [task.query_index for task in tasks],
-                                       subjects, plan.batch, plan.stats,
-                                       self.options, scratch, [task.tails for task in tasks])
+            if self.options.ungapped:
+                final = ungapped_group([task.hsps for task in tasks], locals_,
+                                       [task.query_index for task in tasks], subjects,
+                                       plan.batch, plan.stats, self.options, scratch)
+            else:
+                final, _ = traceback_group([task.hsps for task in tasks], locals_,
+                                           [task.query_index for task in tasks],
+                                           subjects, plan.batch, plan.stats,
+                                           self.options, scratch,
+                                           [task.tails for task in tasks])
         if hard_masked:
             # counted on masked letters: the reports that read the true letters count again
             for hsps in final:
@@ -846,12 +853,20 @@ class VolumeGapped:
                 int(options.gapextend), int(options.min_diag_separation))
 
     def extend_piece(self, piece) -> tuple:
-        """The gapped rows of one piece, and the indices of the hits they came from."""
+        """The gapped rows of one piece, and the indices of the hits they came from; in an
+        ungapped search, the hits themselves."""
         from .gapped import extend_hits
+        from .ungapped import ungapped_hsp_rows
 
         c, part = piece
         hits, chunks, bounds = self.hits, self.chunks, self.bounds
         picked = slice(bounds[c], bounds[c + 1]) if part is None else part + bounds[c]
+        if self.options.ungapped:
+            rows = ungapped_hsp_rows(hits.q_start[picked], hits.s_start[picked],
+                                     hits.length[picked], hits.score[picked],
+                                     hits.seed_q[picked], hits.seed_s[picked], self.batch)
+            origin = np.arange(len(rows))
+            return rows, origin if part is None else part[origin]
         first = chunks.byte_offset[c]
         packed = self.buffer[first:first + (int(chunks.length[c]) + 3) // 4]
         with self.times.stage("gapped"):
@@ -895,7 +910,8 @@ class VolumeGapped:
             bounds = np.cumsum([0] + [part.shape[0] for part in parts])
             starts = self.chunks.start[[c for c, _ in found_by_chunk]]
             rows = subject_rows(np.concatenate(parts), bounds, starts, DBSEQ_CHUNK_OVERLAP,
-                                OVERLAP_DIAG_CLOSE, self.best_hit_lengths)
+                                OVERLAP_DIAG_CLOSE, self.best_hit_lengths,
+                                not self.options.ungapped)
         ordinal = self.volume.first_ordinal + subject
         return ordinal, subject_hsps_by_query(hsps_from_rows(rows), self.stats, self.options)
 
@@ -975,9 +991,10 @@ def subject_hsps_by_query(hsps: Hsps, stats, options) -> list:
 
 
 def prelim_hitlist_size(options: SearchOptions) -> int:
-    """GetPrelimHitlistSize for a gapped search."""
+    """GetPrelimHitlistSize: room for more subjects in a gapped search, whose traceback may
+    drop some."""
     n = options.max_target_seqs
-    return max(min(2 * n, n + 50), 10)
+    return max(n if options.ungapped else min(2 * n, n + 50), 10)
 
 
 def best_first(items: list) -> list:
@@ -1183,8 +1200,9 @@ def _within_hsp_limits(hsps: Hsps, options: SearchOptions, query_length: int) ->
     if options.max_hsps:
         keep[score_order(hsps)[options.max_hsps:]] = False
     if options.qcov_hsp_perc:
-        covered = 100.0 * (hsps.q_end - hsps.q_start) / query_length
-        keep &= covered >= options.qcov_hsp_perc
+        covered = [query_coverage(aligned, query_length)
+                   for aligned in (hsps.q_end - hsps.q_start).tolist()]
+        keep &= np.array(covered) >= options.qcov_hsp_perc
     return hsps if keep.all() else hsps.take(keep)
 
 

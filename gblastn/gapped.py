@@ -336,7 +336,7 @@ def prelim_gapped(hits_q_start, hits_s_start, hits_length, hits_score, batch, pa
     common endpoints purged, sorted by score."""
     rows, _ = extend_hits(hits_q_start, hits_s_start, hits_length, hits_score, batch,
                           packed_chunk, chunk_length, stats, options, hits_seed_q, hits_seed_s)
-    return hsps_from_rows(chunk_rows(np.ascontiguousarray(rows, dtype=np.int64), 0))
+    return hsps_from_rows(chunk_rows(np.ascontiguousarray(rows, dtype=np.int64), 0, True))
 
 
 def hit_contexts(hits_q_start, batch) -> np.ndarray:

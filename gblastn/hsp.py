@@ -783,6 +783,26 @@ def reevaluate_with_ambiguities(query, q_base, q_length, subject, q_start, s_sta
 
 
 @njit(cache=True, nogil=True)
+def query_coverage(aligned, query_length):
+    """Blast_HSPGetQueryCoverage: the percentage of a query of `query_length` letters that
+    `aligned` of them cover, with BLAST's half a percent added below 99 %."""
+    percent = 100.0 * aligned / np.float64(query_length)
+    return percent + 0.5 if percent < 99 else percent
+
+
+@njit(cache=True, nogil=True)
+def covering(rows, index, context_length, percent):
+    """The rows at `index` (its order kept) that cover at least `percent` of their context
+    (Blast_HSPListReapByQueryCoverage)."""
+    keep = np.empty(index.size, dtype=np.bool_)
+    for k in range(index.size):
+        r = rows[index[k]]
+        keep[k] = query_coverage(r[HSP_Q_END] - r[HSP_Q_START],
+                                 context_length[r[HSP_CONTEXT]]) >= percent
+    return index[keep]
+
+
+@njit(cache=True, nogil=True)
 def count_identities(query, q_base, subject, q_start, s_start, ops, nums):
     """Identical letter pairs (equal codes, so N/N counts) and alignment length (columns,
     gaps included) of an edit script (Blast_HSPGetNumIdentities)."""
@@ -812,14 +832,16 @@ def count_identities(query, q_base, subject, q_start, s_start, ops, nums):
 
 
 @njit(cache=True, nogil=True)
-def chunk_rows(rows, offset):
-    """A chunk's gapped HSPs (rows from the gapped stage, in hit order): common endpoints
-    purged (Blast_HSPListPurgeHSPsWithCommonEndpoints), sorted by score, and the subject
+def chunk_rows(rows, offset, purge):
+    """A chunk's HSPs (rows from the gapped stage, in hit order): common endpoints purged
+    (Blast_HSPListPurgeHSPsWithCommonEndpoints) if `purge`, sorted by score, and the subject
     coordinates moved by the chunk's `offset` (Blast_HSPListAdjustOffsets)."""
     n = rows.shape[0]
-    kept, _, _, _, _ = purge_rows(rows, np.zeros(n + 1, dtype=np.int64),
-                                  np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int32),
-                                  True)
+    kept = rows
+    if purge:
+        kept, _, _, _, _ = purge_rows(rows, np.zeros(n + 1, dtype=np.int64),
+                                      np.zeros(0, dtype=np.uint8),
+                                      np.zeros(0, dtype=np.int32), True)
     out = kept[score_order_rows(kept)]
     for i in range(out.shape[0]):
         out[i, HSP_S_START] += offset
@@ -864,7 +886,7 @@ def merge_chunk_rows(combined, new, split, overlap, diag_close):
 
 
 @njit(cache=True, nogil=True)
-def subject_rows(found, bounds, starts, overlap, diag_close, best_hit_lengths):
+def subject_rows(found, bounds, starts, overlap, diag_close, best_hit_lengths, purge):
     """A subject's preliminary rows from its chunks' gapped rows: chunk k's rows are
     found[bounds[k]:bounds[k + 1]] and it starts at letter starts[k] (the chunks in order,
     each with rows); each chunk goes through chunk_rows and is merged into those before it
@@ -872,10 +894,11 @@ def subject_rows(found, bounds, starts, overlap, diag_close, best_hit_lengths):
     chunks, and a call per chunk from Python would take the GIL back twice for each.
     With -subject_besthit, best_hit_lengths holds the contexts' lengths, and the rows go
     through the subject best hit after each chunk, as blastn's engine does (else it is
-    empty)."""
-    rows = _best_hit_rows(chunk_rows(found[bounds[0]:bounds[1]], starts[0]), best_hit_lengths)
+    empty). `purge`: false for an ungapped search's rows, which BLAST keeps as found."""
+    rows = _best_hit_rows(chunk_rows(found[bounds[0]:bounds[1]], starts[0], purge),
+                          best_hit_lengths)
     for k in range(1, starts.size):
-        more = chunk_rows(found[bounds[k]:bounds[k + 1]], starts[k])
+        more = chunk_rows(found[bounds[k]:bounds[k + 1]], starts[k], purge)
         rows = _best_hit_rows(merge_chunk_rows(rows, more, starts[k], overlap, diag_close),
                               best_hit_lengths)
     return rows

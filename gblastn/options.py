@@ -53,6 +53,7 @@ class SearchOptions:
     searchsp: int = 0              # -searchsp: every context's effective search space (0: computed)
     min_raw_gapped_score: int = 0  # -min_raw_gapped_score: the gapped cutoff (0: from -evalue)
     no_greedy: bool = False        # -no_greedy: megablast extends with DP, as the other tasks
+    ungapped: bool = False         # -ungapped: the ungapped alignments are the HSPs
     seqidlist: str | None = None   # -seqidlist: search only the sequences this file names
     negative_seqidlist: str | None = None  # -negative_seqidlist: all but those
     taxids: str | None = None      # -taxids: search only the sequences of these taxids ('9606,562')
@@ -327,5 +328,7 @@ def _validate(o: SearchOptions) -> None:
     if o.num_threads < 1:
         raise OptionsError("-num_threads must be at least 1")
     # the reward/penalty/gap set must be one BLAST supports (spec §7.2)
+    # (an ungapped search needs no table: blastn takes any scores with -ungapped)
     from .stats import check_supported_scoring
-    check_supported_scoring(o.reward, o.penalty, o.gapopen, o.gapextend)
+    if not o.ungapped:
+        check_supported_scoring(o.reward, o.penalty, o.gapopen, o.gapextend)

@@ -606,19 +606,21 @@ class SearchStatistics:
     query_length: np.ndarray        # int64, length of the context
     kbp_ungapped: list              # KarlinBlock | None: from the query composition
     kbp_gapped: list                # KarlinBlock | None: used for E-values and bit scores
+                                    # (None in an ungapped search, which uses kbp_ungapped)
     alpha: np.ndarray               # float64, for the length adjustment
     beta: np.ndarray                # float64
     length_adjustment: np.ndarray   # int64
     eff_searchsp: np.ndarray        # int64, BLAST's effective search space
     ungapped_xdrop: np.ndarray      # int32, raw X-drop of the ungapped extension
-    ungapped_cutoff: np.ndarray     # int32, min(gap trigger, gapped E-value cutoff)
+    ungapped_cutoff: np.ndarray     # int32, min(gap trigger, gapped E-value cutoff); in an
+                                    # ungapped search min(_ungapped_search_cutoff, that cutoff)
     reduced_cutoff: np.ndarray      # int32, (int)(0.8 * ungapped_cutoff): exact re-extension
-    gapped_cutoff: np.ndarray       # int32, gapped E-value cutoff (hit saving)
+    gapped_cutoff: np.ndarray       # int32, E-value cutoff (hit saving)
     gap_xdrop: int                  # raw X-drop of the preliminary gapped extension
     gap_xdrop_final: int            # raw X-drop of the traceback
     round_down: bool                # odd scores use the even score below for E-values
-    lambdas: np.ndarray             # float64, gapped lambda per context (0 if invalid)
-    log_ks: np.ndarray              # float64, gapped ln K per context (0 if invalid)
+    lambdas: np.ndarray             # float64, E-values' lambda per context (0 if invalid)
+    log_ks: np.ndarray              # float64, E-values' ln K per context (0 if invalid)
 
 
 def _context_compositions(batch, options) -> np.ndarray:
@@ -634,6 +636,8 @@ def prepare_statistics(batch, db_letters: int, db_num_seqs: int, options) -> Sea
     """Karlin blocks, length adjustments, search spaces, cutoffs and X-drops for a batch
     against a database of `db_letters` letters in `db_num_seqs` sequences, or of -dbsize
     letters in as many sequences when it is given (BLAST_CalcEffLengths)."""
+    # an ungapped search's word cutoffs take the average subject (BlastSeqSrcGetAvgSeqLen)
+    average_subject = db_letters // max(db_num_seqs, 1)
     if options.dbsize > 0:
         db_letters = options.dbsize
     n_ctx = batch.num_contexts
@@ -648,7 +652,9 @@ def prepare_statistics(batch, db_letters: int, db_num_seqs: int, options) -> Sea
     reduced_cutoff = np.full(n_ctx, INT4_MAX, dtype=np.int32)
     gapped_cutoff = np.full(n_ctx, INT4_MAX, dtype=np.int32)
     lambdas, log_ks = np.zeros(n_ctx), np.zeros(n_ctx)
-    round_down = _scoring_system(options.reward, options.penalty).round_down
+    # ungapped scores are never rounded down (Blast_HSPListAdjustOddBlastnScores)
+    round_down = not options.ungapped and \
+        _scoring_system(options.reward, options.penalty).round_down
     calculator = _UngappedCalculator(options.reward, options.penalty)
     compositions = _context_compositions(batch, options)
 
@@ -660,28 +666,39 @@ def prepare_statistics(batch, db_letters: int, db_num_seqs: int, options) -> Sea
             continue
         valid[c] = True
         kbp_ungapped[c] = ungapped
-        gapped, alpha[c], beta[c], round_down = gapped_params(
-            options.reward, options.penalty, options.gapopen, options.gapextend, ungapped)
-        kbp_gapped[c] = gapped
-        lambdas[c], log_ks[c] = gapped.lambda_, gapped.log_k
-        ell[c] = length_adjustment(gapped, alpha[c] / gapped.lambda_, beta[c],
+        if options.ungapped:
+            # E-values, bit scores and length adjustments from the ungapped block
+            evaluated = ungapped
+            alpha[c], beta[c] = ungapped.lambda_ / ungapped.h, \
+                _ungapped_beta(options.reward, options.penalty)
+        else:
+            evaluated, alpha[c], beta[c], round_down = gapped_params(
+                options.reward, options.penalty, options.gapopen, options.gapextend, ungapped)
+            kbp_gapped[c] = evaluated
+        lambdas[c], log_ks[c] = evaluated.lambda_, evaluated.log_k
+        ell[c] = length_adjustment(evaluated, alpha[c] / evaluated.lambda_, beta[c],
                                    int(query_length[c]), db_letters, db_num_seqs)
         searchsp[c] = options.searchsp or _search_space(db_letters, db_num_seqs, int(ell[c]),
                                                         int(query_length[c]))
         # -min_raw_gapped_score replaces the cutoff that -evalue gives
         # (BlastHitSavingParametersUpdate); the E-value test still follows it
         gapped_cutoff[c] = (options.min_raw_gapped_score if options.min_raw_gapped_score > 0
-                            else evalue_cutoff_score(gapped, int(searchsp[c]), options.evalue))
+                            else evalue_cutoff_score(evaluated, int(searchsp[c]), options.evalue))
         ungapped_xdrop[c] = _raw_xdrop("-xdrop_ungap", options.xdrop_ungap,
                                        math.ceil(options.xdrop_ungap * LN2 / ungapped.lambda_))
-        trigger = int((options.gap_trigger * LN2 + ungapped.log_k) / ungapped.lambda_)
-        ungapped_cutoff[c] = min(trigger, int(gapped_cutoff[c]))
+        if options.ungapped:
+            ungapped_cutoff[c] = min(_ungapped_search_cutoff(ungapped, int(query_length[c]),
+                                                             average_subject),
+                                     int(gapped_cutoff[c]))
+        else:
+            trigger = int((options.gap_trigger * LN2 + ungapped.log_k) / ungapped.lambda_)
+            ungapped_cutoff[c] = min(trigger, int(gapped_cutoff[c]))
         if ungapped_xdrop[c] == 0:
             ungapped_xdrop[c] = ungapped_cutoff[c]
         reduced_cutoff[c] = int(0.8 * int(ungapped_cutoff[c]))
 
     gap_xdrop, gap_xdrop_final = 0, 0
-    if valid.any():
+    if valid.any() and not options.ungapped:
         # BLAST keeps one gapped X-drop per search, from the smallest gapped lambda
         min_lambda = min(kbp_gapped[c].lambda_ for c in range(n_ctx) if valid[c])
         gap_xdrop = _raw_xdrop("-xdrop_gap", options.xdrop_gap,
@@ -693,6 +710,18 @@ def prepare_statistics(batch, db_letters: int, db_num_seqs: int, options) -> Sea
                             searchsp, ungapped_xdrop, ungapped_cutoff, reduced_cutoff,
                             gapped_cutoff, gap_xdrop, gap_xdrop_final, bool(round_down),
                             lambdas, log_ks)
+
+
+UNGAPPED_CUTOFF_EVALUE = 0.05  # CUTOFF_E_BLASTN
+
+
+def _ungapped_search_cutoff(kbp: KarlinBlock, query_length: int, subject_length: int) -> int:
+    """BlastInitialWordParametersUpdate's cutoff for keeping an ungapped alignment in an
+    ungapped search: the score of E-value CUTOFF_E_BLASTN in the space of one subject of
+    the average length against the query's two strands (no gap trigger for blastn)."""
+    space = min(subject_length, 2 * query_length) * subject_length
+    # a database of empty sequences has no space to take a logarithm of, nor any hit
+    return evalue_cutoff_score(kbp, max(space, 1), UNGAPPED_CUTOFF_EVALUE)
 
 
 def _search_space(db_letters: int, db_num_seqs: int, ell: int, query_length: int) -> int:

@@ -31,7 +31,7 @@ from .db.reader import CODE_OF, fill_ranges
 from .dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS, adjust_subject_range, gapped_offsets, \
     gapped_start_nucl, traceback_dp
 from .greedy import greedy_alignment_from_runs, greedy_gapped_alignment
-from .hsp import Hsps, alloc_tree, count_identities, \
+from .hsp import Hsps, alloc_tree, count_identities, covering, \
     containment_keep, hsp_rows, hsps_from_rows, purge_rows, ranked_order, \
     reevaluate_with_ambiguities, score_order, score_order_rows, take_rows, tree_add, \
     tree_contains
@@ -405,12 +405,7 @@ def _traceback_final_rows(rows, context_offset, context_length, query, unmasked,
     shown[shown < EVALUE_EQUAL_BELOW] = 0.0
     index = index[ranked_order(rows, index, shown)]
     if qcov_percent > 0:
-        covered = np.empty(index.size, dtype=np.bool_)
-        for k in range(index.size):
-            r = rows[index[k]]
-            covered[k] = 100.0 * (r[HSP_Q_END] - r[HSP_Q_START]) / \
-                np.float64(context_length[r[HSP_CONTEXT]]) >= qcov_percent
-        index = index[covered]
+        index = covering(rows, index, context_length, qcov_percent)
     rows, op_start, ops, op_len = take_rows(rows, op_start, ops, op_len, index)
     counts = counts_of_all(query_codes, rows[:, HSP_CONTEXT].copy(), rows[:, HSP_Q_START].copy(),
                            rows[:, HSP_Q_END].copy(), rows[:, HSP_S_START].copy(), subject,

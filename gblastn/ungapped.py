@@ -40,8 +40,9 @@ import numpy as np
 
 from .alphabet import score_matrix
 from .arrays import grown
-from .layouts import UNGAPPED_FIELDS, UNGAPPED_LENGTH, UNGAPPED_Q_START, UNGAPPED_S_START, \
-    UNGAPPED_SCORE
+from .layouts import HSP_CONTEXT, HSP_FIELDS, HSP_Q_END, HSP_Q_GAPPED_START, HSP_Q_START, \
+    HSP_S_END, HSP_S_GAPPED_START, HSP_S_START, HSP_SCORE, UNGAPPED_FIELDS, UNGAPPED_LENGTH, \
+    UNGAPPED_Q_START, UNGAPPED_S_START, UNGAPPED_SCORE
 from .lookup import LookupTable
 from .numba_start import njit
 from .pools import in_turn
@@ -454,6 +455,26 @@ def _extend_hash_parts(seeds: Seeds, state: DiagonalHash, run, chunks: int, spre
     seed_of = np.concatenate([f[7] for f in found])
     in_order = np.argsort(seed_of, kind="stable")
     return [np.concatenate([f[i] for f in found])[in_order] for i in range(7)]
+
+
+def ungapped_hsp_rows(q_start, s_start, length, score, seed_q, seed_s, batch) -> np.ndarray:
+    """An ungapped search's HSPs of one chunk: its initial hits as they are, int64 rows
+    (hsp_rows) in hit order, query offsets context-relative, the seed as the start point
+    (BLAST_GetUngappedHSPList)."""
+    from .gapped import hit_contexts
+
+    contexts = hit_contexts(q_start, batch)
+    base = np.asarray(batch.context_offset, dtype=np.int64)[contexts]
+    rows = np.empty((contexts.size, HSP_FIELDS), dtype=np.int64)
+    rows[:, HSP_CONTEXT] = contexts
+    rows[:, HSP_Q_START] = np.asarray(q_start, dtype=np.int64) - base
+    rows[:, HSP_Q_END] = rows[:, HSP_Q_START] + length
+    rows[:, HSP_S_START] = s_start
+    rows[:, HSP_S_END] = rows[:, HSP_S_START] + length
+    rows[:, HSP_SCORE] = score
+    rows[:, HSP_Q_GAPPED_START] = np.asarray(seed_q, dtype=np.int64) - base
+    rows[:, HSP_S_GAPPED_START] = seed_s
+    return rows
 
 
 def sort_initial_hits(hits: InitialHits) -> InitialHits:

@@ -13,8 +13,6 @@ formats (13, 14) name their files as blastn names them from -out (query_file_nam
 import os
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..db.subjects import whole_length
 from ..query import local_id
 from .alignments import lower_masked, mask_of, shown_hsps
@@ -49,8 +47,9 @@ def _report(query, result, stats, db, options, db_name: str) -> Node:
     # blastn leaves out the scores that are 0
     parameters += [(name, value) for name, value in (("sc-match", options.reward),
                                                      ("sc-mismatch", options.penalty)) if value]
-    parameters += [("gap-open", options.gapopen), ("gap-extend", options.gapextend),
-                   ("filter", filter_string(options))]
+    if not options.ungapped:  # blastn reports no gap costs for an ungapped search
+        parameters += [("gap-open", options.gapopen), ("gap-extend", options.gapextend)]
+    parameters.append(("filter", filter_string(options)))
     report = Node("Report", [
         ("program", PROGRAM),
         ("version", PROGRAM_VERSION),
@@ -77,7 +76,7 @@ def _search(query, result, stats, db) -> Node:
         members.append(("query-masking", [Node("Range", [("from", start), ("to", end - 1)])
                                           for start, end in stats.masked]))
     subjects = [subject for subject in result.subjects if len(subject.hsps)]
-    members.append(("hits", [_hit(number, subject, query, db, masked)
+    members.append(("hits", [_hit(number, subject, query, db, stats.masked)
                              for number, subject in enumerate(subjects, 1)]))
     members.append(("stat", _statistics(stats, db)))
     if not subjects:
@@ -86,8 +85,8 @@ def _search(query, result, stats, db) -> Node:
 
 
 def _statistics(stats, db) -> Node:
-    gapped = stats.gapped
-    kappa, lambda_, entropy = (gapped.k, gapped.lambda_, gapped.h) if gapped else (-1, -1, -1)
+    block = stats.of_evalues
+    kappa, lambda_, entropy = (block.k, block.lambda_, block.h) if block else (-1, -1, -1)
     return Node("Statistics", [("db-num", db.num_seqs), ("db-len", db.total_letters),
                                ("hsp-len", stats.length_adjustment),
                                ("eff-space", float(stats.search_space)),
@@ -95,13 +94,13 @@ def _statistics(stats, db) -> Node:
                                ("entropy", float(entropy))])
 
 
-def _hit(number: int, subject, query, db, masked: np.ndarray) -> Node:
+def _hit(number: int, subject, query, db, masked: tuple) -> Node:
     seq_id, accession, title = hit_names(db, subject.ordinal)
     taxid = next(iter(db.taxids_of(subject.ordinal)), 0)  # its (first) defline's, when set
     description = Node("HitDescr", [("id", seq_id)] + ([("accession", accession)] if accession
                                                         else []) + [("title", title)]
                        + ([("taxid", taxid)] if taxid else []))
-    hsps = [_hsp(hsp_number, hsp, masked)
+    hsps = [_hsp(hsp_number, hsp, len(query), masked)
             for hsp_number, hsp in enumerate(shown_hsps(query, db, subject), 1)]
     return Node("Hit", [("num", number), ("description", [description]),
                         ("len", whole_length(db, subject.ordinal)), ("hsps", hsps)])
@@ -118,7 +117,12 @@ def hit_names(db, ordinal: int) -> tuple:
     return db.seq_id(ordinal), report_accession(db, ordinal), db.title_of(ordinal)
 
 
-def _hsp(number: int, hsp, masked: np.ndarray) -> Node:
+def _hsp(number: int, hsp, query_length: int, masked: tuple) -> Node:
+    """An HSP, its query row in lower case where masked: blastn lower-cases only the masked
+    ranges (`masked`, half-open) that start within the HSP, since its formatter finds no
+    alignment column for a range's start outside it (s_MaskQuerySeq)."""
+    starting_within = [(start, end) for start, end in masked
+                       if hsp.query_start - 1 <= start < hsp.query_end]
     return Node("Hsp", [
         ("num", number),
         ("bit-score", six_digits(hsp.bitscore)),
@@ -133,7 +137,8 @@ def _hsp(number: int, hsp, masked: np.ndarray) -> Node:
         ("hit-strand", "Minus" if hsp.minus else "Plus"),
         ("align-len", hsp.length),
         ("gaps", hsp.gaps),
-        ("qseq", lower_masked(hsp.query_row, hsp.query_start, masked)),
+        ("qseq", lower_masked(hsp.query_row, hsp.query_start,
+                              mask_of(query_length, starting_within))),
         ("hseq", hsp.subject_row),
         ("midline", hsp.midline())])
 

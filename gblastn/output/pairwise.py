@@ -205,6 +205,7 @@ class PairwiseReport:
             f"  Number of letters in database: {with_commas(db.total_letters)}\n",
             f"  Number of sequences in database:  {with_commas(db.num_seqs)}\n\n",
             f"\n\nMatrix: blastn matrix {options.reward} {options.penalty}\n",
+            "" if options.ungapped else
             f"Gap Penalties: Existence: {options.gapopen}, Extension: {extension:g}\n",
             # the two-hit window of discontiguous words, as blastn names it
             f"Window for multiple hits: {options.window_size}\n" if options.window_size else ""])

@@ -21,6 +21,12 @@ class QueryStatistics:
     # half-open ranges of the plus strand masked (DUST, lower case with -lcase_masking)
     masked: tuple = ()
 
+    @property
+    def of_evalues(self) -> KarlinBlock | None:
+        """The block the E-values came from: the gapped one, or the ungapped one in an
+        ungapped search (which has no gapped block)."""
+        return self.gapped if self.gapped is not None else self.ungapped
+
 
 NO_STATISTICS = QueryStatistics(0, 0, None, None)
 

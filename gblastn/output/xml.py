@@ -165,8 +165,8 @@ def no_hits_message(query, number: int) -> str:
 
 
 def _statistics(stats, db) -> str:
-    gapped = stats.gapped
-    kappa, lambda_, entropy = (gapped.k, gapped.lambda_, gapped.h) if gapped else (-1, -1, -1)
+    block = stats.of_evalues
+    kappa, lambda_, entropy = (block.k, block.lambda_, block.h) if block else (-1, -1, -1)
     return "".join([
         "  <Iteration_stat>\n    <Statistics>\n",
         _element(6, "Statistics_db-num", db.num_seqs),

@@ -266,15 +266,15 @@ def test_subject_rows_is_the_chunks_merged_one_by_one():
                     rows[j, 1] = crossing[i, 1] + step + into - crossing[i, 3]
                     rows[j, 2], rows[j, 4] = rows[j, 1] + 120, rows[j, 3] + 120
             found.append(rows)
-        expected = chunk_rows(found[0], starts[0])
+        expected = chunk_rows(found[0], starts[0], True)
         for k in range(1, count):
-            more = chunk_rows(found[k], starts[k])
+            more = chunk_rows(found[k], starts[k], True)
             before = expected.shape[0] + more.shape[0]
             expected = merge_chunk_rows(expected, more, starts[k], overlap, 10)
             merges += before - expected.shape[0]
         bounds = np.cumsum([0] + [rows.shape[0] for rows in found])
         got = subject_rows(np.concatenate(found), bounds, starts, overlap, 10,
-                           np.zeros(0, dtype=np.int64))
+                           np.zeros(0, dtype=np.int64), True)
         assert got.tolist() == expected.tolist()
     assert merges > 50
 
@@ -286,7 +286,7 @@ def test_chunk_rows_purge_sort_and_shift():
         rows[1::3, 1:4] = rows[0:-1:3, 1:4][: rows[1::3].shape[0]]  # shared starts
         expected = purge_common_endpoints(hsps_from_rows(rows))
         expected = expected.take(score_order(expected))
-        got = hsps_from_rows(chunk_rows(rows, 700))
+        got = hsps_from_rows(chunk_rows(rows, 700, True))
         for name in ("context", "q_start", "q_end", "score", "q_gapped_start"):
             assert getattr(got, name).tolist() == getattr(expected, name).tolist()
         for name in ("s_start", "s_end", "s_gapped_start"):

@@ -186,7 +186,7 @@ def traced_case(seed: int):
     off = int(batch.context_offset[0])
     rows, _ = extend_hits(off + np.array(q_hits), np.array(s_hits), np.full(6, 30),
                           np.full(6, 30), batch, pack_2bit(subject), subject.size, stats, options)
-    hsps = hsps_from_rows(chunk_rows(np.ascontiguousarray(rows, dtype=np.int64), 0))
+    hsps = hsps_from_rows(chunk_rows(np.ascontiguousarray(rows, dtype=np.int64), 0, True))
     return hsps, batch, batch.queries[0].codes, subject, stats, options
 
 
