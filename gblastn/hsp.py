@@ -851,11 +851,11 @@ def chunk_rows(rows, offset, purge):
 
 
 @njit(cache=True, nogil=True)
-def merge_chunk_rows(combined, new, split, overlap, diag_close):
-    """Blast_HSPListsMerge for successive subject chunks, without traceback (allow_gap
-    true, as in every gapped search): an HSP of the new chunk that starts in the overlap
-    strip [split, split + overlap) and lies within diag_close diagonals of one of the
-    previous chunks' HSPs reaching into the strip is folded into it. `combined` and `new`
+def merge_chunk_rows(combined, new, split, overlap, diag_close, allow_gap=True):
+    """Blast_HSPListsMerge for successive subject chunks, without traceback (allow_gap: true
+    in a gapped search, false in an ungapped one): an HSP of the new chunk that starts in the
+    overlap strip [split, split + overlap) and lies within diag_close diagonals of one of the
+    previous chunks' HSPs reaching into the strip is folded into it (_merge_two_rows). `combined` and `new`
     come sorted by score (score_order); `combined` is changed in place. Returns the merged
     rows, sorted by score as a stable sort of `combined` then `new` would sort them.
 
@@ -872,7 +872,8 @@ def merge_chunk_rows(combined, new, split, overlap, diag_close):
                 continue
             end_diag = combined[i, HSP_Q_END] - combined[i, HSP_S_END]
             start_diag = new[j, HSP_Q_START] - new[j, HSP_S_START]
-            if abs(end_diag - start_diag) < diag_close and _merge_two_rows(combined, i, new, j):
+            if abs(end_diag - start_diag) < diag_close and \
+                    _merge_two_rows(combined, i, new, j, allow_gap):
                 keep_new[j] = False
                 changed[i] = True
     merged = np.concatenate((combined, new[keep_new]))
@@ -886,7 +887,7 @@ def merge_chunk_rows(combined, new, split, overlap, diag_close):
 
 
 @njit(cache=True, nogil=True)
-def subject_rows(found, bounds, starts, overlap, diag_close, best_hit_lengths, purge):
+def subject_rows(found, bounds, starts, overlap, diag_close, best_hit_lengths, gapped):
     """A subject's preliminary rows from its chunks' gapped rows: chunk k's rows are
     found[bounds[k]:bounds[k + 1]] and it starts at letter starts[k] (the chunks in order,
     each with rows); each chunk goes through chunk_rows and is merged into those before it
@@ -894,13 +895,14 @@ def subject_rows(found, bounds, starts, overlap, diag_close, best_hit_lengths, p
     chunks, and a call per chunk from Python would take the GIL back twice for each.
     With -subject_besthit, best_hit_lengths holds the contexts' lengths, and the rows go
     through the subject best hit after each chunk, as blastn's engine does (else it is
-    empty). `purge`: false for an ungapped search's rows, which BLAST keeps as found."""
-    rows = _best_hit_rows(chunk_rows(found[bounds[0]:bounds[1]], starts[0], purge),
+    empty). `gapped`: false for an ungapped search, whose rows BLAST keeps as found (no
+    purge) and merges across chunks on one diagonal only."""
+    rows = _best_hit_rows(chunk_rows(found[bounds[0]:bounds[1]], starts[0], gapped),
                           best_hit_lengths)
     for k in range(1, starts.size):
-        more = chunk_rows(found[bounds[k]:bounds[k + 1]], starts[k], purge)
-        rows = _best_hit_rows(merge_chunk_rows(rows, more, starts[k], overlap, diag_close),
-                              best_hit_lengths)
+        more = chunk_rows(found[bounds[k]:bounds[k + 1]], starts[k], gapped)
+        rows = _best_hit_rows(merge_chunk_rows(rows, more, starts[k], overlap, diag_close,
+                                               gapped), best_hit_lengths)
     return rows
 
 
@@ -935,10 +937,13 @@ def _merge_by_key(rows, first, second):
 
 
 @njit(cache=True, nogil=True)
-def _merge_two_rows(a, i, b, j):
-    """s_BlastMergeTwoHSPs with allow_gap true: b's row j, starting or ending inside the box
-    of a's row i, is folded into it, on the same diagonal or not (blastn's gapped searches
-    merge the HSPs of a repeat's shifted copies this way)."""
+def _merge_two_rows(a, i, b, j, allow_gap):
+    """s_BlastMergeTwoHSPs: b's row j, starting or ending inside the box of a's row i, is
+    folded into it; with allow_gap (gapped searches) on any diagonal, which merges the HSPs
+    of a repeat's shifted copies, else on a's diagonal only."""
+    if not allow_gap and \
+            (a[i, HSP_S_START] - b[j, HSP_S_START]) - (a[i, HSP_Q_START] - b[j, HSP_Q_START]) != 0:
+        return False
     start_inside = a[i, HSP_Q_START] <= b[j, HSP_Q_START] <= a[i, HSP_Q_END] and \
         a[i, HSP_S_START] <= b[j, HSP_S_START] <= a[i, HSP_S_END]
     end_inside = a[i, HSP_Q_START] <= b[j, HSP_Q_END] <= a[i, HSP_Q_END] and \

@@ -49,3 +49,14 @@ def test_repeat_across_chunk_overlap_matches_blastn(case, task):
     assert_blastn_found_hits(expected)
     assert len(expected) > 3, "the repeat gave blastn no HSPs of its own"
     assert not compare_lines(expected, got), compare_lines(expected, got)
+
+
+@pytest.mark.parametrize("task", ["megablast", "blastn"])
+def test_an_ungapped_search_merges_chunks_on_one_diagonal(case, task):
+    """-ungapped: blastn merges the chunks' HSPs on one diagonal only (allow_gap false)."""
+    query = case["queries"]["repeat"]
+    expected = blastn(query, case["blast_db"], "-task", task, "-outfmt", COLUMNS, "-dust", "no",
+                      "-ungapped")
+    got = run_ours(case, query, task, COLUMNS, {"dust": "no", "ungapped": True})
+    assert_blastn_found_hits(expected)
+    assert not compare_lines(expected, got), compare_lines(expected, got)

@@ -167,8 +167,9 @@ def test_indexed_tree_equals_plain_lists(spread, span, count):
 
 # -- successive subject chunks --------------------------------------------------------------
 
-def _merged_reference(combined, new, split, overlap=100, diag_close=10):
-    """Blast_HSPListsMerge (allow_gap true) for successive chunks, HSP by HSP in Python."""
+def _merged_reference(combined, new, split, overlap=100, diag_close=10, allow_gap=True):
+    """Blast_HSPListsMerge for successive chunks, HSP by HSP in Python (allow_gap false: an
+    ungapped search's, on one diagonal only)."""
     combined = [list(r) for r in combined.tolist()]
     new = [list(r) for r in new.tolist()]
     keep = [True] * len(new)
@@ -178,6 +179,8 @@ def _merged_reference(combined, new, split, overlap=100, diag_close=10):
         for j in new_in_strip:
             a, b = combined[i], new[j]
             if not keep[j] or a[0] != b[0] or abs((a[2] - a[4]) - (b[1] - b[3])) >= diag_close:
+                continue
+            if not allow_gap and (a[3] - b[3]) - (a[1] - b[1]) != 0:
                 continue
             if not (a[1] <= b[1] <= a[2] and a[3] <= b[3] <= a[4]) and \
                     not (a[1] <= b[2] <= a[2] and a[3] <= b[4] <= a[4]):
@@ -208,7 +211,8 @@ def _chunk_hsp_rows(rng, n, s_lo, s_hi):
     return rows
 
 
-def test_chunk_merge_matches_blasts_rule():
+@pytest.mark.parametrize("allow_gap", [True, False])
+def test_chunk_merge_matches_blasts_rule(allow_gap):
     """merge_chunk_rows against the rule written out HSP by HSP, on HSPs crowded around the
     strip where two chunks overlap (on an old HSP's diagonal or a few off it, so that many
     merge)."""
@@ -231,8 +235,8 @@ def test_chunk_merge_matches_blasts_rule():
             new[j, 2], new[j, 4] = new[j, 1] + 100, new[j, 3] + 100
         # the chunks' rows come sorted by score, as chunk_rows and earlier merges leave them
         old, new = old[score_order_rows(old)], new[score_order_rows(new)]
-        expected = _merged_reference(old, new, split)
-        got = merge_chunk_rows(old.copy(), new, split, 100, 10)
+        expected = _merged_reference(old, new, split, allow_gap=allow_gap)
+        got = merge_chunk_rows(old.copy(), new, split, 100, 10, allow_gap)
         assert got.tolist() == expected
         merges += old.shape[0] + new.shape[0] - got.shape[0]
     assert merges > 100
