@@ -226,7 +226,8 @@ def _full_pass(hsps, merit, following, head, y):
 @njit(cache=True, nogil=True)
 def _process_list(hsps, merit, following, alive, nodes, node, y):
     """s_ProcessHSPList: each other HSP of the node that y dominates loses a merit, and
-    leaves with none; returns the HSPs left."""
+    leaves with none; with y < 0 (s_MarkDownHSPList) every HSP of the node loses one.
+    Returns the HSPs left."""
     count = 0
     before = -1
     p = nodes[node, N_HEAD]
@@ -234,31 +235,12 @@ def _process_list(hsps, merit, following, alive, nodes, node, y):
         r = p
         p = following[r]
         count += 1
-        if r != y and _dominates(hsps, y, r):
+        if y < 0 or (r != y and _dominates(hsps, y, r)):
             merit[r] -= 1
             if merit[r] <= 0:
                 _unlink(following, alive, nodes, node, before, r)
                 count -= 1
                 continue
-        before = r
-    return count
-
-
-@njit(cache=True, nogil=True)
-def _mark_down_list(merit, following, alive, nodes, node):
-    """s_MarkDownHSPList: every HSP of the node loses a merit; returns the HSPs left."""
-    count = 0
-    before = -1
-    p = nodes[node, N_HEAD]
-    while p >= 0:
-        r = p
-        p = following[r]
-        count += 1
-        merit[r] -= 1
-        if merit[r] <= 0:
-            _unlink(following, alive, nodes, node, before, r)
-            count -= 1
-            continue
         before = r
     return count
 
@@ -323,13 +305,13 @@ def _is_leaf(nodes, node):
 
 
 @njit(cache=True, nogil=True)
-def _mark_down_tree(merit, following, alive, nodes, top):
+def _mark_down_tree(hsps, merit, following, alive, nodes, top):
     """s_MarkDownCTree: every HSP under `top` loses a merit; nodes left empty and without
     children go, children before their parents."""
     order = _preorder(nodes, top)
     for k in range(order.size - 1, -1, -1):
         node = order[k]
-        if _mark_down_list(merit, following, alive, nodes, node) <= 0 and \
+        if _process_list(hsps, merit, following, alive, nodes, node, -1) <= 0 and \
                 _is_leaf(nodes, node):
             _drop_node(nodes, node)
 
@@ -401,7 +383,7 @@ def _process_tree(hsps, merit, following, alive, nodes, top, x):
     for k in range(count - 1, -1, -1):
         node = visited[k]
         if action[k] == AT_COVERED:
-            _mark_down_tree(merit, following, alive, nodes, node)
+            _mark_down_tree(hsps, merit, following, alive, nodes, node)
         elif action[k] == AT_LEAF:
             if _process_list(hsps, merit, following, alive, nodes, node, x) <= 0:
                 _drop_node(nodes, node)
