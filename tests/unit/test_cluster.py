@@ -5,6 +5,7 @@ cuts, megablast and blastn, tabular and pairwise output; a worker lost mid-searc
 shard rerun elsewhere, and a search that cannot finish leaves no output."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -143,10 +144,10 @@ def test_stage_times_name_the_split_and_each_workers_share(cluster, case):
     split, workers = report.split("; cluster: ")[1].split("; workers: ")
     assert split == "2 workers, the database in 2 shards"
     shares = workers.split(" / ")
-    # the scheduler may run both shards' preliminary searches on one worker: the other
-    # then shows its traceback's share only
-    assert len(shares) == 2 and all(share.startswith("tasks ") for share in shares)
-    assert any("query setup" in share for share in shares)
+    # which stages a worker shows depends on where the scheduler ran the tasks and on their
+    # times (stages under 5 ms are left out): only the form is fixed
+    assert len(shares) == 2 and all(re.fullmatch(r"tasks \d+\.\d\ds \(.*\)", share)
+                                    for share in shares)
 
 
 def test_cluster_flags_need_a_cluster(case):
