@@ -439,8 +439,6 @@ def search_command(
     # the GPU's set-up (pycuda, its context) runs while options, files and database are read;
     # a cluster's workers hold their own backends, and this process none
     backend = None if cluster is not None else beside(select_backend, device, gpu_id, times)
-    if backend is not None:
-        backend.add_done_callback(_on_the_cpu_return_large_blocks)
     compile_stages = None if cluster is not None else \
         stages_before_search(task, device, word_size, _query_bytes(files), backend)
     options = make_options(
@@ -477,14 +475,6 @@ def search_command(
     run_search(files, database, options, output, backend, settings, times)
     if stage_times:
         print("gblastn: " + times.report(), file=sys.stderr)
-
-
-def _on_the_cpu_return_large_blocks(backend) -> None:
-    """A search on the CPU gives its large blocks back (heap.py); a GPU's search is left as
-    measured."""
-    if backend.exception() is None and backend.result().name == "cpu":
-        from .heap import return_large_blocks
-        return_large_blocks()
 
 
 # the options that name themselves first when blastn refuses them with -subject

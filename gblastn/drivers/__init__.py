@@ -31,7 +31,9 @@ class Search:
         from ..db.blast_masks import mask_database
         from ..db.subset import restrict
         from ..engine import SubjectBuffers
+        from ..heap import return_large_blocks
 
+        return_large_blocks()
         self.db = mask_database(restrict(self.db, self.options), self.options)
 
         if self.buffers is None:
