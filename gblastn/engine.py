@@ -85,22 +85,25 @@ DB_LETTERS_PER_TARGET_EXTENSION = 3000  # ... or one per this many database lett
 FIRST_BATCH_SHARE = 200  # the first batch: the target's letters over this
 MIX_IN = 0.3  # the weight of the last batch's extensions per letter against the earlier ones'
 SMALLEST_BATCH = 100
-QUERY_CHUNK_LETTERS = {"megablast": 5_000_000, "dc-megablast": 5_000_000}  # blastn: 1,000,000
-CHUNK_LETTERS_KEPT_FREE = 1000  # the largest batch is the query chunk less this
+# SplitQuery_GetChunkSize's query chunk per task; the largest batch is it less 1,000 letters
+QUERY_CHUNK_LETTERS = {"megablast": 5_000_000, "dc-megablast": 5_000_000,
+                       "blastn": 1_000_000, "blastn-short": 1_000_000}
+CHUNK_LETTERS_KEPT_FREE = 1000
 
 
 class QueryBatchSizes:
     """The letters of blastn's successive query batches (CBatchSizeMixer): the first holds
-    1/200 of the target's (5,000 below 3 Gbp of database), each later one as many as, at
-    the extensions per letter seen so far, would keep about the target number of ungapped
-    extensions (the last batch's rate weighs 0.3 against the earlier ones'), within 100
-    letters and the task's query chunk less 1,000 (4,999,000; 999,000 for blastn and
-    blastn-short). Which queries share a batch decides some hits: a two-hit window spans
-    the end of one query and the start of the next in the batch's concatenated query."""
+    a 200th of the target, in letters (5,000 below 3 Gbp of database); each later one as
+    many as, at the extensions per letter seen so far, would keep about the target number
+    of ungapped extensions (the last batch's rate weighs 0.3 against the earlier ones'),
+    within 100 letters and the task's query chunk less 1,000 (4,999,000; 999,000 for
+    blastn and blastn-short). Which queries share a batch decides some hits: a two-hit
+    window spans the end of one query and the start of the next in the batch's
+    concatenated query."""
 
     def __init__(self, task: str, db_letters: int):
         self.target = max(MIN_TARGET_EXTENSIONS, db_letters // DB_LETTERS_PER_TARGET_EXTENSION)
-        self.largest = QUERY_CHUNK_LETTERS.get(task, 1_000_000) - CHUNK_LETTERS_KEPT_FREE
+        self.largest = QUERY_CHUNK_LETTERS[task] - CHUNK_LETTERS_KEPT_FREE
         self.ratio = -1.0  # extensions per letter, mixed over the batches; negative: none yet
         self.letters = 0
         self._bounded(self.target // FIRST_BATCH_SHARE)
@@ -123,8 +126,8 @@ class QueryBatchSizes:
 
 def _int32_truncated(value: float) -> int:
     """A C cast of a positive double to a 32-bit int on x86-64: truncated, and INT_MIN when
-    out of range. A batch without extensions overflows it, so the next batch takes the
-    smallest size, not the largest."""
+    out of range. A first batch without extensions overflows it (10^6 x 5,000), so the
+    next batch takes the smallest size, not the largest."""
     return int(value) if value < 2**31 else -2**31
 
 
