@@ -24,7 +24,7 @@ def test_the_batch_after_the_first_is_blastns(extensions, letters):
 
 def test_the_target_grows_with_the_database_above_3_gbp():
     assert QueryBatchSizes("megablast", 8_000_000_000).letters == 13_333
-    assert QueryBatchSizes("megablast", 0).letters == 5_000  # -subject: no database letters
+    assert QueryBatchSizes("megablast", 0).letters == 5_000
 
 
 def test_blastn_tasks_take_smaller_batches_than_megablasts():
