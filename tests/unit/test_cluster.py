@@ -106,6 +106,27 @@ def test_replicated_batches_dealt_in_turn_give_the_single_search(cluster, case, 
     assert search(case, "mixed", outfmt, "blastn", on(cluster, mode="replicate")) == expected
 
 
+@pytest.mark.parametrize("mode", ["replicate", "shard"])
+def test_each_batch_is_sized_from_the_extensions_the_one_before_kept(cluster, case,
+                                                                     monkeypatch, mode):
+    """With a target of 3,000 extensions a batch (blastn's is 1,000,000 at least), the mixed
+    set makes five batches, each sized from the last: the cluster counts each batch's
+    extensions as one process does (summed over the shards), so it forms the same batches
+    and gives the same output."""
+    from gblastn import engine
+
+    monkeypatch.setattr(engine, "MIN_TARGET_EXTENSIONS", 3000)
+    counted = []
+    searched = engine.QueryBatchSizes.searched
+    monkeypatch.setattr(engine.QueryBatchSizes, "searched",
+                        lambda sizes, extensions: (counted.append(extensions),
+                                                   searched(sizes, extensions)))
+    expected = search(case, "mixed", TABULAR, "blastn")
+    in_one_process, counted[:] = list(counted), []
+    assert search(case, "mixed", TABULAR, "blastn", on(cluster, mode=mode)) == expected
+    assert counted == in_one_process and len(counted) == 5
+
+
 def test_sam_is_formatted_where_its_footer_is_written(cluster, case):
     expected = search(case, "small", "17", max_target_seqs=2)
     assert search(case, "small", "17", spec=on(cluster, shards=2), max_target_seqs=2) == \
