@@ -233,8 +233,6 @@ def replicate_prelim(request: BatchRequest) -> int:
     """A worker's task: the preliminary search of a whole batch against the whole database
     (serial.prelim_batch), kept for replicate_finish; returns the ungapped extensions it
     kept, from which the search sizes the next batch."""
-    from .serial import prelim_batch
-
     plugin, resident = _resident(request)
     with plugin.task(request.search_id) as times:
         found = _replicated_prelim(request, plugin, resident, times)
@@ -244,6 +242,8 @@ def replicate_prelim(request: BatchRequest) -> int:
 
 
 def _replicated_prelim(request: BatchRequest, plugin, resident, times) -> tuple:
+    """(plan, PrelimHits) of the whole batch against the whole database, on the worker's
+    threads."""
     from .serial import prelim_batch
 
     options = plugin.options(request.options)
