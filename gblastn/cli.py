@@ -390,7 +390,7 @@ def search_command(
     shards: int = _option(0, "-shards", "On a cluster: split the database into this many "
                           "shards (0: one per worker).", "Default = `0'", click_type=INTEGER),
     cluster_mode: str = _option("auto", "-cluster_mode", "On a cluster: shard (split the "
-                                "database), replicate (split the query batches) or auto.",
+                                "database), replicate (whole query batches, in turn) or auto.",
                                 "Default = `auto'"),
 ) -> None:
     from .compile_ahead import stages_before_search
@@ -434,8 +434,6 @@ def search_command(
 
     times = StageTimes()
     files = query_files(query, query_list)
-    if cluster is not None:
-        cluster.query_letters = _query_bytes(files)
     # the GPU's set-up (pycuda, its context) runs while options, files and database are read;
     # a cluster's workers hold their own backends, and this process none
     backend = None if cluster is not None else beside(select_backend, device, gpu_id, times)

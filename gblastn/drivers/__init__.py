@@ -45,6 +45,13 @@ class Search:
 
         return plan_batch(queries, first_index, self.db, self.options, self.times, pool)
 
+    def batch_sizes(self):
+        """The sizes of blastn's query batches for this search (engine.QueryBatchSizes),
+        which follow the database's letters."""
+        from ..engine import QueryBatchSizes
+
+        return QueryBatchSizes(self.options.task, int(self.db.total_letters))
+
     def ready_backend(self):
         """The scan backend, waiting for its set-up (which may raise GpuUnavailableError)."""
         from concurrent.futures import Future

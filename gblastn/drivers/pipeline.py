@@ -6,7 +6,10 @@ by four bounded queues, as G-BLASTN's pipeline mode did:
 
 The reader streams the queries; the planner groups them into BLAST's batches and builds each
 batch's masks, statistics and lookup table (engine.plan_batch), then posts one job per
-(batch, part of a volume) (engine.volume_jobs); prelim workers run the engine's preliminary
+(batch, part of a volume) (engine.volume_jobs). blastn sizes a batch from the ungapped
+extensions of the one before (engine.QueryBatchSizes), so the planner starts the next batch
+once the collector has every job of this one; its traceback still overlaps the next
+batch's preliminary search. Prelim workers run the engine's preliminary
 search of their part (Engine.prelim_search: scan, ungapped stage, and the score-only gapped
 extensions, in pieces, handed to the CPU pool); the collector waits until every volume of a
 batch is in and posts the traceback tasks, one per (query, subject), in groups of one
@@ -25,7 +28,6 @@ then runs beside the reader's first queries.
 """
 
 import collections
-import itertools
 import queue
 import threading
 from contextlib import contextmanager
@@ -46,14 +48,10 @@ _END = object()  # end-of-stream marker on a queue
 class Pipeline:
     """The four-queue search pipeline over one database (see the module docstring)."""
 
-    def __init__(self, search, queries, settings, render, numbers=None):
-        """`search`: a drivers.Search; `queries`: an iterable of the queries, in order;
-        `numbers`: their numbers in the search (0, 1, 2, ... without), successive within
-        each batch: a cluster's worker searches whole batches from here and there in a
-        query set."""
+    def __init__(self, search, queries, settings, render):
+        """`search`: a drivers.Search; `queries`: an iterable of the queries, in order."""
         threads = search.options.num_threads
         self.search, self.queries = search, queries
-        self.numbers = itertools.count() if numbers is None else numbers
         self.read_order = collections.deque()  # the numbers read and not yet written
         self.db, self.options = search.db, search.options
         self.settings = settings
@@ -75,6 +73,7 @@ class Pipeline:
         self.volume_rank: dict = {}  # volume -> its place among the jobs' volumes
         self.pool = None  # the CPU pool (gapped pieces, traceback tasks), while texts() runs
         self.stop = threading.Event()
+        self.batch_sizes = _ReportedSizes(search.batch_sizes(), self.stop)
         self.errors: list = []
         self.lock = threading.Lock()
 
@@ -122,7 +121,7 @@ class Pipeline:
     # -- stages ----------------------------------------------------------------------------
 
     def _reader(self):
-        for number, query in zip(self.numbers, self.queries):
+        for number, query in enumerate(self.queries):
             self.read_order.append(number)
             self._put(self.query_q, (number, query))
         self._put(self.query_q, _END)
@@ -135,7 +134,8 @@ class Pipeline:
                 yield item
 
         batch_id = 0
-        for items in query_batches(queries(), self.options, size=lambda item: len(item[1])):
+        for items in query_batches(queries(), self.batch_sizes.next_letters,
+                                   size=lambda item: len(item[1])):
             first = items[0][0]
             plan = self.search.plan([q for _, q in items], first, self.pool)
             engine = self._make_jobs() if plan.table is not None else None
@@ -207,7 +207,7 @@ class Pipeline:
         # culling and the best-hit filter see each query's subjects all together
         stream = self.db.num_seqs <= prelim_hitlist_size(self.options) and \
             not has_query_filter(self.options)
-        pending, merged, joins = {}, {}, {}
+        pending, merged, joins, extensions = {}, {}, {}, {}
         next_batch, ended = 0, 0
         while ended < self.prelim_threads:
             item = self._get(self.prelim_q)
@@ -219,19 +219,23 @@ class Pipeline:
                 pending[batch_id] = len(self.jobs) if payload.table is not None else 0
                 merged[batch_id] = PrelimHits()
                 joins[batch_id] = [_QueryJoin(payload, q) for q in range(len(payload.queries))]
+                extensions[batch_id] = 0
             elif stream:
                 plan = joins[batch_id][0].plan
                 self._post_tasks(batch_id, joins[batch_id],
                                  self.search.engine().trace_tasks(payload, plan), len(self.jobs))
+                extensions[batch_id] += payload.extensions
                 pending[batch_id] -= 1
             else:
                 merged[batch_id].merge(payload)
+                extensions[batch_id] += payload.extensions
                 pending[batch_id] -= 1
             if kind != "batch" and pending[batch_id] == 0:
                 joins[batch_id][0].plan.table.drop_words()  # every volume is scanned
             # close complete batches in order, so results flow in input order
             while next_batch in pending and pending[next_batch] == 0:
                 del pending[next_batch]
+                self.batch_sizes.searched(extensions.pop(next_batch))
                 batch_joins, hits = joins.pop(next_batch), merged.pop(next_batch)
                 if hits.by_query:
                     self._post_tasks(next_batch, batch_joins,
@@ -360,6 +364,32 @@ class Pipeline:
     def _raise_error(self):
         if self.errors:
             raise self.errors[0]
+
+
+class _ReportedSizes:
+    """The batches' sizes (engine.QueryBatchSizes) between the planner, which asks for the
+    next batch's as its first query comes, and the collector, which reports each batch's
+    extensions once all its jobs are in."""
+
+    def __init__(self, sizes, stop: threading.Event):
+        self.sizes, self.stop = sizes, stop
+        self.asked = self.reported = 0
+        self.changed = threading.Condition()
+
+    def next_letters(self) -> int:
+        with self.changed:
+            while self.reported < self.asked:
+                if self.stop.is_set():
+                    raise _Stop
+                self.changed.wait(POLL_SECONDS)
+            self.asked += 1
+            return self.sizes.letters
+
+    def searched(self, extensions: int) -> None:
+        with self.changed:
+            self.sizes.searched(extensions)
+            self.reported += 1
+            self.changed.notify_all()
 
 
 @dataclass

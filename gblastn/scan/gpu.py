@@ -237,7 +237,7 @@ class _TailRequest:
 
 def memory_cap() -> int | None:
     """GBLASTN_GPU_MEMORY (bytes, or e.g. 2GB), the device memory the volumes may take at
-    most: a smaller GPU's budget, which a cluster's mode choice sees too; None unset."""
+    most: a smaller GPU's budget; None unset."""
     text = os.environ.get(MEMORY_CAP_VARIABLE)
     if text is None:
         return None
