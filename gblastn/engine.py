@@ -588,13 +588,17 @@ class Engine:
 
     # -- preliminary search --------------------------------------------------------------
 
-    def prelim_search(self, plan: BatchPlan, volume, pool=INLINE, **part) -> PrelimHits:
+    def prelim_search(self, plan: BatchPlan, volume, pool=INLINE, ungapped_done=None,
+                      **part) -> PrelimHits:
         """Scan one volume (or the part of it that `part` names, as initial_hits takes it),
         extend the seeds, and file the subjects' preliminary HSPs per query, with the
         traceback searches made ahead for them. The chunks' gapped extensions run on
-        `pool`."""
+        `pool`. `ungapped_done(extensions)`, when given, is told the ungapped stage's kept
+        extensions before the gapped stage starts (the next batch's size needs no more)."""
         gapped = self.initial_hits(plan, volume, pool, **part)
         prelim = PrelimHits(extensions=gapped.extensions())
+        if ungapped_done is not None:
+            ungapped_done(prelim.extensions)
         gapped.file_subjects(gapped.subject_hits(gapped.extend_later(pool)(), pool)(), prelim)
         prelim.tails = self.tails_ahead(prelim.by_query, plan)
         return prelim

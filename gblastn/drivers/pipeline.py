@@ -8,8 +8,8 @@ The reader streams the queries; the planner groups them into BLAST's batches and
 batch's masks, statistics and lookup table (engine.plan_batch), then posts one job per
 (batch, part of a volume) (engine.volume_jobs). blastn sizes a batch from the ungapped
 extensions of the one before (engine.QueryBatchSizes), so the planner starts the next batch
-once the collector has every job of this one; its traceback still overlaps the next
-batch's preliminary search. Prelim workers run the engine's preliminary
+once every job of this one is through its ungapped stage; the gapped stage and traceback
+still overlap the next batch's scan. Prelim workers run the engine's preliminary
 search of their part (Engine.prelim_search: scan, ungapped stage, and the score-only gapped
 extensions, in pieces, handed to the CPU pool); the collector waits until every volume of a
 batch is in and posts the traceback tasks, one per (query, subject), in groups of one
@@ -139,6 +139,7 @@ class Pipeline:
             first = items[0][0]
             plan = self.search.plan([q for _, q in items], first, self.pool)
             engine = self._make_jobs() if plan.table is not None else None
+            self.batch_sizes.expect(batch_id, len(self.jobs) if plan.table is not None else 0)
             self._put(self.prelim_q, ("batch", batch_id, plan))
             if plan.table is not None:
                 turns = _Turnstile(self.stop) if ungapped_in_database_order(plan.table) else None
@@ -189,6 +190,8 @@ class Pipeline:
             # job's traceback searches are made on the GPU here, not in the one collector
             hits = job.engine.prelim_search(
                 job.plan, job.volume, self.pool,
+                ungapped_done=lambda extensions, batch=job.batch_id:
+                    self.batch_sizes.count(batch, extensions),
                 threads=self.options.num_threads if shared else 1, subjects=job.subjects,
                 once_per_volume=shared.once if shared else None, ungapped_turn=turn,
                 scan_turn=job.scan_turns.turn(rank) if shared else None)
@@ -207,7 +210,7 @@ class Pipeline:
         # culling and the best-hit filter see each query's subjects all together
         stream = self.db.num_seqs <= prelim_hitlist_size(self.options) and \
             not has_query_filter(self.options)
-        pending, merged, joins, extensions = {}, {}, {}, {}
+        pending, merged, joins = {}, {}, {}
         next_batch, ended = 0, 0
         while ended < self.prelim_threads:
             item = self._get(self.prelim_q)
@@ -219,23 +222,19 @@ class Pipeline:
                 pending[batch_id] = len(self.jobs) if payload.table is not None else 0
                 merged[batch_id] = PrelimHits()
                 joins[batch_id] = [_QueryJoin(payload, q) for q in range(len(payload.queries))]
-                extensions[batch_id] = 0
             elif stream:
                 plan = joins[batch_id][0].plan
                 self._post_tasks(batch_id, joins[batch_id],
                                  self.search.engine().trace_tasks(payload, plan), len(self.jobs))
-                extensions[batch_id] += payload.extensions
                 pending[batch_id] -= 1
             else:
                 merged[batch_id].merge(payload)
-                extensions[batch_id] += payload.extensions
                 pending[batch_id] -= 1
             if kind != "batch" and pending[batch_id] == 0:
                 joins[batch_id][0].plan.table.drop_words()  # every volume is scanned
             # close complete batches in order, so results flow in input order
             while next_batch in pending and pending[next_batch] == 0:
                 del pending[next_batch]
-                self.batch_sizes.searched(extensions.pop(next_batch))
                 batch_joins, hits = joins.pop(next_batch), merged.pop(next_batch)
                 if hits.by_query:
                     self._post_tasks(next_batch, batch_joins,
@@ -368,12 +367,13 @@ class Pipeline:
 
 class _ReportedSizes:
     """The batches' sizes (engine.QueryBatchSizes) between the planner, which asks for the
-    next batch's as its first query comes, and the collector, which reports each batch's
-    extensions once all its jobs are in."""
+    next batch's as its first query comes, and the prelim workers, which count each job's
+    ungapped extensions: a batch's total is reported once all its jobs have counted."""
 
     def __init__(self, sizes, stop: threading.Event):
         self.sizes, self.stop = sizes, stop
         self.asked = self.reported = 0
+        self.waiting: dict = {}  # batch id -> [jobs yet to count, extensions so far]
         self.changed = threading.Condition()
 
     def next_letters(self) -> int:
@@ -385,9 +385,23 @@ class _ReportedSizes:
             self.asked += 1
             return self.sizes.letters
 
-    def searched(self, extensions: int) -> None:
+    def expect(self, batch_id: int, jobs: int) -> None:
         with self.changed:
-            self.sizes.searched(extensions)
+            self.waiting[batch_id] = [jobs, 0]
+            if not jobs:
+                self._report(batch_id)
+
+    def count(self, batch_id: int, extensions: int) -> None:
+        with self.changed:
+            left = self.waiting[batch_id]
+            left[0] -= 1
+            left[1] += extensions
+            if not left[0]:
+                self._report(batch_id)
+
+    def _report(self, batch_id: int) -> None:
+        with self.changed:
+            self.sizes.searched(self.waiting.pop(batch_id)[1])
             self.reported += 1
             self.changed.notify_all()
 
