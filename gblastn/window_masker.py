@@ -6,7 +6,7 @@ blastn takes (`-sformat obinary` or `binary`; it refuses the text ones): the uni
 the counts of the genome's canonical units (a U-mer or its reverse complement, whichever is
 smaller as a 2-bit number) and four thresholds, T_low, T_extend, T_threshold and T_high.
 blastn builds its masker with every parameter 0, so each is the file's, and the window is
-U + 4 letters.
+W = U + 4 letters.
 
 A unit's score is its count, T_high for a count above T_high, and (T_low + 1) / 2 for a count
 below T_low or a unit the file lacks. A window's score is the mean of its W - U + 1 units'
@@ -14,7 +14,11 @@ scores (an integer division). The windows are every W letters of A, C, G and T i
 window never holds another letter; lower case reads as upper case), and NCBI's CSeqMasker
 walks them as `_mask_one` does: a window scoring T_threshold or more opens or extends a masked
 interval to its end, one scoring at least T_extend keeps an open interval going, a lower one
-closes it once the windows have passed its end.
+closes it once the windows have passed its end. An obinary file may hold a bit array of the
+units counted at least T_extend times; with it, NCBI's scan (CSeqMaskerCacheBoost) passes
+over the windows holding no such unit that follow a window below T_extend holding none, and
+so does this one: it saves most units' lookups, and changes no interval (such a window
+scores below T_extend, as the one before it did, whatever the thresholds).
 
 Masked intervals are 0-based and inclusive, on the plus strand of the letters searched.
 """
@@ -39,8 +43,8 @@ _OBINARY = (1, 2)  # -sformat obinary: a hash table of the counts (2: with a bit
 @dataclass(frozen=True)
 class UnitCounts:
     """A unit counts file as blastn reads it. `ht` and `vt` are the obinary hash and value
-    tables (both empty for a binary file); `units` and `counts` the binary file's sorted
-    pairs (empty for an obinary one)."""
+    tables (both empty for a binary file) and `bits` its bit array (empty without one);
+    `units` and `counts` the binary file's sorted pairs (empty for an obinary one)."""
 
     unit_size: int
     t_low: int
@@ -52,6 +56,7 @@ class UnitCounts:
     collision_bits: int
     ht: np.ndarray
     vt: np.ndarray
+    bits: np.ndarray
     units: np.ndarray
     counts: np.ndarray
 
@@ -129,8 +134,8 @@ def _read_binary(data: np.ndarray, skip: int, path: str) -> UnitCounts:
         data, dtype="<u4", count=4, offset=skip + header + pairs_length).tolist()
     empty = np.zeros(0, dtype=np.uint32)
     return UnitCounts(unit_size, t_low, t_extend, t_threshold, t_high, 0, 0, 0,
-                      empty, np.zeros(0, dtype=np.uint16), pairs[:, 0].astype(np.int64),
-                      pairs[:, 1].astype(np.int64))
+                      empty, np.zeros(0, dtype=np.uint16), empty,
+                      pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64))
 
 
 def _read_obinary(data: np.ndarray, skip: int, path: str) -> UnitCounts:
@@ -153,13 +158,16 @@ def _read_obinary(data: np.ndarray, skip: int, path: str) -> UnitCounts:
     if collision_bits == 0 or collision_bits > 32 - key_bits:
         raise _corrupt(path, "shift must be in [1, 32 - hash_key_size]")
     at = skip + 40
+    bits = np.zeros(0, dtype=np.uint32)
     if kind == 2:
-        # the bit array only lets NCBI's scan skip windows of units counted less than
-        # T_extend times, which score below T_extend whatever they are: not needed here
         flag = _word(data, at)
-        if flag is None:
+        at += 4
+        bits_length = 4 ** unit_size // 8 if flag else 0
+        if flag is None or at + bits_length > len(data):
             raise _corrupt(path, "not enough data to fill the hash table")
-        at += 4 + (4 ** unit_size // 8 if flag else 0)
+        bits = np.array(np.frombuffer(data, dtype="<u4", count=bits_length // 4, offset=at),
+                        dtype=np.uint32)
+        at += bits_length
     ht_length, vt_length = 4 << key_bits, 2 * m
     if at + ht_length > len(data):
         raise _corrupt(path, "not enough data to fill the hash table")
@@ -170,7 +178,8 @@ def _read_obinary(data: np.ndarray, skip: int, path: str) -> UnitCounts:
     _check_value_indices(ht, collision_bits, m, path)
     empty = np.zeros(0, dtype=np.int64)
     return UnitCounts(unit_size, t_low, t_extend, t_threshold, t_high, key_bits, offset,
-                      collision_bits, ht.astype(np.uint32), vt.astype(np.uint16), empty, empty)
+                      collision_bits, ht.astype(np.uint32), vt.astype(np.uint16), bits, empty,
+                      empty)
 
 
 def _check_value_indices(ht: np.ndarray, collision_bits: int, m: int, path: str) -> None:
@@ -195,12 +204,13 @@ def window_masker_intervals_many(sequences: list, counts: UnitCounts) -> list:
     thresholds = np.array([c.t_low, c.t_extend, c.t_threshold, c.t_high], dtype=np.int64)
     hashing = np.array([c.key_bits, c.offset, c.collision_bits], dtype=np.int64)
     intervals, found = _mask_each(joined, ends, np.int64(c.unit_size), np.int64(c.window),
-                                  thresholds, hashing, c.ht, c.vt, c.units, c.counts)
+                                  thresholds, hashing, c.ht, c.vt, c.bits, c.units, c.counts)
     return np.split(intervals, np.cumsum(found)[:-1])
 
 
 @njit(cache=True, nogil=True)
-def _mask_each(joined, ends, unit_size, window, thresholds, hashing, ht, vt, units, counts):
+def _mask_each(joined, ends, unit_size, window, thresholds, hashing, ht, vt, bits, units,
+               counts):
     """_mask_one of each joined[ends[i - 1]:ends[i]]: all the intervals, and each one's
     count."""
     out = np.empty((64, 2), dtype=np.int64)
@@ -210,14 +220,14 @@ def _mask_each(joined, ends, unit_size, window, thresholds, hashing, ht, vt, uni
     for i in range(ends.size):
         n_before = n_out
         out, n_out = _mask_one(joined[start:ends[i]], unit_size, window, thresholds, hashing,
-                               ht, vt, units, counts, out, n_out)
+                               ht, vt, bits, units, counts, out, n_out)
         found[i] = n_out - n_before
         start = ends[i]
     return out[:n_out], found
 
 
 @njit(cache=True, nogil=True)
-def _mask_one(codes, unit_size, window, thresholds, hashing, ht, vt, units, counts, out,
+def _mask_one(codes, unit_size, window, thresholds, hashing, ht, vt, bits, units, counts, out,
               n_out):
     """CSeqMasker::DoMask with blastn's parameters: appends the intervals to out[n_out:];
     returns (out, its new count)."""
@@ -226,11 +236,14 @@ def _mask_one(codes, unit_size, window, thresholds, hashing, ht, vt, units, coun
     n_units = window - unit_size + 1
     unit_mask = (np.int64(1) << (2 * unit_size)) - 1
     top_shift = 2 * (unit_size - 1)
-    scores = np.zeros(n_units, dtype=np.int64)  # the window's units' scores, a ring
+    canonicals = np.zeros(n_units, dtype=np.int64)  # the window's units, a ring
+    scores = np.zeros(n_units, dtype=np.int64)      # and their scores
     total = np.int64(0)
     unit = np.int64(0)
     reverse = np.int64(0)
     run = 0  # letters of A, C, G, T ending here
+    last_listed = -1  # where the last unit in the bit array ends
+    skipping = False
     start, end, closed_end = 0, 0, 0
     for at in range(codes.size):
         letter = np.int64(codes[at])
@@ -242,16 +255,30 @@ def _mask_one(codes, unit_size, window, thresholds, hashing, ht, vt, units, coun
         run += 1
         if run < unit_size:
             continue
-        score = _unit_score(min(unit, reverse), t_low, t_high, hashing, ht, vt, units, counts)
         slot = at % n_units
-        if run == unit_size:
-            total = 0
-            scores[:] = 0
-        total += score - scores[slot]
-        scores[slot] = score
-        if run < window:
-            continue
+        canonicals[slot] = min(unit, reverse)
+        if bits.size and (bits[unit >> 5] >> (unit & 31)) & 1:
+            last_listed = at
         first = at - window + 1
+        if skipping:
+            if run < window or last_listed < first + unit_size - 1:
+                continue
+            skipping = False
+            total = 0
+            for i in range(n_units):
+                scores[i] = _unit_score(canonicals[i], t_low, t_high, hashing, ht, vt, units,
+                                        counts)
+                total += scores[i]
+        else:
+            if run == unit_size:
+                total = 0
+                scores[:] = 0
+            score = _unit_score(canonicals[slot], t_low, t_high, hashing, ht, vt, units,
+                                counts)
+            total += score - scores[slot]
+            scores[slot] = score
+            if run < window:
+                continue
         mean = total // n_units
         if mean < t_extend:
             if end > start and first > closed_end:
@@ -259,6 +286,8 @@ def _mask_one(codes, unit_size, window, thresholds, hashing, ht, vt, units, coun
                 out[n_out, 0], out[n_out, 1] = start, end
                 n_out += 1
                 start, end, closed_end = 0, 0, 0
+            # NCBI's scan goes past the windows after this one that hold no listed unit
+            skipping = bits.size > 0 and last_listed < first + unit_size - 1
         elif mean < t_threshold:
             if end > start:
                 if first > closed_end + 1:

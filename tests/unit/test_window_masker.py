@@ -37,10 +37,14 @@ def write_binary(path, unit_size: int, counts: dict, thresholds) -> str:
     return str(path)
 
 
-def write_obinary(path, unit_size: int, counts: dict, thresholds) -> str:
-    """-sformat obinary without its bit array (format 1): the hash keyed by a unit's low
-    2U - 1 bits, its top bit kept beside its count, two units of one key in the value
-    table."""
+def _reverse(unit: int, size: int) -> int:
+    return sum((3 - ((unit >> (2 * i)) & 3)) << (2 * (size - 1 - i)) for i in range(size))
+
+
+def write_obinary(path, unit_size: int, counts: dict, thresholds, bit_array=False) -> str:
+    """-sformat obinary: the hash keyed by a unit's low 2U - 1 bits, its top bit kept beside
+    its count, two units of one key in the value table; with `bit_array` (format 2) the
+    bits of the units counted T_extend times or more, in both orientations."""
     key_bits, collision_bits = 2 * unit_size - 1, 2
     ht = np.zeros(1 << key_bits, dtype=np.uint32)
     by_key: dict = {}
@@ -54,7 +58,14 @@ def write_obinary(path, unit_size: int, counts: dict, thresholds) -> str:
         else:
             ht[key] = (len(vt) << collision_bits) + len(entries)
             vt += [(rest << 9) + count for rest, count in entries]
-    header = _words(1, unit_size, len(vt), key_bits, 0, collision_bits, *thresholds)
+    header = _words(2 if bit_array else 1, unit_size, len(vt), key_bits, 0, collision_bits,
+                    *thresholds)
+    if bit_array:
+        bits = np.zeros(4**unit_size, dtype=bool)
+        for unit, count in counts.items():
+            if count >= thresholds[1]:
+                bits[unit] = bits[_reverse(unit, unit_size)] = True
+        header += _words(1) + np.packbits(bits, bitorder="little").tobytes()
     path.write_bytes(_with_metadata(header + ht.tobytes() + np.array(vt, "<u2").tobytes()))
     return str(path)
 
@@ -126,8 +137,10 @@ def _repeat_rich(rng, length: int, motifs: list) -> str:
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), unit_size=st.sampled_from([3, 4, 5, 6]))
 def test_both_formats_scan_as_ncbis_model(tmp_path_factory, seed, unit_size):
-    """Counts of a repeat-rich genome, three thresholds from them, and sequences with
-    repeats, ambiguous letters and lower case: the model's intervals, from either file."""
+    """Counts of a repeat-rich genome, thresholds from them, and sequences with repeats,
+    ambiguous letters and lower case: the model's intervals, from either file, with or
+    without the bit array (whose windows passed over score below T_extend as the one before
+    them did, whatever the thresholds)."""
     rng = np.random.default_rng(seed)
     motifs = ["".join(rng.choice(list("ACGT"), int(rng.integers(8, 30)))) for _ in range(3)]
     genome = _repeat_rich(rng, 3_000, motifs * 10).upper().replace("N", "A").replace("R", "G")
@@ -136,15 +149,18 @@ def test_both_formats_scan_as_ncbis_model(tmp_path_factory, seed, unit_size):
         unit = int("".join("ACGT".index(c).__str__() for c in genome[i:i + unit_size]), 4)
         counts[_canonical(unit, unit_size)] = counts.get(_canonical(unit, unit_size), 0) + 1
     ranked = sorted(counts.values())
-    t_low, t_extend, t_threshold, t_high = (ranked[int(q * (len(ranked) - 1))]
-                                            for q in (0.3, 0.6, 0.8, 0.97))
+    # T_low may lie above T_extend, where a unit the file lacks scores T_extend or more
+    t_low, t_extend, t_threshold, t_high = (ranked[int(q * (len(ranked) - 1))] for q in
+                                            (rng.uniform(0.1, 0.9), rng.uniform(0.05, 0.7),
+                                             0.8, 0.97))
     thresholds = (t_low, t_extend, max(t_extend, t_threshold), t_high)
     folder = tmp_path_factory.mktemp("counts")
     texts = [_repeat_rich(rng, int(rng.integers(1, 400)), motifs) for _ in range(6)]
     expected = [model_intervals(t, unit_size, counts, thresholds) for t in texts]
-    for write in (write_binary, write_obinary):
-        path = write(folder / write.__name__, unit_size, counts, thresholds)
+    for bit_array in (False, True):
+        path = write_obinary(folder / f"o{bit_array}", unit_size, counts, thresholds, bit_array)
         assert _ours(texts, path) == expected
+    assert _ours(texts, write_binary(folder / "b", unit_size, counts, thresholds)) == expected
 
 
 def test_a_repeat_is_masked_and_ambiguity_splits_the_windows(tmp_path):
