@@ -99,6 +99,22 @@ def test_lower_case_and_dust_masks_are_replaced_as_in_blastn(case):
     assert hit_lines(_blastn(case, *args)) != hit_lines(masked)
 
 
+def test_the_python_api_takes_the_counts_file(case):
+    """As a keyword, a path or a string: blastn's HSPs."""
+    from pathlib import Path
+
+    import gblastn
+
+    counts = case["counts"]["obinary"]
+    theirs = hit_lines(_blastn(case, "-task", "blastn", "-outfmt", "6 qseqid sseqid qstart "
+                               "qend sstart send", "-window_masker_db", counts))
+    results = gblastn.search(case["query"], case["db"], columns="qseqid sseqid qstart qend "
+                             "sstart send", task="blastn", window_masker_db=Path(counts))
+    ours = ["\t".join(str(value) for value in hsp.fields.values())
+            for result in results for hsp in result.hsps]
+    assert ours == theirs and theirs
+
+
 def test_a_binary_counts_file_as_blastn(case):
     lines = same_as_blastn(case["query"], case["db"], "-outfmt", "7 std",
                            "-window_masker_db", case["counts"]["binary"])
