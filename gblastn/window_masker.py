@@ -80,7 +80,7 @@ def _read_counts(path: str, size: int, mtime_ns: int) -> UnitCounts:
     if os.path.isdir(path) or size == 0:
         raise InputError(FORMAT_REFUSAL)
     try:
-        # mapped: an obinary file's bit array, which is not read, may be most of it
+        # mapped: only the tables kept are copied out of a file that may be large
         data = np.memmap(path, dtype=np.uint8, mode="r")
     except OSError:
         raise InputError(f"could not open {path}") from None
