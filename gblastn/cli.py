@@ -284,6 +284,11 @@ def search_command(
                                      "masks: true or false.", None),
     lcase_masking: bool = _option(False, "-lcase_masking", "Use lower case filtering in query "
                                   "sequence(s).", OFF),
+    window_masker_db: str = _option(None, "-window_masker_db", "Enable WindowMasker filtering "
+                                     "using this repeats database: a unit counts file of "
+                                     "windowmasker -mk_counts -sformat obinary or binary (its "
+                                     "masks replace DUST's and lower case's, as in blastn).",
+                                     NO_DEFAULT),
     strand: str = _task_option("-strand", "Query strand(s) to search against "
                                "database/subject: both, plus or minus.", None),
     max_target_seqs: int = _task_option("-max_target_seqs", "Maximum number of aligned "
@@ -443,7 +448,7 @@ def search_command(
         task, evalue=evalue, word_size=word_size, reward=reward, penalty=penalty,
         gapopen=gapopen, gapextend=gapextend, xdrop_ungap=xdrop_ungap, xdrop_gap=xdrop_gap,
         xdrop_gap_final=xdrop_gap_final, dust=dust, soft_masking=_parse_bool("-soft_masking", soft_masking),
-        lcase_masking=lcase_masking or None, strand=strand,
+        lcase_masking=lcase_masking or None, window_masker_db=window_masker_db, strand=strand,
         max_target_seqs=limits.max_target_seqs,
         max_hsps=max_hsps, perc_identity=perc_identity, qcov_hsp_perc=qcov_hsp_perc,
         num_threads=num_threads, dbsize=dbsize, searchsp=searchsp,

@@ -59,7 +59,8 @@ def reference(task: str) -> str:
 
 def filter_string(options) -> str:
     """BLAST's description of the query filtering: 'L;' for DUST with its default
-    parameters (else 'D level window linker;'), 'm;' for soft masking, 'F' for none."""
+    parameters (else 'D level window linker;'), 'W -d FILE;' for -window_masker_db (as
+    given), 'm;' for soft masking, 'F' for none."""
     from ..options import DustOptions
 
     text = ""
@@ -67,6 +68,8 @@ def filter_string(options) -> str:
         dust = options.dust
         text += "L;" if dust == DustOptions() else \
             f"D {dust.level} {dust.window} {dust.linker};"
+    if options.window_masker_db is not None:
+        text += f"W -d {options.window_masker_db};"
     if options.soft_masking:
         text += "m;"
     return text or "F"
