@@ -661,6 +661,12 @@ def makedb_command(
                                   "the sequences their taxids (needs -parse_seqids)."),
     strict: bool = typer.Option(False, "-strict", help="Refuse a sequence letter outside "
                                 "IUPAC (default: drop it with makeblastdb's warning)."),
+    mask_data: str = typer.Option(None, "-mask_data", help="Comma-separated masking data files "
+                                  "(dustmasker or windowmasker -outfmt maskinfo_asn1_bin or "
+                                  "maskinfo_asn1_text), for search -db_soft_mask and "
+                                  "-db_hard_mask."),
+    mask_id: str = typer.Option(None, "-mask_id", help="Comma-separated names of the "
+                                "-mask_data algorithms (their ids then count from 100)."),
     quiet: bool = typer.Option(False, "-quiet", help="No progress bar and no summary."),
 ) -> None:
     """Build a gblastn database from FASTA (as makeblastdb -dbtype nucl)."""
@@ -680,7 +686,7 @@ def makedb_command(
     kwargs = {"warn": warn} if warn else {}
     path = make_db(inputs, out, title=title, parse_seqids=parse_seqids, max_file_sz=max_file_sz,
                    progress=False if quiet else None, taxid=taxid, taxid_map=taxid_map,
-                   strict=strict, **kwargs)
+                   strict=strict, mask_data=mask_data, mask_id=mask_id, **kwargs)
     if not quiet:
         from .db.reader import open_db
         with open_db(path) as db:
@@ -702,11 +708,23 @@ def dbinfo_command(db: str = typer.Option(..., "-db", help="Database name.")) ->
                  "",
                  f"gblastn database format version: {database.format_version}",
                  "",
+                 *_mask_algorithm_lines(getattr(database, "mask_algorithms", {})),
                  "Volumes:"]
         lines += [f"\t{v.path} ({v.num_seqs:,} sequences, "
                   f"ordinals {v.first_ordinal:,}-{v.first_ordinal + v.num_seqs - 1:,})"
                   for v in database.volumes]
     print("\n".join(lines))
+
+
+def _mask_algorithm_lines(algorithms: dict) -> list[str]:
+    """The masking algorithms of a database (makedb -mask_data), as blastdbcmd -info
+    lists them."""
+    if not algorithms:
+        return []
+    return ["Available filtering algorithms applied to database sequences:", "",
+            f"{'Algorithm ID':<13}{'Algorithm name':<40}{'Algorithm options':<40}",
+            *(f"{algorithm_id:<13}{name:<40}{options or 'default options used':<40}"
+              for algorithm_id, (name, options) in sorted(algorithms.items())), ""]
 
 
 @app.command("dbcmd")
