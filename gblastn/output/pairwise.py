@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..db.subjects import whole_length
+from ..db.subjects import is_subject_set, whole_length
 from .alignments import lower_masked, mask_of, shown_hsps
 from .statistics import query_statistics
 from .tabular import format_bitscore
@@ -167,7 +167,19 @@ def _best_fasta_id(seq_id: str) -> str:
 
 
 def subject_title(db, ordinal: int) -> str:
+    if is_subject_set(db):
+        return db.shown_defline(ordinal)
     return db.title_of(ordinal) if db.parse_seqids else db.defline(ordinal)
+
+
+def database_title(db) -> str:
+    """The database the header and the footer name; for -subject blastn's words."""
+    return f"{db.name}." if is_subject_set(db) else db.title
+
+
+def database_date(db) -> str:
+    """The footer's date: the database's build (blastn knows none of -subject's)."""
+    return "Unknown" if is_subject_set(db) else posted_date(db.created)
 
 
 # --------------------------------------------------------------------------------------------
@@ -200,8 +212,8 @@ class PairwiseReport:
         if options.gapextend == 0:  # linear gap costs (PMID 10890397)
             extension = (-2 * options.penalty + options.reward) / 2.0
         return "".join([
-            "\n\n  Database: ", wrapped(db.title), _masked_using(db, "  "),
-            f"    Posted date:  {posted_date(db.created)}\n",
+            "\n\n  Database: ", wrapped(database_title(db)), _masked_using(db, "  "),
+            f"    Posted date:  {database_date(db)}\n",
             f"  Number of letters in database: {with_commas(db.total_letters)}\n",
             f"  Number of sequences in database:  {with_commas(db.num_seqs)}\n\n",
             f"\n\nMatrix: blastn matrix {options.reward} {options.penalty}\n",
@@ -215,7 +227,7 @@ class PairwiseReport:
             else GAPPED_BLAST_REFERENCE
         return "".join([
             f"{PROGRAM_VERSION}\n\n\n", wrapped("Reference: " + reference), "\n\n\n",
-            "Database: ", wrapped(db.title), _masked_using(db, ""),
+            "Database: ", wrapped(database_title(db)), _masked_using(db, ""),
             f"{' ' * 11}{with_commas(db.num_seqs)} sequences; "
             f"{with_commas(db.total_letters)} total letters\n\n"])
 
@@ -271,7 +283,7 @@ class PairwiseReport:
         if self.show_gis and gi > 0 and not title_id.startswith("gi|"):
             head += f"gi|{gi}|"
         head += title_id
-        if len(head) > 1:
+        if len(head) > 1 or is_subject_set(db):
             head += " "
         parts = [head, wrap_title(subject_title(db, subject.ordinal)), "\n",
                  f"Length={whole_length(db, subject.ordinal)}\n\n"]
