@@ -63,7 +63,7 @@ def read_mask_file(path: str) -> MaskFile:
         else:
             raise InputError(f"Unknown encoding for mask data in '{path}'")
         return _mask_file(path, objects)
-    except (BerError, ValueError, KeyError, IndexError, TypeError) as exc:
+    except (BerError, ValueError, KeyError, IndexError, TypeError, RecursionError) as exc:
         raise InputError(f"{path}: damaged mask data ({exc})") from None
 
 
@@ -74,7 +74,7 @@ def _mask_file(path: str, objects: list) -> MaskFile:
     if program is None:
         raise ValueError("no Blast-db-mask-info")
     ranges: dict[str, list] = {}
-    for number, (_, _, more_locations, next_more) in enumerate(objects[1:]):
+    for _, _, more_locations, next_more in objects[1:]:
         if not more:
             raise ValueError("data after the last Blast-mask-list")
         locations += more_locations
@@ -194,8 +194,8 @@ class _TextAsn:
     value) pair."""
 
     def __init__(self, text: str):
-        self.tokens, pos = [], 0
-        while pos < len(text.rstrip()):
+        self.tokens, pos, end = [], 0, len(text.rstrip())
+        while pos < end:
             match = _TOKEN.match(text, pos)
             if match is None:
                 raise ValueError(f"unreadable text at character {pos}")
@@ -372,5 +372,5 @@ def read_mask_data(paths: list[str], mask_ids: list[str] | None = None) -> MaskD
     if not paths:
         raise OptionsError("mask_data option found, but no files were specified.")
     if mask_ids is not None and len(mask_ids) != len(paths):
-        raise OptionsError("-mask_id needs one name per -mask_data file")
+        raise OptionsError("the size of mask_id does not match that of mask_data.")
     return MaskData([read_mask_file(path) for path in paths], mask_ids)

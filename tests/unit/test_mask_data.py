@@ -132,3 +132,16 @@ def test_a_range_past_its_sequence_is_refused_and_nothing_written(tmp_path):
 def _write(folder, name: str, content: bytes) -> str:
     (folder / name).write_bytes(content)
     return str(folder / name)
+
+
+def test_option_refusals_in_makeblastdbs_words(tmp_path):
+    fasta = tmp_path / "in.fa"
+    fasta.write_text(">s1 one\nACGTACGTAC\n")
+    masks = _write(tmp_path, "m.asnt", TEXT.encode())
+    for kwargs, words in [({"mask_id": "mine"}, 'Argument "mask_data". Must be specified'),
+                          ({"mask_data": f"{masks},{masks}", "mask_id": "mine"},
+                           "the size of mask_id does not match that of mask_data."),
+                          ({"mask_data": ","}, "no files were specified")]:
+        with pytest.raises(OptionsError, match=words):
+            make_db([str(fasta)], str(tmp_path / "db"), progress=False, **kwargs)
+    assert not (tmp_path / "db.gdb").exists()
