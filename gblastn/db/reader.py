@@ -321,12 +321,15 @@ class Volume:
             raise DatabaseError(f"{self._label}: damaged ({exc})") from None
 
     def defline(self, i_local: int) -> str:
+        return self.defline_bytes(i_local).decode("utf-8", "replace")
+
+    def defline_bytes(self, i_local: int) -> bytes:
         value = self._get(fmt.defline_key(i_local))
         if value is None:
             raise DatabaseError(f"{self._label}: damaged (defline {i_local} missing)")
         if self._def_crc is not None and zlib.crc32(value) != int(self._def_crc[i_local]):
             raise DatabaseError(f"{self._label}: damaged (defline {i_local} checksum mismatch)")
-        return bytes(value).decode("utf-8", "replace")
+        return bytes(value)
 
     def ordinals_named(self, identifier: str) -> list[int]:
         """Global ordinals of the sequences that have an id key for `identifier`, unchecked

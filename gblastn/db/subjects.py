@@ -48,12 +48,19 @@ class SubjectDatabase(Database):
                 fasta = _with_defline(fasta, self._folder)
             # titled after the file given, which a part's temporary file stands in for
             built = make_db([fasta], os.path.join(self._folder, "subjects"),
-                            title=subjects.path, progress=False, warn=lambda message: None)
+                            title=subjects.path, progress=False, deflines_as_read=True,
+                            warn=lambda message: None)
             super().__init__(built)
         except BaseException:
             shutil.rmtree(self._folder, ignore_errors=True)
             raise
         self.name = subjects.label
+
+    def defline(self, ordinal: int) -> str:
+        """The defline's bytes as they came, those that are not UTF-8 kept (as blastn
+        copies them to its reports)."""
+        volume, local = self._locate(ordinal)
+        return volume.defline_bytes(local).decode("utf-8", "surrogateescape")
 
     def _describe_uncached(self, ordinal: int) -> tuple[str, str, str]:
         seq_id, accession, _ = super()._describe_uncached(ordinal)
@@ -64,7 +71,7 @@ class SubjectDatabase(Database):
     def shown_defline(self, ordinal: int) -> str:
         """The defline as blastn's pairwise and XML reports of subjects show it: the id,
         then the title with its runs of spaces made one (blastn reads them apart); empty
-        for a subject without a defline."""
+        for a subject without one."""
         from ..query import blast_defline
 
         return " ".join(word for word in blast_defline(self.defline(ordinal)).split(" ") if word)

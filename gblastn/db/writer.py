@@ -272,7 +272,8 @@ class _Progress:
 def make_db(inputs, out: str, title: str | None = None, parse_seqids: bool = False,
             max_file_sz: int | str = "1GB", progress: bool | None = None, *,
             taxid: int | None = None, taxid_map: str | None = None, strict: bool = False,
-            mask_data=None, mask_id=None, warn=_warn_to_stderr) -> str:
+            mask_data=None, mask_id=None, deflines_as_read: bool = False,
+            warn=_warn_to_stderr) -> str:
     """Builds database `out` (directory out.gdb) from FASTA files; returns its directory.
     A missing folder on the way to it is made, as makeblastdb does. `taxid` gives every
     sequence that taxid, `taxid_map` (with parse_seqids) a file mapping ids to taxids;
@@ -280,7 +281,8 @@ def make_db(inputs, out: str, title: str | None = None, parse_seqids: bool = Fal
     `mask_data`: masking data files (dustmasker's, windowmasker's; a list, or names
     separated by commas), stored for search -db_soft_mask and -db_hard_mask under
     makeblastdb's algorithm ids; `mask_id`: a name for each file's algorithm instead of
-    its program's (ids from 100 on)."""
+    its program's (ids from 100 on). `deflines_as_read` keeps the deflines' bytes as they
+    came (-subject's, which blastn reads without makeblastdb's conversion)."""
     names = _split_inputs(inputs)
     cap = _volume_cap(max_file_sz)
     taxids = _taxid_assignment(taxid, taxid_map, parse_seqids)
@@ -290,8 +292,9 @@ def make_db(inputs, out: str, title: str | None = None, parse_seqids: bool = Fal
     generation = _start_generation(final)
     bar = _Progress(progress, names)
     try:
-        manifest = _Build(names, generation, cap, parse_seqids, bar, warn, taxids, strict,
-                          masks).run()
+        build = _Build(names, generation, cap, parse_seqids, bar, warn, taxids, strict, masks)
+        build.deflines_as_read = deflines_as_read
+        manifest = build.run()
         manifest.update(title=title if title is not None else " ".join(names),
                         created=blast_date(datetime.fromtimestamp(started)),
                         created_iso=datetime.fromtimestamp(started).astimezone().isoformat(timespec="seconds"),
@@ -445,6 +448,7 @@ class _Build:
         self.volume: _VolumeWriter | None = None
         self.primary_ids = _PrimaryIds(names) if parse_seqids else None
         self.ordinal = self.total = self.longest = 0
+        self.deflines_as_read = False
 
     def run(self) -> dict:
         try:
@@ -498,12 +502,12 @@ class _Build:
 
     def _store(self, file_index: int, name: str, header: Header, sequence: EncodedSequence,
                record: int) -> None:
-        stored = visible_defline(header.defline)
+        stored = header.defline if self.deflines_as_read else visible_defline(header.defline)
         if stored != header.defline and sequence.length:
             self.warn(f"{name}:{header.line}: defline bytes outside printable ASCII stored "
                       "as '#', as makeblastdb stores them")
         header = header._replace(defline=stored)
-        defline = stored.decode("ascii")
+        defline = stored.decode("utf-8", "surrogateescape")
         if sequence.length == 0:
             self.warn(f"{name}:{header.line}: ignoring sequence '{_first_token(defline)}' "
                       "as it has no sequence data")

@@ -167,8 +167,10 @@ def _best_fasta_id(seq_id: str) -> str:
 
 
 def subject_title(db, ordinal: int) -> str:
-    if is_subject_set(db):
-        return db.shown_defline(ordinal)
+    if is_subject_set(db):  # blastn reads a defline that is not UTF-8 as Latin-1
+        from ..query import latin1_if_not_utf8
+
+        return latin1_if_not_utf8(db.shown_defline(ordinal))
     return db.title_of(ordinal) if db.parse_seqids else db.defline(ordinal)
 
 
@@ -267,15 +269,16 @@ class PairwiseReport:
         return "".join(lines) + "\n"
 
     def _description(self, ordinal: int, db) -> str:
-        """The subject's id and title, cut to LINE_WIDTH with '...', padded to it."""
+        """The subject's id and title, cut to LINE_WIDTH with '...', padded to it; in bytes,
+        as blastn counts a title that is not ASCII (a -subject's)."""
         gi, shown_id, _ = subject_id(db, ordinal, self.show_gis)
         head = f"gi|{gi}|" if self.show_gis and gi > 0 else ""
-        component = ("  " if head else "") + subject_title(db, ordinal)
-        head += shown_id
+        component = _bytes(("  " if head else "") + subject_title(db, ordinal))
+        head = _bytes(head + shown_id)
         room = LINE_WIDTH - len(head)
         if len(component) > room:
-            component = component[:room - 3] + "..." if room >= 3 else component
-        return (head + component).ljust(LINE_WIDTH)
+            component = component[:room - 3] + b"..." if room >= 3 else component
+        return (head + component).ljust(LINE_WIDTH).decode("utf-8", "surrogateescape")
 
     def _alignments(self, subject, hsps: list, db, masked: np.ndarray) -> str:
         gi, _, title_id = subject_id(db, subject.ordinal, self.show_gis)
@@ -302,6 +305,10 @@ class PairwiseReport:
                  f" Strand=Plus/{'Minus' if hsp.minus else 'Plus'}\n\n"]
         parts += _rows(hsp, masked, self.line_length, subject_masks)
         return "".join(parts) + "\n"
+
+
+def _bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
 
 
 def _masked_using(db, indent: str) -> str:

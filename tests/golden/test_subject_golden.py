@@ -111,3 +111,41 @@ def test_a_subject_without_a_defline_in_tabular_columns_as_blastn(case, varied, 
     report = _same_report(["-query", case["query"], "-subject", varied["varied"], "-outfmt",
                            "7 qseqid sseqid sacc saccver stitle sallseqid"], tmp_path)
     assert "\tSubject_1\tSubject_1\tSubject_1\tN/A\tSubject_1\n" in report
+
+
+@pytest.fixture(scope="module")
+def not_ascii(case):
+    """Subjects whose deflines are UTF-8, Latin-1, and one long enough to be cut in the
+    descriptions after a letter of two bytes."""
+    with open(case["subjects"]) as handle:
+        letters = [record.split("\n", 1)[1].encode() for record in handle.read().split(">")[1:]]
+    path = case["folder"] / "not_ascii.fa"
+    path.write_bytes(b"".join([
+        ">café crème brûlée\n".encode() + letters[0],
+        b">caf\xe9 cr\xe8me\n" + letters[1],
+        b">long " + b"x" * 50 + b" caf\xc3\xa9 " + b"y" * 30 + b"\n" + letters[3]]))
+    return str(path)
+
+
+@pytest.mark.parametrize("outfmt", ["0", "6 qseqid sseqid stitle evalue", "5"])
+def test_deflines_that_are_not_ascii_as_blastn(case, not_ascii, outfmt, tmp_path):
+    """Byte for byte: blastn copies the bytes to its tabular report, reads a defline that
+    is not UTF-8 as Latin-1 in its pairwise report, and counts a title's bytes to cut and
+    pad it there. (In XML blastn writes a UTF-8 defline as Latin-1 bytes, gblastn as it
+    came: compared on the Latin-1 one.)"""
+    import subprocess
+
+    args = ["-query", case["query"], "-subject", not_ascii, "-outfmt", outfmt]
+    theirs = subprocess.run(["blastn", *args], capture_output=True, check=True).stdout
+    out = tmp_path / "ours.out"
+    done = gblastn("search", *args, "-out", str(out), "-device", "cpu")
+    assert done.returncode == 0, done.stderr
+    ours = out.read_bytes()
+    if outfmt == "5":
+        ours_hits, theirs_hits = (text.split(b"<Hit>") for text in (ours, theirs))
+        latin = [number for number, hit in enumerate(theirs_hits)
+                 if b"caf\xe9 cr\xe8me</Hit_def>" in hit]
+        assert latin and all(ours_hits[number] == theirs_hits[number] for number in latin)
+    else:
+        assert ours == theirs
+        assert "café".encode() in theirs
