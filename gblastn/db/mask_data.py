@@ -276,6 +276,10 @@ def _text_seq_id(seq_id) -> str:
     if choice == "general":
         fields = dict(value)
         return f"gnl|{fields['db']}|{fields['tag'][1]}"
+    if choice == "pdb":
+        fields = dict(value)
+        chain = fields["chain-id"] if "chain-id" in fields else chr(fields.get("chain", 32))
+        return f"pdb|{fields['mol']}|{chain.strip()}"
     if choice in _TEXT_SEQ_IDS:
         fields = dict(value)
         accession = fields.get("accession", "")

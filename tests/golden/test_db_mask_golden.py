@@ -376,3 +376,30 @@ def test_dbinfo_lists_the_algorithms_as_blastdbcmd(case):
     ours = gblastn("dbinfo", "-db", case["ours"]["one"]).stdout.splitlines()
     table = theirs.index("Available filtering algorithms applied to database sequences:")
     assert ours[ours.index(theirs[table]):][:5] == theirs[table:table + 5]
+
+
+# ids of every kind -parse_seqids reads (NCBI's rules give makeblastdb's masks to none of
+# a nucleotide database's sequences with a protein accession: sp|, or emb|CAA...)
+PARSED_IDS = ["gi|1001|gb|AB000001.1| a", "ref|NM_000001.2| b", "NC_000002.1 bare refseq",
+              "AB000003 bare", "lcl|loc4 c", "gnl|mydb|tag5 d", "pdb|1ABC|A e",
+              "emb|AJ000006.1| f", "dbj|AB000007.1| g", "gb|AF000008| no version",
+              "plainname9 h", "12345 numeric", "tpg|BK000014.1| j"]
+
+
+@pytest.mark.parametrize("outfmt", ["maskinfo_asn1_bin", "maskinfo_asn1_text"])
+def test_sequences_named_by_parsed_ids_get_makeblastdbs_ranges(tmp_path, outfmt):
+    rng = np.random.default_rng(9)
+    fasta = write_fasta(tmp_path / "ids.fa", [
+        (name, np.concatenate([random_dna(rng, 100), _low_complexity(rng, 80),
+                               random_dna(rng, 200), _low_complexity(rng, 60),
+                               random_dna(rng, 100)])) for name in PARSED_IDS])
+    masks = str(tmp_path / "masks")
+    _run(["dustmasker", "-in", fasta, "-parse_seqids", "-outfmt", outfmt, "-out", masks])
+    _run(["makeblastdb", "-in", fasta, "-dbtype", "nucl", "-parse_seqids", "-mask_data", masks,
+          "-out", str(tmp_path / "theirs")])
+    made = gblastn("makedb", "-in", fasta, "-parse_seqids", "-mask_data", masks, "-quiet",
+                   "-out", str(tmp_path / "ours"))
+    assert made.returncode == 0, made.stderr
+    theirs = _stored_ranges(str(tmp_path / "theirs"))
+    assert theirs == _stored_ranges(str(tmp_path / "ours"))
+    assert all(found[11] for found in theirs[1:])
