@@ -106,23 +106,102 @@ def _combined(parts: list) -> np.ndarray:
 # -- ASN.1 binary (BER) ---------------------------------------------------------------------
 
 def _ber_objects(data: bytes) -> list:
+    """The file's objects, walked one Seq-loc at a time: a file of a genome's masks holds
+    millions of intervals, whose element tree at once would take gigabytes."""
     objects, pos = [], 0
     while pos < len(data):
-        element, pos = ber_element(data, pos, len(data))
-        fields = ber_fields(element)
-        if 3 in fields:      # a Blast-db-mask-info
-            program = _ber_number(fields[1])
-            options = ber_string(fields[2])
-            fields = ber_fields(fields[3])
-        else:                # a Blast-mask-list continuing it
-            program = options = None
-        more = 1 in fields and _ber_boolean(fields[1])
-        locations = [_location(_ber_intervals(location))
-                     for location in ber_constructed(fields[0], 0x30)]
+        inner, end = _enter(data, pos, len(data), 0x30)
+        program = options = None
+        first_field, _ = _enter(data, inner, end, 0xA0)
+        if data[first_field] != 0x30:  # algo-id, not masks: a Blast-db-mask-info
+            fields = []
+            for tag in (0xA0, 0xA1, 0xA2):
+                element, inner = ber_element(data, inner, _limit(data, end))
+                if element[0] != tag:
+                    raise BerError(f"expected tag {tag:#x}, found {element[0]:#x}")
+                fields.append(ber_explicit(element))
+            program, options = _ber_number(fields[1]), ber_string(fields[2])
+            masks_at, masks_end = _enter(data, inner, end, 0xA3)
+            list_at, list_end = _enter(data, masks_at, masks_end, 0x30)
+            locations, more, list_at = _ber_mask_list(data, list_at, list_end)
+            inner = _leave(data, _leave(data, list_at, list_end), masks_end)
+        else:
+            locations, more, inner = _ber_mask_list(data, inner, end)
+        pos = _leave(data, inner, end)
         objects.append((program, options, locations, more))
     if not objects:
         raise ValueError("empty")
     return objects
+
+
+def _ber_mask_list(data: bytes, pos: int, end) -> tuple:
+    """(locations, more, where the Blast-mask-list's fields end) of the fields at `pos`."""
+    field_at, field_end = _enter(data, pos, end, 0xA0)
+    item_at, items_end = _enter(data, field_at, field_end, 0x30)
+    locations = []
+    while not _at_end(data, item_at, items_end):
+        if data[item_at] == CONTEXT_CONSTRUCTED | SEQ_LOC_PACKED_INT:
+            intervals, item_at = _ber_packed_intervals(data, item_at, items_end)
+        else:
+            location, item_at = ber_element(data, item_at, _limit(data, items_end))
+            intervals = _ber_intervals(location)
+        locations.append(_location(intervals))
+    pos = _leave(data, _leave(data, item_at, items_end), field_end)
+    more = False
+    if not _at_end(data, pos, end):
+        element, pos = ber_element(data, pos, _limit(data, end))
+        more = element[0] == 0xA1 and _ber_boolean(ber_explicit(element))
+    return locations, more, pos
+
+
+def _ber_packed_intervals(data: bytes, pos: int, end) -> tuple:
+    """(intervals, where it ends) of the packed-int Seq-loc at `pos`, read an interval at
+    a time (one can hold a chromosome's)."""
+    choice_at, choice_end = _enter(data, pos, end, CONTEXT_CONSTRUCTED | SEQ_LOC_PACKED_INT)
+    item_at, items_end = _enter(data, choice_at, choice_end, 0x30)
+    intervals = []
+    while not _at_end(data, item_at, items_end):
+        interval, item_at = ber_element(data, item_at, _limit(data, items_end))
+        intervals.append(_ber_interval(interval))
+    return intervals, _leave(data, _leave(data, item_at, items_end), choice_end)
+
+
+def _enter(data: bytes, pos: int, end, tag: int) -> tuple:
+    """(where its contents start, where they end, None for an indefinite length) of the
+    element at `pos`, which must have that tag."""
+    limit = _limit(data, end)
+    if pos + 2 > limit or data[pos] != tag:
+        raise BerError(f"expected tag {tag:#x} at byte {pos}")
+    size = data[pos + 1]
+    if size == 0x80:
+        return pos + 2, None
+    width = size & 0x7F if size & 0x80 else 0
+    if width > 4 or pos + 2 + width > limit:
+        raise BerError("bad length")
+    length = int.from_bytes(data[pos + 2:pos + 2 + width], "big") if width else size
+    start = pos + 2 + width
+    if start + length > limit:
+        raise BerError("element runs past its end")
+    return start, start + length
+
+
+def _limit(data: bytes, end) -> int:
+    return len(data) if end is None else end
+
+
+def _at_end(data: bytes, pos: int, end) -> bool:
+    if end is not None:
+        return pos >= end
+    if pos + 2 > len(data):
+        raise BerError("missing end of contents")
+    return data[pos] == 0 and data[pos + 1] == 0
+
+
+def _leave(data: bytes, pos: int, end) -> int:
+    """Where the element whose contents end at `pos` ends."""
+    if not _at_end(data, pos, end) or (end is not None and pos != end):
+        raise BerError(f"unexpected data at byte {pos}")
+    return pos if end is not None else pos + 2
 
 
 def _ber_number(element) -> int:
@@ -169,10 +248,11 @@ def _interval(seq_id: str, first: int, last: int) -> tuple:
 def _location(intervals: list) -> tuple:
     """(Seq-id, ranges int64 [k, 2] in the Seq-loc's order) of a Seq-loc's intervals, which
     name one sequence (makeblastdb refuses a Seq-loc of none or of several)."""
-    if len({seq_id for seq_id, _, _ in intervals}) != 1:
+    seq_ids, starts, ends = zip(*intervals) if intervals else ((), (), ())
+    if len(set(seq_ids)) != 1:
         raise ValueError("Cannot get masked range Seq-id")
-    return intervals[0][0], np.array([[start, end] for _, start, end in intervals],
-                                     dtype=np.int64)
+    return seq_ids[0], np.stack([np.array(starts, dtype=np.int64),
+                                 np.array(ends, dtype=np.int64)], axis=1)
 
 
 # -- ASN.1 text -----------------------------------------------------------------------------

@@ -30,12 +30,18 @@ Blast-mask-list ::= {
 
 
 def _tlv(tag: int, *content: bytes) -> bytes:
+    """An element of definite length (short form)."""
     body = b"".join(content)
     return bytes([tag, len(body)]) + body
 
 
-def _ctx(number: int, *content: bytes) -> bytes:
-    return _tlv(0xA0 | number, *content)
+def _indefinite(tag: int, *content: bytes) -> bytes:
+    """A constructed element of indefinite length, as dustmasker writes them."""
+    return bytes([tag, 0x80]) + b"".join(content) + b"\0\0"
+
+
+def _ctx(number: int, *content: bytes, element=_tlv) -> bytes:
+    return element(0xA0 | number, *content)
 
 
 def _integer(value: int) -> bytes:
@@ -47,12 +53,22 @@ def _interval(first: int, last: int, name: str) -> bytes:
     return _tlv(0x30, _ctx(0, _integer(first)), _ctx(1, _integer(last)), _ctx(3, local_str))
 
 
-# a Blast-db-mask-info in BER (definite lengths; dustmasker's indefinite ones are read in
-# the golden tests)
-BER = _tlv(0x30, _ctx(0, _integer(2)), _ctx(1, _integer(10)), _ctx(2, _tlv(0x1A, b"x-y")),
-           _ctx(3, _tlv(0x30, _ctx(0, _tlv(0x30, _ctx(4, _tlv(0x30, _interval(2, 5, "s1"),
-                                                                _interval(9, 9, "s1"))))),
-                        _ctx(1, _tlv(0x01, b"\x00")))))
+def _mask_lists(element) -> bytes:
+    """A Blast-db-mask-info whose masks continue in a Blast-mask-list, in BER with
+    constructed elements of that kind of length."""
+    def ctx(number, *content):
+        return _ctx(number, *content, element=element)
+
+    def mask_list(more: bytes, *locations: bytes) -> bytes:
+        return element(0x30, ctx(0, element(0x30, *locations)), ctx(1, _tlv(0x01, more)))
+
+    packed = ctx(4, element(0x30, _interval(2, 5, "s1"), _interval(9, 9, "s1")))
+    single = ctx(3, _interval(0, 3, "s2"))
+    return element(0x30, ctx(0, _integer(2)), ctx(1, _integer(10)), ctx(2, _tlv(0x1A, b"x-y")),
+                   ctx(3, mask_list(b"\xff", packed))) + mask_list(b"\x00", single)
+
+
+BER = _mask_lists(_tlv)
 
 
 def _file(program, options, path="m"):
@@ -66,11 +82,12 @@ def test_text_asn1_with_a_continuation(tmp_path):
         "lcl|s1": [[2, 6], [9, 10]], "gb|ab000001.2|": [[0, 4]], "gi|42": [[4, 8]]}
 
 
-def test_binary_asn1(tmp_path):
-    mask = read_mask_file(_write(tmp_path, "m.asnb", BER))
+@pytest.mark.parametrize("element", [_tlv, _indefinite])
+def test_binary_asn1_with_a_continuation(tmp_path, element):
+    mask = read_mask_file(_write(tmp_path, "m.asnb", _mask_lists(element)))
     assert (mask.program, mask.options) == (10, "x-y")
     assert {key: value.tolist() for key, value in mask.ranges.items()} == {
-        "lcl|s1": [[2, 6], [9, 10]]}
+        "lcl|s1": [[2, 6], [9, 10]], "lcl|s2": [[0, 4]]}
 
 
 @pytest.mark.parametrize("content, words", [
