@@ -336,9 +336,10 @@ def search_command(
     negative_taxidlist: str = _option(None, "-negative_taxidlist", "Restrict search of "
                                       "database to everything except the taxonomy IDs a file "
                                       "lists.", NO_DEFAULT),
-    db_soft_mask: str = _option(None, "-db_soft_mask", "Filtering algorithm ID of the BLAST+ "
-                                "database (makeblastdb -mask_data) to apply as a soft mask: its "
-                                "ranges are not scanned for seeds (searched on the CPU).",
+    db_soft_mask: str = _option(None, "-db_soft_mask", "Filtering algorithm ID of the "
+                                "database's masking data (makeblastdb or makedb -mask_data) to "
+                                "apply as a soft mask: its ranges are not scanned for seeds "
+                                "(searched on the CPU).",
                                 NO_DEFAULT),
     db_hard_mask: str = _option(None, "-db_hard_mask", "Filtering algorithm ID to apply as a "
                                 "hard mask: its ranges are neither scanned nor aligned across "
