@@ -271,62 +271,99 @@ class _Name(str):
 class _TextAsn:
     """Text ASN.1 values: '{' values '}' (a SEQUENCE's fields or a SEQUENCE OF's items),
     numbers, strings, bare names, and 'name value' (a field or a CHOICE), as a (name,
-    value) pair."""
+    value) pair. The text is read a token at a time and the masks a Seq-loc at a time (a
+    file of a genome's masks holds millions of intervals)."""
 
     def __init__(self, text: str):
-        self.tokens, pos, end = [], 0, len(text.rstrip())
-        while pos < end:
-            match = _TOKEN.match(text, pos)
-            if match is None:
-                raise ValueError(f"unreadable text at character {pos}")
-            self.tokens.append(match.group(1))
-            pos = match.end()
-        self.at = 0
+        self._tokens = _tokens(text)
+        self._ahead = next(self._tokens, None)
 
     def _next(self) -> str:
-        if self.at >= len(self.tokens):
+        token = self._ahead
+        if token is None:
             raise ValueError("ends early")
-        self.at += 1
-        return self.tokens[self.at - 1]
+        self._ahead = next(self._tokens, None)
+        return token
+
+    def _expect(self, expected: str) -> None:
+        token = self._next()
+        if token != expected:
+            raise ValueError(f"expected {expected!r}, found {token!r}")
 
     def _value(self):
         token = self._next()
         if token == "{":
             items = []
-            while self.tokens[self.at:self.at + 1] != ["}"]:
+            while self._ahead != "}":
                 items.append(self._value())
-                if self.tokens[self.at:self.at + 1] == [","]:
-                    self.at += 1
-            self.at += 1
+                if self._ahead == ",":
+                    self._next()
+            self._next()
             return items
         if token[0] == '"':
             return token[1:-1].replace('""', '"')
         if token[0].isdigit() or token[0] == "-":
             return int(token)
-        if self.tokens[self.at:self.at + 1] in ([","], ["}"], []):
+        if self._ahead in (",", "}", None):
             return _Name(token)
         return token, self._value()
 
     def objects(self) -> list:
         found = []
-        while self.at < len(self.tokens):
+        while self._ahead is not None:
             kind = self._next()
-            if self._next() != "::=":
-                raise ValueError(f"expected '::=' after {kind}")
-            fields = dict(self._value())
+            self._expect("::=")
+            self._expect("{")
             program = options = None
             if kind == "Blast-db-mask-info":
+                fields = {}
+                for name in ("algo-id", "algo-program", "algo-options"):
+                    self._expect(name)
+                    fields[name] = self._value()
+                    self._expect(",")
                 name = fields["algo-program"]
                 program = PROGRAMS[name] if isinstance(name, _Name) else int(name)
                 options = fields["algo-options"]
-                fields = dict(fields["masks"])
-            elif kind != "Blast-mask-list":
+                self._expect("masks")
+                self._expect("{")
+                locations, more = self._mask_list()
+                self._expect("}")
+            elif kind == "Blast-mask-list":
+                locations, more = self._mask_list()
+            else:
                 raise ValueError(f"{kind} is no masking data")
-            locations = [_location(_text_intervals(location)) for location in fields["masks"]]
-            found.append((program, options, locations, fields.get("more") == "TRUE"))
+            self._expect("}")
+            found.append((program, options, locations, more))
         if not found:
             raise ValueError("empty")
         return found
+
+    def _mask_list(self) -> tuple:
+        """(locations, more) of a Blast-mask-list's fields."""
+        self._expect("masks")
+        self._expect("{")
+        locations = []
+        while self._ahead != "}":
+            locations.append(_location(_text_intervals(self._value())))
+            if self._ahead == ",":
+                self._next()
+        self._next()
+        more = False
+        if self._ahead == ",":
+            self._next()
+            self._expect("more")
+            more = self._value() == "TRUE"
+        return locations, more
+
+
+def _tokens(text: str):
+    pos, end = 0, len(text.rstrip())
+    while pos < end:
+        match = _TOKEN.match(text, pos)
+        if match is None:
+            raise ValueError(f"unreadable text at character {pos}")
+        yield match.group(1)
+        pos = match.end()
 
 
 def _text_intervals(location) -> list:
