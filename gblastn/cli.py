@@ -341,9 +341,10 @@ def search_command(
     negative_taxidlist: str = _option(None, "-negative_taxidlist", "Restrict search of "
                                       "database to everything except the taxonomy IDs a file "
                                       "lists.", NO_DEFAULT),
-    db_soft_mask: str = _option(None, "-db_soft_mask", "Filtering algorithm ID of the BLAST+ "
-                                "database (makeblastdb -mask_data) to apply as a soft mask: its "
-                                "ranges are not scanned for seeds (searched on the CPU).",
+    db_soft_mask: str = _option(None, "-db_soft_mask", "Filtering algorithm ID of the "
+                                "database's masking data (makeblastdb or makedb -mask_data) to "
+                                "apply as a soft mask: its ranges are not scanned for seeds "
+                                "(searched on the CPU).",
                                 NO_DEFAULT),
     db_hard_mask: str = _option(None, "-db_hard_mask", "Filtering algorithm ID to apply as a "
                                 "hard mask: its ranges are neither scanned nor aligned across "
@@ -654,6 +655,12 @@ def makedb_command(
                                   "the sequences their taxids (needs -parse_seqids)."),
     strict: bool = typer.Option(False, "-strict", help="Refuse a sequence letter outside "
                                 "IUPAC (default: drop it with makeblastdb's warning)."),
+    mask_data: str = typer.Option(None, "-mask_data", help="Comma-separated masking data files "
+                                  "(dustmasker or windowmasker -outfmt maskinfo_asn1_bin or "
+                                  "maskinfo_asn1_text), for search -db_soft_mask and "
+                                  "-db_hard_mask."),
+    mask_id: str = typer.Option(None, "-mask_id", help="Comma-separated names of the "
+                                "-mask_data algorithms (their ids then count from 100)."),
     quiet: bool = typer.Option(False, "-quiet", help="No progress bar and no summary."),
 ) -> None:
     """Build a gblastn database from FASTA (as makeblastdb -dbtype nucl)."""
@@ -673,7 +680,7 @@ def makedb_command(
     kwargs = {"warn": warn} if warn else {}
     path = make_db(inputs, out, title=title, parse_seqids=parse_seqids, max_file_sz=max_file_sz,
                    progress=False if quiet else None, taxid=taxid, taxid_map=taxid_map,
-                   strict=strict, **kwargs)
+                   strict=strict, mask_data=mask_data, mask_id=mask_id, **kwargs)
     if not quiet:
         from .db.reader import open_db
         with open_db(path) as db:
@@ -695,11 +702,23 @@ def dbinfo_command(db: str = typer.Option(..., "-db", help="Database name.")) ->
                  "",
                  f"gblastn database format version: {database.format_version}",
                  "",
+                 *_mask_algorithm_lines(getattr(database, "mask_algorithms", {})),
                  "Volumes:"]
         lines += [f"\t{v.path} ({v.num_seqs:,} sequences, "
                   f"ordinals {v.first_ordinal:,}-{v.first_ordinal + v.num_seqs - 1:,})"
                   for v in database.volumes]
     print("\n".join(lines))
+
+
+def _mask_algorithm_lines(algorithms: dict) -> list[str]:
+    """The masking algorithms of a database (makedb -mask_data), as blastdbcmd -info
+    lists them."""
+    if not algorithms:
+        return []
+    return ["Available filtering algorithms applied to database sequences:", "",
+            f"{'Algorithm ID':<13}{'Algorithm name':<40}{'Algorithm options':<40}",
+            *(f"{algorithm_id:<13}{name:<40}{options or 'default options used':<40}"
+              for algorithm_id, (name, options) in sorted(algorithms.items())), ""]
 
 
 @app.command("dbcmd")

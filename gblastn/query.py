@@ -494,6 +494,17 @@ def blast_defline(defline: str) -> str:
     return (text if control is None else text[:control.start()]).rstrip(" ")
 
 
+def latin1_if_not_utf8(text: str) -> str:
+    """Text read with surrogateescape, all of it read as Latin-1 where its bytes are not
+    UTF-8 (as blastn converts such a defline in its JSON and a subject's in its pairwise
+    report)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("latin-1")
+    return text
+
+
 def read_query_list(path: str) -> list:
     """The query FASTA files a -query_list file names, one per line, relative to its folder;
     each is checked (check_query_file) before any is searched."""

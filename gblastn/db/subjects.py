@@ -44,18 +44,37 @@ class SubjectDatabase(Database):
             if subjects.location:
                 fasta, self.location_starts, self.whole_lengths = _cut_subjects(
                     subjects.path, subjects.location, self._folder)
+            elif not _starts_with_defline(fasta):
+                fasta = _with_defline(fasta, self._folder)
             # titled after the file given, which a part's temporary file stands in for
             built = make_db([fasta], os.path.join(self._folder, "subjects"),
-                            title=subjects.path, progress=False, warn=lambda message: None)
+                            title=subjects.path, progress=False, deflines_as_read=True,
+                            warn=lambda message: None)
             super().__init__(built)
         except BaseException:
             shutil.rmtree(self._folder, ignore_errors=True)
             raise
         self.name = subjects.label
 
+    def defline(self, ordinal: int) -> str:
+        """The defline's bytes as they came, those that are not UTF-8 kept (as blastn
+        copies them to its reports)."""
+        volume, local = self._locate(ordinal)
+        return volume.defline_bytes(local).decode("utf-8", "surrogateescape")
+
     def _describe_uncached(self, ordinal: int) -> tuple[str, str, str]:
         seq_id, accession, _ = super()._describe_uncached(ordinal)
+        if not seq_id:  # a subject without a defline: blastn numbers it
+            seq_id = accession = subject_number(ordinal)
         return seq_id, accession, ""
+
+    def shown_defline(self, ordinal: int) -> str:
+        """The defline as blastn's pairwise and XML reports of subjects show it: the id,
+        then the title with its runs of spaces made one (blastn reads them apart); empty
+        for a subject without one."""
+        from ..query import blast_defline
+
+        return " ".join(word for word in blast_defline(self.defline(ordinal)).split(" ") if word)
 
     def taxids_of(self, ordinal: int) -> list[int]:
         """None: blastn's subjects have no Blast-def-line to carry one."""
@@ -68,6 +87,27 @@ class SubjectDatabase(Database):
     def abandon(self) -> None:
         """The temporary folder goes (its files stay mapped until the process ends)."""
         shutil.rmtree(self._folder, ignore_errors=True)
+
+
+def _starts_with_defline(path: str) -> bool:
+    """Whether the file's first record has a defline (blastn reads letters before any as
+    a subject without one); an unreadable file is left to the build to report."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(1 << 16).lstrip()
+    except OSError:
+        return True
+    return not head or head.startswith(b">")
+
+
+def _with_defline(path: str, folder: str) -> str:
+    """A copy in `folder` of a FASTA file whose first record lacks a defline, given an
+    empty one (its subject is then Subject_1, as blastn names it)."""
+    headed = os.path.join(folder, "headed.fa")
+    with open(path, "rb") as source, open(headed, "wb") as out:
+        out.write(b">\n")
+        shutil.copyfileobj(source, out)
+    return headed
 
 
 def _cut_subjects(path: str, location: tuple, folder: str) -> tuple:
@@ -89,6 +129,17 @@ def _cut_subjects(path: str, location: tuple, folder: str) -> tuple:
             starts.append(first)
             lengths.append(record.letters.size)
     return cut_path, np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64)
+
+
+def is_subject_set(db) -> bool:
+    """Whether `db` holds -subject's sequences (whose reports name no database)."""
+    return isinstance(db, SubjectDatabase)
+
+
+def subject_number(ordinal: int) -> str:
+    """What blastn calls a subject where it has no id of its own: Subject_N, its place in
+    the file."""
+    return f"Subject_{ordinal + 1}"
 
 
 def letters_before(db, ordinals) -> np.ndarray:
