@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .alphabet import score_matrix
-from .arrays import grown
+from .arrays import grown, joined_fields
 from .layouts import HSP_CONTEXT, HSP_FIELDS, HSP_Q_END, HSP_Q_GAPPED_START, HSP_Q_START, \
     HSP_S_END, HSP_S_GAPPED_START, HSP_S_START, HSP_SCORE, UNGAPPED_FIELDS, UNGAPPED_LENGTH, \
     UNGAPPED_Q_START, UNGAPPED_S_START, UNGAPPED_SCORE
@@ -542,6 +542,6 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
             parts[r] = run(NO_ORDER, seeds.chunk, ranges[r], HashPart(window))  # nothing to carry
 
         spread(run_range, len(ranges))
-        fields = [np.concatenate([p[i] for p in parts]) for i in range(7)]
+        fields = joined_fields(parts, 7)
     fields = [np.ascontiguousarray(f, dtype=np.int32) for f in fields]
     return sort_initial_hits(InitialHits(*fields))

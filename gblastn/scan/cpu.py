@@ -18,6 +18,7 @@ limits make such bases irrelevant.
 
 import numpy as np
 
+from ..arrays import joined_fields
 from ..layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND_SMALL_ONE_BYTE, \
     SEED_CHUNK, SEED_FIELDS, SEED_HIT_S, SEED_Q_OFF, SEED_S_FIRST, SEED_S_OFF, TABLE_MEGABLAST, \
     TABLE_SMALL
@@ -510,5 +511,5 @@ def find_seeds(table: LookupTable, packed: np.ndarray, chunk_byte_offset: np.nda
     (spread or in_turn)(run, len(ranges))
     if not parts:
         return Seeds.empty()
-    fields = [np.concatenate([p[i] for p in parts]) for i in range(SEED_FIELDS)]
-    return Seeds(*fields)
+    return Seeds(*joined_fields(parts, SEED_FIELDS))
+

@@ -12,6 +12,7 @@ reads every window [left, right - template length]. The seeds are those of
 
 import numpy as np
 
+from ..arrays import joined_fields
 from ..layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, SEED_CHUNK, SEED_FIELDS, \
     SEED_HIT_S, SEED_Q_OFF, SEED_S_FIRST, SEED_S_OFF, TABLE_MEGABLAST, TABLE_SMALL
 from ..lookup import LookupTable, template_index
@@ -168,5 +169,5 @@ def find_masked_seeds(table: LookupTable, packed: np.ndarray, chunk_byte_offset:
                         lo, hi)
 
     (spread or in_turn)(run, len(parts))
-    fields = [np.concatenate([p[i] for p in parts]) for i in range(SEED_FIELDS)]
+    fields = joined_fields(parts, SEED_FIELDS)
     return Seeds(*fields)
