@@ -426,7 +426,7 @@ class _Build:
             self._store(file_index, name, header, encoder.finish())
 
     def _store(self, file_index: int, name: str, header: Header, sequence: EncodedSequence) -> None:
-        stored = visible_defline(header.defline)
+        stored = visible_defline(header.defline, self.parse_seqids)
         if stored != header.defline and sequence.length:
             self.warn(f"{name}:{header.line}: defline bytes outside printable ASCII stored "
                       "as '#', as makeblastdb stores them")
@@ -486,15 +486,18 @@ class _Build:
 
 
 # makeblastdb keeps deflines as ASN.1 VisibleStrings, and blastn prints what it stored: a byte
-# past ASCII, DEL or a control character becomes '#', except ^A (BLAST's defline separator),
-# which becomes a space, and the tab, which it expands (kept here)
+# past ASCII, DEL or a control character becomes '#', except the tab, which it expands (kept
+# here), and ^A (BLAST's defline separator), which becomes a space, or with -parse_seqids
+# separates the sequence's deflines (kept, as seqid.DEFLINE_SEPARATOR)
 _REPLACED = bytes(c for c in range(32) if c not in (1, 9)) + b"\x7f" + bytes(range(128, 256))
 _VISIBLE = bytes.maketrans(_REPLACED + b"\x01", b"#" * len(_REPLACED) + b" ")
+_VISIBLE_KEEPING_SEPARATOR = bytes.maketrans(_REPLACED, b"#" * len(_REPLACED))
 
 
-def visible_defline(defline: bytes) -> bytes:
-    """A FASTA defline as makeblastdb stores it: printable ASCII (and tabs)."""
-    return defline.translate(_VISIBLE)
+def visible_defline(defline: bytes, several: bool = False) -> bytes:
+    """A FASTA defline as makeblastdb stores it: printable ASCII (and tabs), and with
+    `several` (-parse_seqids) the ^A between deflines."""
+    return defline.translate(_VISIBLE_KEEPING_SEPARATOR if several else _VISIBLE)
 
 
 def _first_token(defline: str) -> str:
