@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from typing import NamedTuple
 
@@ -46,15 +47,23 @@ class SubjectDatabase(Database):
                     subjects.path, subjects.location, self._folder)
             # titled after the file given, which a part's temporary file stands in for
             built = make_db([fasta], os.path.join(self._folder, "subjects"),
-                            title=subjects.path, progress=False, warn=lambda message: None)
+                            title=subjects.path, progress=False, warn=lambda message: None,
+                            blast_input=True)
             super().__init__(built)
         except BaseException:
             shutil.rmtree(self._folder, ignore_errors=True)
             raise
         self.name = subjects.label
+        self._numbers = _numbers_with_letters(subjects.path)
+        # a record without letters is searched by blastn (it counts in the statistics)
+        self.stats_num_seqs += int(self._numbers[-1]) - self.num_seqs
 
     def _describe_uncached(self, ordinal: int) -> tuple[str, str, str]:
+        """The first token of the defline, or Subject_N (N the record's place in the file)
+        for a subject without one; no title."""
         seq_id, accession, _ = super()._describe_uncached(ordinal)
+        if not seq_id:
+            seq_id = accession = f"Subject_{self._numbers[ordinal]}"
         return seq_id, accession, ""
 
     def taxids_of(self, ordinal: int) -> list[int]:
@@ -75,13 +84,14 @@ def _cut_subjects(path: str, location: tuple, folder: str) -> tuple:
     last letters) names, cut at the subject's end as blastn cuts it; with each subject's
     letters before that part and its whole length. A subject the part starts after is
     refused, in blastn's words."""
-    from ..fasta import iter_records
+    from ..fasta import iter_records, reader_warning
 
     first, last = location
     cut_path = os.path.join(folder, "located.fa")
     starts, lengths = [], []
     with open(cut_path, "wb") as out:
-        for record in iter_records(path, headerless_ok=True, header_errors="surrogateescape"):
+        for record in iter_records(path, headerless_ok=True, header_errors="surrogateescape",
+                                   report_dropped=reader_warning, blast_input=True):
             if first >= record.letters.size:
                 raise InputError("Invalid from coordinate (greater than sequence length)")
             out.write(b">" + record.defline.encode("utf-8", "surrogateescape") + b"\n")
@@ -89,6 +99,33 @@ def _cut_subjects(path: str, location: tuple, folder: str) -> tuple:
             starts.append(first)
             lengths.append(record.letters.size)
     return cut_path, np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64)
+
+
+def _numbers_with_letters(path: str) -> np.ndarray:
+    """The place in the file (from 1) of each record with letters, then the number of
+    records; each record without letters is warned about in blastn's words."""
+    from ..fasta import Header, iter_fasta
+
+    numbers, count, header, has_letters = [], 0, None, False
+
+    def end_record():
+        if has_letters:
+            numbers.append(count)
+        elif header is not None:
+            label = " ".join(filter(None, (f"Subject_{count}",
+                                           header.defline.decode("utf-8", "replace"))))
+            print(f"Warning: [blastn] {label}: Subject sequence contains no data",
+                  file=sys.stderr)
+
+    for item in iter_fasta(path, headerless_ok=True, report_dropped=lambda text: None,
+                           blast_input=True):
+        if isinstance(item, Header):
+            end_record()
+            header, has_letters, count = item, False, count + 1
+        else:
+            has_letters = True
+    end_record()
+    return np.array(numbers + [count], dtype=np.int64)
 
 
 def letters_before(db, ordinals) -> np.ndarray:

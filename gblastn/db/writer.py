@@ -22,7 +22,7 @@ import lmdb
 import numpy as np
 
 from ..errors import InputError, OptionsError, OutputError
-from ..fasta import Header, iter_fasta
+from ..fasta import TITLE_WARNING, Header, iter_fasta, reader_warning, title_ends_with_sequence
 from . import format as fmt
 from .columns import Column
 from .encode import EncodedSequence, SequenceEncoder
@@ -245,11 +245,13 @@ class _Progress:
 def make_db(inputs, out: str, title: str | None = None, parse_seqids: bool = False,
             max_file_sz: int | str = "1GB", progress: bool | None = None, *,
             taxid: int | None = None, taxid_map: str | None = None, strict: bool = False,
-            warn=_warn_to_stderr) -> str:
+            warn=_warn_to_stderr, blast_input: bool = False) -> str:
     """Builds database `out` (directory out.gdb) from FASTA files; returns its directory.
     A missing folder on the way to it is made, as makeblastdb does. `taxid` gives every
     sequence that taxid, `taxid_map` (with parse_seqids) a file mapping ids to taxids;
-    letters makeblastdb ignores are dropped with its warning, or refused when `strict`."""
+    letters makeblastdb ignores are dropped with its warning, or refused when `strict`.
+    `blast_input` reads the FASTA as blastn reads -subject (fasta.iter_fasta), its
+    reader's warnings on stderr in blastn's words."""
     names = _split_inputs(inputs)
     cap = _volume_cap(max_file_sz)
     taxids = _taxid_assignment(taxid, taxid_map, parse_seqids)
@@ -258,7 +260,8 @@ def make_db(inputs, out: str, title: str | None = None, parse_seqids: bool = Fal
     generation = _start_generation(final)
     bar = _Progress(progress, names)
     try:
-        manifest = _Build(names, generation, cap, parse_seqids, bar, warn, taxids, strict).run()
+        manifest = _Build(names, generation, cap, parse_seqids, bar, warn, taxids, strict,
+                          blast_input).run()
         manifest.update(title=title if title is not None else " ".join(names),
                         created=blast_date(datetime.fromtimestamp(started)),
                         created_iso=datetime.fromtimestamp(started).astimezone().isoformat(timespec="seconds"),
@@ -379,8 +382,9 @@ class _Build:
     """The records of the inputs, in order, stored into volumes of at most `cap` bytes."""
 
     def __init__(self, names: list[str], generation: Generation, cap: int, parse_seqids: bool,
-                 bar, warn, taxids: TaxidAssignment | None, strict: bool):
+                 bar, warn, taxids: TaxidAssignment | None, strict: bool, blast_input: bool):
         self.names = names
+        self.blast_input = blast_input
         self.taxids = taxids
         self.strict = strict
         self.generation = generation
@@ -412,8 +416,9 @@ class _Build:
 
     def _read(self, file_index: int, name: str) -> None:
         header = encoder = None
-        dropped = None if self.strict else self.warn
-        for item in iter_fasta(name, chunk_bytes=READ_CHUNK_BYTES, report_dropped=dropped):
+        dropped = None if self.strict else reader_warning if self.blast_input else self.warn
+        for item in iter_fasta(name, chunk_bytes=READ_CHUNK_BYTES, report_dropped=dropped,
+                               headerless_ok=self.blast_input, blast_input=self.blast_input):
             if isinstance(item, Header):
                 if header is not None:
                     self._store(file_index, name, header, encoder.finish())
@@ -426,6 +431,8 @@ class _Build:
             self._store(file_index, name, header, encoder.finish())
 
     def _store(self, file_index: int, name: str, header: Header, sequence: EncodedSequence) -> None:
+        if self.blast_input and title_ends_with_sequence(header.defline.decode("latin-1")):
+            reader_warning(TITLE_WARNING)
         stored = visible_defline(header.defline, self.parse_seqids)
         if stored != header.defline and sequence.length:
             self.warn(f"{name}:{header.line}: defline bytes outside printable ASCII stored "

@@ -30,6 +30,8 @@ class TabularReport:
     def footer(self, db, count: int) -> str:
         import io
 
+        if not count:  # blastn writes nothing for an input without a query
+            return ""
         text = io.StringIO()
         write_footer(text, self.fmt, count)
         return text.getvalue()
