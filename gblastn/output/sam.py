@@ -128,7 +128,7 @@ class SamReport:
 
     def _joined_records(self, query, query_name, result, db) -> _QueryRecords:
         """-ungapped: one record a subject, its HSPs joined (_JoinedHsps); with the query as
-        the reference, sorted by the start blastn sorts them by, then the E-value."""
+        the reference, sorted as blastn sorts them."""
         joined = [_JoinedHsps(subject.ordinal, shown_hsps(query, db, subject))
                   for subject in result.subjects if len(subject.hsps)]
         if self.subject_is_reference:
@@ -141,7 +141,7 @@ class SamReport:
                 lines.append(entry.record(query_name, name, entry.subject_range,
                                           entry.query_range, len(query), letters))
             return _QueryRecords(references, lines)
-        joined.sort(key=lambda entry: (entry.sort_start, entry.first.evalue))
+        joined.sort(key=lambda entry: (entry.sort_start, entry.last_evalue))
         references = [(("query", query_name),
                        f"@SQ\tSN:{query_name}\tLN:{len(query)}")] if joined else []
         lines = []
@@ -194,10 +194,8 @@ def subject_name(db, ordinal: int) -> str:
 class _JoinedHsps:
     """A subject's ungapped HSPs as blastn's SAM writes them, in one record: it joins them
     into one alignment of their segments in the report's order, whose first HSP gives the
-    strand, the scores and the identities; the aligned columns are all the HSPs', each
-    sequence's span runs from the smallest start of an HSP to the largest end, and the
-    records are sorted by the start of the first segment on the query's strand of the first
-    HSP (the last segment's when that is the minus strand)."""
+    strand, the scores and the identities; the aligned columns are all the HSPs', and each
+    sequence's span runs from the smallest start of an HSP to the largest end."""
 
     def __init__(self, ordinal: int, hsps: list):
         self.ordinal, self.first = ordinal, hsps[0]
@@ -207,7 +205,15 @@ class _JoinedHsps:
                             max(hsp.query_end for hsp in hsps))
         self.subject_range = (min(min(hsp.subject_start, hsp.subject_end) for hsp in hsps) - 1,
                               max(max(hsp.subject_start, hsp.subject_end) for hsp in hsps))
-        self.sort_start = (hsps[-1] if self.minus else self.first).query_start
+        # blastn sorts by the smaller of the joined alignment's start and stop on the query
+        # (SortHspByMasterStartAscending), which CDense_seg takes from the segments on the
+        # strand of the first: the first segment's start and the last's stop, or, on the
+        # minus strand, the last segment's start and the first's stop
+        head, tail = (hsps[-1], self.first) if self.minus else (self.first, hsps[-1])
+        self.sort_start = min(head.query_start, tail.query_start + tail.length - 1)
+        # and then by the E-value it reads off the joined scores, where the last HSP's is
+        # the one kept
+        self.last_evalue = hsps[-1].evalue
 
     def record(self, read: str, reference: str, reference_range: tuple, read_range: tuple,
                read_length: int, letters: str) -> str:
