@@ -108,3 +108,21 @@ def test_makedb_stores_the_deflines_apart_only_with_parse_seqids(case):
                                            "gi|123|gb|AB000001.2| third"]
         assert plain.defline_texts(0) == [TITLES[0].replace("\x01", " ")]
         assert parsed.find("loc2") == 1 and parsed.find("AB000001") == 0
+
+
+@pytest.mark.parametrize("listing", ["seqidlist", "negative_seqidlist"])
+@pytest.mark.parametrize("ours", [False, True], ids=["makeblastdb", "makedb"])
+def test_a_seqidlist_shows_the_deflines_blastn_shows(case, listing, ours):
+    """A list naming some deflines of a sequence: blastn shows those (a negative list: the
+    others) and counts the sequences it keeps."""
+    db, our_db = case["dbs"][True]
+    ids = case["folder"] / "ids.txt"
+    ids.write_text("seq2\nloc2\nAB000004\n")
+    outfmt = "6 " + ID_COLUMNS
+    expected = blastn_output(case["queries"], db, "megablast", outfmt, f"-{listing}",
+                             str(ids))
+    got = gblastn_output(case, case["queries"], our_db if ours else db, "megablast", outfmt,
+                         **{listing: str(ids)})
+    assert ("\tseq2\t" in expected) == (listing == "seqidlist")
+    assert got.splitlines() == expected.splitlines(), \
+        compare_lines(expected.splitlines(), got.splitlines())
