@@ -125,6 +125,7 @@ class _Tokenizer:
         self.header_parts: list[bytes] | None = None  # a '>' line not yet ended
         self.header_line = 0
         self.seen_header = False
+        self.in_record = False        # whether a Header was given
         # CheckDataLine looks at a record's data lines until one holds a letter
         self.unchecked = report_dropped is not None
         self.first_line = b""         # the line being checked, from its first non-blank
@@ -137,7 +138,7 @@ class _Tokenizer:
             pos = self._continue_header(chunk)
             if pos < 0:
                 return
-            yield self._end_header()
+            yield from self._end_header()
         size = len(chunk)
         while pos < size:
             if self.at_line_start and chunk[pos] == 0x3E:  # '>' at a line start
@@ -147,7 +148,7 @@ class _Tokenizer:
                 pos = self._continue_header(chunk, pos + 1)
                 if pos < 0:
                     return
-                yield self._end_header()
+                yield from self._end_header()
                 continue
             end = self._next_header(chunk, pos)
             yield from self._sequence_text(chunk[pos:end])
@@ -164,11 +165,11 @@ class _Tokenizer:
             chunk, self.held_cr = chunk[:-1], True
         return chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
 
-    def close(self) -> Iterator[Header]:
+    def close(self) -> Iterator[Header | bytes]:
         if self.held_cr:  # the last line's end
             yield from self.feed(b"\n")
         if self.header_parts is not None:
-            yield self._end_header()
+            yield from self._end_header()
         if self.unchecked and self.first_line:
             self._check_first_line(self.lines_done + 1)  # the last line has no newline
         self._report_dropped(upto_line=self.lines_done + 2)
@@ -188,12 +189,39 @@ class _Tokenizer:
         self.line_started = False
         return newline + 1
 
-    def _end_header(self) -> Header:
+    def _end_header(self) -> Iterator[Header | bytes]:
+        """The '>' line read: a Header, but a line starting '>?' is a gap in the sequence
+        (_gap), and '>?_' starts a defline as '>' does, as BLAST's FASTA reader reads them."""
         parts, self.header_parts = self.header_parts, None
-        text = parts[0] if len(parts) == 1 else b"".join(parts)
+        text = (parts[0] if len(parts) == 1 else b"".join(parts)).rstrip(b"\r")
+        if text.startswith(b"?"):
+            if not text.startswith(b"?_"):
+                yield from self._gap(text[1:])
+                return
+            text = text[2:]
         self.unchecked = self.report_dropped is not None
         self.first_line = b""
-        return Header(text.rstrip(b"\r"), self.header_line)
+        self.in_record = True
+        yield Header(text, self.header_line)
+
+    def _gap(self, spec: bytes) -> Iterator[Header | bytes]:
+        """CFastaReader::ParseGapLine: '>?N' or '>?unkN' is a gap of N letters, N here; a
+        size it cannot read is a gap of one letter, with its warnings."""
+        spec = spec.strip(WHITESPACE)
+        if spec.startswith(b"unk"):
+            spec = spec[3:].lstrip(WHITESPACE)
+        digits = len(spec) - len(spec.lstrip(b"0123456789"))
+        size = int(spec[:digits]) if digits else 0
+        warn = self.report_dropped or (lambda text: None)
+        if size <= 0:
+            warn(f"CFastaReader: Bad gap size at line {self.header_line}")
+            size = 1
+        if spec[digits:].strip(WHITESPACE):
+            warn(f"CFastaReader: Problem parsing gap mods at line {self.header_line}")
+        if not self.in_record:  # a gap before any defline starts a record without one
+            self.in_record = True
+            yield Header(b"", self.header_line)
+        yield b"N" * size
 
     def _next_header(self, chunk: bytes, pos: int) -> int:
         """Start of the next '>' line after pos (or the chunk's end); '>' is rare in sequence
@@ -223,7 +251,7 @@ class _Tokenizer:
             first_letter = self._line_of(text, len(text) - len(text.lstrip()))
             if not self.headerless_ok:
                 self._text_before_header(first_letter)
-            self.seen_header = True
+            self.seen_header = self.in_record = True
             yield Header(b"", first_letter)
         self.lines_done += text.count(b"\n")
         self.at_line_start = text.endswith(b"\n")
@@ -419,7 +447,8 @@ def iter_fasta(source: str | os.PathLike | BinaryIO, validate: bool = True,
     the first '>' raise InputError unless `headerless_ok`, which puts a Header with an
     empty defline before them (as BLAST reads a bare query sequence). `blast_input` reads
     as blastn reads -query and -subject, where makeblastdb's reading keeps a hyphen (a gap,
-    read as N): it is dropped, each line with one reported.
+    read as N): it is dropped, each line with one reported. A '>?N' line is a gap of N
+    letters (N), as in both.
     """
     own_stream = not hasattr(source, "read")
     name = _source_name(source)

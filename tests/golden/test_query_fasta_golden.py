@@ -42,6 +42,8 @@ READ = {
     "greater_than_inside_a_line": f">q1\n{A[:50]}>{A[50:]}\n",
     "sequence_in_the_title": f">q1 {A[:24]}\n{A}\n",
     "a_first_line_of_invalid_letters": f">q1\nXXXXXXXX\n{A}\n",
+    "gap_lines": f">q1\n{A[:100]}\n>?100\n{A[100:]}\n>?_q2 x\n>?\n{B[:90]}\n>?unk 20 \n"
+                 f"{B[90:]}\n>?abc\n",
 }
 REFUSED = {  # a record's first data line that does not look like sequence
     "digits_only_first_line": f">q1\n123456\n{A}\n",
