@@ -6,8 +6,11 @@ set, timed end to end (the process's start, a local cluster's start and the data
 included):
 * one GPU, one process: the reference;
 * for each worker count N of --gpus and each mode of --modes, a local cluster of N workers
-  made for the search (`-local_workers N -cluster_mode MODE`; replicate splits the query
-  batches among workers that each hold the database, shard splits the database);
+  made for the search (`-local_workers N -cluster_mode MODE`; replicate sends whole query
+  batches in turn to workers that each hold the database, each batch formed once the one
+  before is through its preliminary search, as blastn sizes it from that one's extensions,
+  so only a batch's traceback overlaps the next one's preliminary search; shard splits the
+  database);
 * a served cluster of the largest N (`gblastn serve -gpus N`): one search sent first (its
   workers load their share, compile and copy), then the throughput set timed, and with
   --latency-queries that smaller set --repeat times, end to end: the resident search;

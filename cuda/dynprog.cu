@@ -31,13 +31,7 @@ typedef long long i64;
 
 #define BAND_MASK (BAND_COLUMNS - 1)
 
-#ifdef __CUDACC__
-#define HD __device__ __forceinline__
-#define LOAD(p) __ldg(p)
-#else
-#define HD static inline
-#define LOAD(p) (*(p))
-#endif
+#include "device_host.cuh"
 
 HD int packed_base(const unsigned char* bases, i64 pos) {
     return (LOAD(bases + (pos >> 2)) >> (2 * (3 - (pos & 3)))) & 3;

@@ -34,16 +34,14 @@ typedef unsigned long long u64;
 #define BEST_MASK (BEST_SLOTS - 1)
 #define DIAG_ORIGIN (1 << 28)  // diagonal of the start point: keeps diagonal numbers positive
 
+#include "device_host.cuh"
+
 #ifdef __CUDA_ARCH__
-#define HD __device__ __forceinline__
 __device__ __forceinline__ int clz64(u64 x) { return __clzll(x); }
 __device__ __forceinline__ int ctz64(u64 x) { return x ? __ffsll((i64)x) - 1 : 64; }
-#define LOAD(p) __ldg(p)
 #else
-#define HD static inline
 static inline int clz64(u64 x) { return x ? __builtin_clzll(x) : 64; }
 static inline int ctz64(u64 x) { return x ? __builtin_ctzll(x) : 64; }
-#define LOAD(p) (*(p))
 #endif
 
 // The 8 bytes from p on, the first in the high bits.

@@ -20,13 +20,7 @@ typedef long long i64;
 #error "gblastn.layouts' defines are missing: compile with gblastn.scan.gpu.nvcc_options"
 #endif
 
-#ifdef __CUDACC__
-#define HD __device__ __forceinline__
-#define LOAD(p) __ldg(p)
-#else
-#define HD static inline
-#define LOAD(p) (*(p))
-#endif
+#include "device_host.cuh"
 
 struct Volume {
     const unsigned char* packed;

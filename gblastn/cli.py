@@ -284,6 +284,11 @@ def search_command(
                                      "masks: true or false.", None),
     lcase_masking: bool = _option(False, "-lcase_masking", "Use lower case filtering in query "
                                   "sequence(s).", OFF),
+    window_masker_db: str = _option(None, "-window_masker_db", "Enable WindowMasker filtering "
+                                     "using this repeats database: a unit counts file of "
+                                     "windowmasker -mk_counts -sformat obinary or binary (its "
+                                     "masks replace DUST's and lower case's, as in blastn).",
+                                     NO_DEFAULT),
     strand: str = _task_option("-strand", "Query strand(s) to search against "
                                "database/subject: both, plus or minus.", None),
     max_target_seqs: int = _task_option("-max_target_seqs", "Maximum number of aligned "
@@ -336,9 +341,10 @@ def search_command(
     negative_taxidlist: str = _option(None, "-negative_taxidlist", "Restrict search of "
                                       "database to everything except the taxonomy IDs a file "
                                       "lists.", NO_DEFAULT),
-    db_soft_mask: str = _option(None, "-db_soft_mask", "Filtering algorithm ID of the BLAST+ "
-                                "database (makeblastdb -mask_data) to apply as a soft mask: its "
-                                "ranges are not scanned for seeds (searched on the CPU).",
+    db_soft_mask: str = _option(None, "-db_soft_mask", "Filtering algorithm ID of the "
+                                "database's masking data (makeblastdb or makedb -mask_data) to "
+                                "apply as a soft mask: its ranges are not scanned for seeds "
+                                "(searched on the CPU).",
                                 NO_DEFAULT),
     db_hard_mask: str = _option(None, "-db_hard_mask", "Filtering algorithm ID to apply as a "
                                 "hard mask: its ranges are neither scanned nor aligned across "
@@ -390,7 +396,7 @@ def search_command(
     shards: int = _option(0, "-shards", "On a cluster: split the database into this many "
                           "shards (0: one per worker).", "Default = `0'", click_type=INTEGER),
     cluster_mode: str = _option("auto", "-cluster_mode", "On a cluster: shard (split the "
-                                "database), replicate (split the query batches) or auto.",
+                                "database), replicate (whole query batches, in turn) or auto.",
                                 "Default = `auto'"),
 ) -> None:
     from .compile_ahead import stages_before_search
@@ -434,20 +440,16 @@ def search_command(
 
     times = StageTimes()
     files = query_files(query, query_list)
-    if cluster is not None:
-        cluster.query_letters = _query_bytes(files)
     # the GPU's set-up (pycuda, its context) runs while options, files and database are read;
     # a cluster's workers hold their own backends, and this process none
     backend = None if cluster is not None else beside(select_backend, device, gpu_id, times)
-    if backend is not None:
-        backend.add_done_callback(_on_the_cpu_return_large_blocks)
     compile_stages = None if cluster is not None else \
         stages_before_search(task, device, word_size, _query_bytes(files), backend)
     options = make_options(
         task, evalue=evalue, word_size=word_size, reward=reward, penalty=penalty,
         gapopen=gapopen, gapextend=gapextend, xdrop_ungap=xdrop_ungap, xdrop_gap=xdrop_gap,
         xdrop_gap_final=xdrop_gap_final, dust=dust, soft_masking=_parse_bool("-soft_masking", soft_masking),
-        lcase_masking=lcase_masking or None, strand=strand,
+        lcase_masking=lcase_masking or None, window_masker_db=window_masker_db, strand=strand,
         max_target_seqs=limits.max_target_seqs,
         max_hsps=max_hsps, perc_identity=perc_identity, qcov_hsp_perc=qcov_hsp_perc,
         num_threads=num_threads, dbsize=dbsize, searchsp=searchsp,
@@ -477,14 +479,6 @@ def search_command(
     run_search(files, database, options, output, backend, settings, times)
     if stage_times:
         print("gblastn: " + times.report(), file=sys.stderr)
-
-
-def _on_the_cpu_return_large_blocks(backend) -> None:
-    """A search on the CPU gives its large blocks back (heap.py); a GPU's search is left as
-    measured."""
-    if backend.exception() is None and backend.result().name == "cpu":
-        from .heap import return_large_blocks
-        return_large_blocks()
 
 
 # the options that name themselves first when blastn refuses them with -subject
@@ -661,6 +655,12 @@ def makedb_command(
                                   "the sequences their taxids (needs -parse_seqids)."),
     strict: bool = typer.Option(False, "-strict", help="Refuse a sequence letter outside "
                                 "IUPAC (default: drop it with makeblastdb's warning)."),
+    mask_data: str = typer.Option(None, "-mask_data", help="Comma-separated masking data files "
+                                  "(dustmasker or windowmasker -outfmt maskinfo_asn1_bin or "
+                                  "maskinfo_asn1_text), for search -db_soft_mask and "
+                                  "-db_hard_mask."),
+    mask_id: str = typer.Option(None, "-mask_id", help="Comma-separated names of the "
+                                "-mask_data algorithms (their ids then count from 100)."),
     quiet: bool = typer.Option(False, "-quiet", help="No progress bar and no summary."),
 ) -> None:
     """Build a gblastn database from FASTA (as makeblastdb -dbtype nucl)."""
@@ -680,7 +680,7 @@ def makedb_command(
     kwargs = {"warn": warn} if warn else {}
     path = make_db(inputs, out, title=title, parse_seqids=parse_seqids, max_file_sz=max_file_sz,
                    progress=False if quiet else None, taxid=taxid, taxid_map=taxid_map,
-                   strict=strict, **kwargs)
+                   strict=strict, mask_data=mask_data, mask_id=mask_id, **kwargs)
     if not quiet:
         from .db.reader import open_db
         with open_db(path) as db:
@@ -702,11 +702,23 @@ def dbinfo_command(db: str = typer.Option(..., "-db", help="Database name.")) ->
                  "",
                  f"gblastn database format version: {database.format_version}",
                  "",
+                 *_mask_algorithm_lines(getattr(database, "mask_algorithms", {})),
                  "Volumes:"]
         lines += [f"\t{v.path} ({v.num_seqs:,} sequences, "
                   f"ordinals {v.first_ordinal:,}-{v.first_ordinal + v.num_seqs - 1:,})"
                   for v in database.volumes]
     print("\n".join(lines))
+
+
+def _mask_algorithm_lines(algorithms: dict) -> list[str]:
+    """The masking algorithms of a database (makedb -mask_data), as blastdbcmd -info
+    lists them."""
+    if not algorithms:
+        return []
+    return ["Available filtering algorithms applied to database sequences:", "",
+            f"{'Algorithm ID':<13}{'Algorithm name':<40}{'Algorithm options':<40}",
+            *(f"{algorithm_id:<13}{name:<40}{options or 'default options used':<40}"
+              for algorithm_id, (name, options) in sorted(algorithms.items())), ""]
 
 
 @app.command("dbcmd")

@@ -10,7 +10,7 @@ once.
 
 Call hierarchy (each stage its own module):
 
-    query_batches                        (here)         BLAST's query batches (letters per batch)
+    query_batches, QueryBatchSizes       (here)         BLAST's query batches (letters per batch)
     plan_batch -> BatchPlan              (here)         what every volume of a batch shares
       build_batch                        query.py       contexts, DUST/lower-case masks, segments
       prepare_statistics                 stats.py       Karlin blocks, search spaces, cutoffs, X-drops
@@ -78,21 +78,72 @@ OVERLAP_DIAG_CLOSE = 10        # diagonals within which HSPs of successive chunk
 # query batches
 
 
-def query_batch_letters(options: SearchOptions) -> int:
-    """Letters BLAST's command line reads into one batch (GetQueryBatchSize)."""
-    return {"megablast": 5_000_000, "dc-megablast": 500_000}.get(options.task, 100_000)
+# blastn sizes each query batch from the ungapped extensions the previous one kept
+# (blast_app_util's CBatchSizeMixer), on every task of a local search
+MIN_TARGET_EXTENSIONS = 1_000_000  # the extensions a batch aims at, at least ...
+DB_LETTERS_PER_TARGET_EXTENSION = 3000  # ... or one per this many database letters
+FIRST_BATCH_SHARE = 200  # the first batch: the target's letters over this
+MIX_IN = 0.3  # the weight of the last batch's extensions per letter against the earlier ones'
+SMALLEST_BATCH = 100
+# SplitQuery_GetChunkSize's query chunk per task; the largest batch is it less 1,000 letters
+QUERY_CHUNK_LETTERS = {"megablast": 5_000_000, "dc-megablast": 5_000_000,
+                       "blastn": 1_000_000, "blastn-short": 1_000_000}
+CHUNK_LETTERS_KEPT_FREE = 1000
 
 
-def query_batches(queries, options: SearchOptions, size=len):
+class QueryBatchSizes:
+    """The letters of blastn's successive query batches (CBatchSizeMixer): the first holds
+    a 200th of the target, in letters (5,000 below 3 Gbp of database); each later one as
+    many as, at the extensions per letter seen so far, would keep about the target number
+    of ungapped extensions (the last batch's rate weighs 0.3 against the earlier ones'),
+    within 100 letters and the task's query chunk less 1,000 (4,999,000; 999,000 for
+    blastn and blastn-short). Which queries share a batch decides some hits: a two-hit
+    window spans the end of one query and the start of the next in the batch's
+    concatenated query."""
+
+    def __init__(self, task: str, db_letters: int):
+        self.target = max(MIN_TARGET_EXTENSIONS, db_letters // DB_LETTERS_PER_TARGET_EXTENSION)
+        self.largest = QUERY_CHUNK_LETTERS[task] - CHUNK_LETTERS_KEPT_FREE
+        self.ratio = -1.0  # extensions per letter, mixed over the batches; negative: none yet
+        self.letters = 0
+        self._bounded(self.target // FIRST_BATCH_SHARE)
+
+    def searched(self, extensions: int) -> None:
+        """The next batch's letters, once a batch kept `extensions` ungapped extensions."""
+        ratio = (extensions + 1) / self.letters
+        self.ratio = ratio if self.ratio < 0 else MIX_IN * ratio + (1.0 - MIX_IN) * self.ratio
+        self._bounded(_int32_truncated(self.target / self.ratio))
+
+    def _bounded(self, letters: int) -> None:
+        # a batch size that reaches a bound starts the mixing afresh
+        if letters > self.largest:
+            self.letters, self.ratio = self.largest, -1.0
+        elif letters < SMALLEST_BATCH:
+            self.letters, self.ratio = SMALLEST_BATCH, -1.0
+        else:
+            self.letters = letters
+
+
+def _int32_truncated(value: float) -> int:
+    """A C cast of a positive double to a 32-bit int on x86-64: truncated, and INT_MIN when
+    out of range. A first batch without extensions overflows it (10^6 x 5,000), so the
+    next batch takes the smallest size, not the largest."""
+    return int(value) if value < 2**31 else -2**31
+
+
+def query_batches(queries, limit: Callable[[], int], size=len):
     """Group queries as blastn's input reader does: add queries until the batch holds at least
-    the batch size in letters (the query that crosses the limit stays in the batch). `queries`
-    may be any iterable; `size` gives an item's letter count."""
-    limit = query_batch_letters(options)
-    batch, letters = [], 0
+    limit() letters (the query that crosses it stays in the batch). limit() is asked as
+    each batch's first query comes, after the previous batch was searched (blastn sizes a
+    batch from the previous one's extensions: QueryBatchSizes). `queries` may be any
+    iterable; `size` gives an item's letter count."""
+    batch, letters, batch_limit = [], 0, 0
     for query in queries:
+        if not batch:
+            batch_limit = limit()
         batch.append(query)
         letters += size(query)
-        if letters >= limit:
+        if letters >= batch_limit:
             yield batch
             batch, letters = [], 0
     if batch:
@@ -384,11 +435,13 @@ class VolumeHits:
 
 @dataclass
 class PrelimHits:
-    """Preliminary HSP lists per query, {query index: {ordinal: Hsps}}, and the traceback
-    searches made ahead for them, {(query index, ordinal): TailsAhead}."""
+    """Preliminary HSP lists per query, {query index: {ordinal: Hsps}}, the traceback
+    searches made ahead for them, {(query index, ordinal): TailsAhead}, and how many initial
+    hits the ungapped stage kept (QueryBatchSizes sizes the next batch from them)."""
 
     by_query: dict = field(default_factory=dict)
     tails: dict = field(default_factory=dict)
+    extensions: int = 0
 
     def add(self, query_index: int, ordinal: int, hsps: Hsps) -> None:
         self.by_query.setdefault(query_index, {})[ordinal] = hsps
@@ -397,6 +450,7 @@ class PrelimHits:
         for q, subjects in other.by_query.items():
             self.by_query.setdefault(q, {}).update(subjects)
         self.tails.update(other.tails)
+        self.extensions += other.extensions
 
 
 # ----------------------------------------------------------------------------------------------
@@ -534,13 +588,17 @@ class Engine:
 
     # -- preliminary search --------------------------------------------------------------
 
-    def prelim_search(self, plan: BatchPlan, volume, pool=INLINE, **part) -> PrelimHits:
+    def prelim_search(self, plan: BatchPlan, volume, pool=INLINE, ungapped_done=None,
+                      **part) -> PrelimHits:
         """Scan one volume (or the part of it that `part` names, as initial_hits takes it),
         extend the seeds, and file the subjects' preliminary HSPs per query, with the
         traceback searches made ahead for them. The chunks' gapped extensions run on
-        `pool`."""
+        `pool`. `ungapped_done(extensions)`, when given, is told the ungapped stage's kept
+        extensions before the gapped stage starts (the next batch's size needs no more)."""
         gapped = self.initial_hits(plan, volume, pool, **part)
-        prelim = PrelimHits()
+        prelim = PrelimHits(extensions=gapped.extensions())
+        if ungapped_done is not None:
+            ungapped_done(prelim.extensions)
         gapped.file_subjects(gapped.subject_hits(gapped.extend_later(pool)(), pool)(), prelim)
         prelim.tails = self.tails_ahead(prelim.by_query, plan)
         return prelim
@@ -779,6 +837,12 @@ class VolumeGapped:
         more subjects than it holds, for the diagonal hash's sake (shards.py)."""
         return replace(self, pieces=[(c, part) for c, part in self.pieces
                                      if kept[self.chunks.local_index[c]]])
+
+    def extensions(self) -> int:
+        """The initial hits of this stage's chunks: BLAST's ungapped extensions kept
+        (good_init_extends), counted chunk by chunk as BLAST counts them."""
+        chunks = np.unique(np.array([c for c, _ in self.pieces], dtype=np.int64))
+        return int((self.bounds[chunks + 1] - self.bounds[chunks]).sum())
 
     def piece_hits(self) -> list:
         """The number of initial hits of each piece, the measure of its work: the pieces
@@ -1247,7 +1311,8 @@ def warm_up(options: SearchOptions, query_letters: int | None = None, backend=No
     lengths = list(WARM_UP_LENGTHS)
     if query_letters is not None and 2 * query_letters <= DIAG_HASH_QUERY_LENGTH:
         lengths.reverse()
-    if query_letters is not None and query_letters <= query_batch_letters(options):
+    # no database makes a first batch smaller than one without letters does
+    if query_letters is not None and query_letters <= QueryBatchSizes(options.task, 0).letters:
         lengths = lengths[:1]  # one batch, of the kind loaded first
 
     def search(n: int) -> int:

@@ -1,10 +1,10 @@
-"""The process heap's handling of large blocks, for the search command on the CPU.
+"""The process heap's handling of large blocks, set by every search (drivers.Search).
 
 glibc serves a block of at least its mmap threshold with a mapping of its own, returned to
 the system when freed, but it raises that threshold to the size of each such block freed:
 after the first slices' seeds and the first lookup tables are freed, later ones come from
-the threads' heaps, whose freed space is kept and fragments, and a search on the CPU holds
-far more than it uses (docs/perf/blastn-gpu-extensions.md). A fixed threshold keeps large
+the threads' heaps, whose freed space is kept and fragments, and a search holds far more
+than it uses (docs/perf/blastn-gpu-extensions.md). A fixed threshold keeps large
 blocks mapped and returned.
 """
 

@@ -42,6 +42,8 @@ class SearchOptions:
     dust: DustOptions | None = field(default_factory=DustOptions)
     soft_masking: bool = True
     lcase_masking: bool = False
+    window_masker_db: str | None = None  # -window_masker_db: a windowmasker unit counts file
+                                         # whose masks replace DUST's and lower case's
     strand: str = "both"
     max_target_seqs: int = 500
     max_hsps: int = 0  # 0: unlimited
@@ -190,6 +192,8 @@ def make_options(task: str = "megablast", **overrides) -> SearchOptions:
     given = {k: v for k, v in overrides.items() if v is not None}
     if "dust" in given and isinstance(given["dust"], str):
         given["dust"] = parse_dust(given["dust"])
+    if "window_masker_db" in given:
+        given["window_masker_db"] = _file_name("window_masker_db", given["window_masker_db"])
     given = _checked_hsp_filters(given)
     if isinstance(given.get("query_loc"), str):
         from .query import parse_location
@@ -201,6 +205,16 @@ def make_options(task: str = "megablast", **overrides) -> SearchOptions:
         raise OptionsError(str(exc)) from None
     _validate(options)
     return options
+
+
+def _file_name(name: str, value) -> str:
+    """A file option given as a string or a path, as a string."""
+    import os
+
+    try:
+        return os.fspath(value)
+    except TypeError:
+        raise OptionsError(f"{name} is a file name, not {value!r}") from None
 
 
 def _checked_hsp_filters(given: dict) -> dict:

@@ -5,9 +5,9 @@ plus strand), a sentinel, context 1 (query 0 reverse complement), a sentinel, co
 and a final sentinel. ``context_offset[c]`` = ``context_offset[c-1] + context_length[c-1] + 1``.
 A strand not searched (``-strand plus|minus``) is a context of length 0.
 
-Masks (DUST, lower case) are found on the plus strand and mirrored onto the minus strand. With
-soft masking (the default) they only keep words out of the lookup table; with hard masking the
-masked letters become N for every stage.
+Masks (DUST and lower case, or WindowMasker's) are found on the plus strand and mirrored onto
+the minus strand. With soft masking (the default) they only keep words out of the lookup table;
+with hard masking the masked letters become N for every stage.
 """
 
 import re
@@ -231,32 +231,55 @@ def _segments_between(masked, length, base, out, count):
 PARALLEL_MASK_LETTERS = 200_000  # below this, threads cost more than they save
 
 
-SHARES_PER_THREAD = 2  # DUST's time per letter varies: more shares than threads even it out
+SHARES_PER_THREAD = 2  # masking time per letter varies: more shares than threads even it out
 
 
 def _all_masks(queries: list, options: SearchOptions, pool=INLINE) -> list:
-    """Every query's masked ranges on the plus strand (DUST and lower case; half-open, merged
-    and sorted), in query order. DUST runs without the GIL, so a large batch is split into
-    shares of about equal letters, each masked in one compiled call on `pool`."""
+    """Every query's masked ranges on the plus strand (half-open, merged and sorted), in
+    query order: WindowMasker's under -window_masker_db, else DUST's and lower case's."""
+    if options.window_masker_db is not None:
+        return _window_masker_masks(queries, options.window_masker_db, options.strand, pool)
     if options.dust is None:
         return [_masked_ranges(q, None, options) for q in queries]
     from .dust import dust_intervals_many
     d = options.dust
+    dusted = _intervals_on_pool(
+        queries, pool, lambda codes: dust_intervals_many(codes, d.level, d.window, d.linker))
+    return [_masked_ranges(q, dusted[i], options) for i, q in enumerate(queries)]
+
+
+def _window_masker_masks(queries: list, path: str, strand: str, pool) -> list:
+    """WindowMasker's intervals, as half-open ranges. They are the query's only masks:
+    blastn sets them in place of the DUST and lower-case masks it found before. Under
+    -strand minus blastn masks the reverse complement and takes its intervals' positions as
+    they are for the plus strand's, and so does this."""
+    from .window_masker import unit_counts, window_masker_intervals_many
+    counts = unit_counts(path)
+
+    def masked(codes: list) -> list:
+        if strand == "minus":
+            codes = [COMPLEMENT_BLASTNA[c[::-1]] for c in codes]
+        return window_masker_intervals_many(codes, counts)
+
+    found = _intervals_on_pool(queries, pool, masked)
+    return [np.column_stack([f[:, 0], f[:, 1] + 1]).astype(np.int32).reshape(-1, 2)
+            for f in found]
+
+
+def _intervals_on_pool(queries: list, pool, find) -> list:
+    """`find`'s intervals of each query: `find` takes a list of codes arrays and runs
+    without the GIL, so a large batch is split into shares of about equal letters, each
+    found in one call on `pool`."""
     parts = 1
     if pool.threads > 1 and sum(len(q) for q in queries) >= PARALLEL_MASK_LETTERS:
         parts = min(SHARES_PER_THREAD * pool.threads, len(queries))
     shares = _balanced_shares([len(q) for q in queries], parts)
-
-    def dust_share(share):
-        return dust_intervals_many([queries[i].codes for i in share], d.level, d.window,
-                                   d.linker)
-
-    found = spread_map(pool, dust_share, shares)
-    dusted = [None] * len(queries)
-    for share, intervals in zip(shares, found):
-        for i, inclusive in zip(share, intervals):
-            dusted[i] = inclusive
-    return [_masked_ranges(q, dusted[i], options) for i, q in enumerate(queries)]
+    found = spread_map(pool, lambda share: find([queries[i].codes for i in share]), shares)
+    intervals = [None] * len(queries)
+    for share, share_intervals in zip(shares, found):
+        for i, inclusive in zip(share, share_intervals):
+            intervals[i] = inclusive
+    return intervals
 
 
 def _balanced_shares(lengths: list, parts: int) -> list:
@@ -473,6 +496,17 @@ def blast_defline(defline: str) -> str:
     text = defline.split("\r", 1)[0].lstrip(_LEADING_BLANKS)
     control = _CONTROL.search(text, 1)
     return (text if control is None else text[:control.start()]).rstrip(" ")
+
+
+def latin1_if_not_utf8(text: str) -> str:
+    """Text read with surrogateescape, all of it read as Latin-1 where its bytes are not
+    UTF-8 (as blastn converts such a defline in its JSON and a subject's in its pairwise
+    report)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("latin-1")
+    return text
 
 
 def read_query_list(path: str) -> list:

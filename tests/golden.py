@@ -135,9 +135,11 @@ def makeblastdb(fasta: str, out: str) -> str:
     return out
 
 
-def blastn(query: str, db: str, *args: str) -> list:
+def blastn(query: str, db: str, *args: str, env: dict | None = None) -> list:
+    """blastn's output lines; `env`: variables added to its environment."""
     done = subprocess.run(["blastn", "-query", query, "-db", db, *args],
-                          check=True, capture_output=True, text=True)
+                          check=True, capture_output=True, text=True,
+                          env=None if env is None else {**os.environ, **env})
     return done.stdout.splitlines()
 
 
@@ -198,14 +200,17 @@ def golden_databases(folder, make_case) -> dict:
     return {"blast_db": blast_db, "our_db": str(our_db), "queries": queries, "folder": folder}
 
 
-def run_ours(case, query: str, task: str, outfmt: str, extra: dict) -> list:
-    """gblastn's output lines for the same search as blastn(query, ..., *flags(extra))."""
+def run_ours(case, query: str, task: str, outfmt: str, extra: dict,
+             mode: str = "pipeline", cluster=None) -> list:
+    """gblastn's output lines for the same search as blastn(query, ..., *flags(extra)), by
+    the driver `mode` names, or on `cluster` (a ClusterSpec) when given."""
     from gblastn.options import make_options
-    from gblastn.drivers.run import OutputSpec, run_search
+    from gblastn.drivers.run import OutputSpec, RunSettings, run_search
 
     out = str(case["folder"] / "ours.out")
     options = make_options(task, **extra)
-    run_search([query], case["our_db"], options, OutputSpec(outfmt, out, None, case["blast_db"]))
+    run_search([query], case["our_db"], options, OutputSpec(outfmt, out, None, case["blast_db"]),
+               settings=RunSettings(mode, cluster=cluster))
     with open(out) as handle:
         return handle.read().splitlines()
 

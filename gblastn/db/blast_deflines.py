@@ -59,7 +59,7 @@ class Defline(NamedTuple):
         return f"{ids} {self.title}" if self.title else ids
 
 
-def _element(data: bytes, pos: int, end: int) -> tuple:
+def ber_element(data: bytes, pos: int, end: int) -> tuple:
     """((tag, content), next position): content is the bytes of a primitive element, the
     list of elements of a constructed one."""
     if pos + 2 > end:
@@ -78,7 +78,7 @@ def _element(data: bytes, pos: int, end: int) -> tuple:
                 raise BerError("missing end of contents")
             if data[pos] == 0 and data[pos + 1] == 0:
                 return (tag, children), pos + 2
-            child, pos = _element(data, pos, end)
+            child, pos = ber_element(data, pos, end)
             children.append(child)
     if size & 0x80:
         width = size & 0x7F
@@ -92,19 +92,19 @@ def _element(data: bytes, pos: int, end: int) -> tuple:
         return (tag, bytes(data[pos:pos + size])), pos + size
     children, inner = [], pos
     while inner < pos + size:
-        child, inner = _element(data, inner, pos + size)
+        child, inner = ber_element(data, inner, pos + size)
         children.append(child)
     return (tag, children), pos + size
 
 
-def _constructed(element, tag: int) -> list:
+def ber_constructed(element, tag: int) -> list:
     found, content = element
     if found != tag or not isinstance(content, list):
         raise BerError(f"expected tag {tag:#x}, found {found:#x}")
     return content
 
 
-def _explicit(element) -> tuple:
+def ber_explicit(element) -> tuple:
     """The one element an explicit context tag wraps."""
     tag, content = element
     if not isinstance(content, list) or len(content) != 1:
@@ -112,20 +112,20 @@ def _explicit(element) -> tuple:
     return content[0]
 
 
-def _fields(element) -> dict:
+def ber_fields(element) -> dict:
     """A SEQUENCE's fields by context tag number, each the element it wraps."""
-    return {tag & 0x1F: _explicit((tag, content))
-            for tag, content in _constructed(element, UNIVERSAL_SEQUENCE)}
+    return {tag & 0x1F: ber_explicit((tag, content))
+            for tag, content in ber_constructed(element, UNIVERSAL_SEQUENCE)}
 
 
-def _string(element) -> str:
+def ber_string(element) -> str:
     tag, content = element
     if tag != UNIVERSAL_VISIBLE_STRING or isinstance(content, list):
         raise BerError("expected a VisibleString")
     return content.decode("utf-8", "replace")
 
 
-def _integer(element) -> int:
+def ber_integer(element) -> int:
     tag, content = element
     if tag != UNIVERSAL_INTEGER or isinstance(content, list) or not content:
         raise BerError("expected an INTEGER")
@@ -135,56 +135,56 @@ def _integer(element) -> int:
 def _object_id(element) -> str:
     """Object-id ::= CHOICE { id [0] INTEGER, str [1] VisibleString }"""
     tag = element[0]
-    inner = _explicit(element)
-    return str(_integer(inner)) if tag == CONTEXT_CONSTRUCTED else _string(inner)
+    inner = ber_explicit(element)
+    return str(ber_integer(inner)) if tag == CONTEXT_CONSTRUCTED else ber_string(inner)
 
 
 def _text_id(prefix: str, element) -> str:
     """Textseq-id ::= SEQUENCE { name [0], accession [1], release [2], version [3] }"""
-    fields = _fields(element)
-    accession = _string(fields[1]) if 1 in fields else ""
-    if accession and 3 in fields and _integer(fields[3]) > 0:
-        accession += f".{_integer(fields[3])}"
-    name = _string(fields[0]) if 0 in fields else ""
+    fields = ber_fields(element)
+    accession = ber_string(fields[1]) if 1 in fields else ""
+    if accession and 3 in fields and ber_integer(fields[3]) > 0:
+        accession += f".{ber_integer(fields[3])}"
+    name = ber_string(fields[0]) if 0 in fields else ""
     return f"{prefix}|{accession}|{name}"
 
 
 def _patent_id(element) -> str:
     """Patent-seq-id ::= SEQUENCE { seqid [0] INTEGER, cit [1] Id-pat }, Id-pat ::=
     SEQUENCE { country [0], id [1] CHOICE { number [0], app-number [1] }, doc-type [2] }"""
-    fields = _fields(element)
-    citation = _fields(fields[1])
+    fields = ber_fields(element)
+    citation = ber_fields(fields[1])
     number_choice = citation[1]
     prefix = "pat" if number_choice[0] == CONTEXT_CONSTRUCTED else "pgp"
-    return (f"{prefix}|{_string(citation[0])}|{_string(_explicit(number_choice))}|"
-            f"{_integer(fields[0])}")
+    return (f"{prefix}|{ber_string(citation[0])}|{ber_string(ber_explicit(number_choice))}|"
+            f"{ber_integer(fields[0])}")
 
 
 def _pdb_id(element) -> str:
     """PDB-seq-id ::= SEQUENCE { mol [0], chain [1] INTEGER DEFAULT 32, rel [2], chain-id [3] }"""
-    fields = _fields(element)
+    fields = ber_fields(element)
     if 3 in fields:
-        chain = _string(fields[3])
+        chain = ber_string(fields[3])
     else:
-        chain = chr(_integer(fields[1])) if 1 in fields else ""
-    return f"pdb|{_string(fields[0])}|{chain.strip()}"
+        chain = chr(ber_integer(fields[1])) if 1 in fields else ""
+    return f"pdb|{ber_string(fields[0])}|{chain.strip()}"
 
 
 def seq_id_text(element) -> str:
     """A Seq-id in FASTA form, as CSeq_id::AsFastaString writes it."""
     choice = element[0] - CONTEXT_CONSTRUCTED
-    inner = _explicit(element)
+    inner = ber_explicit(element)
     if choice in _TEXT_IDS:
         return _text_id(_TEXT_IDS[choice], inner)
     if choice in _NUMBER_IDS:
-        return f"{_NUMBER_IDS[choice]}|{_integer(inner)}"
+        return f"{_NUMBER_IDS[choice]}|{ber_integer(inner)}"
     if choice == LOCAL:
         return "lcl|" + _object_id(inner)
     if choice == GENERAL:
-        fields = _fields(inner)
-        return f"gnl|{_string(fields[0])}|{_object_id(fields[1])}"
+        fields = ber_fields(inner)
+        return f"gnl|{ber_string(fields[0])}|{_object_id(fields[1])}"
     if choice == GIIM:
-        return f"gim|{_integer(_fields(inner)[0])}"
+        return f"gim|{ber_integer(ber_fields(inner)[0])}"
     if choice == PATENT:
         return _patent_id(inner)
     if choice == PDB:
@@ -195,13 +195,13 @@ def seq_id_text(element) -> str:
 def decode_deflines(data: bytes) -> list[Defline]:
     """The Blast-def-lines of one sequence's header bytes; BerError when damaged."""
     try:
-        top, end = _element(data, 0, len(data))
+        top, end = ber_element(data, 0, len(data))
         deflines = []
-        for entry in _constructed(top, UNIVERSAL_SEQUENCE):
-            fields = _fields(entry)
-            title = _string(fields[0]) if 0 in fields else ""
-            ids = _constructed(fields[1], UNIVERSAL_SEQUENCE) if 1 in fields else []
-            taxid = _integer(fields[2]) if 2 in fields else 0
+        for entry in ber_constructed(top, UNIVERSAL_SEQUENCE):
+            fields = ber_fields(entry)
+            title = ber_string(fields[0]) if 0 in fields else ""
+            ids = ber_constructed(fields[1], UNIVERSAL_SEQUENCE) if 1 in fields else []
+            taxid = ber_integer(fields[2]) if 2 in fields else 0
             deflines.append(Defline(title, tuple(seq_id_text(i) for i in ids), taxid))
     except (KeyError, IndexError, TypeError) as exc:
         raise BerError(f"incomplete Blast-def-line ({exc})") from None

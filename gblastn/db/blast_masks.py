@@ -7,7 +7,8 @@ read as SeqDB's CSeqDBColumn reads them. The index holds big-endian Int4s: forma
 (1), column type (1), offset size (4), sequence count; an Int8 data length; the Int4 offsets
 of its metadata and of its offset array; then the title ("BlastDb/MaskData") and the date as
 strings of a varint length; the metadata, a varint count of key/value strings (key: an
-algorithm id, value: 'program:options'), padded to 8 bytes; then count + 1 Int4 offsets into
+algorithm id, value: 'program:options', or 'program:options:name:description' for
+makeblastdb -mask_id), padded to 8 bytes; then count + 1 Int4 offsets into
 the data. Sequence i's data [offset[i], offset[i + 1]) is an Int4 count of algorithms, then
 per algorithm its Int4 id, an Int4 count of ranges and the ranges as Int4 pairs [start, end).
 """
@@ -27,6 +28,7 @@ INDEX_SUFFIX, DATA_SUFFIX = ".naa", ".nab"
 MASK_COLUMN_TITLE = "BlastDb/MaskData"
 # EBlast_filter_program: the program an algorithm id's metadata names
 PROGRAM_NAMES = {10: "dust", 20: "seg", 30: "windowmasker", 40: "repeat", 100: "other"}
+NAMED_PROGRAM = 100  # what makeblastdb -mask_id's algorithms are stored as
 MASK_LETTER = 14  # what SeqDB writes at a hard-masked position (ncbi4na: B)
 
 
@@ -106,8 +108,12 @@ class VolumeMasks:
             program, _, options = value.partition(":")
             if not key.isdigit() or not program.isdigit():
                 raise DatabaseError(f"{self.path}: damaged masking data (algorithm {key!r})")
-            algorithms[int(key)] = MaskAlgorithm(int(key), PROGRAM_NAMES.get(int(program),
-                                                                             "other"), options)
+            name = PROGRAM_NAMES.get(int(program), "other")
+            named = options.split(":")
+            if int(program) == NAMED_PROGRAM and len(named) == 3:
+                # makeblastdb -mask_id: 'program:options:name:description', shown by its name
+                options, name, _ = named
+            algorithms[int(key)] = MaskAlgorithm(int(key), name, options)
         fields.pos = offsets_at
         offsets = np.frombuffer(fields.take(4 * (count + 1)), dtype=">i4").astype(np.int64)
         if np.any(np.diff(offsets) < 0) or offsets[-1] > len(self._data):
@@ -127,17 +133,31 @@ class VolumeMasks:
         return np.zeros((0, 2), dtype=np.int64)
 
 
-def volume_masks(volume) -> VolumeMasks:
-    """The masking data of a volume (none when it has no mask column, as gblastn's own
-    volumes never have)."""
+class StoredMasks:
+    """The masking data of a gblastn volume (makedb -mask_data), as VolumeMasks offers a
+    BLAST+ volume's: read from the volume's own arrays."""
+
+    def __init__(self, volume, algorithms: dict):
+        self._masks = volume.masks
+        self.algorithms = {algorithm_id: MaskAlgorithm(algorithm_id, name, options)
+                           for algorithm_id, (name, options) in algorithms.items()}
+
+    def ranges(self, local: int, algorithm_id: int) -> np.ndarray:
+        starts, ranges = self._masks[algorithm_id]
+        return ranges[starts[local]:starts[local + 1]].astype(np.int64)
+
+
+def volume_masks(volume, db) -> VolumeMasks | StoredMasks:
+    """The masking data of a volume of `db` (none when it has none)."""
+    if getattr(volume, "masks", None) is not None:
+        return StoredMasks(volume, db.mask_algorithms)
     return VolumeMasks(volume.path, volume.num_seqs)
 
 
 def mask_algorithm(db, algorithm_id: int) -> MaskAlgorithm | None:
     """The algorithm of that id in every volume of `db`, or None when one lacks it."""
-    found = [volume_masks(volume).algorithms.get(algorithm_id) for volume in db.volumes]
+    found = [volume_masks(volume, db).algorithms.get(algorithm_id) for volume in db.volumes]
     return found[0] if found and all(found) else None
-
 
 
 
@@ -150,7 +170,7 @@ class MaskedDatabase:
         self._db = db
         self.mask_algorithm = algorithm
         self.hard_mask = hard
-        self._volume_masks = {volume.index: volume_masks(volume) for volume in db.volumes}
+        self._volume_masks = {volume.index: volume_masks(volume, db) for volume in db.volumes}
         self._traced = {}
         self._traced_lock = threading.Lock()
 

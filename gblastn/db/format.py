@@ -38,6 +38,13 @@ Keys of a volume (integers in values are little-endian numpy arrays, read as zer
 * ``taxid``         int32 [n]      the taxid of each sequence (makedb -taxid or -taxid_map);
   only in a database made with either, whose volumes' manifest entries then have
   ``taxids_crc`` (a database without has taxid 0 everywhere, as makeblastdb's)
+* ``msks`` / ``mskr`` + uint32 big-endian algorithm id: a masking algorithm's ranges (makedb
+  -mask_data): int64 [n+1] starts (sequence i's ranges are rows starts[i]:starts[i+1]) and
+  int32 [rows, 2] ranges [start, end) in increasing order; only in a database made with
+  masking data, whose manifest then has ``mask_algorithms`` (algorithm id -> [name,
+  options], as -db_soft_mask and -db_hard_mask select them and the pairwise report names
+  them) and whose volumes' entries have ``masks_crc`` (of those values in algorithm order,
+  checked on open)
 * ``id`` + uint64 big-endian hash of an identifier (`id_hash`) + uint64 big-endian global
   ordinal, empty value: one per (identifier, sequence it names), for what ``dbcmd -entry`` and
   ``Database.find`` accept (see seqid.lookup_keys). Keys are short whatever the identifier's
@@ -118,6 +125,13 @@ def ordinal_of_id_key(key: bytes) -> int:
 
 
 TAXIDS_KEY = b"taxid"  # sorts after the id keys: put with the arrays, at a volume's end
+MASK_STARTS, MASK_RANGES = b"s", b"r"
+
+
+def mask_key(algorithm_id: int, part: bytes) -> bytes:
+    """Where a volume keeps a masking algorithm's range starts or ranges (sorts after the
+    id keys: put with the arrays)."""
+    return b"msk" + part + struct.pack(">I", algorithm_id)
 ID_KEY_PREFIX = b"id"
 ID_KEY_BYTES = len(ID_KEY_PREFIX) + 8 + ORDINAL_BYTES
 ID_KEYS_END = b"ie"  # every id key sorts before this

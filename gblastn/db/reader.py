@@ -174,7 +174,8 @@ class PackedSubjects(NamedTuple):
 class Volume:
     """One LMDB volume: sequences first_ordinal .. first_ordinal + num_seqs - 1."""
 
-    def __init__(self, directory: str, index: int, entry: dict, db_name: str, version: int):
+    def __init__(self, directory: str, index: int, entry: dict, db_name: str, version: int,
+                 mask_ids: tuple = ()):
         self.index = index
         self.version = version
         self._concat = None
@@ -217,6 +218,7 @@ class Volume:
         if self.lengths.size != self.num_seqs:
             raise DatabaseError(f"{self._label}: damaged (sequence count)")
         self.taxids = self._read_taxids(entry.get("taxids_crc"))
+        self.masks = self._read_masks(mask_ids, entry.get("masks_crc"))
         self._blocks: dict[int, np.ndarray] = {}
         self._concat = None
 
@@ -230,6 +232,28 @@ class Volume:
                 or zlib.crc32(value) != int(expected_crc):
             raise DatabaseError(f"{self._label}: damaged (taxids)")
         return np.frombuffer(value, dtype="<i4")
+
+    def _read_masks(self, mask_ids: tuple, expected_crc) -> dict:
+        """Each masking algorithm's (starts, ranges) (makedb -mask_data): sequence i's
+        ranges [start, end) are rows starts[i]:starts[i + 1] of ranges, int32 [rows, 2]."""
+        if (expected_crc is None) != (not mask_ids):
+            raise DatabaseError(f"{self._label}: damaged (masking data)")
+        masks, crc = {}, 0
+        for algorithm_id in mask_ids:
+            starts = self._get(fmt.mask_key(algorithm_id, fmt.MASK_STARTS))
+            ranges = self._get(fmt.mask_key(algorithm_id, fmt.MASK_RANGES))
+            if starts is None or ranges is None or len(starts) != 8 * (self.num_seqs + 1) \
+                    or len(ranges) % 8:
+                raise DatabaseError(f"{self._label}: damaged (masking data)")
+            crc = zlib.crc32(ranges, zlib.crc32(starts, crc))
+            masks[algorithm_id] = (np.frombuffer(starts, dtype="<i8"),
+                                   np.frombuffer(ranges, dtype="<i4").reshape(-1, 2))
+        if mask_ids and crc != int(expected_crc):
+            raise DatabaseError(f"{self._label}: damaged (masking data checksum mismatch)")
+        for starts, ranges in masks.values():
+            if starts[0] != 0 or starts[-1] != len(ranges) or np.any(np.diff(starts) < 0):
+                raise DatabaseError(f"{self._label}: damaged (masking data)")
+        return masks
 
     def _check_structure(self, expected: int) -> None:
         """LMDB follows its pages without checking them; they are checked before it does."""
@@ -297,12 +321,15 @@ class Volume:
             raise DatabaseError(f"{self._label}: damaged ({exc})") from None
 
     def defline(self, i_local: int) -> str:
+        return self.defline_bytes(i_local).decode("utf-8", "replace")
+
+    def defline_bytes(self, i_local: int) -> bytes:
         value = self._get(fmt.defline_key(i_local))
         if value is None:
             raise DatabaseError(f"{self._label}: damaged (defline {i_local} missing)")
         if self._def_crc is not None and zlib.crc32(value) != int(self._def_crc[i_local]):
             raise DatabaseError(f"{self._label}: damaged (defline {i_local} checksum mismatch)")
-        return bytes(value).decode("utf-8", "replace")
+        return bytes(value)
 
     def ordinals_named(self, identifier: str) -> list[int]:
         """Global ordinals of the sequences that have an id key for `identifier`, unchecked
@@ -588,13 +615,17 @@ class Database(OrdinalAccess):
             self.format_version = int(manifest["format_version"])
             self.parse_seqids = bool(manifest["parse_seqids"])
             entries = list(manifest["volumes"])
+            # masking algorithm id -> (name, options) (makedb -mask_data)
+            self.mask_algorithms = {int(key): (str(name), str(options)) for key, (name, options)
+                                    in manifest.get("mask_algorithms", {}).items()}
         except (KeyError, TypeError, ValueError):
             raise DatabaseError(f"{self.name}: damaged database (incomplete manifest)") from None
         self.volumes = []
         try:
             for index, entry in enumerate(entries):
                 self.volumes.append(Volume(self.directory, index, entry, self.name,
-                                           self.format_version))
+                                           self.format_version,
+                                           tuple(sorted(self.mask_algorithms))))
         except (KeyError, TypeError, ValueError):
             self.close()
             raise DatabaseError(f"{self.name}: damaged database (volume list)") from None

@@ -175,6 +175,22 @@ def lookup_keys(defline: str, parse_seqids: bool) -> set[str]:
     return {k.lower() for k in keys if k}
 
 
+def record_seq_ids(defline: str, parse_seqids: bool, record: int) -> list[str]:
+    """The Seq-ids makeblastdb gives a FASTA record, in FASTA form as CSeq_id::AsFastaString
+    writes them, lower-cased: with -parse_seqids those of the defline's first token (a bare
+    accession typed by its prefix, another token a local id); without, 'lcl|N', N the
+    record's place in its file (from 1, records without letters counted). Masking data
+    (makedb -mask_data) names sequences by these."""
+    if not parse_seqids:
+        return [f"lcl|{record}"]
+    token, _ = split_defline(defline)
+    ids = _parse_fasta_ids(token) if "|" in token else None
+    if ids is None:
+        kind = _guess_type(token)
+        ids = [(kind, [token, ""])] if kind is not None else [("lcl", [token])]
+    return [(kind + "|" + "|".join(fields)).lower() for kind, fields in ids]
+
+
 def duplicate_key(defline: str) -> str:
     """What makeblastdb -parse_seqids compares to find duplicates: the primary id."""
     seq_id, accession, _ = describe(defline, True)

@@ -47,24 +47,42 @@ class SubjectDatabase(Database):
                     subjects.path, subjects.location, self._folder)
             # titled after the file given, which a part's temporary file stands in for
             built = make_db([fasta], os.path.join(self._folder, "subjects"),
-                            title=subjects.path, progress=False, warn=lambda message: None,
-                            blast_input=True)
+                            title=subjects.path, progress=False, deflines_as_read=True,
+                            warn=lambda message: None, blast_input=True)
             super().__init__(built)
         except BaseException:
             shutil.rmtree(self._folder, ignore_errors=True)
             raise
         self.name = subjects.label
-        self._numbers = _numbers_with_letters(subjects.path)
+        self.record_numbers = _numbers_with_letters(subjects.path)
         # a record without letters is searched by blastn (it counts in the statistics)
-        self.stats_num_seqs += int(self._numbers[-1]) - self.num_seqs
+        self.stats_num_seqs += int(self.record_numbers[-1]) - self.num_seqs
+
+    def defline(self, ordinal: int) -> str:
+        """The defline's bytes as they came, those that are not UTF-8 kept (as blastn
+        copies them to its reports)."""
+        volume, local = self._locate(ordinal)
+        return volume.defline_bytes(local).decode("utf-8", "surrogateescape")
+
+    def defline_texts(self, ordinal: int) -> list[str]:
+        """One defline a subject, a ^A in it kept (blastn reads -subject's deflines whole)."""
+        return [self.defline(ordinal)]
 
     def _describe_uncached(self, ordinal: int) -> tuple[str, str, str]:
         """The first token of the defline, or Subject_N (N the record's place in the file)
         for a subject without one; no title."""
         seq_id, accession, _ = super()._describe_uncached(ordinal)
-        if not seq_id:
-            seq_id = accession = f"Subject_{self._numbers[ordinal]}"
+        if not seq_id:  # a subject without a defline: blastn numbers it
+            seq_id = accession = subject_number(self, ordinal)
         return seq_id, accession, ""
+
+    def shown_defline(self, ordinal: int) -> str:
+        """The defline as blastn's pairwise and XML reports of subjects show it: the id,
+        then the title with its runs of spaces made one (blastn reads them apart); empty
+        for a subject without one."""
+        from ..query import blast_defline
+
+        return " ".join(word for word in blast_defline(self.defline(ordinal)).split(" ") if word)
 
     def taxids_of(self, ordinal: int) -> list[int]:
         """None: blastn's subjects have no Blast-def-line to carry one."""
@@ -126,6 +144,17 @@ def _numbers_with_letters(path: str) -> np.ndarray:
             has_letters = True
     end_record()
     return np.array(numbers + [count], dtype=np.int64)
+
+
+def is_subject_set(db) -> bool:
+    """Whether `db` holds -subject's sequences (whose reports name no database)."""
+    return isinstance(db, SubjectDatabase)
+
+
+def subject_number(db, ordinal: int) -> str:
+    """What blastn calls a subject where it has no id of its own: Subject_N, its place in
+    the file (records without letters counted)."""
+    return f"Subject_{db.record_numbers[ordinal]}"
 
 
 def letters_before(db, ordinals) -> np.ndarray:

@@ -27,7 +27,8 @@ from . import format as fmt
 from .columns import Column
 from .encode import EncodedSequence, SequenceEncoder
 from .generations import Generation, database_dir
-from .seqid import duplicate_key, lookup_keys
+from .mask_data import MaskData, read_mask_data
+from .seqid import duplicate_key, lookup_keys, record_seq_ids
 from .taxonomy import TaxidAssignment
 
 READ_CHUNK_BYTES = 1 << 20   # FASTA read this much at a time (bounds a piece's temporaries)
@@ -48,7 +49,7 @@ class _VolumeWriter:
     """One LMDB volume being filled with whole sequences."""
 
     def __init__(self, directory: str, generation: str, index: int, first_ordinal: int,
-                 map_size: int, with_taxids: bool):
+                 map_size: int, with_taxids: bool, mask_ids: list[int]):
         self.file = f"{generation}/{fmt.volume_file(index)}"
         self.path = os.path.join(directory, fmt.volume_file(index))
         self.first_ordinal = first_ordinal
@@ -66,6 +67,11 @@ class _VolumeWriter:
         self.arrays[b"block_offset"] = Column(np.uint32)  # inside a block: stored as int64
         self.arrays[b"amb_start"].append(0)
         self.taxids = Column(np.int32) if with_taxids else None
+        # each masking algorithm's ranges: sequence i's are rows starts[i]:starts[i + 1]
+        self.mask_starts = {algorithm_id: Column(np.int64) for algorithm_id in mask_ids}
+        self.mask_ranges = {algorithm_id: Column(np.int32) for algorithm_id in mask_ids}
+        for starts in self.mask_starts.values():
+            starts.append(0)
         # the block being filled: one buffer for the volume, so that no block is copied on
         # the way to LMDB (which copies it once itself)
         self.block = np.empty(fmt.BLOCK_BYTES, dtype=np.uint8)
@@ -88,7 +94,8 @@ class _VolumeWriter:
         block_crc.append(zlib.crc32(data))
         self._put(fmt.block_key(len(block_crc) - 1), data)
 
-    def add(self, defline: bytes, sequence: EncodedSequence, keys, taxid: int) -> None:
+    def add(self, defline: bytes, sequence: EncodedSequence, keys, taxid: int,
+            masks: dict) -> None:
         local = self.num_seqs
         arrays = self.arrays
         nbytes = len(sequence.packed)
@@ -114,6 +121,9 @@ class _VolumeWriter:
         arrays[b"def_crc"].append(zlib.crc32(defline))
         if self.taxids is not None:
             self.taxids.append(taxid)
+        for algorithm_id, ranges in masks.items():
+            self.mask_ranges[algorithm_id].extend(ranges.ravel())
+            self.mask_starts[algorithm_id].append(len(self.mask_ranges[algorithm_id]) // 2)
         for identifier in keys:
             self.id_hashes.append(fmt.id_hash(identifier))
             self.id_locals.append(local)
@@ -140,6 +150,7 @@ class _VolumeWriter:
         for key, value in values.items():
             self._put(key, value)
         taxids = self._put_taxids()
+        masks_crc = self._put_masks()
         self.txn.commit()
         self.env.sync(True)
         self.env.close()
@@ -149,6 +160,8 @@ class _VolumeWriter:
                  "keys_checksum": keys_checksum, "structure_crc": fmt.structure_crc(self.path)}
         if taxids is not None:
             entry["taxids_crc"] = zlib.crc32(taxids)
+        if masks_crc is not None:
+            entry["masks_crc"] = masks_crc
         return entry
 
     def _put_taxids(self) -> bytes | None:
@@ -158,6 +171,20 @@ class _VolumeWriter:
         value = self.taxids.take().astype("<i4").tobytes()
         self._put(fmt.TAXIDS_KEY, value)
         return value
+
+    def _put_masks(self) -> int | None:
+        """Stores each masking algorithm's ranges (a build with -mask_data); the checksum
+        of what was stored, in algorithm order."""
+        if not self.mask_starts:
+            return None
+        crc = 0
+        for algorithm_id in sorted(self.mask_starts):
+            starts = self.mask_starts[algorithm_id].take().astype("<i8").tobytes()
+            ranges = self.mask_ranges[algorithm_id].take().astype("<i4").tobytes()
+            self._put(fmt.mask_key(algorithm_id, fmt.MASK_STARTS), starts)
+            self._put(fmt.mask_key(algorithm_id, fmt.MASK_RANGES), ranges)
+            crc = zlib.crc32(ranges, zlib.crc32(starts, crc))
+        return crc
 
     def _write_id_keys(self) -> int:
         """Puts the id keys in key order, a batch per transaction; returns their checksum."""
@@ -245,23 +272,31 @@ class _Progress:
 def make_db(inputs, out: str, title: str | None = None, parse_seqids: bool = False,
             max_file_sz: int | str = "1GB", progress: bool | None = None, *,
             taxid: int | None = None, taxid_map: str | None = None, strict: bool = False,
+            mask_data=None, mask_id=None, deflines_as_read: bool = False,
             warn=_warn_to_stderr, blast_input: bool = False) -> str:
     """Builds database `out` (directory out.gdb) from FASTA files; returns its directory.
     A missing folder on the way to it is made, as makeblastdb does. `taxid` gives every
     sequence that taxid, `taxid_map` (with parse_seqids) a file mapping ids to taxids;
     letters makeblastdb ignores are dropped with its warning, or refused when `strict`.
-    `blast_input` reads the FASTA as blastn reads -subject (fasta.iter_fasta), its
-    reader's warnings on stderr in blastn's words."""
+    `mask_data`: masking data files (dustmasker's, windowmasker's; a list, or names
+    separated by commas), stored for search -db_soft_mask and -db_hard_mask under
+    makeblastdb's algorithm ids; `mask_id`: a name for each file's algorithm instead of
+    its program's (ids from 100 on). `deflines_as_read` keeps the deflines' bytes as they
+    came (-subject's, which blastn reads without makeblastdb's conversion). `blast_input`
+    reads the FASTA as blastn reads -subject (fasta.iter_fasta), its reader's warnings on
+    stderr in blastn's words."""
     names = _split_inputs(inputs)
     cap = _volume_cap(max_file_sz)
     taxids = _taxid_assignment(taxid, taxid_map, parse_seqids)
+    masks = _mask_data(mask_data, mask_id)
     started = time.time()
     final = database_dir(os.fspath(out))
     generation = _start_generation(final)
     bar = _Progress(progress, names)
     try:
-        manifest = _Build(names, generation, cap, parse_seqids, bar, warn, taxids, strict,
-                          blast_input).run()
+        build = _Build(names, generation, cap, parse_seqids, bar, warn, taxids, strict, masks)
+        build.deflines_as_read, build.blast_input = deflines_as_read, blast_input
+        manifest = build.run()
         manifest.update(title=title if title is not None else " ".join(names),
                         created=blast_date(datetime.fromtimestamp(started)),
                         created_iso=datetime.fromtimestamp(started).astimezone().isoformat(timespec="seconds"),
@@ -290,6 +325,24 @@ def _taxid_assignment(taxid, taxid_map, parse_seqids: bool) -> TaxidAssignment |
     if taxid is None and taxid_map is None:
         return None
     return TaxidAssignment(taxid, taxid_map)
+
+
+def _comma_list(value) -> list[str] | None:
+    """makeblastdb's comma-separated list of names (or a list of them)."""
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return [os.fspath(item).strip() for item in items]
+
+
+def _mask_data(mask_data, mask_id) -> MaskData | None:
+    """-mask_data's files, read and checked before anything is written."""
+    if mask_data is None:
+        if mask_id is not None:
+            raise OptionsError('Argument "mask_data". Must be specified, as it is required '
+                               "by argument:  `mask_id'")
+        return None
+    return read_mask_data(_comma_list(mask_data), _comma_list(mask_id))
 
 
 def _volume_cap(max_file_sz) -> int:
@@ -382,10 +435,11 @@ class _Build:
     """The records of the inputs, in order, stored into volumes of at most `cap` bytes."""
 
     def __init__(self, names: list[str], generation: Generation, cap: int, parse_seqids: bool,
-                 bar, warn, taxids: TaxidAssignment | None, strict: bool, blast_input: bool):
+                 bar, warn, taxids: TaxidAssignment | None, strict: bool,
+                 masks: MaskData | None):
         self.names = names
-        self.blast_input = blast_input
         self.taxids = taxids
+        self.masks = masks
         self.strict = strict
         self.generation = generation
         self.cap = cap
@@ -396,6 +450,8 @@ class _Build:
         self.volume: _VolumeWriter | None = None
         self.primary_ids = _PrimaryIds(names) if parse_seqids else None
         self.ordinal = self.total = self.longest = 0
+        self.deflines_as_read = False
+        self.blast_input = False  # read as blastn reads -subject (make_db)
 
     def run(self) -> dict:
         try:
@@ -410,35 +466,55 @@ class _Build:
             raise InputError(f"{' '.join(self.names)}: no sequences found (empty input?)")
         if self.taxids is not None and self.taxids.mapping and not self.taxids.matched:
             self.warn("No sequences matched any of the taxids provided.")
-        return {"format": fmt.FORMAT_NAME, "format_version": fmt.FORMAT_VERSION,
-                "num_seqs": self.ordinal, "total_letters": self.total,
-                "max_length": self.longest, "volumes": self.volumes}
+        manifest = {"format": fmt.FORMAT_NAME, "format_version": fmt.FORMAT_VERSION,
+                    "num_seqs": self.ordinal, "total_letters": self.total,
+                    "max_length": self.longest, "volumes": self.volumes}
+        if self.masks is not None:
+            self._add_masks(manifest)
+        return manifest
+
+    def _add_masks(self, manifest: dict) -> None:
+        """The masking algorithms into the manifest; none when no sequence matched any
+        mask (as makeblastdb then writes no masking data), with its warning."""
+        if not self.masks.matched:
+            self.warn("No sequences matched any of the masks provided. Please ensure that "
+                      "the -parse_seqids option is used in the filtering program as well "
+                      "as makedb.")
+            for entry in self.volumes:
+                del entry["masks_crc"]
+            return
+        manifest["mask_algorithms"] = {str(algorithm_id): list(algorithm) for algorithm_id,
+                                       algorithm in self.masks.algorithms.items()}
 
     def _read(self, file_index: int, name: str) -> None:
         header = encoder = None
+        record = 0  # the record's place in its file, as masking data may name it
         dropped = None if self.strict else reader_warning if self.blast_input else self.warn
         for item in iter_fasta(name, chunk_bytes=READ_CHUNK_BYTES, report_dropped=dropped,
                                headerless_ok=self.blast_input, blast_input=self.blast_input):
             if isinstance(item, Header):
                 if header is not None:
-                    self._store(file_index, name, header, encoder.finish())
+                    self._store(file_index, name, header, encoder.finish(), record)
                 header, encoder = item, SequenceEncoder()
+                record += 1
                 self.bar.advance(len(item.defline) + 2)
             else:
                 encoder.add(item)
                 self.bar.advance(len(item))
         if header is not None:
-            self._store(file_index, name, header, encoder.finish())
+            self._store(file_index, name, header, encoder.finish(), record)
 
-    def _store(self, file_index: int, name: str, header: Header, sequence: EncodedSequence) -> None:
+    def _store(self, file_index: int, name: str, header: Header, sequence: EncodedSequence,
+               record: int) -> None:
         if self.blast_input and title_ends_with_sequence(header.defline.decode("latin-1")):
             reader_warning(TITLE_WARNING)
-        stored = visible_defline(header.defline, self.parse_seqids)
+        stored = header.defline if self.deflines_as_read else \
+            visible_defline(header.defline, self.parse_seqids)
         if stored != header.defline and sequence.length:
             self.warn(f"{name}:{header.line}: defline bytes outside printable ASCII stored "
                       "as '#', as makeblastdb stores them")
         header = header._replace(defline=stored)
-        defline = stored.decode("ascii")
+        defline = stored.decode("utf-8", "surrogateescape")
         if sequence.length == 0:
             self.warn(f"{name}:{header.line}: ignoring sequence '{_first_token(defline)}' "
                       "as it has no sequence data")
@@ -447,9 +523,12 @@ class _Build:
         if primary == "":
             raise InputError(f"{name}:{header.line}: a sequence without an id "
                              "cannot be stored with -parse_seqids")
+        masks = {} if self.masks is None else self.masks.ranges_of(
+            record_seq_ids(defline, self.parse_seqids, record), sequence.length,
+            f"{name}:{header.line}")
         volume = self._volume_for(len(sequence.packed))
         volume.add(header.defline, sequence, lookup_keys(defline, self.parse_seqids),
-                   self.taxids.of(defline) if self.taxids is not None else 0)
+                   self.taxids.of(defline) if self.taxids is not None else 0, masks)
         if primary is not None:
             self.primary_ids.add(primary, file_index, header.line)
         self.ordinal += 1
@@ -466,7 +545,8 @@ class _Build:
             map_size = 2 * self.cap + 2 * nbytes + MAP_HEADROOM
             self.volume = _VolumeWriter(self.generation.path, self.generation.name,
                                         len(self.volumes), self.ordinal, map_size,
-                                        self.taxids is not None)
+                                        self.taxids is not None,
+                                        self.masks.algorithm_ids if self.masks else [])
         return self.volume
 
     def _finish_volume(self) -> None:

@@ -31,7 +31,9 @@ class Search:
         from ..db.blast_masks import mask_database
         from ..db.subset import restrict
         from ..engine import SubjectBuffers
+        from ..heap import return_large_blocks
 
+        return_large_blocks()
         self.db = mask_database(restrict(self.db, self.options), self.options)
 
         if self.buffers is None:
@@ -42,6 +44,13 @@ class Search:
         from ..engine import plan_batch
 
         return plan_batch(queries, first_index, self.db, self.options, self.times, pool)
+
+    def batch_sizes(self):
+        """The sizes of blastn's query batches for this search (engine.QueryBatchSizes),
+        which follow the database's letters."""
+        from ..engine import QueryBatchSizes
+
+        return QueryBatchSizes(self.options.task, int(self.db.total_letters))
 
     def ready_backend(self):
         """The scan backend, waiting for its set-up (which may raise GpuUnavailableError)."""

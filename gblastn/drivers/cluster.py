@@ -11,11 +11,19 @@ Two modes:
   subjects (engine.query_result: BLAST's final order, max_target_seqs; max_hsps is cut in
   the traceback). A batch's tasks are submitted as one chain, their data passing from
   worker to worker.
-* replicate: each worker holds the whole database and searches runs of whole batches
-  through its pipeline (pipeline.py); the batches are BLAST's, so the results are the same.
+* replicate: each worker holds the whole database; the batches go to the workers in turn,
+  each searched whole there (its preliminary search, then its traceback beside the next
+  batch's preliminary search); the batches are BLAST's, so the results are the same.
+
+blastn sizes each query batch from the ungapped extensions the one before kept
+(engine.QueryBatchSizes), so a batch is formed once the previous one's preliminary search is
+in (only its count of extensions comes back here): preliminary searches follow one another,
+over the shards of the database at once in shard mode, on one worker at a time in replicate
+mode, and each batch's traceback and formatting overlap the next batch's preliminary search.
 
 The workers also format each query's output (its text), which this process writes: it
-imports neither numba nor the compiled stages, and waits for nothing but the outputs.
+imports neither numba nor the compiled stages, and waits for nothing but the extension
+counts and the outputs.
 
 Workers keep what they opened between searches (ResidentDatabases, a worker plugin): the
 database, its volumes' subject buffers, its contiguous shards and, on a GPU worker, the
@@ -27,7 +35,6 @@ OutputFiles).
 """
 
 import contextlib
-import itertools
 import os
 import sys
 import uuid
@@ -38,8 +45,7 @@ from ..errors import ClusterError, GblastnError, MissingPackageError, OptionsErr
 from ..options import LOCAL_ONLY_OPTIONS
 
 MODES = ("auto", "shard", "replicate")
-BATCHES_AHEAD = 2            # shard mode: batches in flight beyond the one waited for, per worker
-MAX_RUN_BATCHES = 8          # replicate mode: batches of a worker's run (its results wait there)
+BATCHES_AHEAD = 2            # batches in flight beyond the one waited for, per worker
 WORKERS_WAIT_SECONDS = 60    # how long a search waits for a cluster's first worker
 CONNECT_SECONDS = 30
 
@@ -58,7 +64,6 @@ class ClusterSpec:
     mode: str = "auto"
     device: str = "auto"
     gpu_id: int = 0
-    query_letters: int | None = None  # the queries' size when known: auto mode's hint
     # the shard of each ordinal, any assignment (shards.shards_of), instead of `shards` runs
     assignment: object = None
 
@@ -188,7 +193,6 @@ class ClusterSearch:
     search_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def __post_init__(self):
-        from ..engine import query_batch_letters
         from ..hspfilters import has_query_filter
         from ..shards import DatabaseStatistics
         from ..timing import StageTimes
@@ -202,8 +206,7 @@ class ClusterSearch:
         self.times = self.times if self.times is not None else StageTimes()
         self.statistics = DatabaseStatistics.of(self.db)
         self.workers = worker_addresses(self.client)
-        self.mode = choose_mode(self.spec, self.db, self.workers, self._device_memory(),
-                                query_batch_letters(self.options))
+        self.mode = choose_mode(self.spec, self.workers)
         if has_query_filter(self.options):
             self.mode = _mode_for_query_filters(self.spec)
         self.shards = self._shards() if self.mode == "shard" else []
@@ -217,15 +220,6 @@ class ClusterSearch:
             return f"{workers}, the database replicated"
         return f"{workers}, the database in {len(self.shards)} shard" + \
             ("s" if len(self.shards) != 1 else "")
-
-    def _device_memory(self) -> int | None:
-        if self.spec.mode != "auto" or self.spec.shards or len(self.workers) < 2:
-            return None
-        from .resident import worker_device_memory
-
-        found = self.client.run(worker_device_memory)
-        sizes = [size for size in found.values() if size is not None]
-        return min(sizes) if sizes else None
 
     def _shards(self) -> list:
         """The search's shards: the given assignment's, or contiguous ones, named (each
@@ -259,15 +253,14 @@ class ClusterSearch:
             yield from texts
 
     def _outputs(self, queries, report):
-        """(queries, their outputs) of each submitted piece of work in turn: QueryResults,
-        or their texts by `report`. Each worker's share of the search is noted at the end."""
-        from ..engine import query_batches
+        """(queries, their outputs) of each batch in turn: QueryResults, or their texts by
+        `report`. Each worker's share of the search is noted at the end."""
+        from ..engine import QueryBatchSizes, query_batches
 
-        batches = query_batches(queries, self.options)
-        submitted = self._submit_runs(batches, report) if self.mode == "replicate" else \
-            self._submit_batches(batches, report)
+        sizes = QueryBatchSizes(self.options.task, int(self.db.total_letters))
+        batches = query_batches(queries, lambda: sizes.letters)
         try:
-            yield from self._in_flight(submitted)
+            yield from self._in_flight(self._submitted(batches, sizes, report))
         except GblastnError:
             raise
         except Exception as exc:  # noqa: BLE001 - the cluster's failures, as one line
@@ -276,10 +269,9 @@ class ClusterSearch:
             self._forget()
 
     def _in_flight(self, submitted):
-        """Submit the work a little ahead of the batch waited for: in shard mode a few
-        batches a worker, in replicate mode a round."""
-        ahead = len(self.workers) * (MAX_RUN_BATCHES if self.mode == "replicate"
-                                     else BATCHES_AHEAD)
+        """Keep a few batches a worker in flight beyond the one waited for (their tracebacks
+        and formatting)."""
+        ahead = len(self.workers) * BATCHES_AHEAD
         in_flight = deque()
         for piece in submitted:
             in_flight.append(piece)
@@ -288,11 +280,21 @@ class ClusterSearch:
         while in_flight:
             yield self._wait(*in_flight.popleft())
 
-    def _wait(self, queries: list, future, part: int | None = None) -> tuple:
-        """(a batch's queries, their outputs): the Future's result, or its part `part`."""
+    def _submitted(self, batches, sizes, report):
+        """Each batch's tasks, submitted once the batch before has told its extensions
+        (query_batches asks sizes.letters as each batch's first query comes); yields (its
+        queries, the Future of their outputs)."""
+        submit = self._submit_replicated if self.mode == "replicate" else self._submit_sharded
+        for request in self._requests(batches):
+            extensions, outputs = submit(request, report)
+            with self.times.stage("cluster wait"):
+                sizes.searched(sum(self.client.gather(extensions)))
+            yield request.queries, outputs
+
+    def _wait(self, queries: list, future) -> tuple:
+        """(a batch's queries, their outputs)."""
         with self.times.stage("cluster wait"):
-            outputs = future.result()
-        return queries, outputs if part is None else outputs[part]
+            return queries, future.result()
 
     def _requests(self, batches):
         """A BatchRequest for each batch, numbered across the search."""
@@ -319,41 +321,30 @@ class ClusterSearch:
                                   key=self._task_key("request", request, worker),
                                   **self._placement(worker))
 
-    def _submit_runs(self, batches, report):
-        """Replicate mode: the batches in rounds of MAX_RUN_BATCHES a worker, each round
-        dealt among the workers in turn, each worker's share one task (a run, searched
-        through the worker's pipeline, whose stages overlap from batch to batch). Dealt in
-        turn, a query set sorted by length gives each worker some of each kind. Yields
-        (each batch's queries, its run's Future, its place in the run), in input order."""
-        workers = len(self.workers)
-        requests = self._requests(batches)
-        for round_ in iter(lambda: list(itertools.islice(requests, workers * MAX_RUN_BATCHES)),
-                           []):
-            runs = [round_[k::workers] for k in range(min(workers, len(round_)))]
-            futures = [self._submit_run(run, k, report) for k, run in enumerate(runs)]
-            for place, request in enumerate(round_):
-                yield request.queries, futures[place % workers], place // workers
-
-    def _submit_run(self, run: list, worker: int, report):
-        from .resident import replicate_run
-
-        held = [self._held(request, worker) for request in run]
-        return self.client.submit(replicate_run, held, report, pure=False,
-                                  key=self._task_key("run", run[0]),
-                                  **self._placement(worker))
-
-    def _submit_batches(self, batches, report):
-        """Shard mode: each batch's chain of tasks; (its queries, the Future of their
+    def _submit_replicated(self, request, report) -> tuple:
+        """Replicate mode: the batch's preliminary search on the next worker in turn, and its
+        traceback and formatting there after it, which leave the worker's task slot to the
+        next batch's preliminary search. ([the Future of its extensions], the Future of its
         outputs)."""
-        for request in self._requests(batches):
-            yield request.queries, self._submit_batch_chain(request, report)
+        from .resident import replicate_finish, replicate_prelim
 
-    def _submit_batch_chain(self, request, report):
-        """A batch's tasks on the shards, as one chain submitted at once: each shard's
-        preliminary search, each shard's traceback of its subjects that survive the merge of
-        their hit lists, and the results (and texts) made from the traced subjects. The data
-        goes from worker to worker; this process waits for the last task only."""
-        from .resident import finish_batch, shard_prelim, shard_traceback
+        worker = request.number % len(self.workers)
+        held = self._held(request, worker)
+        prelim = self.client.submit(replicate_prelim, held, pure=False,
+                                    key=self._task_key("prelim", request),
+                                    **self._placement(worker))
+        outputs = self.client.submit(replicate_finish, held, prelim, report, pure=False,
+                                     key=self._task_key("finish", request),
+                                     **self._placement(worker))
+        return [prelim], outputs
+
+    def _submit_sharded(self, request, report) -> tuple:
+        """Shard mode: a batch's tasks on the shards, as one chain submitted at once: each
+        shard's preliminary search, each shard's traceback of its subjects that survive the
+        merge of their hit lists, and the results (and texts) made from the traced subjects.
+        The data goes from worker to worker; this process reads only each shard's count of
+        extensions. ([the Futures of the shards' extensions], the Future of the outputs)."""
+        from .resident import extensions_kept, finish_batch, shard_prelim, shard_traceback
 
         workers = len(self.workers)
         held = [self._held(request, worker) for worker in range(min(workers, len(self.shards)))]
@@ -362,17 +353,23 @@ class ClusterSearch:
                                       key=self._task_key("prelim", request, shard.index),
                                       **self._placement(shard.index))
                    for shard in self.shards]
+        extensions = [self.client.submit(extensions_kept, prelim, pure=False,
+                                         key=self._task_key("extensions", request, shard.index),
+                                         **self._placement(shard.index))
+                      for shard, prelim in zip(self.shards, prelims)]
         traced = [self.client.submit(shard_traceback, held[shard.index % workers], shard,
                                      prelims, pure=False,
                                      key=self._task_key("traceback", request, shard.index),
                                      **self._placement(shard.index))
                   for shard in self.shards]
-        return self.client.submit(finish_batch, held[0], traced, report, pure=False,
-                                  key=self._task_key("finish", request))
+        outputs = self.client.submit(finish_batch, held[0], traced, report, pure=False,
+                                     key=self._task_key("finish", request))
+        return extensions, outputs
 
     def _placement(self, index: int) -> dict:
-        """A shard's (or a run's) tasks go to the same worker every time, where its volumes
-        are resident; to another when that one is lost."""
+        """The tasks of shard (or replicated batch) `index` go to one worker, the same for a
+        shard every time, where its volumes are resident; to another when that one is
+        lost."""
         return {"workers": [self.workers[index % len(self.workers)]],
                 "allow_other_workers": True}
 
@@ -419,23 +416,14 @@ def worker_db_name(name) -> str:
     return " ".join(names)
 
 
-def choose_mode(spec: ClusterSpec, db, workers: list, device_memory: int | None,
-                batch_letters: int) -> str:
-    """shard or replicate. Forced by -cluster_mode, or shard with -shards; else shard when
-    the database does not fit one worker's device, or when the queries (of spec's
-    query_letters, batches of `batch_letters`) make fewer batches than twice the workers:
-    only the database's split then keeps every worker busy (the batches are BLAST's, which
-    a further split would change); else replicate."""
+def choose_mode(spec: ClusterSpec, workers: list) -> str:
+    """shard or replicate. Forced by -cluster_mode, or shard with -shards; else shard on
+    several workers (blastn's batches follow one another, each sized from the one before,
+    so only the database's split spreads a batch's preliminary search over them) and
+    replicate on one."""
     if spec.mode != "auto":
         return spec.mode
-    if spec.shards > 1 or spec.assignment is not None:
-        return "shard"
-    if len(workers) < 2:
-        return "replicate"
-    if device_memory is not None and int(db.total_letters) // 4 > device_memory:
-        return "shard"
-    letters = spec.query_letters
-    if letters is None or -(-letters // batch_letters) < 2 * len(workers):
+    if spec.shards > 1 or spec.assignment is not None or len(workers) > 1:
         return "shard"
     return "replicate"
 

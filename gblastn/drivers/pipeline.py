@@ -6,7 +6,10 @@ by four bounded queues, as G-BLASTN's pipeline mode did:
 
 The reader streams the queries; the planner groups them into BLAST's batches and builds each
 batch's masks, statistics and lookup table (engine.plan_batch), then posts one job per
-(batch, part of a volume) (engine.volume_jobs); prelim workers run the engine's preliminary
+(batch, part of a volume) (engine.volume_jobs). blastn sizes a batch from the ungapped
+extensions of the one before (engine.QueryBatchSizes), so the planner starts the next batch
+once every job of this one is through its ungapped stage; the gapped stage and traceback
+still overlap the next batch's scan. Prelim workers run the engine's preliminary
 search of their part (Engine.prelim_search: scan, ungapped stage, and the score-only gapped
 extensions, in pieces, handed to the CPU pool); the collector waits until every volume of a
 batch is in and posts the traceback tasks, one per (query, subject), in groups of one
@@ -25,7 +28,6 @@ then runs beside the reader's first queries.
 """
 
 import collections
-import itertools
 import queue
 import threading
 from contextlib import contextmanager
@@ -46,14 +48,10 @@ _END = object()  # end-of-stream marker on a queue
 class Pipeline:
     """The four-queue search pipeline over one database (see the module docstring)."""
 
-    def __init__(self, search, queries, settings, render, numbers=None):
-        """`search`: a drivers.Search; `queries`: an iterable of the queries, in order;
-        `numbers`: their numbers in the search (0, 1, 2, ... without), successive within
-        each batch: a cluster's worker searches whole batches from here and there in a
-        query set."""
+    def __init__(self, search, queries, settings, render):
+        """`search`: a drivers.Search; `queries`: an iterable of the queries, in order."""
         threads = search.options.num_threads
         self.search, self.queries = search, queries
-        self.numbers = itertools.count() if numbers is None else numbers
         self.read_order = collections.deque()  # the numbers read and not yet written
         self.db, self.options = search.db, search.options
         self.settings = settings
@@ -75,6 +73,7 @@ class Pipeline:
         self.volume_rank: dict = {}  # volume -> its place among the jobs' volumes
         self.pool = None  # the CPU pool (gapped pieces, traceback tasks), while texts() runs
         self.stop = threading.Event()
+        self.batch_sizes = _ReportedSizes(search.batch_sizes(), self.stop)
         self.errors: list = []
         self.lock = threading.Lock()
 
@@ -122,7 +121,7 @@ class Pipeline:
     # -- stages ----------------------------------------------------------------------------
 
     def _reader(self):
-        for number, query in zip(self.numbers, self.queries):
+        for number, query in enumerate(self.queries):
             self.read_order.append(number)
             self._put(self.query_q, (number, query))
         self._put(self.query_q, _END)
@@ -135,10 +134,12 @@ class Pipeline:
                 yield item
 
         batch_id = 0
-        for items in query_batches(queries(), self.options, size=lambda item: len(item[1])):
+        for items in query_batches(queries(), self.batch_sizes.next_letters,
+                                   size=lambda item: len(item[1])):
             first = items[0][0]
             plan = self.search.plan([q for _, q in items], first, self.pool)
             engine = self._make_jobs() if plan.table is not None else None
+            self.batch_sizes.expect(batch_id, len(self.jobs) if plan.table is not None else 0)
             self._put(self.prelim_q, ("batch", batch_id, plan))
             if plan.table is not None:
                 turns = _Turnstile(self.stop) if ungapped_in_database_order(plan.table) else None
@@ -189,6 +190,8 @@ class Pipeline:
             # job's traceback searches are made on the GPU here, not in the one collector
             hits = job.engine.prelim_search(
                 job.plan, job.volume, self.pool,
+                ungapped_done=lambda extensions, batch=job.batch_id:
+                    self.batch_sizes.count(batch, extensions),
                 threads=self.options.num_threads if shared else 1, subjects=job.subjects,
                 once_per_volume=shared.once if shared else None, ungapped_turn=turn,
                 scan_turn=job.scan_turns.turn(rank) if shared else None)
@@ -360,6 +363,47 @@ class Pipeline:
     def _raise_error(self):
         if self.errors:
             raise self.errors[0]
+
+
+class _ReportedSizes:
+    """The batches' sizes (engine.QueryBatchSizes) between the planner, which asks for the
+    next batch's as its first query comes, and the prelim workers, which count each job's
+    ungapped extensions: a batch's total is reported once all its jobs have counted."""
+
+    def __init__(self, sizes, stop: threading.Event):
+        self.sizes, self.stop = sizes, stop
+        self.asked = self.reported = 0
+        self.waiting: dict = {}  # batch id -> [jobs yet to count, extensions so far]
+        self.changed = threading.Condition()
+
+    def next_letters(self) -> int:
+        with self.changed:
+            while self.reported < self.asked:
+                if self.stop.is_set():
+                    raise _Stop
+                self.changed.wait(POLL_SECONDS)
+            self.asked += 1
+            return self.sizes.letters
+
+    def expect(self, batch_id: int, jobs: int) -> None:
+        with self.changed:
+            self.waiting[batch_id] = [jobs, 0]
+            if not jobs:
+                self._report(batch_id)
+
+    def count(self, batch_id: int, extensions: int) -> None:
+        with self.changed:
+            left = self.waiting[batch_id]
+            left[0] -= 1
+            left[1] += extensions
+            if not left[0]:
+                self._report(batch_id)
+
+    def _report(self, batch_id: int) -> None:
+        with self.changed:
+            self.sizes.searched(self.waiting.pop(batch_id)[1])
+            self.reported += 1
+            self.changed.notify_all()
 
 
 @dataclass

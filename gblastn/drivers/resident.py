@@ -4,15 +4,14 @@ ResidentDatabases, a Dask worker plugin, keeps on each worker the databases it o
 (ResidentDatabase: the volumes' subject buffers, the shards' windows, the database's
 contiguous shards) and the scan backend: a GPU worker's CUDA context and the volumes it
 copied to the device stay there from one search to the next. The tasks drive the engine's
-stages as the one-process drivers do, on the worker's own threads: a replicated run of whole
-batches goes through the pipeline (pipeline.py), whose stages overlap from one batch to the
-next as in a search in one process; a shard's batch goes through the preliminary search,
+stages as the one-process drivers do, on the worker's own threads: a replicated batch goes
+through the serial driver's preliminary search (its extensions size the next batch), then,
+beside the next batch's, its traceback; a shard's batch goes through the preliminary search,
 the merge of the shards' hit lists and the traceback. The workers also format the output
 (the report's render), so that the searching process only writes it.
 """
 
 import contextlib
-import itertools
 import logging
 import threading
 import time
@@ -230,41 +229,62 @@ def held_request(request: BatchRequest) -> BatchRequest:
     return request
 
 
-def replicate_run(requests: list, report) -> list:
-    """A worker's task: whole batches (BatchRequests, in input order, from anywhere in the
-    query set) against the whole database, through the pipeline (each batch's lookup table
-    built while the one before is scanned and traced, as in one process); for each batch,
-    each query's output text by `report` (an output format), or its QueryResult without
-    one."""
-    from .pipeline import Pipeline
-    from .run import RunSettings
+def replicate_prelim(request: BatchRequest) -> int:
+    """A worker's task: the preliminary search of a whole batch against the whole database
+    (serial.prelim_batch), kept for replicate_finish; returns the ungapped extensions it
+    kept, from which the search sizes the next batch."""
+    plugin, resident = _resident(request)
+    with plugin.task(request.search_id) as times:
+        found = _replicated_prelim(request, plugin, resident, times)
+        with resident.lock:
+            resident.pending[(request.search_id, request.number, None)] = found
+        return found[1].extensions
 
-    first = requests[0]
-    plugin, resident = _resident(first)
-    queries = [query for request in requests for query in request.queries]
-    numbers = [number for request in requests
-               for number in range(request.first_index, request.first_index + len(request.queries))]
-    with plugin.task(first.search_id) as times:
-        search = resident.search(plugin.options(first.options), times)
-        render = _renderer(report, resident.db, times)
-        outputs = iter(Pipeline(search, queries, RunSettings(), render, numbers).texts())
-        return [list(itertools.islice(outputs, len(request.queries))) for request in requests]
+
+def _replicated_prelim(request: BatchRequest, plugin, resident, times) -> tuple:
+    """(plan, PrelimHits) of the whole batch against the whole database, on the worker's
+    threads."""
+    from .serial import prelim_batch
+
+    options = plugin.options(request.options)
+    search = resident.search(options, times)
+    return prelim_batch(search, request.queries, request.first_index,
+                        plugin.pool(options.num_threads))
+
+
+def replicate_finish(request: BatchRequest, extensions: int, report) -> list:
+    """A worker's task, after replicate_prelim (`extensions`, its result, only orders it
+    after): the traceback of the batch and each query's output text by `report`, or its
+    QueryResult without one, in input order. It leaves the worker's task slot first, so that
+    the next batch's preliminary search, which may come to this worker, runs beside it. A
+    worker without the batch's preliminary search (it ran on a worker since lost) redoes
+    it."""
+    from .serial import traced_results
+
+    _leave_task_slot()
+    plugin, resident = _resident(request)
+    with plugin.task(request.search_id) as times:
+        with resident.lock:
+            held = resident.pending.pop((request.search_id, request.number, None), None)
+        plan, prelim = held or _replicated_prelim(request, plugin, resident, times)
+        options = plugin.options(request.options)
+        search = resident.search(options, times)
+        results = traced_results(search, plan, prelim, plugin.pool(options.num_threads))
+    return _outputs(request, list(zip(request.queries, results)), report)
 
 
 def _renderer(report, db, times):
-    """[(query, QueryResult)] -> each query's text by `report`, or its QueryResult without."""
-    if report is None:
-        return lambda pairs: [result for _, result in pairs]
-
+    """[(query, QueryResult)] -> each query's text by `report`."""
     def render(pairs):
         with times.stage("output"):
             return report.render(pairs, db)
     return render
 
 
-def shard_prelim(request: BatchRequest, shard) -> dict:
+def shard_prelim(request: BatchRequest, shard) -> tuple:
     """A worker's task: the preliminary search of the batch against one shard; returns each
-    query's preliminary hit list with its ranking keys, and keeps the search for the
+    query's preliminary hit list with its ranking keys and the shard's ungapped extensions
+    kept (the next batch's size follows from the shards' sum), and keeps the search for the
     traceback."""
     from ..engine import prelim_hit_lists
 
@@ -274,7 +294,13 @@ def shard_prelim(request: BatchRequest, shard) -> dict:
         plan, prelim = _shard_prelim(request, shard, plugin, resident, times)
         with resident.lock:
             resident.pending[(request.search_id, request.number, shard.index)] = (plan, prelim)
-        return prelim_hit_lists(prelim, request.options)
+        return prelim_hit_lists(prelim, request.options), prelim.extensions
+
+
+def extensions_kept(found: tuple) -> int:
+    """A worker's task beside a shard_prelim's result: its ungapped extensions alone, all
+    the searching process needs of it."""
+    return found[1]
 
 
 def _shard_prelim(request: BatchRequest, shard, plugin, resident, times) -> tuple:
@@ -301,7 +327,7 @@ def _shard_prelim(request: BatchRequest, shard, plugin, resident, times) -> tupl
             first = volume.first_ordinal
             gapped = engine.initial_hits(plan, volume, pool, subjects=subjects)
             gapped = gapped.of_subjects(kept[first:first + volume.num_seqs])
-            volume_hits = PrelimHits()
+            volume_hits = PrelimHits(extensions=gapped.extensions())
             gapped.file_subjects(gapped.subject_hits(gapped.extend_later(pool)(), pool)(),
                                  volume_hits)
             volume_hits.tails = engine.tails_ahead(volume_hits.by_query, plan)
@@ -309,21 +335,23 @@ def _shard_prelim(request: BatchRequest, shard, plugin, resident, times) -> tupl
     return plan, prelim
 
 
-def shard_traceback(request: BatchRequest, shard, hit_lists: list) -> list:
+def shard_traceback(request: BatchRequest, shard, prelims: list) -> list:
     """A worker's task: the traceback of the shard's subjects that survive the merge of
-    every shard's preliminary hit lists (`hit_lists`, shard_prelim's; each traceback merges
+    every shard's preliminary hit lists (in `prelims`, shard_prelim's; each traceback merges
     them, a sort of a few keys a query, rather than wait for a task of its own to); returns
-    (query index, ordinal, final Hsps) for each. A worker without the batch's preliminary
-    search (it ran on a worker since lost) redoes it."""
+    (query index, ordinal, final Hsps) for each. It leaves the worker's task slot first, so
+    that the shard's preliminary search of the next batch runs beside it. A worker without
+    the batch's preliminary search (it ran on a worker since lost) redoes it."""
     from ..engine import GROUPS_PER_THREAD, PrelimHits, merged_hit_lists
 
+    _leave_task_slot()
     plugin, resident = _resident(request)
     shard = resident.shard(shard)
     with plugin.task(request.search_id) as times:
         with resident.lock:
             held = resident.pending.pop((request.search_id, request.number, shard.index), None)
         plan, prelim = held or _shard_prelim(request, shard, plugin, resident, times)
-        merged = merged_hit_lists(hit_lists, request.options)
+        merged = merged_hit_lists([lists for lists, _ in prelims], request.options)
         picked = PrelimHits()
         for q, ordinals in _survivors_of(shard, merged).items():
             for ordinal in ordinals.tolist():
@@ -343,6 +371,17 @@ def shard_traceback(request: BatchRequest, shard, hit_lists: list) -> list:
                 for task, (ordinal, hsps) in zip(group.tasks, pairs)]
 
 
+def _leave_task_slot() -> None:
+    """Run the rest of the task beside the worker's task slot (Dask's secede): a worker runs
+    one task at a time, and a batch's traceback would hold back the next batch's
+    preliminary search, which the searching process submits once this batch's extensions
+    are counted (blastn sizes the next batch from them). Both share the worker's threads, as
+    the stages of successive batches share them in the pipeline."""
+    from distributed import secede
+
+    secede()
+
+
 def _survivors_of(shard, merged: dict) -> dict:
     """The merged lists' subjects ({query: ordinals}) that `shard` holds."""
     picked = {}
@@ -356,10 +395,8 @@ def _survivors_of(shard, merged: dict) -> dict:
 def finish_batch(request: BatchRequest, traced_parts: list, report) -> list:
     """A worker's task: each query's result from the shards' traced subjects
     (engine.query_result: BLAST's final order, max_target_seqs), and its output text by
-    `report` (formatted on the worker's threads in runs of about equal lines), or the
-    QueryResult itself without one; in input order."""
+    `report`, or the QueryResult itself without one; in input order."""
     from ..engine import query_result
-    from .serial import RENDER_RUNS_PER_THREAD, runs_of_lines
 
     traced = [[] for _ in request.queries]
     for found in traced_parts:
@@ -367,6 +404,14 @@ def finish_batch(request: BatchRequest, traced_parts: list, report) -> list:
             traced[q].append((ordinal, hsps))
     pairs = [(query, query_result(request.first_index + q, query, traced[q], request.options))
              for q, query in enumerate(request.queries)]
+    return _outputs(request, pairs, report)
+
+
+def _outputs(request: BatchRequest, pairs: list, report) -> list:
+    """Each (query, QueryResult)'s text by `report`, formatted on the worker's threads in runs
+    of about equal lines; the QueryResults themselves without one."""
+    from .serial import RENDER_RUNS_PER_THREAD, runs_of_lines
+
     if report is None:
         return [result for _, result in pairs]
     plugin, resident = _resident(request)
@@ -390,10 +435,3 @@ def forget_search(search_id: str, dask_worker=None) -> dict | None:
     if record is None:
         return None
     return {"tasks": record.task_seconds, "stages": record.times.seconds}
-
-
-def worker_device_memory(dask_worker=None) -> int | None:
-    """Run on every worker (Client.run): the device memory its backend may hold volumes in;
-    None on a CPU worker."""
-    backend = dask_worker.plugins[PLUGIN_NAME].backend()
-    return backend.volume_budget() if backend.capabilities.preloads else None

@@ -82,6 +82,9 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
                         num_descriptions=output.num_descriptions,
                         num_alignments=output.num_alignments, show_gis=output.show_gis)
     _check_report_place(fmt, output, db_path)
+    if options.window_masker_db is not None:
+        from ..window_masker import unit_counts
+        unit_counts(options.window_masker_db)  # refused before any output is made
     paths = output_paths(output, files)
     made_folders = prepare_output_folder(output.out_dir) if output.out_dir else []
     with OutputFiles(paths, made_folders) as outputs:

@@ -61,11 +61,9 @@ def json_string(text: str) -> str:
     """A string as CObjectOStreamJson writes it: UTF-8 (a string with bytes that are not
     UTF-8, read with surrogateescape, is read as Latin-1, all of it, as blastn converts
     it), quotes and backslashes escaped, control characters as \\u00XX."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "surrogateescape").decode("latin-1")
-    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    from ..query import latin1_if_not_utf8
+
+    text = latin1_if_not_utf8(text).replace("\\", "\\\\").replace('"', '\\"')
     if any(ord(c) < 0x20 for c in text):
         text = "".join(f"\\u00{ord(c):02X}" if ord(c) < 0x20 else c for c in text)
     return f'"{text}"'

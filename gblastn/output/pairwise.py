@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..db.seqid import describe, primary_defline
-from ..db.subjects import whole_length
+from ..db.subjects import is_subject_set, whole_length
 from .alignments import lower_masked, mask_of, shown_hsps
 from .statistics import query_statistics
 from .tabular import format_bitscore, subject_deflines
@@ -173,6 +173,10 @@ def _best_fasta_id(seq_id: str) -> str:
 
 def subject_title(db, ordinal: int) -> str:
     """The title the description shows: the primary defline's (the one sseqid names)."""
+    if is_subject_set(db):  # blastn reads a defline that is not UTF-8 as Latin-1
+        from ..query import latin1_if_not_utf8
+
+        return latin1_if_not_utf8(db.shown_defline(ordinal))
     if not db.parse_seqids:
         return db.defline(ordinal)
     texts = db.defline_texts(ordinal)
@@ -183,7 +187,9 @@ def subject_title(db, ordinal: int) -> str:
 
 def _title_lines(db, ordinal: int, show_gis: bool) -> str:
     """The alignments' title: '>' and each defline of the subject in turn, the later ones
-    on lines of their own starting with a blank."""
+    on lines of their own starting with a blank; a -subject's defline after '> '."""
+    if is_subject_set(db):
+        return "> " + wrap_title(subject_title(db, ordinal)) + "\n"
     if not db.parse_seqids:
         return ">" + wrap_title(db.defline(ordinal)) + "\n"
     lines = []
@@ -192,6 +198,16 @@ def _title_lines(db, ordinal: int, show_gis: bool) -> str:
         head = f"gi|{gi}|" if show_gis and gi > 0 and not title_id.startswith("gi|") else ""
         lines.append(f"{head}{title_id} {wrap_title(title)}\n")
     return ">" + " ".join(lines)
+
+
+def database_title(db) -> str:
+    """The database the header and the footer name; for -subject blastn's words."""
+    return f"{db.name}." if is_subject_set(db) else db.title
+
+
+def database_date(db) -> str:
+    """The footer's date: the database's build (blastn knows none of -subject's)."""
+    return "Unknown" if is_subject_set(db) else posted_date(db.created)
 
 
 # --------------------------------------------------------------------------------------------
@@ -224,8 +240,8 @@ class PairwiseReport:
         if options.gapextend == 0:  # linear gap costs (PMID 10890397)
             extension = (-2 * options.penalty + options.reward) / 2.0
         return "".join([
-            "\n\n  Database: ", wrapped(db.title), _masked_using(db, "  "),
-            f"    Posted date:  {posted_date(db.created)}\n",
+            "\n\n  Database: ", wrapped(database_title(db)), _masked_using(db, "  "),
+            f"    Posted date:  {database_date(db)}\n",
             f"  Number of letters in database: {with_commas(db.total_letters)}\n",
             f"  Number of sequences in database:  {with_commas(db.num_seqs)}\n\n",
             f"\n\nMatrix: blastn matrix {options.reward} {options.penalty}\n",
@@ -239,7 +255,7 @@ class PairwiseReport:
             else GAPPED_BLAST_REFERENCE
         return "".join([
             f"{PROGRAM_VERSION}\n\n\n", wrapped("Reference: " + reference), "\n\n\n",
-            "Database: ", wrapped(db.title), _masked_using(db, ""),
+            "Database: ", wrapped(database_title(db)), _masked_using(db, ""),
             f"{' ' * 11}{with_commas(db.num_seqs)} sequences; "
             f"{with_commas(db.total_letters)} total letters\n\n"])
 
@@ -279,15 +295,16 @@ class PairwiseReport:
         return "".join(lines) + "\n"
 
     def _description(self, ordinal: int, db) -> str:
-        """The subject's id and title, cut to LINE_WIDTH with '...', padded to it."""
+        """The subject's id and title, cut to LINE_WIDTH with '...', padded to it; in bytes,
+        as blastn counts a title that is not ASCII (a -subject's)."""
         gi, shown_id, _ = subject_id(db, ordinal, self.show_gis)
         head = f"gi|{gi}|" if self.show_gis and gi > 0 else ""
-        component = ("  " if head else "") + subject_title(db, ordinal)
-        head += shown_id
+        component = _bytes(("  " if head else "") + subject_title(db, ordinal))
+        head = _bytes(head + shown_id)
         room = LINE_WIDTH - len(head)
         if len(component) > room:
-            component = component[:room - 3] + "..." if room >= 3 else component
-        return (head + component).ljust(LINE_WIDTH)
+            component = component[:room - 3] + b"..." if room >= 3 else component
+        return (head + component).ljust(LINE_WIDTH).decode("utf-8", "surrogateescape")
 
     def _alignments(self, subject, hsps: list, db, masked: np.ndarray) -> str:
         parts = [_title_lines(db, subject.ordinal, self.show_gis),
@@ -307,6 +324,10 @@ class PairwiseReport:
                  f" Strand=Plus/{'Minus' if hsp.minus else 'Plus'}\n\n"]
         parts += _rows(hsp, masked, self.line_length, subject_masks)
         return "".join(parts) + "\n"
+
+
+def _bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
 
 
 def _masked_using(db, indent: str) -> str:

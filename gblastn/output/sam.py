@@ -182,10 +182,10 @@ def subject_name(db, ordinal: int) -> str:
     """The subject as blastn's SAM names it: a database's sequence by its accession when
     makeblastdb parsed the ids, else by its ordinal (BL_ORD_ID:N); a -subject sequence as
     Subject_N, its place in the file."""
-    from ..db.subjects import SubjectDatabase
+    from ..db.subjects import is_subject_set, subject_number
 
-    if isinstance(db, SubjectDatabase):
-        return f"Subject_{ordinal + 1}"
+    if is_subject_set(db):
+        return subject_number(db, ordinal)
     if db.parse_seqids:
         return db.accession(ordinal)
     return f"BL_ORD_ID:{ordinal}"

@@ -10,7 +10,7 @@ score, bit score and E-value; per query the statistics of its first valid contex
 from dataclasses import dataclass
 
 from ..db.seqid import describe, fasta_id_text
-from ..db.subjects import whole_length
+from ..db.subjects import is_subject_set, subject_number, whole_length
 from ..query import local_id
 from .alignments import shown_hsps
 from .statistics import query_statistics
@@ -60,7 +60,8 @@ def reference(task: str) -> str:
 
 def filter_string(options) -> str:
     """BLAST's description of the query filtering: 'L;' for DUST with its default
-    parameters (else 'D level window linker;'), 'm;' for soft masking, 'F' for none."""
+    parameters (else 'D level window linker;'), 'W -d FILE;' for -window_masker_db (as
+    given), 'm;' for soft masking, 'F' for none."""
     from ..options import DustOptions
 
     text = ""
@@ -68,6 +69,8 @@ def filter_string(options) -> str:
         dust = options.dust
         text += "L;" if dust == DustOptions() else \
             f"D {dust.level} {dust.window} {dust.linker};"
+    if options.window_masker_db is not None:
+        text += f"W -d {options.window_masker_db};"
     if options.soft_masking:
         text += "m;"
     return text or "F"
@@ -80,11 +83,16 @@ def query_definition(query) -> str:
 
 
 def subject_names(db, ordinal: int) -> tuple:
-    """(Hit_id, Hit_def, Hit_accession) as blastn gives them: without parsed ids a
+    """(Hit_id, Hit_def, Hit_accession) as blastn gives them: for -subject the first word
+    of the defline (Subject_N, its place in the file, without one), the defline, and
+    Subject_N; without parsed ids a
     database's sequences are known by their ordinal (gnl|BL_ORD_ID|N) and the whole defline
     is the title; with them, the ids, the title, and the accession without its version."""
     from .tabular import report_accession
 
+    if is_subject_set(db):  # -subject's: its id, its defline, its place in the file
+        return (db.seq_id(ordinal), db.shown_defline(ordinal) or NO_DEFINITION,
+                subject_number(db, ordinal))
     if not db.parse_seqids:
         return f"gnl|BL_ORD_ID|{ordinal}", db.defline(ordinal) or NO_DEFINITION, str(ordinal)
     texts = db.defline_texts(ordinal)
@@ -115,14 +123,14 @@ class XmlReport:
         for (query, result), stats in zip(pairs, statistics):
             text = self._iteration(query, result, stats, db)
             if result.query_index == 0:
-                text = self._head(query, result) + text
+                text = self._head(query, result, db) + text
             texts.append(text)
         return texts
 
     def footer(self, db, count: int) -> str:
         return "</BlastOutput_iterations>\n</BlastOutput>\n\n" if count else ""
 
-    def _head(self, query, result) -> str:
+    def _head(self, query, result, db) -> str:
         options = self.options
         return "".join([
             '<?xml version="1.0"?>\n',
@@ -132,7 +140,8 @@ class XmlReport:
             _element(2, "BlastOutput_program", PROGRAM),
             _element(2, "BlastOutput_version", PROGRAM_VERSION),
             _element(2, "BlastOutput_reference", escape(reference(options.task))),
-            _element(2, "BlastOutput_db", escape(self.db_name)),
+            # blastn names no database for -subject
+            _element(2, "BlastOutput_db", "" if is_subject_set(db) else escape(self.db_name)),
             _element(2, "BlastOutput_query-ID", local_id(query, result.query_index)),
             _element(2, "BlastOutput_query-def", escape(query_definition(query))),
             _element(2, "BlastOutput_query-len", query.searched_length),
@@ -176,8 +185,9 @@ def _statistics(stats, db) -> str:
     kappa, lambda_, entropy = (block.k, block.lambda_, block.h) if block else (-1, -1, -1)
     return "".join([
         "  <Iteration_stat>\n    <Statistics>\n",
-        _element(6, "Statistics_db-num", db.num_seqs),
-        _element(6, "Statistics_db-len", db.total_letters),
+        # blastn counts -subject's sequences in the search space only
+        _element(6, "Statistics_db-num", 0 if is_subject_set(db) else db.num_seqs),
+        _element(6, "Statistics_db-len", 0 if is_subject_set(db) else db.total_letters),
         _element(6, "Statistics_hsp-len", stats.length_adjustment),
         _element(6, "Statistics_eff-space", real(stats.search_space)),
         _element(6, "Statistics_kappa", real(kappa)),

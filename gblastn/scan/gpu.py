@@ -21,6 +21,7 @@ primary context and pushes it around each call, in whatever thread calls.
 
 import hashlib
 import os
+import re
 import shutil
 import threading
 from contextlib import contextmanager
@@ -89,12 +90,17 @@ def kernel_dir() -> Path:
     raise GpuUnavailableError("-device gpu: no usable GPU (kernel sources cuda/seeds.cu not found)")
 
 
+_INCLUDE = re.compile(r'^#include "([\w.]+\.cuh)"$', re.MULTILINE)
+
+
 def kernel_source(name: str = "seeds.cu") -> str:
-    """A kernel file of cuda/ with its header inlined, so the compiler cache sees every
+    """A kernel file of cuda/ with its headers inlined, so the compiler cache sees every
     line."""
     folder = kernel_dir()
-    common = (folder / "seed_common.cuh").read_text().replace("#pragma once", "")
-    return (folder / name).read_text().replace('#include "seed_common.cuh"', common)
+
+    def header(match) -> str:
+        return (folder / match.group(1)).read_text().replace("#pragma once", "")
+    return _INCLUDE.sub(header, (folder / name).read_text())
 
 
 def variant_defines(table: LookupTable, **tuning) -> dict:
@@ -237,7 +243,7 @@ class _TailRequest:
 
 def memory_cap() -> int | None:
     """GBLASTN_GPU_MEMORY (bytes, or e.g. 2GB), the device memory the volumes may take at
-    most: a smaller GPU's budget, which a cluster's mode choice sees too; None unset."""
+    most: a smaller GPU's budget; None unset."""
     text = os.environ.get(MEMORY_CAP_VARIABLE)
     if text is None:
         return None

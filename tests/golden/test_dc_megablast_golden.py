@@ -2,8 +2,8 @@
 line for line on divergent queries (15-25 % substitutions and a few indels, half of them
 reverse-complemented) cut from the bundled example database, and on the bundled fragments of
 another Klebsiella strain diverged further, for every template (word size 11 and 12,
-template length 16, 18 and 21, coding, optimal and both) and the two-hit window's
-variants."""
+template length 16, 18 and 21, coding, optimal and both) and the two-hit window's variants;
+and blastn's query batches, whose boundaries decide some hits."""
 
 import os
 
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from golden import assert_blastn_found_hits, blastn, compare_lines, flags, golden_databases, \
-    lower, mutate, needs_blast, read_fasta, revcomp, run_ours, sprinkle, write_fasta
+    hit_lines, lower, mutate, needs_blast, random_dna, read_fasta, revcomp, run_ours, sprinkle, \
+    write_fasta
 
 pytestmark = [pytest.mark.golden, needs_blast]
 
@@ -147,3 +148,76 @@ def test_other_strain_diverged_matches_blastn(other_strain, name):
     assert_blastn_found_hits(expected)
     assert not compare_lines(expected, got), compare_lines(expected, got)
 
+
+# -- blastn's query batches -------------------------------------------------------------------
+
+def batch_boundary_case(folder, seed: int = 5):
+    """A hit that only a shared batch finds. In a batch's concatenated query, query A's
+    minus strand ends just before query B's plus strand starts, so a seed at A's end and one
+    at B's start can share a diagonal within the two-hit window. The subject holds the
+    reverse complement of A's first 33 letters, one letter, then B's first 33: apart, each
+    query has a lone seed there and no hit; in one batch, B's seed extends. A random
+    4,900-letter query comes first, so blastn's first batch (5,000 letters) ends with A;
+    it keeps no extension, so the next batch holds 100 letters: B alone."""
+    rng = np.random.default_rng(seed)
+    a, b, first = random_dna(rng, 200), random_dna(rng, 200), random_dna(rng, 4900)
+    subject = np.concatenate([random_dna(rng, 2000), revcomp(a[:33]), random_dna(rng, 1),
+                              b[:33], random_dna(rng, 2000)])
+    db_fasta = write_fasta(os.path.join(folder, "db.fa"), [("subj1 across queries", subject)])
+    return db_fasta, {"across": write_fasta(os.path.join(folder, "q.fa"),
+                                            [("Q1", first), ("A", a), ("B", b)])}
+
+
+@pytest.fixture(scope="module")
+def batch_boundary(tmp_path_factory):
+    return golden_databases(tmp_path_factory.mktemp("dc_batches"), batch_boundary_case)
+
+
+@pytest.fixture(scope="module")
+def batch_boundary_blastn(batch_boundary) -> list:
+    query = batch_boundary["queries"]["across"]
+    args = ("-task", "dc-megablast", "-outfmt", COLUMNS)
+    one_batch = blastn(query, batch_boundary["blast_db"], *args, env={"BATCH_SIZE": "1000000"})
+    expected = blastn(query, batch_boundary["blast_db"], *args)
+    assert_blastn_found_hits(one_batch)  # the case's hit depends on the batches ...
+    assert expected != one_batch          # ... and blastn's own batches lose it
+    return expected
+
+
+@pytest.fixture(scope="module")
+def two_workers():
+    """A cluster of two CPU worker processes of one thread, for the cluster's modes."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0", silence_logs=40) as local:
+        yield local
+
+
+@pytest.mark.parametrize("mode", ["pipeline", "serial"])
+def test_query_batches_are_blastns(batch_boundary, batch_boundary_blastn, mode):
+    query = batch_boundary["queries"]["across"]
+    got = run_ours(batch_boundary, query, "dc-megablast", COLUMNS, {}, mode)
+    assert not compare_lines(batch_boundary_blastn, got), \
+        compare_lines(batch_boundary_blastn, got)
+
+
+@pytest.mark.parametrize("mode", ["replicate", "shard"])
+def test_query_batches_on_a_cluster_are_blastns(batch_boundary, batch_boundary_blastn,
+                                                two_workers, mode):
+    from gblastn.drivers.cluster import ClusterSpec
+
+    query = batch_boundary["queries"]["across"]
+    spec = ClusterSpec(scheduler=two_workers.scheduler_address, device="cpu", mode=mode)
+    got = run_ours(batch_boundary, query, "dc-megablast", COLUMNS, {}, cluster=spec)
+    assert not compare_lines(batch_boundary_blastn, got), \
+        compare_lines(batch_boundary_blastn, got)
+
+
+def test_query_batches_of_the_python_api_are_blastns(batch_boundary, batch_boundary_blastn):
+    import gblastn
+
+    results = gblastn.search(batch_boundary["queries"]["across"], batch_boundary["our_db"],
+                             task="dc-megablast")
+    found = [(r.id, hit.id) for r in results for hit in r.hits]
+    expected = [tuple(line.split("\t")[:2]) for line in hit_lines(batch_boundary_blastn)]
+    assert found == expected

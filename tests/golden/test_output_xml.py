@@ -22,6 +22,8 @@ def test_escape_and_numbers():
 @pytest.mark.parametrize("overrides,text", [
     ({}, "L;m;"), ({"dust": "no"}, "m;"), ({"soft_masking": False}, "L;"),
     ({"dust": "no", "soft_masking": False}, "F"), ({"dust": "30 64 1"}, "D 30 64 1;m;"),
+    ({"window_masker_db": "wm.obinary"}, "L;W -d wm.obinary;m;"),
+    ({"window_masker_db": "wm", "dust": "no", "soft_masking": False}, "W -d wm;"),
 ])
 def test_filter_string(overrides, text):
     assert filter_string(make_options("blastn", **overrides)) == text

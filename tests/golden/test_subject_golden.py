@@ -1,5 +1,7 @@
 """Golden tests: -subject FASTA searches give blastn's output line for line (the subjects'
-letters and count for E-values, their ids, no titles, outfmt 7's '# Database:' line)."""
+letters and count for E-values, their ids, no titles, outfmt 7's '# Database:' line), and
+its pairwise and XML reports byte for byte (no database named, the deflines as blastn reads
+them, Subject_N for a subject without one)."""
 
 import pytest
 
@@ -48,3 +50,102 @@ def test_subject_or_db(case):
     for extra in ([], ["-db", case["subjects"], "-subject", case["subjects"]]):
         done = gblastn("search", "-query", case["query"], *extra)
         assert done.returncode == 2 and "give one of -db and -subject" in done.stderr
+
+
+# deflines of every kind blastn reads apart: ids of several types, a title with runs of
+# spaces and a tab, none at all
+DEFLINES = ["", "gi|12345|gb|AB000001.1| genbank title",
+            "NM_000001.1 refseq title", "lcl|locX local title", "subjA tiny", "  spaced   out\tcut",
+            "gnl|mydb|tag7 general title", "dupB identical copies", "gb|AB000002 no bar",
+            "sp|P12345.1|NAME_HUMAN protein-like"]
+
+
+@pytest.fixture(scope="module")
+def varied(case):
+    with open(case["subjects"]) as handle:
+        records = handle.read().split(">")[1:]
+    letters = [record.split("\n", 1)[1] for record in records]
+    named = case["folder"] / "varied.fa"
+    named.write_text("".join(f">{defline}\n{seq}" for defline, seq in zip(DEFLINES, letters)))
+    headerless = case["folder"] / "headerless.fa"
+    headerless.write_text(letters[0])
+    return {"varied": str(named), "headerless": str(headerless)}
+
+
+def _same_report(args, tmp_path) -> str:
+    expected = "\n".join(_blastn(*args))
+    out = tmp_path / "ours.out"
+    done = gblastn("search", *args, "-out", str(out), "-device", "cpu")
+    assert done.returncode == 0, done.stderr
+    got = out.read_text().rstrip("\n")
+    assert got == expected.rstrip("\n"), compare_lines(expected.splitlines(), got.splitlines())
+    return expected
+
+
+@pytest.mark.parametrize("outfmt", ["0", "5"])
+@pytest.mark.parametrize("task", ["megablast", "blastn"])
+@pytest.mark.parametrize("subjects", ["subjects", "one", "varied", "headerless"])
+def test_pairwise_and_xml_reports_as_blastn(case, varied, outfmt, task, subjects, tmp_path):
+    source = case.get(subjects) or varied[subjects]
+    report = _same_report(["-task", task, "-query", case["query"], "-subject", source,
+                           "-outfmt", outfmt], tmp_path)
+    if outfmt == "0":
+        assert "Database: User specified sequence set (Input:" in report
+        assert "Posted date:  Unknown" in report and "\n> " in report
+    else:
+        assert "<BlastOutput_db></BlastOutput_db>" in report and "<Hit_accession>Subject_" \
+            in report
+    if subjects in ("varied", "headerless") and outfmt == "5":
+        assert "<Hit_id>Subject_1</Hit_id>\n  <Hit_def>No definition line</Hit_def>" in report
+
+
+@pytest.mark.parametrize("outfmt", ["0", "5"])
+@pytest.mark.parametrize("location", [["-subject_loc", "5-30000"],
+                                      ["-query_loc", "100-1500"]])
+def test_located_reports_as_blastn(case, varied, outfmt, location, tmp_path):
+    _same_report(["-task", "megablast", "-query", case["query"], "-subject", varied["varied"],
+                  "-outfmt", outfmt, *location], tmp_path)
+
+
+def test_a_subject_without_a_defline_in_tabular_columns_as_blastn(case, varied, tmp_path):
+    report = _same_report(["-query", case["query"], "-subject", varied["varied"], "-outfmt",
+                           "7 qseqid sseqid sacc saccver stitle sallseqid"], tmp_path)
+    assert "\tSubject_1\tSubject_1\tSubject_1\tN/A\tSubject_1\n" in report
+
+
+@pytest.fixture(scope="module")
+def not_ascii(case):
+    """Subjects whose deflines are UTF-8, Latin-1, and one long enough to be cut in the
+    descriptions after a letter of two bytes."""
+    with open(case["subjects"]) as handle:
+        letters = [record.split("\n", 1)[1].encode() for record in handle.read().split(">")[1:]]
+    path = case["folder"] / "not_ascii.fa"
+    path.write_bytes(b"".join([
+        ">café crème brûlée\n".encode() + letters[0],
+        b">caf\xe9 cr\xe8me\n" + letters[1],
+        b">long " + b"x" * 50 + b" caf\xc3\xa9 " + b"y" * 30 + b"\n" + letters[3]]))
+    return str(path)
+
+
+@pytest.mark.parametrize("outfmt", ["0", "6 qseqid sseqid stitle evalue", "5"])
+def test_deflines_that_are_not_ascii_as_blastn(case, not_ascii, outfmt, tmp_path):
+    """Byte for byte: blastn copies the bytes to its tabular report, reads a defline that
+    is not UTF-8 as Latin-1 in its pairwise report, and counts a title's bytes to cut and
+    pad it there. (In XML blastn writes a UTF-8 defline as Latin-1 bytes, gblastn as it
+    came: compared on the Latin-1 one.)"""
+    import subprocess
+
+    args = ["-query", case["query"], "-subject", not_ascii, "-outfmt", outfmt]
+    theirs = subprocess.run(["blastn", *args], capture_output=True, check=True).stdout
+    out = tmp_path / "ours.out"
+    done = gblastn("search", *args, "-out", str(out), "-device", "cpu")
+    assert done.returncode == 0, done.stderr
+    ours = out.read_bytes()
+    if outfmt == "5":
+        ours_hits, theirs_hits = (text.split(b"<Hit>") for text in (ours, theirs))
+        latin = [number for number, hit in enumerate(theirs_hits)
+                 if b"caf\xe9 cr\xe8me</Hit_def>" in hit]
+        assert latin and all(ours_hits[number] == theirs_hits[number] for number in latin)
+    else:
+        assert ours == theirs
+        assert "café".encode() in theirs

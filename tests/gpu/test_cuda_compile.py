@@ -1,5 +1,6 @@
-"""nvcc compiles every seed-kernel variant the tasks reach (and the tuning alternatives) and
-the greedy kernels for sm_90; no GPU needed, skipped without nvcc."""
+"""nvcc compiles every seed-kernel variant the tasks reach (and the tuning alternatives), the
+greedy kernels, the ungapped and the DP kernel for sm_90; no GPU needed, skipped without
+nvcc."""
 
 import shutil
 import subprocess
@@ -14,8 +15,8 @@ from gblastn.layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND
 from gblastn.lookup import template_arrays
 from gblastn.options import make_options
 from gblastn.scan.gpu import (FLUSH_MODE, FLUSH_SLOTS, GREEDY_ROW_CELLS, PROBES_PER_THREAD,
-                              SCAN_THREADS, greedy_defines, kernel_source, nvcc_options,
-                              template_defines)
+                              SCAN_THREADS, dp_defines, greedy_defines, kernel_source,
+                              nvcc_options, template_defines)
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
@@ -80,6 +81,13 @@ def compile_variant(defines, folder, source="seeds.cu"):
 @pytest.mark.parametrize("row_cells", [GREEDY_ROW_CELLS, 8])
 def test_greedy_kernel_compiles(tmp_path, row_cells):
     result = compile_variant(greedy_defines(row_cells), tmp_path, "greedy.cu")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "error" not in result.stderr.lower()
+
+
+@pytest.mark.parametrize("source, defines", [("ungapped.cu", {}), ("dynprog.cu", dp_defines())])
+def test_extension_kernels_compile(tmp_path, source, defines):
+    result = compile_variant(defines, tmp_path, source)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "error" not in result.stderr.lower()
 

@@ -96,13 +96,12 @@ def test_seqrecord_deflines_are_those_of_the_fasta_biopython_writes():
         read_queries([3])
 
 
-def test_search_iter_reads_its_input_a_batch_at_a_time(case, monkeypatch):
+def test_search_iter_reads_its_input_a_batch_at_a_time(case):
     from Bio import SeqIO
 
-    from gblastn import engine, search, search_iter
+    from gblastn import search, search_iter
 
-    db, query = case
-    monkeypatch.setattr(engine, "query_batch_letters", lambda options: 5_000)
+    db, query = case  # blastn's first batch: 5,000 letters
     pulled = []
 
     def records():

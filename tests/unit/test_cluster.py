@@ -1,8 +1,9 @@
 """The search on a Dask cluster of CPU worker processes gives the single-process search's
 output byte for byte: for 1, 2 and 3 shards, any assignment of the subjects to shards (ties
 between identical subjects held by different shards included), max_target_seqs and max_hsps
-cuts, megablast and blastn, tabular and pairwise output; a worker lost mid-search has its
-shard rerun elsewhere, and a search that cannot finish leaves no output."""
+cuts, megablast and blastn, tabular and pairwise output, the database replicated with
+blastn's batches dealt in turn; a worker lost mid-search has its shard or its batch rerun
+elsewhere, and a search that cannot finish leaves no output."""
 
 import os
 import re
@@ -41,7 +42,7 @@ def cluster():
 def case(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cluster")
     db_fasta, queries = megablast_case(str(folder))
-    # three blastn batches (of 100,000 letters): small and big, small and big, small
+    # blastn's batches: the first of 5,000 letters (two small queries), then the rest
     small, big = (open(queries[name]).read() for name in ("small", "big"))
     queries["mixed"] = str(folder / "q_mixed.fa")
     with open(queries["mixed"], "w") as mixed:
@@ -99,10 +100,31 @@ def test_replicated_database_gives_the_single_search(cluster, case, small_tabula
 
 @pytest.mark.parametrize("outfmt", [TABULAR, "5"])
 def test_replicated_batches_dealt_in_turn_give_the_single_search(cluster, case, outfmt):
-    """Three blastn batches on two workers: batches 0 and 2 in one worker's pipeline, batch
-    1 in the other's (the XML report's head goes with query 0)."""
+    """blastn's batches on two workers in turn, each sized from the one before: the first on
+    one worker, the second on the other (the XML report's head goes with query 0)."""
     expected = search(case, "mixed", outfmt, "blastn")
     assert search(case, "mixed", outfmt, "blastn", on(cluster, mode="replicate")) == expected
+
+
+@pytest.mark.parametrize("mode", ["replicate", "shard"])
+def test_each_batch_is_sized_from_the_extensions_the_one_before_kept(cluster, case,
+                                                                     monkeypatch, mode):
+    """With a target of 3,000 extensions a batch (blastn's is 1,000,000 at least), the mixed
+    set makes five batches, each sized from the last: the cluster counts each batch's
+    extensions as one process does (summed over the shards), so it forms the same batches
+    and gives the same output."""
+    from gblastn import engine
+
+    monkeypatch.setattr(engine, "MIN_TARGET_EXTENSIONS", 3000)
+    counted = []
+    searched = engine.QueryBatchSizes.searched
+    monkeypatch.setattr(engine.QueryBatchSizes, "searched",
+                        lambda sizes, extensions: (counted.append(extensions),
+                                                   searched(sizes, extensions)))
+    expected = search(case, "mixed", TABULAR, "blastn")
+    in_one_process, counted[:] = list(counted), []
+    assert search(case, "mixed", TABULAR, "blastn", on(cluster, mode=mode)) == expected
+    assert counted == in_one_process and len(counted) == 5
 
 
 def test_sam_is_formatted_where_its_footer_is_written(cluster, case):
@@ -207,6 +229,17 @@ def test_worker_lost_mid_search_reruns_its_shard(cluster, case, killer, tmp_path
     expected = small_tabular
     killer("gblastn-traceback-", str(tmp_path / "killed"))
     got = search(case, "small", TABULAR, spec=on(cluster, shards=2), max_target_seqs=2)
+    assert (tmp_path / "killed").exists()
+    assert got == expected
+
+
+def test_worker_lost_mid_replicated_search_redoes_its_batch(cluster, case, killer, tmp_path,
+                                                           small_tabular):
+    """The worker that searched a batch dies as its traceback starts: the batch is traced
+    on the other, which redoes the preliminary search where it did not make it."""
+    expected = small_tabular
+    killer("gblastn-finish-", str(tmp_path / "killed"))
+    got = search(case, "small", TABULAR, spec=on(cluster, mode="replicate"), max_target_seqs=2)
     assert (tmp_path / "killed").exists()
     assert got == expected
 

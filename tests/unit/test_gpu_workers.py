@@ -1,12 +1,10 @@
 """A worker per GPU without dask-cuda (drivers/gpu_workers.py), on a host without one: the
 GPUs counted from nvidia-smi (a fake one here) or NVML, CUDA_VISIBLE_DEVICES respected as
 CUDA reads it, each worker started with its own GPU first, and the cluster a search or
-`gblastn serve` makes from them; also the device memory cap that a cluster's mode choice
-sees."""
+`gblastn serve` makes from them; also the device memory cap and the cluster's mode choice."""
 
 import os
 import stat
-import types
 
 import pytest
 
@@ -174,12 +172,11 @@ def test_device_memory_cap(monkeypatch):
         memory_cap()
 
 
-def test_database_larger_than_a_gpu_is_sharded():
-    """auto mode with many query batches replicates the database where it fits a worker's
-    device (a quarter byte per letter) and shards it where it does not."""
-    db = types.SimpleNamespace(total_letters=8_000_000_000)
-    spec = ClusterSpec(local_workers=2, query_letters=10**8)
-    workers = ["tcp://a", "tcp://b"]
-    assert choose_mode(spec, db, workers, 3 * 10**9, 10**6) == "replicate"
-    assert choose_mode(spec, db, workers, 1_500_000_000, 10**6) == "shard"
-    assert choose_mode(spec, db, workers, None, 10**6) == "replicate"  # CPU workers
+def test_auto_mode_shards_on_several_workers():
+    """blastn's batches follow one another (each sized from the one before), so only the
+    database's split keeps several workers busy; one worker searches whole batches."""
+    spec = ClusterSpec(local_workers=2)
+    assert choose_mode(spec, ["tcp://a", "tcp://b"]) == "shard"
+    assert choose_mode(spec, ["tcp://a"]) == "replicate"
+    assert choose_mode(ClusterSpec(local_workers=2, mode="replicate"), ["tcp://a", "tcp://b"]) \
+        == "replicate"

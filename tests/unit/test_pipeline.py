@@ -203,7 +203,8 @@ def test_a_volume_scanned_once_serves_every_job_of_it(case):
     reference = search(case, "serial", 1, "serial-ref.out")
     backend = WholeVolumeScans()
     assert search(case, "pipeline", 8, "whole-volume.out", backend) == reference
-    assert backend.calls == 1  # one batch, one volume, many jobs
+    # two batches (blastn's first holds 5,000 letters), one volume, many jobs
+    assert backend.calls == 2
 
 
 def test_whole_volume_hits_keep_the_diagonal_hash_in_database_order(case, monkeypatch):
@@ -226,8 +227,9 @@ def test_whole_volume_hits_keep_the_diagonal_hash_in_database_order(case, monkey
     extended = _counting_extensions(monkeypatch)
     backend = WholeVolumeScans()
     assert search(volumes, "pipeline", 8, "whole-volume-hits.out", backend) == reference
-    # each volume scanned and extended once, though 8 threads cut it into many jobs
-    assert backend.calls == len(extended) == len(db.volumes)
+    # each volume scanned and extended once per batch (two: blastn's first holds 5,000
+    # letters), though 8 threads cut it into many jobs
+    assert backend.calls == len(extended) == 2 * len(db.volumes)
 
 
 def _counting_extensions(monkeypatch) -> list:
