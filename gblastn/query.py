@@ -468,13 +468,17 @@ def iter_queries(source, first_number: int = 1):
     letters (it can have no hits). Deflines are read as blastn reads them (blast_defline); a
     query without one is named Query_N, N its place in the search's input counted from
     `first_number`, as blastn names it."""
-    from .fasta import iter_records, to_blastna
+    from .fasta import TITLE_WARNING, iter_records, reader_warning, title_ends_with_sequence, \
+        to_blastna
 
     if isinstance(source, str) and source.lstrip().startswith(">"):
         import io
         source = io.BytesIO(source.encode())
-    records = iter_records(source, headerless_ok=True, header_errors="surrogateescape")
+    records = iter_records(source, headerless_ok=True, header_errors="surrogateescape",
+                           report_dropped=reader_warning, blast_input=True)
     for number, record in enumerate(records, first_number):
+        if title_ends_with_sequence(record.defline):
+            reader_warning(TITLE_WARNING)
         defline = blast_defline(record.defline)
         codes, lowercase = to_blastna(record)
         yield Query(defline.split(" ", 1)[0] or f"Query_{number}", defline, codes, lowercase)

@@ -42,7 +42,7 @@ from ..errors import DatabaseError, InputError
 from ..numba_start import njit
 from .blast_deflines import BerError, Defline, decode_deflines
 from .reader import OrdinalAccess, PackedSubjects, _bases_only
-from .seqid import describe, lookup_keys
+from .seqid import describe, describe_set, lookup_keys
 
 ALIAS_SUFFIX, INDEX_SUFFIX, SEQUENCE_SUFFIX, HEADER_SUFFIX = ".nal", ".nin", ".nsq", ".nhr"
 NUCLEOTIDE = 0
@@ -459,12 +459,19 @@ class BlastDatabase(OrdinalAccess):
     def defline(self, ordinal: int) -> str:
         return self._first_defline(ordinal).text()
 
+    def defline_texts(self, ordinal: int) -> list[str]:
+        return [found.text() for found in self.deflines_of(ordinal)]
+
     @staticmethod
     def describe_defline(found: Defline) -> tuple[str, str, str]:
         return describe(found.text(), found.parsed)
 
+    @staticmethod
+    def describe_deflines(deflines: list[Defline]) -> tuple[str, str, str]:
+        return describe_set([found.text() for found in deflines], deflines[0].parsed)
+
     def _describe_uncached(self, ordinal: int) -> tuple[str, str, str]:
-        return self.describe_defline(self._first_defline(ordinal))
+        return self.describe_deflines(self.deflines_of(ordinal))
 
     # -- taxonomy --------------------------------------------------------------------------
     def taxids_of(self, ordinal: int) -> list[int]:
@@ -483,7 +490,7 @@ class BlastDatabase(OrdinalAccess):
         every defline in turn: makeblastdb's id indexes are not read)."""
         identifier = seq_id.strip().lower()
         for ordinal in range(self.num_seqs):
-            found = self._first_defline(ordinal)
-            if identifier in lookup_keys(found.text(), found.parsed):
+            if any(identifier in lookup_keys(found.text(), found.parsed)
+                   for found in self.deflines_of(ordinal)):
                 return ordinal
         raise InputError(f"{self.name}: no sequence with id '{seq_id}'")

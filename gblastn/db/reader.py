@@ -29,7 +29,7 @@ from ..alphabet import BLASTNA_FROM_NCBI4NA
 from ..errors import DatabaseError, InputError
 from ..numba_start import njit
 from . import format as fmt
-from .seqid import describe, lookup_keys
+from .seqid import DEFLINE_SEPARATOR, describe_set, lookup_keys
 
 CODE_OF = np.ascontiguousarray(BLASTNA_FROM_NCBI4NA, dtype=np.uint8)
 OPEN_ATTEMPTS = 3  # a database replaced while it is opened is opened again, this often
@@ -525,7 +525,12 @@ class OrdinalAccess:
 
     # -- ids and titles --------------------------------------------------------------------
     def _describe_uncached(self, ordinal: int) -> tuple[str, str, str]:
-        return describe(self.defline(ordinal), self.parse_seqids)
+        return describe_set(self.defline_texts(ordinal), self.parse_seqids)
+
+    def defline_texts(self, ordinal: int) -> list[str]:
+        """Each of the sequence's deflines in FASTA form (several where makeblastdb
+        -parse_seqids would store several)."""
+        return [self.defline(ordinal)]
 
     def seq_id(self, ordinal: int) -> str:
         return self._describe(int(ordinal))[0]
@@ -636,14 +641,19 @@ class Database(OrdinalAccess):
 
     # -- ids and titles --------------------------------------------------------------------
     def defline(self, ordinal: int) -> str:
+        """The sequence's (first) defline."""
+        return self.defline_texts(ordinal)[0]
+
+    def defline_texts(self, ordinal: int) -> list[str]:
         volume, local = self._locate(ordinal)
-        return volume.defline(local)
+        return volume.defline(local).split(DEFLINE_SEPARATOR)
 
     # -- taxonomy --------------------------------------------------------------------------
     def taxids_of(self, ordinal: int) -> list[int]:
-        """The sequence's taxid (one: a gblastn database stores one defline a sequence)."""
+        """The taxid of each of the sequence's deflines: a gblastn database stores one a
+        sequence, which all its deflines share."""
         volume, local = self._locate(ordinal)
-        return [int(volume.taxids[local])]
+        return [int(volume.taxids[local])] * len(self.defline_texts(ordinal))
 
     def taxid_index(self):
         """Every sequence's taxid, as taxonomy.TaxidIndex."""

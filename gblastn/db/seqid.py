@@ -86,6 +86,54 @@ def describe(defline: str, parse_seqids: bool) -> tuple[str, str, str]:
     return seq_id, _best_accession(ids), rest
 
 
+# makeblastdb -parse_seqids reads a FASTA title whose deflines are separated by ^A as one
+# sequence's several deflines (a Blast-def-line-set); gblastn stores them joined by it
+DEFLINE_SEPARATOR = "\x01"
+
+
+def _has_gi(defline: str) -> bool:
+    token, _ = split_defline(defline)
+    ids = _parse_fasta_ids(token) if "|" in token else None
+    return any(kind == "gi" for kind, _ in ids or [])
+
+
+def primary_defline(deflines: list[str], parse_seqids: bool) -> str:
+    """The defline whose ids a BLAST alignment names its subject by (sseqid, sacc, the
+    pairwise description, SAM): the first with a GI, else the first."""
+    if parse_seqids:
+        for defline in deflines:
+            if _has_gi(defline):
+                return defline
+    return deflines[0]
+
+
+def describe_set(deflines: list[str], parse_seqids: bool) -> tuple[str, str, str]:
+    """(seq_id, accession, title) of a sequence's deflines, as blastn's sseqid, saccver and
+    stitle give them: the ids of the primary defline, the title of the first."""
+    seq_id, accession, _ = describe(primary_defline(deflines, parse_seqids), parse_seqids)
+    return seq_id, accession, describe(deflines[0], parse_seqids)[2]
+
+
+def _ids_of(token: str) -> list[tuple[str, list[str]]]:
+    """The Seq-ids -parse_seqids reads off a defline's first token: FASTA-style ids, else a
+    bare accession of the database its prefix names, else a local id."""
+    ids = _parse_fasta_ids(token) if "|" in token else None
+    if ids is not None:
+        return ids
+    kind = _guess_type(token)
+    return [(kind, [token, ""])] if kind is not None else [("lcl", [token])]
+
+
+def fasta_id_text(defline: str) -> str:
+    """A parsed defline's ids as blastn's XML Hit_def writes the deflines after the first:
+    the GI (gi|N|) before the first other id, or before itself when it is the only one."""
+    token, _ = split_defline(defline)
+    ids = _ids_of(token)
+    gi = next((fields[0] for kind, fields in ids if kind == "gi"), None)
+    kind, fields = next(((kind, fields) for kind, fields in ids if kind != "gi"), ids[0])
+    return (f"gi|{gi}|" if gi is not None else "") + "|".join([kind] + fields)
+
+
 def _best_accession(ids) -> str:
     for kind, fields in ids:
         if kind in _ACCESSION_TYPES:
@@ -101,7 +149,11 @@ def _best_accession(ids) -> str:
 
 
 def lookup_keys(defline: str, parse_seqids: bool) -> set[str]:
-    """Every string that names this sequence for dbcmd -entry (compared lower-cased)."""
+    """Every string that names this sequence for dbcmd -entry (compared lower-cased), of
+    each of its deflines."""
+    if DEFLINE_SEPARATOR in defline:
+        return set().union(*(lookup_keys(part, parse_seqids)
+                             for part in defline.split(DEFLINE_SEPARATOR)))
     token, _ = split_defline(defline)
     if not token:
         return set()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from typing import NamedTuple
 
@@ -44,17 +45,18 @@ class SubjectDatabase(Database):
             if subjects.location:
                 fasta, self.location_starts, self.whole_lengths = _cut_subjects(
                     subjects.path, subjects.location, self._folder)
-            elif not _starts_with_defline(fasta):
-                fasta = _with_defline(fasta, self._folder)
             # titled after the file given, which a part's temporary file stands in for
             built = make_db([fasta], os.path.join(self._folder, "subjects"),
                             title=subjects.path, progress=False, deflines_as_read=True,
-                            warn=lambda message: None)
+                            warn=lambda message: None, blast_input=True)
             super().__init__(built)
         except BaseException:
             shutil.rmtree(self._folder, ignore_errors=True)
             raise
         self.name = subjects.label
+        self.record_numbers = _numbers_with_letters(subjects.path)
+        # a record without letters is searched by blastn (it counts in the statistics)
+        self.stats_num_seqs += int(self.record_numbers[-1]) - self.num_seqs
 
     def defline(self, ordinal: int) -> str:
         """The defline's bytes as they came, those that are not UTF-8 kept (as blastn
@@ -62,10 +64,16 @@ class SubjectDatabase(Database):
         volume, local = self._locate(ordinal)
         return volume.defline_bytes(local).decode("utf-8", "surrogateescape")
 
+    def defline_texts(self, ordinal: int) -> list[str]:
+        """One defline a subject, a ^A in it kept (blastn reads -subject's deflines whole)."""
+        return [self.defline(ordinal)]
+
     def _describe_uncached(self, ordinal: int) -> tuple[str, str, str]:
+        """The first token of the defline, or Subject_N (N the record's place in the file)
+        for a subject without one; no title."""
         seq_id, accession, _ = super()._describe_uncached(ordinal)
         if not seq_id:  # a subject without a defline: blastn numbers it
-            seq_id = accession = subject_number(ordinal)
+            seq_id = accession = subject_number(self, ordinal)
         return seq_id, accession, ""
 
     def shown_defline(self, ordinal: int) -> str:
@@ -89,39 +97,19 @@ class SubjectDatabase(Database):
         shutil.rmtree(self._folder, ignore_errors=True)
 
 
-def _starts_with_defline(path: str) -> bool:
-    """Whether the file's first record has a defline (blastn reads letters before any as
-    a subject without one); an unreadable file is left to the build to report."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(1 << 16).lstrip()
-    except OSError:
-        return True
-    return not head or head.startswith(b">")
-
-
-def _with_defline(path: str, folder: str) -> str:
-    """A copy in `folder` of a FASTA file whose first record lacks a defline, given an
-    empty one (its subject is then Subject_1, as blastn names it)."""
-    headed = os.path.join(folder, "headed.fa")
-    with open(path, "rb") as source, open(headed, "wb") as out:
-        out.write(b">\n")
-        shutil.copyfileobj(source, out)
-    return headed
-
-
 def _cut_subjects(path: str, location: tuple, folder: str) -> tuple:
     """A FASTA file in `folder` of the part of each subject `location` (0-based first and
     last letters) names, cut at the subject's end as blastn cuts it; with each subject's
     letters before that part and its whole length. A subject the part starts after is
     refused, in blastn's words."""
-    from ..fasta import iter_records
+    from ..fasta import iter_records, reader_warning
 
     first, last = location
     cut_path = os.path.join(folder, "located.fa")
     starts, lengths = [], []
     with open(cut_path, "wb") as out:
-        for record in iter_records(path, headerless_ok=True, header_errors="surrogateescape"):
+        for record in iter_records(path, headerless_ok=True, header_errors="surrogateescape",
+                                   report_dropped=reader_warning, blast_input=True):
             if first >= record.letters.size:
                 raise InputError("Invalid from coordinate (greater than sequence length)")
             out.write(b">" + record.defline.encode("utf-8", "surrogateescape") + b"\n")
@@ -131,15 +119,42 @@ def _cut_subjects(path: str, location: tuple, folder: str) -> tuple:
     return cut_path, np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64)
 
 
+def _numbers_with_letters(path: str) -> np.ndarray:
+    """The place in the file (from 1) of each record with letters, then the number of
+    records; each record without letters is warned about in blastn's words."""
+    from ..fasta import Header, iter_fasta
+
+    numbers, count, header, has_letters = [], 0, None, False
+
+    def end_record():
+        if has_letters:
+            numbers.append(count)
+        elif header is not None:
+            label = " ".join(filter(None, (f"Subject_{count}",
+                                           header.defline.decode("utf-8", "replace"))))
+            print(f"Warning: [blastn] {label}: Subject sequence contains no data",
+                  file=sys.stderr)
+
+    for item in iter_fasta(path, headerless_ok=True, report_dropped=lambda text: None,
+                           blast_input=True):
+        if isinstance(item, Header):
+            end_record()
+            header, has_letters, count = item, False, count + 1
+        else:
+            has_letters = True
+    end_record()
+    return np.array(numbers + [count], dtype=np.int64)
+
+
 def is_subject_set(db) -> bool:
     """Whether `db` holds -subject's sequences (whose reports name no database)."""
     return isinstance(db, SubjectDatabase)
 
 
-def subject_number(ordinal: int) -> str:
+def subject_number(db, ordinal: int) -> str:
     """What blastn calls a subject where it has no id of its own: Subject_N, its place in
-    the file."""
-    return f"Subject_{ordinal + 1}"
+    the file (records without letters counted)."""
+    return f"Subject_{db.record_numbers[ordinal]}"
 
 
 def letters_before(db, ordinals) -> np.ndarray:

@@ -14,11 +14,12 @@ reports' database lines keep the whole database's size, as blastn's do.
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import DatabaseError, InputError
-from .seqid import _best_accession, _parse_fasta_ids, split_defline
+from .seqid import _best_accession, _parse_fasta_ids, describe_set, split_defline
 
 BINARY_MARK = b"\x00"  # the binary list's first byte; a text list never starts with NUL
 _LONG_ID = 0xFF        # an id length byte saying that a 4-byte length follows
@@ -92,23 +93,40 @@ def _without_version(accession: str) -> str:
     return stem if dot and version.isdigit() else accession
 
 
-def listed_ordinals(db, keys: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Whether each sequence of `db` is named by one of `keys`, whether it has an accession
-    at all, and whether it has a GI: three bool [num_seqs]. A key with a version names that
-    version only."""
+class ListedIds(NamedTuple):
+    """What a seqidlist names of a database, bool [num_seqs] each: `named` the sequences of
+    which it names a defline, `whole` those of which it names every defline (its accession;
+    a defline with a GI alone is never named), `has_accession` and `has_gi` those with a
+    defline that has one; `flags` the named deflines of each sequence of several deflines
+    that it names in part."""
+
+    named: np.ndarray
+    whole: np.ndarray
+    has_accession: np.ndarray
+    has_gi: np.ndarray
+    flags: dict
+
+
+def listed_ordinals(db, keys: list[str]) -> ListedIds:
+    """The sequences and deflines of `db` that `keys` name (ListedIds). A key with a version
+    names that version only."""
     if not db.parse_seqids:
         raise DatabaseError(f"{db.name}: the database has no accession info (it was made "
                             "without -parse_seqids), which -seqidlist needs")
     wanted = set(keys)
-    named = np.zeros(db.num_seqs, dtype=bool)
-    has_accession = np.zeros(db.num_seqs, dtype=bool)
-    has_gi = np.zeros(db.num_seqs, dtype=bool)
+    listed = ListedIds(*(np.zeros(db.num_seqs, dtype=bool) for _ in range(4)), {})
     for ordinal in range(db.num_seqs):
-        accession, has_gi[ordinal] = accession_of(db.defline(ordinal))
-        if accession is not None:
-            has_accession[ordinal] = True
-            named[ordinal] = accession in wanted or _without_version(accession) in wanted
-    return named, has_accession, has_gi
+        flags = []
+        for defline in db.defline_texts(ordinal):
+            accession, gi = accession_of(defline)
+            listed.has_gi[ordinal] |= gi
+            listed.has_accession[ordinal] |= accession is not None
+            flags.append(accession is not None and (
+                accession in wanted or _without_version(accession) in wanted))
+        listed.named[ordinal], listed.whole[ordinal] = any(flags), all(flags)
+        if any(flags) and not all(flags):
+            listed.flags[ordinal] = tuple(flags)
+    return listed
 
 
 def approximate_lengths(db) -> np.ndarray:
@@ -135,6 +153,40 @@ class DatabaseSubset:
         return getattr(self._db, name)
 
 
+class ListedSubset(DatabaseSubset):
+    """A database restricted by a seqidlist, whose kept sequences of several deflines show
+    those the list names (a negative list: those it does not name), as blastn shows them."""
+
+    def __init__(self, db, searched: np.ndarray, counted: np.ndarray, flags: dict,
+                 shown_if_named: bool):
+        super().__init__(db, searched, counted)
+        self._flags, self._shown_if_named = flags, shown_if_named
+
+    def _shown(self, ordinal: int, items: list) -> list:
+        flags = self._flags.get(int(ordinal))
+        if flags is None:
+            return items
+        return [item for item, named in zip(items, flags) if named == self._shown_if_named]
+
+    def defline_texts(self, ordinal: int) -> list[str]:
+        return self._shown(ordinal, self._db.defline_texts(ordinal))
+
+    def defline(self, ordinal: int) -> str:
+        return self.defline_texts(ordinal)[0]
+
+    def seq_id(self, ordinal: int) -> str:
+        return describe_set(self.defline_texts(ordinal), True)[0]
+
+    def accession(self, ordinal: int) -> str:
+        return describe_set(self.defline_texts(ordinal), True)[1]
+
+    def title_of(self, ordinal: int) -> str:
+        return describe_set(self.defline_texts(ordinal), True)[2]
+
+    def taxids_of(self, ordinal: int) -> list[int]:
+        return self._shown(ordinal, self._db.taxids_of(ordinal))
+
+
 def restrict(db, options):
     """`db` as the search sees it under a seqidlist or a taxid list of the options."""
     from .taxonomy import restrict_to_taxids, taxid_filter
@@ -145,15 +197,15 @@ def restrict(db, options):
     listed = options.seqidlist or options.negative_seqidlist
     if listed is None:
         return db
-    named, has_accession, has_gi = listed_ordinals(db, read_id_list(listed))
+    ids = listed_ordinals(db, read_id_list(listed))
     if options.seqidlist:
-        return DatabaseSubset(db, named, named)
+        return ListedSubset(db, ids.named, ids.named, ids.flags, True)
     # a negative list searches the sequences of SeqDB's accession index that it does not
-    # name. The statistics count every sequence but those whose every id it names (it
+    # name whole. The statistics count every sequence but those whose every id it names (it
     # never names a GI): of a version 4 database, those of the accession index only; of a
     # version 5 database (as makeblastdb writes by default, and as gblastn's own stand in
     # for) a sequence with a GI only too
-    counted = ~named | has_gi
+    counted = ~ids.whole | ids.has_gi
     if db.format_version == 4:
-        counted &= has_accession
-    return DatabaseSubset(db, has_accession & ~named, counted)
+        counted &= ids.has_accession
+    return ListedSubset(db, ids.has_accession & ~ids.whole, counted, ids.flags, False)

@@ -218,14 +218,17 @@ class TaxonomySubset(DatabaseSubset):
     def defline(self, ordinal: int) -> str:
         return self._first_defline(ordinal).text()
 
+    def defline_texts(self, ordinal: int) -> list[str]:
+        return [found.text() for found in self._shown(ordinal)]
+
     def seq_id(self, ordinal: int) -> str:
-        return self._db.describe_defline(self._first_defline(ordinal))[0]
+        return self._db.describe_deflines(self._shown(ordinal))[0]
 
     def accession(self, ordinal: int) -> str:
-        return self._db.describe_defline(self._first_defline(ordinal))[1]
+        return self._db.describe_deflines(self._shown(ordinal))[1]
 
     def title_of(self, ordinal: int) -> str:
-        return self._db.describe_defline(self._first_defline(ordinal))[2]
+        return self._db.describe_deflines(self._shown(ordinal))[2]
 
     def taxids_of(self, ordinal: int) -> list[int]:
         return [d.taxid for d in self._shown(ordinal)]

@@ -22,7 +22,7 @@ import lmdb
 import numpy as np
 
 from ..errors import InputError, OptionsError, OutputError
-from ..fasta import Header, iter_fasta
+from ..fasta import TITLE_WARNING, Header, iter_fasta, reader_warning, title_ends_with_sequence
 from . import format as fmt
 from .columns import Column
 from .encode import EncodedSequence, SequenceEncoder
@@ -273,7 +273,7 @@ def make_db(inputs, out: str, title: str | None = None, parse_seqids: bool = Fal
             max_file_sz: int | str = "1GB", progress: bool | None = None, *,
             taxid: int | None = None, taxid_map: str | None = None, strict: bool = False,
             mask_data=None, mask_id=None, deflines_as_read: bool = False,
-            warn=_warn_to_stderr) -> str:
+            warn=_warn_to_stderr, blast_input: bool = False) -> str:
     """Builds database `out` (directory out.gdb) from FASTA files; returns its directory.
     A missing folder on the way to it is made, as makeblastdb does. `taxid` gives every
     sequence that taxid, `taxid_map` (with parse_seqids) a file mapping ids to taxids;
@@ -282,7 +282,9 @@ def make_db(inputs, out: str, title: str | None = None, parse_seqids: bool = Fal
     separated by commas), stored for search -db_soft_mask and -db_hard_mask under
     makeblastdb's algorithm ids; `mask_id`: a name for each file's algorithm instead of
     its program's (ids from 100 on). `deflines_as_read` keeps the deflines' bytes as they
-    came (-subject's, which blastn reads without makeblastdb's conversion)."""
+    came (-subject's, which blastn reads without makeblastdb's conversion). `blast_input`
+    reads the FASTA as blastn reads -subject (fasta.iter_fasta), its reader's warnings on
+    stderr in blastn's words."""
     names = _split_inputs(inputs)
     cap = _volume_cap(max_file_sz)
     taxids = _taxid_assignment(taxid, taxid_map, parse_seqids)
@@ -293,7 +295,7 @@ def make_db(inputs, out: str, title: str | None = None, parse_seqids: bool = Fal
     bar = _Progress(progress, names)
     try:
         build = _Build(names, generation, cap, parse_seqids, bar, warn, taxids, strict, masks)
-        build.deflines_as_read = deflines_as_read
+        build.deflines_as_read, build.blast_input = deflines_as_read, blast_input
         manifest = build.run()
         manifest.update(title=title if title is not None else " ".join(names),
                         created=blast_date(datetime.fromtimestamp(started)),
@@ -449,6 +451,7 @@ class _Build:
         self.primary_ids = _PrimaryIds(names) if parse_seqids else None
         self.ordinal = self.total = self.longest = 0
         self.deflines_as_read = False
+        self.blast_input = False  # read as blastn reads -subject (make_db)
 
     def run(self) -> dict:
         try:
@@ -486,8 +489,9 @@ class _Build:
     def _read(self, file_index: int, name: str) -> None:
         header = encoder = None
         record = 0  # the record's place in its file, as masking data may name it
-        dropped = None if self.strict else self.warn
-        for item in iter_fasta(name, chunk_bytes=READ_CHUNK_BYTES, report_dropped=dropped):
+        dropped = None if self.strict else reader_warning if self.blast_input else self.warn
+        for item in iter_fasta(name, chunk_bytes=READ_CHUNK_BYTES, report_dropped=dropped,
+                               headerless_ok=self.blast_input, blast_input=self.blast_input):
             if isinstance(item, Header):
                 if header is not None:
                     self._store(file_index, name, header, encoder.finish(), record)
@@ -502,7 +506,10 @@ class _Build:
 
     def _store(self, file_index: int, name: str, header: Header, sequence: EncodedSequence,
                record: int) -> None:
-        stored = header.defline if self.deflines_as_read else visible_defline(header.defline)
+        if self.blast_input and title_ends_with_sequence(header.defline.decode("latin-1")):
+            reader_warning(TITLE_WARNING)
+        stored = header.defline if self.deflines_as_read else \
+            visible_defline(header.defline, self.parse_seqids)
         if stored != header.defline and sequence.length:
             self.warn(f"{name}:{header.line}: defline bytes outside printable ASCII stored "
                       "as '#', as makeblastdb stores them")
@@ -566,15 +573,18 @@ class _Build:
 
 
 # makeblastdb keeps deflines as ASN.1 VisibleStrings, and blastn prints what it stored: a byte
-# past ASCII, DEL or a control character becomes '#', except ^A (BLAST's defline separator),
-# which becomes a space, and the tab, which it expands (kept here)
+# past ASCII, DEL or a control character becomes '#', except the tab, which it expands (kept
+# here), and ^A (BLAST's defline separator), which becomes a space, or with -parse_seqids
+# separates the sequence's deflines (kept, as seqid.DEFLINE_SEPARATOR)
 _REPLACED = bytes(c for c in range(32) if c not in (1, 9)) + b"\x7f" + bytes(range(128, 256))
 _VISIBLE = bytes.maketrans(_REPLACED + b"\x01", b"#" * len(_REPLACED) + b" ")
+_VISIBLE_KEEPING_SEPARATOR = bytes.maketrans(_REPLACED, b"#" * len(_REPLACED))
 
 
-def visible_defline(defline: bytes) -> bytes:
-    """A FASTA defline as makeblastdb stores it: printable ASCII (and tabs)."""
-    return defline.translate(_VISIBLE)
+def visible_defline(defline: bytes, several: bool = False) -> bytes:
+    """A FASTA defline as makeblastdb stores it: printable ASCII (and tabs), and with
+    `several` (-parse_seqids) the ^A between deflines."""
+    return defline.translate(_VISIBLE_KEEPING_SEPARATOR if several else _VISIBLE)
 
 
 def _first_token(defline: str) -> str:

@@ -264,6 +264,8 @@ def _write_query_file(outputs, path: str, text: str) -> None:
 
 # blastn's words, to the trailing space, for a record without letters
 EMPTY_QUERY_WARNING = "Warning: [blastn] {label}: Sequence contains no data "
+# and for an input without a record
+EMPTY_INPUT_WARNING = "Warning: [blastn] Query is Empty!"
 
 
 def _iter_all_queries(files, query_loc: tuple):
@@ -299,7 +301,7 @@ def _numbered_queries(files):
                 held = []
             yield query
         if count == 0:
-            print(f"gblastn: warning: {path} holds no query sequence", file=sys.stderr)
+            print(EMPTY_INPUT_WARNING, file=sys.stderr)
     if held:
         raise InputError(f"Sequence contains no data: no query of {', '.join(files)} has letters")
 

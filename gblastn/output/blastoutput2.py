@@ -95,26 +95,29 @@ def _statistics(stats, db) -> Node:
 
 
 def _hit(number: int, subject, query, db, masked: tuple) -> Node:
-    seq_id, accession, title = hit_names(db, subject.ordinal)
-    taxid = next(iter(db.taxids_of(subject.ordinal)), 0)  # its (first) defline's, when set
-    description = Node("HitDescr", [("id", seq_id)] + ([("accession", accession)] if accession
-                                                        else []) + [("title", title)]
-                       + ([("taxid", taxid)] if taxid else []))
+    names = hit_names(db, subject.ordinal)
+    taxids = db.taxids_of(subject.ordinal) or [0] * len(names)  # each defline's, 0: none
+    descriptions = [
+        Node("HitDescr", [("id", seq_id)] + ([("accession", accession)] if accession else [])
+             + [("title", title)] + ([("taxid", taxid)] if taxid else []))
+        for (seq_id, accession, title), taxid in zip(names, taxids)]
     hsps = [_hsp(hsp_number, hsp, len(query), masked)
             for hsp_number, hsp in enumerate(shown_hsps(query, db, subject), 1)]
-    return Node("Hit", [("num", number), ("description", [description]),
+    return Node("Hit", [("num", number), ("description", descriptions),
                         ("len", whole_length(db, subject.ordinal)), ("hsps", hsps)])
 
 
-def hit_names(db, ordinal: int) -> tuple:
-    """(id, accession, title) of the subject's description (an empty accession is left
-    out): without parsed ids the database's local id (gnl|BL_ORD_ID|N, accession N) and the whole
-    defline; with them the ids, the accession without its version, and the title."""
-    from .tabular import report_accession
+def hit_names(db, ordinal: int) -> list[tuple]:
+    """(id, accession, title) of each of the subject's deflines (an empty accession is left
+    out): without parsed ids the database's local id (gnl|BL_ORD_ID|N, accession N) and the
+    whole defline; with them the ids, the accession without its version (a general id's
+    tag), and the title."""
+    from .tabular import report_accession_of, subject_deflines
 
     if not db.parse_seqids:
-        return f"gnl|BL_ORD_ID|{ordinal}", str(ordinal), db.defline(ordinal)
-    return db.seq_id(ordinal), report_accession(db, ordinal), db.title_of(ordinal)
+        return [(f"gnl|BL_ORD_ID|{ordinal}", str(ordinal), db.defline(ordinal))]
+    return [(seq_id, report_accession_of(seq_id, accession, True), title)
+            for seq_id, accession, title in subject_deflines(db, ordinal)]
 
 
 def _hsp(number: int, hsp, query_length: int, masked: tuple) -> Node:

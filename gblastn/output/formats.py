@@ -30,6 +30,8 @@ class TabularReport:
     def footer(self, db, count: int) -> str:
         import io
 
+        if not count:  # blastn writes nothing for an input without a query
+            return ""
         text = io.StringIO()
         write_footer(text, self.fmt, count)
         return text.getvalue()
@@ -55,12 +57,7 @@ def output_format(outfmt: str, options, db_name: str, command_line: str = "", **
     if re.fullmatch(r"[+-]?\d+", choice) and int(choice) in (XML2, XML2_SINGLE):
         return Xml2Report(options, db_name, single_file=int(choice) == XML2_SINGLE)
     if re.fullmatch(r"[+-]?\d+", choice) and int(choice) == SAM:
-        if options.ungapped:
-            # blastn joins a subject's ungapped HSPs into one SAM record, which gblastn
-            # does not write
-            raise OptionsError("output format 17 (SAM) with -ungapped is not supported by "
-                               "gblastn")
-        return SamReport(words, command_line)
+        return SamReport(words, command_line, ungapped=options.ungapped)
     if re.fullmatch(r"[+-]?\d+", choice) and int(choice) == PAIRWISE:
         given = {name: value for name, value in pairwise.items() if value is not None}
         return PairwiseReport(options, db_name, **given)

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..db.seqid import describe, primary_defline
 from ..db.subjects import is_subject_set, whole_length
 from .alignments import lower_masked, mask_of, shown_hsps
 from .statistics import query_statistics
-from .tabular import format_bitscore
+from .tabular import format_bitscore, subject_deflines
 
 PROGRAM_VERSION = "BLASTN 2.12.0+"
 LINE_WIDTH = 68            # kFormatLineLength: headers, references and descriptions
@@ -140,16 +141,20 @@ def posted_date(created: str) -> str:
 def subject_id(db, ordinal: int, show_gis: bool) -> tuple:
     """(gi, the id as the descriptions show it, the id as the alignments' titles show it):
     none for a database without parsed ids, whose sequences are known by ordinal."""
-    from .tabular import _subject_gi
-
     if not db.parse_seqids:
         return 0, "", ""
-    seq_id = db.seq_id(ordinal)
-    gi = int(_subject_gi(db, ordinal))
+    return _id_forms(db.seq_id(ordinal), db.accession(ordinal), show_gis)
+
+
+def _id_forms(seq_id: str, accession: str, show_gis: bool) -> tuple:
+    """subject_id's forms of one defline's ids: a GI alone shows as gi|N, a local id bare."""
+    from .tabular import _gi_of
+
+    gi = int(_gi_of(seq_id, True))
     fasta = _best_fasta_id(seq_id)
     if fasta.startswith("lcl|"):
         return gi, fasta[4:] + " ", fasta[4:]
-    bare = db.accession(ordinal)
+    bare = fasta if fasta.startswith("gi|") else accession
     long_form = show_gis and gi > 0
     return gi, (fasta if show_gis and not fasta.startswith("gi|") else bare + " "), \
         (fasta if long_form else bare)
@@ -167,11 +172,32 @@ def _best_fasta_id(seq_id: str) -> str:
 
 
 def subject_title(db, ordinal: int) -> str:
+    """The title the description shows: the primary defline's (the one sseqid names)."""
     if is_subject_set(db):  # blastn reads a defline that is not UTF-8 as Latin-1
         from ..query import latin1_if_not_utf8
 
         return latin1_if_not_utf8(db.shown_defline(ordinal))
-    return db.title_of(ordinal) if db.parse_seqids else db.defline(ordinal)
+    if not db.parse_seqids:
+        return db.defline(ordinal)
+    texts = db.defline_texts(ordinal)
+    if len(texts) == 1:
+        return db.title_of(ordinal)
+    return describe(primary_defline(texts, True), True)[2]
+
+
+def _title_lines(db, ordinal: int, show_gis: bool) -> str:
+    """The alignments' title: '>' and each defline of the subject in turn, the later ones
+    on lines of their own starting with a blank; a -subject's defline after '> '."""
+    if is_subject_set(db):
+        return "> " + wrap_title(subject_title(db, ordinal)) + "\n"
+    if not db.parse_seqids:
+        return ">" + wrap_title(db.defline(ordinal)) + "\n"
+    lines = []
+    for seq_id, accession, title in subject_deflines(db, ordinal):
+        gi, _, title_id = _id_forms(seq_id, accession, show_gis)
+        head = f"gi|{gi}|" if show_gis and gi > 0 and not title_id.startswith("gi|") else ""
+        lines.append(f"{head}{title_id} {wrap_title(title)}\n")
+    return ">" + " ".join(lines)
 
 
 def database_title(db) -> str:
@@ -281,14 +307,7 @@ class PairwiseReport:
         return (head + component).ljust(LINE_WIDTH).decode("utf-8", "surrogateescape")
 
     def _alignments(self, subject, hsps: list, db, masked: np.ndarray) -> str:
-        gi, _, title_id = subject_id(db, subject.ordinal, self.show_gis)
-        head = ">"
-        if self.show_gis and gi > 0 and not title_id.startswith("gi|"):
-            head += f"gi|{gi}|"
-        head += title_id
-        if len(head) > 1 or is_subject_set(db):
-            head += " "
-        parts = [head, wrap_title(subject_title(db, subject.ordinal)), "\n",
+        parts = [_title_lines(db, subject.ordinal, self.show_gis),
                  f"Length={whole_length(db, subject.ordinal)}\n\n"]
         subject_masks = db.masked_ranges(subject.ordinal) \
             if getattr(db, "mask_algorithm", None) is not None else None

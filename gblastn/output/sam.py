@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import __version__
 from ..alphabet import decode_blastna, reverse_complement
-from ..db.subjects import whole_length
+from ..db.subjects import letters_before, whole_length
 from ..query import local_id
 from .alignments import GAP, shown_hsps
 
@@ -53,6 +53,7 @@ class SamReport:
 
     spec: str = ""
     command_line: str = ""
+    ungapped: bool = False  # -ungapped: a subject's HSPs make one record (_JoinedHsps)
     # render() keeps the queries for footer(): a cluster search renders them where the
     # footer is written, not on its workers
     keeps_queries = True
@@ -98,6 +99,8 @@ class SamReport:
 
     def _query_records(self, query, result, db) -> _QueryRecords:
         query_name = local_id(query, result.query_index)
+        if self.ungapped:
+            return self._joined_records(query, query_name, result, db)
         entries = [(subject.ordinal, hsp) for subject in result.subjects if len(subject.hsps)
                    for hsp in shown_hsps(query, db, subject)]
         if self.subject_is_reference:
@@ -123,6 +126,46 @@ class SamReport:
                                  self._query_letters(hsp, query), hsp))
         return _QueryRecords(references, lines)
 
+    def _joined_records(self, query, query_name, result, db) -> _QueryRecords:
+        """-ungapped: one record a subject, its HSPs joined (_JoinedHsps); with the query as
+        the reference, sorted as blastn sorts them."""
+        joined = [_JoinedHsps(subject.ordinal, shown_hsps(query, db, subject))
+                  for subject in result.subjects if len(subject.hsps)]
+        if self.subject_is_reference:
+            references, lines = [], []
+            for entry in joined:
+                name = subject_name(db, entry.ordinal)
+                references.append((("subject", entry.ordinal),
+                                   f"@SQ\tSN:{name}\tLN:{whole_length(db, entry.ordinal)}"))
+                letters = self._range_letters(query.codes, entry.query_range, entry.minus)
+                lines.append(entry.record(query_name, name, entry.subject_range,
+                                          entry.query_range, len(query), letters))
+            return _QueryRecords(references, lines)
+        joined.sort(key=lambda entry: (entry.sort_start, entry.last_evalue))
+        references = [(("query", query_name),
+                       f"@SQ\tSN:{query_name}\tLN:{len(query)}")] if joined else []
+        lines = []
+        for entry in joined:
+            length = whole_length(db, entry.ordinal)
+            letters = self._range_letters(None, entry.subject_range, entry.minus, db,
+                                          entry.ordinal)
+            lines.append(entry.record(subject_name(db, entry.ordinal), query_name,
+                                      entry.query_range, entry.subject_range, length, letters))
+        return _QueryRecords(references, lines)
+
+    def _range_letters(self, codes, span: tuple, minus: bool, db=None, ordinal=0) -> str:
+        """With SQ, the read's letters over the joined HSPs' whole span [first, end), of the
+        query's `codes` or of the subject, on the reference's strand."""
+        if not self.with_sequences:
+            return "*"
+        first, end = span
+        if codes is None:  # the subject's, stored from its searched part on
+            before = int(letters_before(db, [ordinal])[0])
+            codes = db.blastna(ordinal, first - before, end - before)
+        else:
+            codes = codes[first:end]
+        return decode_blastna(reverse_complement(codes) if minus else codes)
+
     def _subject_letters(self, hsp) -> str:
         """The subject's letters on the query's strand: the row without its gaps."""
         return hsp.subject_row.replace(GAP, "") if self.with_sequences else "*"
@@ -142,10 +185,49 @@ def subject_name(db, ordinal: int) -> str:
     from ..db.subjects import is_subject_set, subject_number
 
     if is_subject_set(db):
-        return subject_number(ordinal)
+        return subject_number(db, ordinal)
     if db.parse_seqids:
         return db.accession(ordinal)
     return f"BL_ORD_ID:{ordinal}"
+
+
+class _JoinedHsps:
+    """A subject's ungapped HSPs as blastn's SAM writes them, in one record: it joins them
+    into one alignment of their segments in the report's order, whose first HSP gives the
+    strand, the scores and the identities; the aligned columns are all the HSPs', and each
+    sequence's span runs from the smallest start of an HSP to the largest end."""
+
+    def __init__(self, ordinal: int, hsps: list):
+        self.ordinal, self.first = ordinal, hsps[0]
+        self.minus = self.first.minus
+        self.columns = sum(hsp.length for hsp in hsps)
+        self.query_range = (min(hsp.query_start for hsp in hsps) - 1,
+                            max(hsp.query_end for hsp in hsps))
+        self.subject_range = (min(min(hsp.subject_start, hsp.subject_end) for hsp in hsps) - 1,
+                              max(max(hsp.subject_start, hsp.subject_end) for hsp in hsps))
+        # blastn sorts by the smaller of the joined alignment's start and stop on the query
+        # (SortHspByMasterStartAscending), which CDense_seg takes from the segments on the
+        # strand of the first: the first segment's start and the last's stop, or, on the
+        # minus strand, the last segment's start and the first's stop
+        head, tail = (hsps[-1], self.first) if self.minus else (self.first, hsps[-1])
+        self.sort_start = min(head.query_start, tail.query_start + tail.length - 1)
+        # and then by the E-value it reads off the joined scores, where the last HSP's is
+        # the one kept
+        self.last_evalue = hsps[-1].evalue
+
+    def record(self, read: str, reference: str, reference_range: tuple, read_range: tuple,
+               read_length: int, letters: str) -> str:
+        """The SAM line: the reference's span gives the position, the read's its clips."""
+        first = self.first
+        front, back = _clips(*read_range, read_length, self.minus)
+        identities = first.identities if first.masked_identities is None \
+            else first.masked_identities
+        fields = [read, str(REVERSE_FLAG if self.minus else 0), reference,
+                  str(reference_range[0] + 1), str(UNKNOWN_MAPPING_QUALITY),
+                  f"{front}{self.columns}M{back}", "*", "0", "0", letters, "*",
+                  f"AS:i:{first.score}", f"EV:f:{first.evalue:g}", "NM:i:0",
+                  f"PI:f:{_percent(identities, self.columns)}", f"BS:f:{first.bitscore:g}"]
+        return "\t".join(fields)
 
 
 def _reference_lines(queries: list) -> list:
@@ -174,6 +256,10 @@ def _percent_identity(hsp) -> str:
     aligned = hsp.length - hsp.gaps
     # blastn's SAM reads the count of its alignment, made on hard-masked letters if any
     identities = hsp.identities if hsp.masked_identities is None else hsp.masked_identities
+    return _percent(identities, aligned)
+
+
+def _percent(identities: int, aligned: int) -> str:
     percent = 100.0 if identities == aligned else min(99.99, 100.0 * identities / aligned)
     return f"{percent:.2f}"
 

@@ -17,6 +17,7 @@ from typing import TextIO
 import numpy as np
 
 from ..alphabet import COMPLEMENT_BLASTNA, IUPAC_FROM_BLASTNA, reverse_complement
+from ..db.seqid import describe
 from ..db.subjects import letters_before, whole_length
 from ..errors import OptionsError
 from ..layouts import OP_DEL, OP_INS, OP_SUB
@@ -453,29 +454,68 @@ def query_coverage_per_unique_subject(length: int, hsps, asked: int) -> int:
 # --------------------------------------------------------------------------------------------
 # Subject identifiers from the database
 
-def _subject_gi(db, ordinal: int) -> str:
-    if getattr(db, "parse_seqids", False):
-        found = re.search(r"(?:^|\|)gi\|(\d+)", db.seq_id(ordinal))
+def _gi_of(seq_id: str, parsed: bool) -> str:
+    if parsed:
+        found = re.search(r"(?:^|\|)gi\|(\d+)", seq_id)
         if found:
             return found.group(1)
     return "0"
 
 
-def _subject_accession_base(db, ordinal: int) -> str:
+def _accession_base_of(seq_id: str, accession: str, parsed: bool) -> str:
     """sacc: the accession without its version, for ids the database parsed."""
-    accession = db.accession(ordinal)
-    if getattr(db, "parse_seqids", False) and "|" in db.seq_id(ordinal):
+    if parsed and "|" in seq_id:
         found = re.fullmatch(r"(.+)\.\d+", accession)
         if found:
             return found.group(1)
     return accession
 
 
+def _subject_gi(db, ordinal: int) -> str:
+    return _gi_of(db.seq_id(ordinal), getattr(db, "parse_seqids", False))
+
+
+def _subject_accession_base(db, ordinal: int) -> str:
+    return _accession_base_of(db.seq_id(ordinal), db.accession(ordinal),
+                              getattr(db, "parse_seqids", False))
+
+
+def subject_deflines(db, ordinal: int) -> list[tuple[str, str, str]]:
+    """(seq_id, accession, title) of each of the subject's deflines, in the database's
+    order (makeblastdb -parse_seqids stores several for a title with ^A in it)."""
+    texts = db.defline_texts(ordinal)
+    if len(texts) == 1:
+        return [(db.seq_id(ordinal), db.accession(ordinal), db.title_of(ordinal))]
+    parsed = getattr(db, "parse_seqids", False)
+    return [describe(text, parsed) for text in texts]
+
+
+def _all_deflines_value(name: str, db, ordinal: int) -> str:
+    """sallseqid, sallgi, sallacc (';' between deflines), salltitles ('<>' between them,
+    N/A for a defline without a title)."""
+    parsed = getattr(db, "parse_seqids", False)
+    found = subject_deflines(db, ordinal)
+    if name == "sallseqid":
+        return ";".join(seq_id for seq_id, _, _ in found)
+    if name == "sallgi":
+        return ";".join(_gi_of(seq_id, parsed) for seq_id, _, _ in found)
+    if name == "sallacc":
+        return ";".join(_accession_base_of(seq_id, accession, parsed)
+                        for seq_id, accession, _ in found)
+    return "<>".join(title or NOT_AVAILABLE for _, _, title in found)
+
+
 def report_accession(db, ordinal: int) -> str:
     """The accession the XML and JSON reports give: sacc's, but of a general id (gnl|db|tag,
     sacc db:tag) the tag alone."""
-    accession = _subject_accession_base(db, ordinal)
-    general = re.search(r"(?:^|\|)gnl\|([^|]*)\|([^|]*)", db.seq_id(ordinal))
+    return report_accession_of(db.seq_id(ordinal), db.accession(ordinal),
+                               getattr(db, "parse_seqids", False))
+
+
+def report_accession_of(seq_id: str, accession: str, parsed: bool) -> str:
+    """report_accession of one defline's ids."""
+    accession = _accession_base_of(seq_id, accession, parsed)
+    general = re.search(r"(?:^|\|)gnl\|([^|]*)\|([^|]*)", seq_id)
     if general and accession == f"{general.group(1)}:{general.group(2)}":
         return general.group(2)
     return accession
@@ -625,16 +665,18 @@ def _per_subject_value(name: str, query, db, ordinal: int, per_subject: dict):
         return "0"
     if name == "qlen":
         return query.asked_length
-    if name in ("sseqid", "sallseqid"):
+    if name == "sseqid":
         return db.seq_id(ordinal)
-    if name in ("sgi", "sallgi"):
+    if name == "sgi":
         return _subject_gi(db, ordinal)
-    if name in ("sacc", "sallacc"):
+    if name == "sacc":
         return _subject_accession_base(db, ordinal)
     if name == "saccver":
         return db.accession(ordinal)
-    if name in ("stitle", "salltitles"):
+    if name == "stitle":
         return _subject_title(db, ordinal)
+    if name in ("sallseqid", "sallgi", "sallacc", "salltitles"):
+        return _all_deflines_value(name, db, ordinal)
     if name == "slen":
         return whole_length(db, ordinal)
     if name == "qframe":

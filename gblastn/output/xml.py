@@ -9,6 +9,7 @@ score, bit score and E-value; per query the statistics of its first valid contex
 
 from dataclasses import dataclass
 
+from ..db.seqid import describe, fasta_id_text
 from ..db.subjects import is_subject_set, subject_number, whole_length
 from ..query import local_id
 from .alignments import shown_hsps
@@ -91,11 +92,17 @@ def subject_names(db, ordinal: int) -> tuple:
 
     if is_subject_set(db):  # -subject's: its id, its defline, its place in the file
         return (db.seq_id(ordinal), db.shown_defline(ordinal) or NO_DEFINITION,
-                subject_number(ordinal))
+                subject_number(db, ordinal))
     if not db.parse_seqids:
         return f"gnl|BL_ORD_ID|{ordinal}", db.defline(ordinal) or NO_DEFINITION, str(ordinal)
-    return (db.seq_id(ordinal), db.title_of(ordinal) or NO_DEFINITION,
-            report_accession(db, ordinal))
+    texts = db.defline_texts(ordinal)
+    if len(texts) == 1:
+        return (db.seq_id(ordinal), db.title_of(ordinal) or NO_DEFINITION,
+                report_accession(db, ordinal))
+    # several deflines: the first's id and title, then ' >' and each later one's ids and title
+    first_id, _, first_title = describe(texts[0], True)
+    later = [fasta_id_text(text) + " " + describe(text, True)[2] for text in texts[1:]]
+    return first_id, " >".join([first_title] + later), report_accession(db, ordinal)
 
 
 def _element(indent: int, name: str, value) -> str:

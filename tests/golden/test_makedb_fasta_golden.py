@@ -1,8 +1,9 @@
 """Golden tests of makedb's FASTA reading: the letters makeblastdb's reader ignores (digits,
 '*', '.', letters outside IUPAC, control bytes, a '>' inside a line) are dropped with its
-warning naming their lines and columns, a ';' drops the rest of its line, a '-' is an N;
-the database then holds makeblastdb's sequences and gives blastn's results. -strict refuses
-such a letter instead."""
+warning naming their lines and columns, a ';' drops the rest of its line, lines starting
+with '!', '#' or ';' are comments, a '-' is an N, a '>?30' line 30 of them; the database
+then holds makeblastdb's sequences and gives blastn's results. -strict refuses such a
+letter instead."""
 
 import subprocess
 
@@ -16,9 +17,13 @@ pytestmark = [pytest.mark.golden, needs_blast]
 
 WIDTH = 60
 # (record, line of its sequence, column, text put there): the column counts from 1
-INSERTIONS = [(0, 2, 11, b"1"), (0, 2, 40, b"**"), (0, 5, 1, b"..."), (1, 0, 59, b"X"),
-              (1, 3, 7, b"J>"), (1, 3, 30, b"\x01"), (2, 1, 20, b";comment x1 ACGT"),
-              (2, 4, 1, b"; a whole line"), (3, 0, 5, b"-"), (3, 6, 60, b"9 9")]
+# (a text ending a line puts a line of its own: comments, a gap of 30 letters; the columns of
+# a line starting with blanks count from its first non-blank)
+INSERTIONS = [(0, 2, 11, b"1"), (0, 2, 40, b"**"), (0, 5, 1, b"..."), (0, 7, 1, b"!bang\n"),
+              (1, 0, 59, b"X"), (1, 3, 7, b"J>"), (1, 3, 30, b"\x01"), (1, 5, 1, b">?30\n"),
+              (2, 1, 20, b";comment x1 ACGT"), (2, 2, 1, b"  # hash comment\n"),
+              (2, 4, 1, b"; a whole line"), (3, 0, 5, b"-"), (3, 3, 1, b"   7"),
+              (3, 6, 60, b"9 9")]
 
 
 def _fasta_with_oddities(path, records) -> str:
@@ -53,7 +58,7 @@ def case(tmp_path_factory):
 
 def test_the_warnings_are_makeblastdbs(case):
     warnings = [line for line in case["theirs"].stderr.splitlines() if "FASTA-Reader" in line]
-    assert len(warnings) == 5
+    assert len(warnings) == 6
     ours = [line for line in case["ours"].stderr.splitlines() if "FASTA-Reader" in line]
     assert ours == ["gblastn: warning: " + line for line in warnings]
 

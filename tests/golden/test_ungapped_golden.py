@@ -1,7 +1,7 @@
 """Golden tests for `-ungapped`: the ungapped alignments are the HSPs, with the ungapped
 Karlin-Altschul statistics. gblastn's reports equal real `blastn` 2.12's line for line, for
 every task, on the megablast case's queries (ambiguity codes in the subjects, DUST and
-lower-case masks, both strands, repeats), in tabular, pairwise, XML and BlastOutput2
+lower-case masks, both strands, repeats), in tabular, pairwise, XML, BlastOutput2 and SAM
 form."""
 
 import pytest
@@ -99,13 +99,23 @@ def undated(lines: list) -> list:
     return [line for line in lines if not line.startswith("    Posted date:")]
 
 
-def test_sam_is_refused(case):
-    """blastn joins a subject's ungapped HSPs into one SAM record; gblastn says it does not
-    write that."""
-    done = gblastn("search", "-task", "megablast", "-ungapped", "-outfmt", "17", "-query",
-                   case["queries"]["small"], "-db", case["our_db"], "-device", "cpu")
-    assert done.returncode != 0
-    assert "output format 17 (SAM) with -ungapped is not supported" in done.stderr
+@pytest.mark.parametrize("words", ["", "SR", "SQ", "SR SQ"])
+@pytest.mark.parametrize("task", ["megablast", "blastn"])
+def test_sam_joins_a_subjects_hsps_as_blastn(case, task, words):
+    """blastn's SAM writes a subject's ungapped HSPs as one record (their columns added
+    up, the spans from the smallest start to the largest end, the first HSP's strand and
+    scores): the file is blastn's but for the @PG line."""
+    outfmt = f"17 {words}".strip()
+    query = case["queries"]["small"]
+    expected = blastn(query, case["blast_db"], "-task", task, "-ungapped", "-outfmt", outfmt)
+    got = run_ours(case, query, task, outfmt, {"ungapped": True})
+    tabular = blastn(query, case["blast_db"], "-task", task, "-ungapped", "-outfmt",
+                     "6 qseqid sseqid")
+    assert len(set(tabular)) < len(tabular)  # some subject has several HSPs to join
+    expected, got = ([line for line in lines if not line.startswith("@PG")]
+                     for lines in (expected, got))
+    assert any("\t16\t" in line for line in expected)  # both strands
+    assert got == expected, compare_lines(expected, got)
 
 
 def test_megablast_without_greedy_extension_is_refused_as_blastn(case):

@@ -49,7 +49,7 @@ def test_a_failed_run_leaves_none_of_the_queries_files(world, tmp_path, outfmt):
     # the first listed file is searched, and its queries' files made, before the second
     # is found bad
     (tmp_path / "good.fa").write_text(open(world.query).read())
-    (tmp_path / "bad.fa").write_text(">bad\nACGT*ACGT\n")
+    (tmp_path / "bad.fa").write_text(">bad\n..,,..\nACGT\n")
     (tmp_path / "list.txt").write_text("good.fa\nbad.fa\n")
     kept = tmp_path / "kept"
     kept.mkdir()

@@ -295,7 +295,7 @@ def hostile_files(world, folder) -> dict:
     (folder / "garbage.fa").write_bytes(bytes(range(256)) * 40)
     whole = gzip.compress(open(world.query, "rb").read())
     (folder / "truncated.fa.gz").write_bytes(whole[:len(whole) // 2])
-    (folder / "nul.fa").write_bytes(b">q\nACGT\x00ACGT\n")
+    (folder / "nul.fa").write_bytes(b">q\n\x00\x00\x00\x00\nACGT\n")  # not sequence
     (folder / "a_folder").mkdir()
     (folder / "folder_as_list").mkdir()
     return {name: str(folder / name) for name in

@@ -76,10 +76,17 @@ def test_unwritable_output(case, tmp_path):
     assert_one_line_error(done, 4)
 
 
-def test_invalid_query_letters(case, tmp_path):
-    done = search(case, "-query", write(tmp_path / "bad.fa", ">q\nACGT*ACGT\n"))
+def test_a_first_line_that_is_not_sequence_is_refused(case, tmp_path):
+    done = search(case, "-query", write(tmp_path / "bad.fa", ">q\n..,,..\nACGT\n"))
     assert_one_line_error(done, 2)
-    assert "bad.fa:2" in done.stderr
+    assert "bad.fa:2" in done.stderr and "doesn't look like plausible data" in done.stderr
+
+
+def test_invalid_query_letters_are_dropped_with_blastns_warning(case, tmp_path):
+    done = search(case, "-query", write(tmp_path / "odd.fa", ">q\nACGT*ACGT\n"))
+    assert done.returncode == 0, done.stderr
+    assert "FASTA-Reader: Ignoring invalid residues at position(s): On line 2: 5\n" \
+        in done.stderr
 
 
 def test_queries_that_cannot_hit_give_no_lines_and_no_error(case, tmp_path):
@@ -98,7 +105,7 @@ def test_empty_query_file_warns(case, tmp_path):
     out = tmp_path / "empty.tsv"
     done = search(case, "-query", write(tmp_path / "empty.fa", ""), "-out", str(out))
     assert done.returncode == 0
-    assert "holds no query sequence" in done.stderr
+    assert "Warning: [blastn] Query is Empty!" in done.stderr
     assert out.read_text() == ""
 
 

@@ -149,6 +149,9 @@ class FakeDb:
     def title_of(self, o):
         return self.records[o][2]
 
+    def defline_texts(self, o):
+        return [f"{self.records[o][0]} {self.records[o][2]}"]
+
     def blastna(self, o, start=0, end=None):
         return encode_blastna(self.records[o][3][start:end])
 
