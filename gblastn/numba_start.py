@@ -336,6 +336,7 @@ def _one_signature_dispatcher():
     from . import linked_code
 
     linked_code.install()
+    _slice_size_errors_unformatted()
 
     class OneSignatureDispatcher(CPUDispatcher):
         """numba's dispatcher, which compiles a function called from compiled code for its
@@ -384,6 +385,29 @@ def _one_signature_dispatcher():
     OneSignatureDispatcher.__module__ = __name__
     OneSignatureDispatcher.__qualname__ = "OneSignatureDispatcher"
     return OneSignatureDispatcher
+
+
+def _slice_size_errors_unformatted() -> None:
+    """An assignment of an array to a slice checks the sizes, and numba's CPU target words
+    its error with the shapes, formatting strings in compiled code: the first such
+    assignment in a process compiled numba's string functions (about 2 s for each of 1 and
+    2 dimensions, in each compiling process). Its generic target's error says the same
+    without the shapes; a wrong size is a bug in gblastn, never bad input."""
+    from numba.core.typing.templates import builtin_registry
+    from numba.np import arrayobj
+
+    if not hasattr(arrayobj, "raise_with_shape_context"):
+        return
+    for value, function_type in builtin_registry.globals:
+        if value is not arrayobj.raise_with_shape_context:
+            continue
+        for template in getattr(function_type, "templates", ()):
+            if getattr(template, "metadata", {}).get("target") == "CPU":
+                template._overload_func = staticmethod(_no_implementation)
+
+
+def _no_implementation(*args):
+    return None
 
 
 def _import_numba():
