@@ -26,8 +26,8 @@ DEVICES = ("auto", "cpu", "gpu")
 # estimate of its wall time
 COMPILE_CPU_SECONDS = {"megablast": 80, "dc-megablast": 80, "blastn": 80, "blastn-short": 80}
 
-_DTYPES = {"i64": "int64", "u32": "uint32", "u8": "uint8", "f64": "float64", "bool": "boolean",
-           "none": "none"}
+_DTYPES = {"i64": "int64", "u64": "uint64", "u32": "uint32", "u8": "uint8", "f64": "float64",
+           "bool": "boolean", "none": "none"}
 
 
 def marker_path(task: str, device: str) -> str:
@@ -154,11 +154,14 @@ def _start_traceback_child(task: str):
 
 def numba_types(arguments: str) -> tuple:
     """numba types of a declared argument list: `i64` a scalar, `i64[2]` a C-contiguous
-    array of 2 dimensions, `u8[1]r` a read-only one, `none` None."""
+    array of 2 dimensions, `u8[1]r` a read-only one, `none` None, `(i64,u64)` a tuple."""
     from numba.core import types
 
     found = []
     for token in arguments.split():
+        if token.startswith("("):  # a tuple: (i64,u64)
+            found.append(types.Tuple(numba_types(token[1:-1].replace(",", " "))))
+            continue
         match = re.fullmatch(r"([a-z0-9]+)(?:\[(\d)\](r?))?", token)
         dtype = getattr(types, _DTYPES[match.group(1)])
         if match.group(2) is None:
@@ -171,29 +174,26 @@ def numba_types(arguments: str) -> tuple:
 
 def compile_traceback(task: str) -> None:
     """Compile the traceback's compiled call for `task`, as a search of it calls it; for
-    megablast the greedy aligners first, which the other process's gapped stage then loads
-    from the cache instead of compiling them too."""
+    megablast the greedy aligners first (for linking), which the other process's gapped
+    stage then loads from the cache instead of compiling them too."""
     from .options import make_options
     from .traceback import _trace_group, trace_group_arguments
 
     greedy = make_options(task).greedy
     if greedy:
-        _align_greedily()
+        _compile_greedy_aligners()
     _trace_group.compile(numba_types(trace_group_arguments(greedy)))
 
 
-def _align_greedily() -> None:
-    """Both greedy aligners (linear and affine gap costs) on a few made-up letters."""
-    import numpy as np
+def _compile_greedy_aligners() -> None:
+    """Both greedy aligners (linear and affine gap costs), as their callers link them."""
+    from . import linked_code
+    from .greedy import GREEDY_AFFINE_ARGUMENTS, GREEDY_LINEAR_ARGUMENTS, greedy_affine, \
+        greedy_linear
 
-    from .greedy import greedy_one_way
-    from .wordrun import pack_query_words
-
-    letters = np.zeros(64, dtype=np.uint8)
-    bases, ambiguous = pack_query_words(letters)
-    for gap_open, gap_extend in ((0, 0), (5, 2)):
-        greedy_one_way(letters, bases, ambiguous, 0, 64, letters, 0, 64, False, False, 20, 1,
-                       -2, gap_open, gap_extend, True, -1)
+    with linked_code.typing_a_call():
+        greedy_linear.compile(numba_types(GREEDY_LINEAR_ARGUMENTS))
+        greedy_affine.compile(numba_types(GREEDY_AFFINE_ARGUMENTS))
 
 
 def main(argv: list) -> int:
