@@ -20,8 +20,9 @@ import threading
 
 from .compile_cache import numba_cache_dir, source_keys
 from .errors import OptionsError
-from .options import TASKS
+from .options import TASKS, make_options
 DEVICES = ("auto", "cpu", "gpu")
+GREEDY_LINEAR, GREEDY_AFFINE = "greedy_linear", "greedy_affine"
 # CPU seconds of a task's first compilation (docs/perf/coldstart.md), for the notice's
 # estimate of its wall time
 COMPILE_CPU_SECONDS = {"megablast": 80, "dc-megablast": 80, "blastn": 80, "blastn-short": 80}
@@ -82,6 +83,9 @@ def compile_task(task: str, device: str, backend, word_size: int | None = None,
     print(notice(task), file=sys.stderr, flush=True)
     child = _start_traceback_child(task)
     try:
+        if child is not None and make_options(task).greedy:
+            # this process's share of what both need, done before its first stage
+            _compile_greedy_aligner(GREEDY_AFFINE)
         _load_stages(task, word_size, query_letters, backend, trace=False)
     except BaseException:
         if child is not None:
@@ -102,7 +106,6 @@ def _load_stages(task: str, word_size: int | None, query_letters: int | None, ba
     a compilation after all says so."""
     from .engine import warm_up
     from .numba_start import lighten_numba_start
-    from .options import make_options
 
     lighten_numba_start()
     if announce:
@@ -174,26 +177,23 @@ def numba_types(arguments: str) -> tuple:
 
 def compile_traceback(task: str) -> None:
     """Compile the traceback's compiled call for `task`, as a search of it calls it; for
-    megablast the greedy aligners first (for linking), which the other process's gapped
-    stage then loads from the cache instead of compiling them too."""
-    from .options import make_options
+    megablast the greedy aligner for linear gap costs first (for linking)."""
     from .traceback import _trace_group, trace_group_arguments
 
     greedy = make_options(task).greedy
     if greedy:
-        _compile_greedy_aligners()
+        _compile_greedy_aligner(GREEDY_LINEAR)
     _trace_group.compile(numba_types(trace_group_arguments(greedy)))
 
 
-def _compile_greedy_aligners() -> None:
-    """Both greedy aligners (linear and affine gap costs), as their callers link them."""
-    from . import linked_code
-    from .greedy import GREEDY_AFFINE_ARGUMENTS, GREEDY_LINEAR_ARGUMENTS, greedy_affine, \
-        greedy_linear
+def _compile_greedy_aligner(which: str) -> None:
+    """A greedy aligner (GREEDY_LINEAR or GREEDY_AFFINE gap costs), as its callers link it:
+    the other process's stages that call it load it from the cache instead of compiling it
+    too. Each process compiles one before the rest, which the other needs later."""
+    from . import greedy, linked_code
 
     with linked_code.typing_a_call():
-        greedy_linear.compile(numba_types(GREEDY_LINEAR_ARGUMENTS))
-        greedy_affine.compile(numba_types(GREEDY_AFFINE_ARGUMENTS))
+        getattr(greedy, which).compile(numba_types(getattr(greedy, which.upper() + "_ARGUMENTS")))
 
 
 def main(argv: list) -> int:

@@ -155,7 +155,33 @@ def install() -> None:
 
     library._optimize_final_module = optimize_unless_for_linking
     library._finalize_final_module = finalize_with_unoptimised_code
+    _compile_numba_helpers_for_linking()
     _INSTALLED.append(True)
+
+
+def _compile_numba_helpers_for_linking() -> None:
+    """numba's own implementations of numpy and Python functions (np.empty, sorting, ...)
+    are closures that numba compiles for the function being compiled, which links them in:
+    compiled for linking too, as they are never called from Python. They are not cached."""
+    from numba.core import dispatcher
+
+    compile_in_full = dispatcher.Dispatcher.compile
+
+    def compile_helpers_for_linking(self, sig):
+        name = getattr(self.py_func, "__qualname__", "")
+        if _current() is None or "<locals>" not in name or \
+                not getattr(self.py_func, "__module__", "").startswith("numba."):
+            return compile_in_full(self, sig)
+        compilation = _Compilation(name, True)
+        compilation.linking_only = False  # numba's own dispatcher: no key of its own
+        compilations = _stack("compilations")
+        compilations.append(compilation)
+        try:
+            return compile_in_full(self, sig)
+        finally:
+            compilations.pop()
+
+    dispatcher.Dispatcher.compile = compile_helpers_for_linking
 
 
 def _unoptimised_target_machine(numba_codegen):
