@@ -20,14 +20,15 @@ import threading
 
 from .compile_cache import numba_cache_dir, source_keys
 from .errors import OptionsError
-from .options import TASKS
+from .options import TASKS, make_options
 DEVICES = ("auto", "cpu", "gpu")
+GREEDY_LINEAR, GREEDY_AFFINE = "greedy_linear", "greedy_affine"
 # CPU seconds of a task's first compilation (docs/perf/coldstart.md), for the notice's
 # estimate of its wall time
-COMPILE_CPU_SECONDS = {"megablast": 80, "dc-megablast": 80, "blastn": 80, "blastn-short": 80}
+COMPILE_CPU_SECONDS = {"megablast": 40, "dc-megablast": 44, "blastn": 44, "blastn-short": 44}
 
-_DTYPES = {"i64": "int64", "u32": "uint32", "u8": "uint8", "f64": "float64", "bool": "boolean",
-           "none": "none"}
+_DTYPES = {"i64": "int64", "u64": "uint64", "u32": "uint32", "u8": "uint8", "f64": "float64",
+           "bool": "boolean", "none": "none"}
 
 
 def marker_path(task: str, device: str) -> str:
@@ -51,7 +52,7 @@ def _mark_compiled(task: str, devices: tuple) -> None:
 
 def notice(task: str) -> str:
     """The line a first compilation prints: what, about how long, that it happens once."""
-    seconds = COMPILE_CPU_SECONDS.get(task, 80) / min(2, os.cpu_count() or 1)
+    seconds = COMPILE_CPU_SECONDS.get(task, 44) / min(2, os.cpu_count() or 1)
     return (f"gblastn: compiling the CPU code for -task {task}, once (about {seconds:.0f} s; "
             f"kept in {numba_cache_dir()})")
 
@@ -82,6 +83,9 @@ def compile_task(task: str, device: str, backend, word_size: int | None = None,
     print(notice(task), file=sys.stderr, flush=True)
     child = _start_traceback_child(task)
     try:
+        if child is not None and make_options(task).greedy:
+            # this process's share of what both need, done before its first stage
+            _compile_greedy_aligner(GREEDY_AFFINE)
         _load_stages(task, word_size, query_letters, backend, trace=False)
     except BaseException:
         if child is not None:
@@ -102,7 +106,6 @@ def _load_stages(task: str, word_size: int | None, query_letters: int | None, ba
     a compilation after all says so."""
     from .engine import warm_up
     from .numba_start import lighten_numba_start
-    from .options import make_options
 
     lighten_numba_start()
     if announce:
@@ -154,11 +157,14 @@ def _start_traceback_child(task: str):
 
 def numba_types(arguments: str) -> tuple:
     """numba types of a declared argument list: `i64` a scalar, `i64[2]` a C-contiguous
-    array of 2 dimensions, `u8[1]r` a read-only one, `none` None."""
+    array of 2 dimensions, `u8[1]r` a read-only one, `none` None, `(i64,u64)` a tuple."""
     from numba.core import types
 
     found = []
     for token in arguments.split():
+        if token.startswith("("):  # a tuple: (i64,u64)
+            found.append(types.Tuple(numba_types(token[1:-1].replace(",", " "))))
+            continue
         match = re.fullmatch(r"([a-z0-9]+)(?:\[(\d)\](r?))?", token)
         dtype = getattr(types, _DTYPES[match.group(1)])
         if match.group(2) is None:
@@ -171,29 +177,23 @@ def numba_types(arguments: str) -> tuple:
 
 def compile_traceback(task: str) -> None:
     """Compile the traceback's compiled call for `task`, as a search of it calls it; for
-    megablast the greedy aligners first, which the other process's gapped stage then loads
-    from the cache instead of compiling them too."""
-    from .options import make_options
+    megablast the greedy aligner for linear gap costs first (for linking)."""
     from .traceback import _trace_group, trace_group_arguments
 
     greedy = make_options(task).greedy
     if greedy:
-        _align_greedily()
+        _compile_greedy_aligner(GREEDY_LINEAR)
     _trace_group.compile(numba_types(trace_group_arguments(greedy)))
 
 
-def _align_greedily() -> None:
-    """Both greedy aligners (linear and affine gap costs) on a few made-up letters."""
-    import numpy as np
+def _compile_greedy_aligner(which: str) -> None:
+    """A greedy aligner (GREEDY_LINEAR or GREEDY_AFFINE gap costs), as its callers link it:
+    the other process's stages that call it load it from the cache instead of compiling it
+    too. Each process compiles one before the rest, which the other needs later."""
+    from . import greedy, linked_code
 
-    from .greedy import greedy_one_way
-    from .wordrun import pack_query_words
-
-    letters = np.zeros(64, dtype=np.uint8)
-    bases, ambiguous = pack_query_words(letters)
-    for gap_open, gap_extend in ((0, 0), (5, 2)):
-        greedy_one_way(letters, bases, ambiguous, 0, 64, letters, 0, 64, False, False, 20, 1,
-                       -2, gap_open, gap_extend, True, -1)
+    with linked_code.typing_a_call():
+        getattr(greedy, which).compile(numba_types(getattr(greedy, which.upper() + "_ARGUMENTS")))
 
 
 def main(argv: list) -> int:

@@ -36,6 +36,10 @@ from .wordrun import WORD_PAD, letter_run_backward, letter_run_forward, packed_r
 INVALID_DIAG = 100000000     # bounds of an empty range of diagonals
 GREEDY_MAX_COST = 1000       # first search memory, in distances (BLAST's GREEDY_MAX_COST)
 OUTSIDE = 15                 # what the subject holds outside its ends (BLAST's sentinel byte)
+# the two aligners' argument types (compile_ahead's notation; `seqs` as _sequences makes it)
+SEQUENCES_TYPE = "(u64,i64,i64,i64,i64,i64,u64,i64,i64,i64)"
+GREEDY_LINEAR_ARGUMENTS = SEQUENCES_TYPE + " bool bool i64 i64 i64 i64 bool i64"
+GREEDY_AFFINE_ARGUMENTS = SEQUENCES_TYPE + " bool bool i64 i64 i64 i64 i64 i64 bool"
 
 
 # ----------------------------------------------------------------------------------------------

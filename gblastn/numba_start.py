@@ -330,8 +330,13 @@ def __getattr__(name):
 
 @functools.lru_cache(maxsize=None)
 def _one_signature_dispatcher():
-    from numba.core import types
+    from numba.core import sigutils, types
     from numba.core.registry import CPUDispatcher
+
+    from . import linked_code
+
+    linked_code.install()
+    _slice_size_errors_unformatted()
 
     class OneSignatureDispatcher(CPUDispatcher):
         """numba's dispatcher, which compiles a function called from compiled code for its
@@ -342,17 +347,67 @@ def _one_signature_dispatcher():
 
         constant_args = (frozenset(), frozenset())
 
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._linking_only = set()  # the signatures compiled for linking only
+
         def get_call_template(self, args, kws):
             names, positions = self.constant_args
             args = tuple(arg if i in positions else types.unliteral(arg)
                          for i, arg in enumerate(args))
             kws = {name: arg if name in names else types.unliteral(arg)
                    for name, arg in kws.items()}
-            return super().get_call_template(args, kws)
+            with linked_code.typing_a_call():
+                return super().get_call_template(args, kws)
+
+        def enable_caching(self):
+            self._cache = linked_code.cache_class()(self.py_func)
+
+        def compile(self, sig):
+            """numba's compile; for linking where numba types a call from compiled code
+            (linked_code). A call from Python replaces a compilation for linking."""
+            with linked_code.compiling(self.py_func) as compilation:
+                if not compilation.for_linking:
+                    args, _ = sigutils.normalize_signature(sig)
+                    if tuple(args) in self._linking_only:
+                        self._linking_only.discard(tuple(args))
+                        del self.overloads[tuple(args)]
+                return super().compile(sig)
+
+        def add_overload(self, cres):
+            if linked_code.is_linking_only():
+                # for compiled callers only: Python's calls miss it and compile in full
+                self.overloads[tuple(cres.signature.args)] = cres
+                self._linking_only.add(tuple(cres.signature.args))
+            else:
+                super().add_overload(cres)
 
     OneSignatureDispatcher.__module__ = __name__
     OneSignatureDispatcher.__qualname__ = "OneSignatureDispatcher"
     return OneSignatureDispatcher
+
+
+def _slice_size_errors_unformatted() -> None:
+    """An assignment of an array to a slice checks the sizes, and numba's CPU target words
+    its error with the shapes, formatting strings in compiled code: the first such
+    assignment in a process compiled numba's string functions (about 2 s for each of 1 and
+    2 dimensions, in each compiling process). Its generic target's error says the same
+    without the shapes; a wrong size is a bug in gblastn, never bad input."""
+    from numba.core.typing.templates import builtin_registry
+    from numba.np import arrayobj
+
+    if not hasattr(arrayobj, "raise_with_shape_context"):
+        return
+    for value, function_type in builtin_registry.globals:
+        if value is not arrayobj.raise_with_shape_context:
+            continue
+        for template in getattr(function_type, "templates", ()):
+            if getattr(template, "metadata", {}).get("target") == "CPU":
+                template._overload_func = staticmethod(_no_implementation)
+
+
+def _no_implementation(*args):
+    return None
 
 
 def _import_numba():

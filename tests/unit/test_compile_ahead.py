@@ -17,9 +17,10 @@ from gblastn.compile_cache import numba_cache_dir
 def test_declared_types_read():
     from numba.core import types
 
-    found = numba_types("i64 u8[1]r f64[2] none bool")
+    found = numba_types("i64 u8[1]r f64[2] none bool (u64,i64)")
     assert found == (types.int64, types.Array(types.uint8, 1, "C", readonly=True),
-                     types.Array(types.float64, 2, "C"), types.none, types.boolean)
+                     types.Array(types.float64, 2, "C"), types.none, types.boolean,
+                     types.Tuple((types.uint64, types.int64)))
 
 
 @pytest.mark.parametrize("task", ["megablast", "blastn"])
@@ -32,6 +33,24 @@ def test_declared_traceback_types_are_a_searchs_own(task):
     assert warm_up(options) > 0  # the made-up search traced, as a search does
     declared = numba_types(trace_group_arguments(options.greedy))
     assert list(_trace_group.signatures) and declared in _trace_group.signatures
+
+
+def test_declared_greedy_aligner_types_are_their_callers_own():
+    """The aligners as greedy_one_way (in every search's gapped stage and traceback) calls
+    them: types its calls, which loads or compiles the aligners for the types it finds."""
+    import numba
+    import numpy as np
+
+    from gblastn.greedy import GREEDY_AFFINE_ARGUMENTS, GREEDY_LINEAR_ARGUMENTS, \
+        greedy_affine, greedy_linear, greedy_one_way
+    from gblastn.wordrun import pack_query_words
+
+    letters = np.zeros(64, dtype=np.uint8)
+    bases, ambiguous = pack_query_words(letters)
+    numba.njit(greedy_one_way.py_func)(letters, bases, ambiguous, 0, 64, letters, 0, 64, False,
+                                       False, 20, 1, -2, 0, 0, True, -1)
+    assert numba_types(GREEDY_LINEAR_ARGUMENTS) in greedy_linear.signatures
+    assert numba_types(GREEDY_AFFINE_ARGUMENTS) in greedy_affine.signatures
 
 
 @pytest.fixture(scope="module")

@@ -221,7 +221,16 @@ from numba.core.typing import typeof
 from gblastn.compile_cache import install_locator
 from gblastn.numba_start import _make_dispatcher
 install_locator()
+made = _make_dispatcher(lambda x: x, {})
+from numba.core.typing.templates import builtin_registry
+from numba.np import arrayobj
+slice_errors = [template._overload_func for value, function in builtin_registry.globals
+                if value is arrayobj.raise_with_shape_context for template in function.templates
+                if template.metadata.get("target") == "CPU"]
 ours = [
+    *slice_errors,
+    codegen.CPUCodeLibrary._optimize_final_module,
+    codegen.CPUCodeLibrary._finalize_final_module,
     caching.Cache.load_overload,
     codegen.CPUCodeLibrary._get_module_for_linking,
     codegen.JitEngine.is_symbol_defined,
@@ -232,8 +241,7 @@ ours = [
 ]
 impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl
 print(sum(f.__module__.startswith("gblastn.") for f in ours), len(ours),
-      getattr(impl._locator_classes[0], "_gblastn_keyed", False),
-      type(_make_dispatcher(lambda x: x, {})).__name__)
+      getattr(impl._locator_classes[0], "_gblastn_keyed", False), type(made).__name__)
 """
 
 
@@ -249,3 +257,38 @@ def test_every_patch_of_numba_takes_effect_on_the_pinned_numba(tmp_path):
     assert patched == total
     assert keyed == "True"
     assert dispatcher == "OneSignatureDispatcher"
+
+
+SLICE_SIZES = START + """
+from numba.core import event
+from gblastn.numba_start import njit
+import numpy as np
+
+compiled = []
+
+class Compiled(event.Listener):
+    def on_start(self, ev):
+        compiled.append(ev.data["dispatcher"].py_func.__module__)
+
+    def on_end(self, ev):
+        pass
+
+event.register("numba:compile", Compiled())
+
+@njit()
+def assign(to, values, rows):
+    to[:values.shape[0]] = values
+    rows[:values.shape[0], :] = rows[values.shape[0]:, :]
+
+assign(np.zeros(4), np.ones(2), np.zeros((4, 2)))
+try:
+    assign(np.zeros(1), np.ones(2), np.zeros((4, 2)))
+except ValueError as error:
+    print(error, "|", *sorted(set(name for name in compiled if "unicode" in name)))
+"""
+
+
+def test_a_slice_of_the_wrong_size_is_an_error_without_compiling_strings(tmp_path):
+    done = _python(SLICE_SIZES, tmp_path, tmp_path / "cache")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "cannot assign slice from input of different size |"
