@@ -433,7 +433,7 @@ def search_command(
     hard_mask = _mask_algorithm_id(db_hard_mask, db, warn)
     device = _device_for_masks(soft_mask, hard_mask, device)
     cluster = _cluster_spec(scheduler, scheduler_file, local_workers, shards, cluster_mode,
-                            device, gpu_id, subject)
+                            device, gpu_id, subject, stage_times)
 
     from .pools import beside
 
@@ -518,12 +518,12 @@ def _device_for_masks(soft_mask: int | None, hard_mask: int | None, device: str)
 
 
 def _cluster_spec(scheduler, scheduler_file, local_workers, shards, cluster_mode, device,
-                  gpu_id, subject):
+                  gpu_id, subject, stage_times):
     """The search's ClusterSpec, or None when it runs in this process."""
     from .drivers.cluster import ClusterSpec, requested
 
     spec = ClusterSpec(scheduler, scheduler_file, local_workers, shards, cluster_mode,
-                       device, gpu_id)
+                       device, gpu_id, worker_shares=stage_times)
     spec.check()
     if not requested(spec):
         return None
