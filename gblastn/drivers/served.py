@@ -72,12 +72,14 @@ class ServedSearch:
     options: object
     times: object
 
-    def texts(self, queries, report, render_here=None):
-        """Each query's output text by `report`, in input order (the served process makes
-        even those of a report that keeps every query until its footer: it holds the
-        database too)."""
+    def texts(self, queries, report, render_here):
+        """Each query's output text by `report`, in input order: made on the workers; or
+        here, by `render_here` ([(query, QueryResult)] -> texts), for a report that keeps
+        every query until its footer (SAM)."""
         queries = list(queries)  # read and checked here, before anything is sent
-        request = SearchRequest(self.db_name, self.spec, self.options, report, queries,
+        keeps_queries = getattr(report, "keeps_queries", False)
+        request = SearchRequest(self.db_name, self.spec, self.options,
+                                None if keeps_queries else report, queries,
                                 self.spec.worker_shares)
         with self.times.stage("cluster connect"):
             connection = _connect(self.address)
@@ -89,6 +91,8 @@ class ServedSearch:
                         kind, body = _receive(connection)
                     if kind == "texts":
                         yield from body
+                    elif kind == "results":
+                        yield from render_here(body)
                     elif kind == "error":
                         raise _error_of(*body)
                     else:  # done
@@ -127,7 +131,9 @@ def _error_of(kind: str, message: str) -> GblastnError:
 
 class SearchDoor:
     """gblastn serve's door: a thread that answers each search sent through it, in a
-    thread of its own, with `client` (the served cluster's)."""
+    thread of its own, with `client` (the served cluster's). It opens the databases the
+    searches name (LMDB lets a process open a database once: not in a searching
+    process)."""
 
     def __init__(self, client, host: str):
         self.client = client
@@ -151,8 +157,7 @@ class SearchDoor:
                 db.close()
 
     def database(self, name: str):
-        """The database, opened once: the searches' statistics and their outputs' titles
-        and footers read it."""
+        """The database, opened once: the searches' statistics and sizes come from it."""
         from ..db.reader import open_db
 
         with self.lock:
@@ -177,21 +182,21 @@ class SearchDoor:
                                                  f"failed: {type(exc).__name__}: {exc}")))
 
     def _search(self, connection: socket.socket, request: SearchRequest) -> None:
+        """Each batch's texts by the request's report, or without one its (query,
+        QueryResult) pairs."""
         from ..timing import StageTimes
         from .cluster import ClusterSearch
 
-        db = self.database(request.db_name)
         times = StageTimes()
-        search = ClusterSearch(self.client, request.spec, db, request.db_name,
-                               request.options, times)
+        search = ClusterSearch(self.client, request.spec, self.database(request.db_name),
+                               request.db_name, request.options, times)
         times.notes["cluster"] = search.split()
-
-        def render(pairs):
-            return request.report.render(pairs, db)
-
         left, done = len(request.queries), False
-        for batch, texts in search.batch_texts(request.queries, request.report, render):
-            _send(connection, ("texts", texts))
+        for batch, outputs in search.batch_texts(request.queries, request.report, None):
+            if request.report is None:
+                _send(connection, ("results", list(zip(batch, outputs))))
+            else:
+                _send(connection, ("texts", outputs))
             left -= len(batch)
             if left == 0 and not request.worker_shares:
                 _send(connection, ("done", dict(times.notes)))
