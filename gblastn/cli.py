@@ -399,11 +399,9 @@ def search_command(
                                 "database), replicate (whole query batches, in turn) or auto.",
                                 "Default = `auto'"),
 ) -> None:
-    from .compile_ahead import stages_before_search
     from .drivers.run import OutputSpec, RunSettings, query_files, run_search
     from .options import make_options
     from .output.formats import report_limits, warn_missing_taxonomy_names
-    from .scan import select_backend
     from .timing import StageTimes
 
     if subject_loc is not None and db is not None:
@@ -434,17 +432,21 @@ def search_command(
     hard_mask = _mask_algorithm_id(db_hard_mask, db, warn)
     device = _device_for_masks(soft_mask, hard_mask, device)
     cluster = _cluster_spec(scheduler, scheduler_file, local_workers, shards, cluster_mode,
-                            device, gpu_id, subject)
-
-    from .pools import beside
+                            device, gpu_id, subject, stage_times)
 
     times = StageTimes()
     files = query_files(query, query_list)
     # the GPU's set-up (pycuda, its context) runs while options, files and database are read;
-    # a cluster's workers hold their own backends, and this process none
-    backend = None if cluster is not None else beside(select_backend, device, gpu_id, times)
-    compile_stages = None if cluster is not None else \
-        stages_before_search(task, device, word_size, _query_bytes(files), backend)
+    # a cluster's workers hold their own backends and compiled stages, and this process none
+    backend = compile_stages = None
+    if cluster is None:
+        from .compile_ahead import stages_before_search
+        from .pools import beside
+        from .scan import select_backend
+
+        backend = beside(select_backend, device, gpu_id, times)
+        compile_stages = stages_before_search(task, device, word_size, _query_bytes(files),
+                                              backend)
     options = make_options(
         task, evalue=evalue, word_size=word_size, reward=reward, penalty=penalty,
         gapopen=gapopen, gapextend=gapextend, xdrop_ungap=xdrop_ungap, xdrop_gap=xdrop_gap,
@@ -519,12 +521,12 @@ def _device_for_masks(soft_mask: int | None, hard_mask: int | None, device: str)
 
 
 def _cluster_spec(scheduler, scheduler_file, local_workers, shards, cluster_mode, device,
-                  gpu_id, subject):
+                  gpu_id, subject, stage_times):
     """The search's ClusterSpec, or None when it runs in this process."""
     from .drivers.cluster import ClusterSpec, requested
 
     spec = ClusterSpec(scheduler, scheduler_file, local_workers, shards, cluster_mode,
-                       device, gpu_id)
+                       device, gpu_id, worker_shares=stage_times)
     spec.check()
     if not requested(spec):
         return None

@@ -98,6 +98,15 @@ def compile_task(task: str, device: str, backend, word_size: int | None = None,
     _mark_compiled(task, (device, _device_of(backend)))
 
 
+def load_compiled_stages(task: str, backend) -> None:
+    """Load the task's stages (engine.warm_up's made-up search) in a process that serves
+    searches, a served cluster's worker, ahead of the first one, where this cache holds them
+    compiled for the backend's device; nothing where it does not (the first search
+    compiles them, saying so)."""
+    if is_compiled(task, backend.name):
+        _load_stages(task, None, None, backend, trace=True)
+
+
 def _load_stages(task: str, word_size: int | None, query_letters: int | None, backend,
                  trace: bool, announce: bool = False) -> None:
     """engine.warm_up's made-up search with the task's tables and aligners, and the stages

@@ -66,6 +66,9 @@ class ClusterSpec:
     gpu_id: int = 0
     # the shard of each ordinal, any assignment (shards.shards_of), instead of `shards` runs
     assignment: object = None
+    # a search sent through gblastn serve's door (served.py) waits for what each worker's
+    # tasks spent (-stage_times shows it) only when asked to
+    worker_shares: bool = True
 
     def check(self) -> None:
         given = [self.scheduler is not None, self.scheduler_file is not None,
@@ -245,12 +248,16 @@ class ClusterSearch:
         the workers, which hold the database's titles and their own threads; or here, by
         `render_here` ([(query, QueryResult)] -> texts), for a report that keeps every
         query until its footer (SAM)."""
+        for _, texts in self.batch_texts(queries, report, render_here):
+            yield from texts
+
+    def batch_texts(self, queries, report, render_here):
+        """(a batch's queries, their output texts) of each batch in turn, as texts()."""
         if getattr(report, "keeps_queries", False):
             for batch, results in self._outputs(queries, None):
-                yield from render_here(list(zip(batch, results)))
+                yield batch, render_here(list(zip(batch, results)))
             return
-        for _, texts in self._outputs(queries, report):
-            yield from texts
+        yield from self._outputs(queries, report)
 
     def _outputs(self, queries, report):
         """(queries, their outputs) of each batch in turn: QueryResults, or their texts by

@@ -23,6 +23,7 @@ from distributed import WorkerPlugin, get_worker
 from ..timing import StageTimes
 
 PLUGIN_NAME = "gblastn-resident"
+PRELOADED_TASK = "megablast"  # blastn's default task, whose stages a preloading worker loads
 
 
 class ResidentDatabases(WorkerPlugin):
@@ -51,8 +52,17 @@ class ResidentDatabases(WorkerPlugin):
             threading.Thread(target=self._load, name="gblastn-preload", daemon=True).start()
 
     def _load(self) -> None:
+        """The preloaded database with its diagonal-hash resets (where contiguous shards are
+        cut), then the compiled stages of blastn's default task: a served cluster's first
+        search finds them made and loaded (numba loads each stage's machine code at its
+        first call, 0.5-1 s in all)."""
+        from ..compile_ahead import load_compiled_stages
+
         try:
-            self.database(self.preload).load(self.shard)
+            resident = self.database(self.preload)
+            resident.load(self.shard)
+            resident.resets()
+            load_compiled_stages(PRELOADED_TASK, self.backend())
         except Exception:  # noqa: BLE001 - the searches meet it again and report it
             logging.getLogger("gblastn").exception("loading %s failed", self.preload)
 

@@ -139,8 +139,14 @@ def _search_with(db, db_path, options, times, backend, files, fmt, output, setti
 
 def _search_on_cluster(search, db_path, files, fmt, output, settings, outputs) -> int:
     from .cluster import ClusterSearch, connected, worker_db_name
+    from .served import ServedSearch, door_of
 
     times = search.times
+    door = door_of(settings.cluster)
+    if door is not None:  # gblastn serve's: its process searches with its own Dask client
+        cluster = ServedSearch(door, settings.cluster, worker_db_name(db_path), search.options,
+                               times)
+        return _search_all(search, files, fmt, output, settings, outputs, cluster)
     with contextlib.ExitStack() as stack:
         with times.stage("cluster connect"):
             client = stack.enter_context(connected(settings.cluster, search.options.num_threads))

@@ -5,7 +5,9 @@ It starts a scheduler and a worker per GPU of this host (CPU worker processes wi
 GPUs) and writes the scheduler's address to the scheduler file; or, given a scheduler (or
 a scheduler file whose scheduler answers), it adds this host's workers to that cluster.
 Every worker opens the database when it starts, and copies it to its GPU as far as it fits
-(cluster.ResidentDatabases); searches then find it there.
+(cluster.ResidentDatabases); searches then find it there. A cluster it starts also gets a
+door (served.SearchDoor), named in the scheduler file, through which searches are sent to
+this process's own Dask client.
 """
 
 import asyncio
@@ -99,6 +101,7 @@ def _start(distributed, spec: ServeSpec, name: str, gpus: list, ready) -> None:
     at the end."""
     from .cluster import local_cluster
     from .resident import PLUGIN_NAME
+    from .served import SearchDoor, write_scheduler_file
 
     workers = len(gpus) or spec.workers
     device = spec.device if gpus else "cpu"
@@ -106,7 +109,8 @@ def _start(distributed, spec: ServeSpec, name: str, gpus: list, ready) -> None:
             distributed.Client(cluster, set_as_default=False) as client:
         client.register_plugin(_plugin(spec, name), name=PLUGIN_NAME)
         client.wait_for_workers(workers)
-        client.write_scheduler_file(spec.scheduler_file)
+        door = SearchDoor(client, _host_of(cluster.scheduler_address))
+        write_scheduler_file(client, spec.scheduler_file, door)
         try:
             ready(f"serving {spec.db} on {cluster.scheduler_address} with {workers} "
                   f"{'GPU' if gpus else 'CPU'} worker{'s' if workers != 1 else ''} "
@@ -115,6 +119,13 @@ def _start(distributed, spec: ServeSpec, name: str, gpus: list, ready) -> None:
         finally:
             with contextlib.suppress(OSError):
                 os.remove(spec.scheduler_file)
+            door.close()
+
+
+def _host_of(address: str) -> str:
+    """The host of a Dask address (tcp://HOST:PORT), where the door listens beside the
+    scheduler."""
+    return address.split("://", 1)[-1].rpartition(":")[0].strip("[]")
 
 
 def _join(distributed, address: str, spec: ServeSpec, name: str, gpus: list, ready) -> None:

@@ -2,8 +2,9 @@
 output byte for byte: for 1, 2 and 3 shards, any assignment of the subjects to shards (ties
 between identical subjects held by different shards included), max_target_seqs and max_hsps
 cuts, megablast and blastn, tabular and pairwise output, the database replicated with
-blastn's batches dealt in turn; a worker lost mid-search has its shard or its batch rerun
-elsewhere, and a search that cannot finish leaves no output."""
+blastn's batches dealt in turn, a search sent through gblastn serve's door; a worker lost
+mid-search has its shard or its batch rerun elsewhere, and a search that cannot finish
+leaves no output."""
 
 import os
 import re
@@ -191,6 +192,95 @@ def test_unreachable_scheduler_fails_in_one_line_without_output(case, tmp_path):
     assert not out.exists()
 
 
+@pytest.fixture(scope="module")
+def door_file(case, tmp_path_factory):
+    """A scheduler file naming the door of a running gblastn serve (two CPU workers), and a
+    Dask address where nothing listens: only a search sent through the door can finish."""
+    import json
+
+    folder = tmp_path_factory.mktemp("door")
+    served_file = folder / "served.json"
+    serve = subprocess.Popen([sys.executable, "-m", "gblastn", "serve", "-db", case["db"],
+                              "-workers", "2", "-device", "cpu", "-scheduler_file",
+                              str(served_file)], stderr=subprocess.PIPE, text=True)
+    try:
+        assert any("serving" in line for line in iter(serve.stderr.readline, "")), \
+            "serve did not start"
+        info = json.loads(served_file.read_text())
+        info["address"] = "tcp://127.0.0.1:1"
+        door_file = folder / "door.json"
+        door_file.write_text(json.dumps(info))
+        yield str(door_file)
+    finally:
+        serve.terminate()
+        serve.wait(timeout=60)
+
+
+def through(door_file: str, **spec) -> ClusterSpec:
+    return ClusterSpec(scheduler_file=door_file, device="cpu", **spec)
+
+
+@pytest.mark.parametrize("query, outfmt, task, extra", [
+    ("small", TABULAR, "megablast", {"max_target_seqs": 2}),
+    ("small", "17", "megablast", {"max_target_seqs": 2}),  # SAM, formatted here
+    ("mixed", "5", "blastn", {}),                           # several batches
+])
+def test_search_through_serves_door_gives_the_single_search(door_file, case, query, outfmt,
+                                                            task, extra):
+    expected = search(case, query, outfmt, task, **extra)
+    assert search(case, query, outfmt, task, through(door_file), **extra) == expected
+
+
+@pytest.mark.parametrize("shares", [True, False])
+def test_door_tells_the_split_and_each_workers_share_when_asked(door_file, case, shares):
+    from gblastn.timing import StageTimes
+
+    times = StageTimes()
+    run_search([case["queries"]["small"]], case["db"], make_options("megablast"),
+               OutputSpec(TABULAR, str(case["folder"] / "split.txt"), None, "db"),
+               settings=RunSettings(cluster=through(door_file, worker_shares=shares)),
+               times=times)
+    assert times.notes["cluster"].startswith("2 workers")
+    assert ("workers" in times.notes) == shares
+
+
+def test_served_searchs_error_comes_back_as_raised_there(door_file, case, tmp_path,
+                                                          small_tabular):
+    """The served process refuses the search (culling needs the database whole): the
+    searching process raises its error, with its class, and writes nothing. (small_tabular
+    is made before this failed search.)"""
+    out = tmp_path / "out.txt"
+    with pytest.raises(OptionsError, match="-culling_limit and -best_hit_. see the whole "
+                                           "database at once"):
+        run_search([case["queries"]["small"]], case["db"],
+                   make_options("megablast", culling_limit=1),
+                   OutputSpec(TABULAR, str(out), None, "db"),
+                   settings=RunSettings(cluster=through(door_file, shards=2)))
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_closed_door_fails_in_one_line_without_output(case, tmp_path):
+    """A scheduler file that a killed gblastn serve left: its door is closed."""
+    import json
+    import socket
+
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    scheduler_file = tmp_path / "scheduler.json"
+    scheduler_file.write_text(json.dumps({"address": "tcp://127.0.0.1:1",
+                                          "gblastn-search": f"127.0.0.1:{port}"}))
+    out = tmp_path / "out.txt"
+    done = subprocess.run([sys.executable, "-m", "gblastn", "search", "-db", case["db"],
+                           "-query", case["queries"]["small"], "-out", str(out),
+                           "-scheduler_file", str(scheduler_file)],
+                          capture_output=True, text=True)
+    assert done.returncode == 6
+    assert done.stderr.startswith("gblastn: error: cannot reach the served cluster's door") \
+        and done.stderr.count("\n") == 1
+    assert not out.exists()
+
+
 class KillOnExecuting(distributed.WorkerPlugin):
     """Kills its worker's process when a task whose key starts with `prefix` starts: once
     in all (the marker file), or every time."""
@@ -270,13 +360,17 @@ def test_serve_then_search_from_the_command_line(case, tmp_path, small_tabular):
         assert any("serving" in line for line in iter(serve.stderr.readline, "")
                    if line.startswith("gblastn") or "serving" in line), "serve did not start"
         out = tmp_path / "out.txt"
-        done = subprocess.run([sys.executable, "-m", "gblastn", "search", "-db", case["db"],
-                               "-query", case["queries"]["small"], "-outfmt", TABULAR,
-                               "-max_target_seqs", "2", "-out", str(out),
+        done = subprocess.run([sys.executable, "-X", "importtime", "-m", "gblastn", "search",
+                               "-db", case["db"], "-query", case["queries"]["small"],
+                               "-outfmt", TABULAR, "-max_target_seqs", "2", "-out", str(out),
                                "-scheduler_file", str(scheduler_file)],
                               capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
         assert out.read_bytes() == small_tabular
+        # sent through serve's door, the search imported neither Dask nor numba
+        imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines()}
+        assert "gblastn.drivers.served" in imported
+        assert not imported & {"distributed", "dask", "numba"}
     finally:
         serve.send_signal(signal.SIGINT)
         code = serve.wait(timeout=60)
