@@ -208,7 +208,7 @@ def test_a_bad_listed_file_is_reported_before_any_output(world, tmp_path, listed
 
 def test_a_failed_out_dir_run_leaves_none_of_its_outputs(world, tmp_path):
     copy_query(world, tmp_path / "good.fa")
-    (tmp_path / "bad.fa").write_text(">bad\nACGT*ACGT\n")
+    (tmp_path / "bad.fa").write_text(">bad\n123456\n")  # refused as blastn refuses it
     listing = query_list(tmp_path, "good.fa", "bad.fa")
     kept = tmp_path / "kept"
     kept.mkdir()
