@@ -30,7 +30,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..arrays import joined_fields
 from ..cache_files import write_cache_file
 from ..cuda_context import close_device_files, page_locked_buffer, reset_primary_context, \
     retain_primary_context
@@ -643,10 +642,10 @@ class GpuBackend(Backend):
         try:
             parts = self._scan_groups(table, subjects, chunk_byte_offset, chunk_length, probes,
                                       rank_bits, max_probes, rules, taken)
-            seed_parts, aheads = [p[0] for p in parts], [p[1] for p in parts]
-            del parts
-            seeds = Seeds(*joined_fields(seed_parts, SEED_FIELDS))
-            ahead = aheads[0] if len(aheads) == 1 else np.concatenate(aheads, axis=1)
+            # the parts are views of page-locked staging buffers, given back below for the
+            # next call's results: joining them copies them out (one part too)
+            seeds = Seeds(*(np.concatenate([p[0][i] for p in parts]) for i in range(SEED_FIELDS)))
+            ahead = np.concatenate([p[1] for p in parts], axis=1)
         finally:
             self.give_back_staging(taken)
         return seeds, UngappedAhead(ahead)

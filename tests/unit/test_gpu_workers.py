@@ -23,14 +23,19 @@ MIG = "  MIG 1g.10gb     Device  0: (UUID: MIG-5f7a0c2e-0000-1111-2222-333333333
 @pytest.fixture
 def nvidia_smi(tmp_path, monkeypatch):
     """Put a fake nvidia-smi first on PATH: install(lines, status) makes it print `lines`
-    and exit with `status`."""
+    and exit with `status`. Dask's own GPU diagnostics (NVML) are turned off: on a host with
+    real GPUs they would look for the made-up ones and fail the cluster's start."""
+    import dask
+
     def install(lines, status=0):
         tool = tmp_path / "nvidia-smi"
         text = "".join(f"echo '{line}'\n" for line in lines)
         tool.write_text(f"#!/bin/sh\n{text}exit {status}\n")
         tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
         monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    return install
+        monkeypatch.setenv("DASK_DISTRIBUTED__DIAGNOSTICS__NVML", "False")
+    with dask.config.set({"distributed.diagnostics.nvml": False}):
+        yield install
 
 
 def gpus(count: int) -> list:
