@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .alphabet import score_matrix
-from .arrays import grown, joined_fields
+from .arrays import borrowed, grown, joined_fields
 from .layouts import HSP_CONTEXT, HSP_FIELDS, HSP_Q_END, HSP_Q_GAPPED_START, HSP_Q_START, \
     HSP_S_END, HSP_S_GAPPED_START, HSP_S_START, HSP_SCORE, UNGAPPED_FIELDS, UNGAPPED_LENGTH, \
     UNGAPPED_Q_START, UNGAPPED_S_START, UNGAPPED_SCORE
@@ -285,10 +285,12 @@ def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, f
     With a two-hit `window` (> 0), a seed is extended only when its diagonal's last seed was
     not (its flag `saved` is 0) and ends within `window` letters of it; otherwise it is
     stored as a first hit. BLAST's off-diagonal search for a partner never runs: its range,
-    min(off_diagonal_range 0, window - W), is never above 0."""
+    min(off_diagonal_range 0, window - W), is never above 0.
+
+    The seeds go through _extend_into, which stops when a buffer is full; the buffers grow
+    here, between its calls (an array rebound inside the seed loop costs numba reference
+    counting on every seed)."""
     total_seeds = chunk_bounds[last_chunk] - chunk_bounds[first_chunk]
-    ordered = seed_order.size > 0
-    made = ahead.shape[1] > 0
     cap = max(16, total_seeds // 8)
     o_chunk = np.empty(cap, dtype=np.int32)
     o_q = np.empty(cap, dtype=np.int32)
@@ -299,22 +301,68 @@ def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, f
     o_seed_s = np.empty(cap, dtype=np.int32)
     o_seed = np.empty(cap, dtype=np.int64)
     n_out = 0
-    blast_len = sequence.size - 2
-    exact_only = word_size < 11
     # diagonal array (BLAST's length: a power of two >= query length + window)
     diag_len = 1
-    while diag_len < blast_len + window:
+    while diag_len < sequence.size - 2 + window:
         diag_len <<= 1
     last_hit = np.zeros(diag_len if not use_hash else 1, dtype=np.int64)
     hit_saved = np.zeros(diag_len if not use_hash else 1, dtype=np.int64)
     # the diagonal hash (512 buckets of chained cells; index 0 means none) comes from the
     # previous call, as BLAST keeps it from subject to subject
     offset = np.int64(offset)
+    c, at = first_chunk, chunk_bounds[first_chunk]
+    while True:
+        c, at, n_out, occupancy, offset = _extend_into(
+            seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, c, at, last_chunk,
+            sequence, context_offset, packed, chunk_byte_offset, chunk_length, matrix,
+            score_table, xdrop, cutoff, reduced_cutoff, word_size, window, use_hash, diag_len,
+            last_hit, hit_saved, backbone, cell_diag, cell_level, cell_saved, cell_next,
+            occupancy, offset, o_chunk, o_q, o_s, o_len, o_score, o_seed_q, o_seed_s, o_seed,
+            n_out)
+        if c == last_chunk:
+            break
+        if n_out == o_chunk.size:
+            o_chunk = grown(o_chunk, n_out + 1)
+            o_q = grown(o_q, n_out + 1)
+            o_s = grown(o_s, n_out + 1)
+            o_len = grown(o_len, n_out + 1)
+            o_score = grown(o_score, n_out + 1)
+            o_seed_q = grown(o_seed_q, n_out + 1)
+            o_seed_s = grown(o_seed_s, n_out + 1)
+            o_seed = grown(o_seed, n_out + 1)
+        if use_hash and occupancy == cell_diag.size:
+            cell_diag = grown(cell_diag, occupancy + 1)
+            cell_level = grown(cell_level, occupancy + 1)
+            cell_saved = grown(cell_saved, occupancy + 1)
+            cell_next = grown(cell_next, occupancy + 1)
+    return (o_chunk[:n_out], o_q[:n_out], o_s[:n_out], o_len[:n_out], o_score[:n_out],
+            o_seed_q[:n_out], o_seed_s[:n_out], o_seed[:n_out],
+            backbone, cell_diag, cell_level, cell_saved, cell_next, occupancy, offset)
+
+
+@njit(cache=True, nogil=True)
+def _extend_into(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, first_chunk,
+                 first_at, last_chunk, sequence, context_offset, packed, chunk_byte_offset,
+                 chunk_length, matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size,
+                 window, use_hash, diag_len, last_hit, hit_saved, backbone, cell_diag,
+                 cell_level, cell_saved, cell_next, occupancy, offset, o_chunk, o_q, o_s, o_len,
+                 o_score, o_seed_q, o_seed_s, o_seed, n_out):
+    """extend_chunks' seed loop from seed `first_at` of chunk first_chunk. Returns (c, at,
+    n_out, occupancy, offset): c == last_chunk when done; otherwise it stopped before seed
+    `at` of chunk c, with the output rows or the hash's cells full."""
+    sequence, context_offset, packed = borrowed(sequence), borrowed(context_offset), \
+        borrowed(packed)
+    matrix, score_table = borrowed(matrix), borrowed(score_table)
+    ordered = seed_order.size > 0
+    made = ahead.shape[1] > 0
+    exact_only = word_size < 11
     stale_window = window + min(0, window - word_size) + 1  # window + Delta + 1
     for c in range(first_chunk, last_chunk):
         byte_off = chunk_byte_offset[c]
         s_len = np.int64(chunk_length[c])
-        for at in range(chunk_bounds[c], chunk_bounds[c + 1]):
+        for at in range(first_at if c == first_chunk else chunk_bounds[c], chunk_bounds[c + 1]):
+            if n_out == o_chunk.size or (use_hash and occupancy == cell_diag.size):
+                return c, at, n_out, occupancy, offset
             i = seed_order[at] if ordered else at
             q_off = np.int64(seed_q[i])
             s_off = np.int64(seed_s[i])
@@ -354,15 +402,6 @@ def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, f
                                                    reduced_cutoff[ctx])
                 ready = 1 if sc >= cutoff[ctx] else 0
             if ready:
-                if n_out == o_chunk.size:
-                    o_chunk = grown(o_chunk, n_out + 1)
-                    o_q = grown(o_q, n_out + 1)
-                    o_s = grown(o_s, n_out + 1)
-                    o_len = grown(o_len, n_out + 1)
-                    o_score = grown(o_score, n_out + 1)
-                    o_seed_q = grown(o_seed_q, n_out + 1)
-                    o_seed_s = grown(o_seed_s, n_out + 1)
-                    o_seed = grown(o_seed, n_out + 1)
                 o_chunk[n_out] = c
                 o_q[n_out] = qs
                 o_s[n_out] = ss
@@ -387,10 +426,6 @@ def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, f
                         break
                     k = cell_next[k]
                 if not done:
-                    cell_diag = grown(cell_diag, occupancy + 1)
-                    cell_level = grown(cell_level, occupancy + 1)
-                    cell_saved = grown(cell_saved, occupancy + 1)
-                    cell_next = grown(cell_next, occupancy + 1)
                     cell_diag[occupancy] = diag
                     cell_level[occupancy] = s_end_pos
                     cell_saved[occupancy] = ready
@@ -411,9 +446,7 @@ def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, f
                 hit_saved[:] = 0
         else:
             offset += s_len + window
-    return (o_chunk[:n_out], o_q[:n_out], o_s[:n_out], o_len[:n_out], o_score[:n_out],
-            o_seed_q[:n_out], o_seed_s[:n_out], o_seed[:n_out],
-            backbone, cell_diag, cell_level, cell_saved, cell_next, occupancy, offset)
+    return last_chunk, 0, n_out, occupancy, offset
 
 
 @njit(cache=True, nogil=True)

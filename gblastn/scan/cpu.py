@@ -18,7 +18,7 @@ limits make such bases irrelevant.
 
 import numpy as np
 
-from ..arrays import joined_fields
+from ..arrays import borrowed, joined_fields
 from ..layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND_SMALL_ONE_BYTE, \
     SEED_CHUNK, SEED_FIELDS, SEED_HIT_S, SEED_Q_OFF, SEED_S_FIRST, SEED_S_OFF, TABLE_MEGABLAST, \
     TABLE_SMALL
@@ -313,6 +313,11 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
     The table entries of SCAN_BLOCK scan positions are read in one pass before any of them
     is extended: the loads are independent, so their cache misses overlap (the megablast
     table of a large query is far bigger than the caches)."""
+    backbone, overflow, hashtable, next_pos = (borrowed(backbone), borrowed(overflow),
+                                               borrowed(hashtable), borrowed(next_pos))
+    cell_start, offsets, pv = borrowed(cell_start), borrowed(offsets), borrowed(pv)
+    sequence, context_offset = borrowed(sequence), borrowed(context_offset)
+    context_length, packed, out = borrowed(context_length), borrowed(packed), borrowed(out)
     heads = np.zeros(SCAN_BLOCK, dtype=np.int64)
     follow = np.zeros(SCAN_BLOCK, dtype=np.int64)
     q_bases = query_bases.ctypes.data + WORD_PAD

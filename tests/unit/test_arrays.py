@@ -1,0 +1,57 @@
+"""Arrays in compiled code: a borrowed view is the array itself, minus its reference count."""
+
+import numpy as np
+from numba import njit, types
+from numba.extending import intrinsic
+
+from gblastn.arrays import borrowed, grown
+
+
+@intrinsic
+def _counted(typingctx, array):
+    """Whether the array carries a reference count (a meminfo)."""
+    def codegen(context, builder, signature, args):
+        view = context.make_array(array)(context, builder, value=args[0])
+        return builder.icmp_unsigned("!=", view.meminfo, view.meminfo.type(None))
+
+    return types.boolean(array), codegen
+
+
+@njit
+def _counted_plain_and_borrowed(values):
+    return _counted(values), _counted(borrowed(values))
+
+
+@njit
+def _at(values, i):
+    return values[i]
+
+
+@njit
+def _sum_and_mark(values, marks):
+    """Sums `values` through a borrowed view in a loop calling a helper, and marks each
+    position through a borrowed view of `marks`."""
+    values, view = borrowed(values), borrowed(marks)
+    total = 0
+    for i in range(values.size):
+        total += _at(values, i)
+        view[i] = 1
+    return total
+
+
+def test_borrowed_reads_and_writes_the_array():
+    values = np.arange(1000, dtype=np.int64)
+    marks = np.zeros(1000, dtype=np.uint8)
+    assert _sum_and_mark(values, marks) == int(values.sum())
+    assert marks.all()  # the writes reached the caller's array
+
+
+def test_borrowed_view_carries_no_reference_count():
+    assert _counted_plain_and_borrowed(np.zeros(3)) == (True, False)
+
+
+def test_grown_keeps_the_rows():
+    a = np.arange(6, dtype=np.int32).reshape(3, 2)
+    b = grown(a, 5)
+    assert b.shape == (6, 2) and np.array_equal(b[:3], a)
+    assert grown(a, 3) is a
