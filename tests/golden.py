@@ -73,6 +73,18 @@ def write_fasta(path, records) -> str:
     return str(path)
 
 
+def option_flags(options: dict) -> list:
+    """blastn's command-line flags for `options` ({name: value}): True alone names the flag,
+    -soft_masking takes blastn's lower-case true/false."""
+    flags = []
+    for key, value in options.items():
+        if value is True and key != "soft_masking":
+            flags.append(f"-{key}")
+        else:
+            flags += [f"-{key}", str(value).lower() if key == "soft_masking" else str(value)]
+    return flags
+
+
 def read_fasta(path) -> list:
     """(first word of the defline, letters as upper-case uint8) of each record."""
     records = []

@@ -10,7 +10,7 @@ import tempfile
 
 import pytest
 
-from golden import needs_blast, read_fasta, write_fasta
+from golden import needs_blast, option_flags, read_fasta, write_fasta
 from report_golden import EXAMPLE_DB, NO_HITS, REPORT_CASES, blastn_output, example_data, \
     gblastn_output
 
@@ -41,12 +41,6 @@ def data(tmp_path_factory):
     return example_data(tmp_path_factory.mktemp("blastoutput2"))
 
 
-def _flags(options: dict) -> list:
-    names = {"soft_masking": lambda v: str(v).lower()}
-    return [part for key, value in options.items()
-            for part in (f"-{key}", names.get(key, str)(value))]
-
-
 @needs_blast
 @pytest.mark.golden
 @pytest.mark.parametrize("outfmt,task", [("15", "megablast"), ("15", "blastn"),
@@ -54,7 +48,8 @@ def _flags(options: dict) -> list:
 @pytest.mark.parametrize("name", sorted(REPORT_CASES))
 def test_single_file_equals_blastn(data, outfmt, task, name):
     db, query, options = REPORT_CASES[name]
-    expected = blastn_output(data["queries"][query], data[db], task, outfmt, *_flags(options))
+    expected = blastn_output(data["queries"][query], data[db], task, outfmt,
+                             *option_flags(options))
     if name not in NO_HITS:  # else equal files could both have lost every hit
         assert '"hsps"' in expected or "<hsps>" in expected
     got = gblastn_output(data, data["queries"][query], data[db], task, outfmt, **options)
@@ -71,7 +66,7 @@ def _per_query_files(data, tool: str, outfmt: str, task: str, query: str, db: st
     out = os.path.join(folder, "res.json" if outfmt == "13" else "res.xml")
     if tool == "blastn":
         subprocess.run(["blastn", "-task", task, "-query", query, "-db", db, "-outfmt", outfmt,
-                        "-out", out, *_flags(options)], check=True, capture_output=True)
+                        "-out", out, *option_flags(options)], check=True, capture_output=True)
     else:
         run_search([query], db, make_options(task, **options), OutputSpec(outfmt, out, None, db))
     files = {}

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from golden import needs_blast
+from golden import needs_blast, option_flags
 from report_golden import blastn_output, example_data, gblastn_output
 
 from gblastn.errors import OptionsError
@@ -76,13 +76,6 @@ CASES = {
 NO_HITS = ("no_hits", "query_without_letters")
 
 
-def _flags(options: dict) -> list:
-    flags = []
-    for key, value in options.items():
-        flags += [f"-{key}"] if value is True else [f"-{key}", str(value)]
-    return flags
-
-
 def _without_date(text: str) -> str:
     return "".join(line for line in text.splitlines(keepends=True)
                    if not line.startswith("    Posted date:"))
@@ -94,7 +87,7 @@ def _without_date(text: str) -> str:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_pairwise_equals_blastn(data, task, name):
     db, query, options = CASES[name]
-    expected = blastn_output(data["queries"][query], data[db], task, "0", *_flags(options))
+    expected = blastn_output(data["queries"][query], data[db], task, "0", *option_flags(options))
     assert "Query= " in expected and "Posted date:" in expected
     if name not in NO_HITS:  # else equal reports could both have lost every hit
         assert "Sequences producing significant alignments" in expected or \

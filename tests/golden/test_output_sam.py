@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from golden import needs_blast
+from golden import needs_blast, option_flags
 from report_golden import NO_HITS, REPORT_CASES, blastn_output, example_data, gblastn_output
 
 from gblastn.options import make_options
@@ -50,12 +50,6 @@ CASES = REPORT_CASES
 WORDS = ["", "SQ", "SR", "SR SQ"]
 
 
-def _flags(options: dict) -> list:
-    names = {"soft_masking": lambda v: str(v).lower()}
-    return [part for key, value in options.items()
-            for part in (f"-{key}", names.get(key, str)(value))]
-
-
 def _without_program_line(text: str) -> str:
     return "".join(line for line in text.splitlines(keepends=True)
                    if not line.startswith("@PG\t"))
@@ -64,7 +58,8 @@ def _without_program_line(text: str) -> str:
 def _outputs(data, name, task, words):
     db, query, options = CASES[name]
     outfmt = f"17 {words}".strip()
-    expected = blastn_output(data["queries"][query], data[db], task, outfmt, *_flags(options))
+    expected = blastn_output(data["queries"][query], data[db], task, outfmt,
+                             *option_flags(options))
     got = gblastn_output(data, data["queries"][query], data[db], task, outfmt, **options)
     return expected, got
 

@@ -5,7 +5,7 @@ import io
 
 import pytest
 
-from golden import needs_blast
+from golden import needs_blast, option_flags
 from report_golden import NO_HITS, REPORT_CASES, blastn_output, example_data, gblastn_output
 
 from gblastn.output.xml import escape, filter_string, six_digits
@@ -37,19 +37,13 @@ def data(tmp_path_factory):
 CASES = REPORT_CASES
 
 
-def _flags(options: dict) -> list:
-    names = {"soft_masking": lambda v: str(v).lower()}
-    return [part for key, value in options.items()
-            for part in (f"-{key}", names.get(key, str)(value))]
-
-
 @needs_blast
 @pytest.mark.golden
 @pytest.mark.parametrize("task", ["megablast", "blastn"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_xml_equals_blastn(data, task, name):
     db, query, options = CASES[name]
-    expected = blastn_output(data["queries"][query], data[db], task, "5", *_flags(options))
+    expected = blastn_output(data["queries"][query], data[db], task, "5", *option_flags(options))
     assert expected.count("<Iteration>") >= 1
     if name not in NO_HITS:  # else equal files could both have lost every hit
         assert "<Hit>" in expected
