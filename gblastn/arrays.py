@@ -1,34 +1,8 @@
-"""Arrays: a buffer grown as it fills in compiled code, views without reference counting,
-and parts' fields joined."""
+"""Arrays: a buffer grown as it fills in compiled code, and parts' fields joined."""
 
 import numpy as np
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
 from .numba_start import njit
-
-
-@intrinsic
-def borrowed(typingctx, array):
-    """`array` without its reference count: a view numba neither increfs nor decrefs.
-
-    numba increfs every array argument of a compiled function on entry and decrefs it on
-    exit, with an atomic instruction on the array's one shared counter. Its pass that drops
-    matched pairs misses those of a helper inlined into a loop with branches, so a hot loop
-    calling helpers with a dozen tables paid two dozen atomic operations per iteration (the
-    CPU scan spent 59 % of its time on kleb q_medium there). Only for a function's own use
-    of an argument, while the caller holds it: never returned, stored, or kept past the
-    call."""
-    if not isinstance(array, types.Array):
-        return None
-
-    def codegen(context, builder, signature, args):
-        view = context.make_array(array)(context, builder, value=args[0])
-        view.meminfo = cgutils.get_null_value(view.meminfo.type)
-        return view._getvalue()
-
-    return array(array), codegen
 
 
 @njit(cache=True, nogil=True)

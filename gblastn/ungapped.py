@@ -39,13 +39,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from .alphabet import score_matrix
-from .arrays import borrowed, grown, joined_fields
+from .arrays import grown, joined_fields
 from .layouts import HSP_CONTEXT, HSP_FIELDS, HSP_Q_END, HSP_Q_GAPPED_START, HSP_Q_START, \
     HSP_S_END, HSP_S_GAPPED_START, HSP_S_START, HSP_SCORE, UNGAPPED_FIELDS, UNGAPPED_LENGTH, \
     UNGAPPED_Q_START, UNGAPPED_S_START, UNGAPPED_SCORE
 from .lookup import LookupTable
 from .numba_start import njit
 from .pools import in_turn
+from .refcounts import borrowed
 from .scan import Seeds
 from .scan.cpu import _split_chunks, context_of, subject_base, subject_byte
 

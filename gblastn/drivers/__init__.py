@@ -10,7 +10,11 @@ Each holds one Search: the backend (or the Future of its set-up) becomes the sea
 Engine once, when the first batch needs it.
 """
 
+import sys
+import threading
 from dataclasses import dataclass, field
+
+_NOTICE_LOCK = threading.Lock()
 
 
 @dataclass
@@ -26,6 +30,7 @@ class Search:
     backend: object        # Backend, or a Future of one
     buffers: object = None  # engine.SubjectBuffers, shared by the engine and the preloading
     _engine: object = field(default=None, repr=False)
+    _noticed: bool = field(default=False, repr=False)
 
     def __post_init__(self):
         from ..db.blast_masks import mask_database
@@ -53,12 +58,18 @@ class Search:
         return QueryBatchSizes(self.options.task, int(self.db.total_letters))
 
     def ready_backend(self):
-        """The scan backend, waiting for its set-up (which may raise GpuUnavailableError)."""
+        """The scan backend, waiting for its set-up (which may raise GpuUnavailableError).
+        The first call says on stderr what a backend has to say (the CPU's in place of a
+        GPU that -device auto did not find)."""
         from concurrent.futures import Future
 
-        if isinstance(self.backend, Future):
-            return self.backend.result()
-        return self.backend
+        backend = self.backend.result() if isinstance(self.backend, Future) else self.backend
+        notice = getattr(backend, "notice", None)
+        with _NOTICE_LOCK:
+            if notice and not self._noticed:
+                self._noticed = True
+                print(notice, file=sys.stderr, flush=True)
+        return backend
 
     def engine(self):
         """The search's Engine, its backend resolved into a BackendPlan at the first call."""

@@ -18,13 +18,14 @@ limits make such bases irrelevant.
 
 import numpy as np
 
-from ..arrays import borrowed, joined_fields
+from ..arrays import joined_fields
 from ..layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND_SMALL_ONE_BYTE, \
     SEED_CHUNK, SEED_FIELDS, SEED_HIT_S, SEED_Q_OFF, SEED_S_FIRST, SEED_S_OFF, TABLE_MEGABLAST, \
     TABLE_SMALL
 from ..lookup import LookupTable, template_index
 from ..numba_start import njit
 from ..pools import in_turn
+from ..refcounts import borrowed
 from ..wordrun import WORD_PAD, packed_run_backward, packed_run_forward
 from . import Seeds
 

@@ -1,15 +1,25 @@
 """Which scan backend a search uses (``-device auto|gpu|cpu``, ``-gpu_id``)."""
 
-import sys
-
 from ..errors import GpuUnavailableError, OptionsError
+from .backend import CpuBackend
 
 AUTO_NOTICE = "gblastn: no GPU found, searching on the CPU"
 
 
+class _CpuInPlaceOfGpu(CpuBackend):
+    """The CPU's backend where -device auto found no GPU: the search says so on stderr once
+    it starts (drivers.Search), not while the command line still checks its inputs, whose
+    errors stay one line."""
+
+    notice = AUTO_NOTICE
+
+
+CPU_IN_PLACE_OF_GPU = _CpuInPlaceOfGpu()
+
+
 def select(device: str, gpu_id: int = 0, times=None):
     """'cpu': the CPU backend; 'gpu': the GPU backend, or GpuUnavailableError; 'auto': the
-    GPU when pycuda imports and a device is present, else the CPU with a notice on stderr.
+    GPU when pycuda imports and a device is present, else CPU_IN_PLACE_OF_GPU.
     The GPU's set-up, copies and kernel loads are counted in `times` (a StageTimes)."""
     from .backend import CPU
 
@@ -28,5 +38,4 @@ def select(device: str, gpu_id: int = 0, times=None):
     except GpuUnavailableError:
         if device == "gpu":
             raise
-    print(AUTO_NOTICE, file=sys.stderr)
-    return CPU
+    return CPU_IN_PLACE_OF_GPU

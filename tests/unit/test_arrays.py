@@ -4,7 +4,8 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
-from gblastn.arrays import borrowed, grown
+from gblastn.arrays import grown
+from gblastn.refcounts import borrowed
 
 
 @intrinsic
