@@ -451,23 +451,34 @@ def scan_discontiguous(length, shifts, masks, hashtable, next_pos, hashtable2, n
     decreasing query offsets. Returns scan_chunks' arrays."""
     out = np.empty((SEED_FIELDS, 4096), dtype=np.int32)
     n = 0
-    window_mask = (np.int64(1) << (2 * length)) - 1
     for c in range(first_chunk, last_chunk):
-        byte_off = chunk_byte_offset[c]
-        window = np.int64(0)
-        for p in range(length - 1):
-            window = (window << 2) | subject_base(packed, byte_off, p)
-        for s in range(np.int64(chunk_length[c]) - length + 1):
-            window = ((window << 2) | subject_base(packed, byte_off, s + length - 1)) & window_mask
-            index = template_index(window, shifts, masks, 0)
-            if (pv[index >> pv_bts] >> (index & 31)) & 1:
-                out, n = _chain_seeds(hashtable[index], next_pos, c, s, out, n)
-            if shifts.shape[0] > 1:
-                index = template_index(window, shifts, masks, 1)
-                if (pv[index >> pv_bts] >> (index & 31)) & 1:
-                    out, n = _chain_seeds(hashtable2[index], next_pos2, c, s, out, n)
+        out, n = scan_discontiguous_range(length, shifts, masks, hashtable, next_pos,
+                                          hashtable2, next_pos2, pv, pv_bts, packed,
+                                          chunk_byte_offset[c], c, 0, chunk_length[c], out, n)
     return (out[SEED_CHUNK, :n].copy(), out[SEED_Q_OFF, :n].copy(), out[SEED_S_OFF, :n].copy(),
             out[SEED_S_FIRST, :n].copy(), out[SEED_HIT_S, :n].copy())
+
+
+@njit(cache=True, nogil=True)
+def scan_discontiguous_range(length, shifts, masks, hashtable, next_pos, hashtable2,
+                             next_pos2, pv, pv_bts, packed, byte_off, c, left, right, out, n):
+    """The seeds of chunk c's windows that start in [left, right - length], appended to
+    `out` from row n: returns (out, n), out grown as it filled."""
+    window_mask = (np.int64(1) << (2 * length)) - 1
+    left = np.int64(left)
+    window = np.int64(0)
+    for p in range(left, left + length - 1):
+        window = (window << 2) | subject_base(packed, byte_off, p)
+    for s in range(left, np.int64(right) - length + 1):
+        window = ((window << 2) | subject_base(packed, byte_off, s + length - 1)) & window_mask
+        index = template_index(window, shifts, masks, 0)
+        if (pv[index >> pv_bts] >> (index & 31)) & 1:
+            out, n = _chain_seeds(hashtable[index], next_pos, c, s, out, n)
+        if shifts.shape[0] > 1:
+            index = template_index(window, shifts, masks, 1)
+            if (pv[index >> pv_bts] >> (index & 31)) & 1:
+                out, n = _chain_seeds(hashtable2[index], next_pos2, c, s, out, n)
+    return out, n
 
 
 def _scan_function(table: LookupTable):

@@ -15,12 +15,12 @@ import numpy as np
 from ..arrays import joined_fields
 from ..layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, SEED_CHUNK, SEED_FIELDS, \
     SEED_HIT_S, SEED_Q_OFF, SEED_S_FIRST, SEED_S_OFF, TABLE_MEGABLAST, TABLE_SMALL
-from ..lookup import LookupTable, template_index
+from ..lookup import LookupTable
 from ..numba_start import njit
 from ..pools import in_turn
 from ..wordrun import WORD_PAD
 from . import Seeds
-from .cpu import _chain_seeds, _emit, subject_base, subject_word
+from .cpu import _emit, scan_discontiguous_range, subject_word
 
 
 def masked_extend(table: LookupTable) -> int:
@@ -119,23 +119,12 @@ def scan_discontiguous_ranges(length, shifts, masks, hashtable, next_pos, hashta
     [left, right - length] of its range."""
     out = np.empty((SEED_FIELDS, 4096), dtype=np.int32)
     n = 0
-    window_mask = (np.int64(1) << (2 * length)) - 1
     for r in range(first, last):
         c = range_chunk[r]
-        byte_off = chunk_byte_offset[c]
-        left = np.int64(range_left[r])
-        window = np.int64(0)
-        for p in range(left, left + length - 1):
-            window = (window << 2) | subject_base(packed, byte_off, p)
-        for s in range(left, np.int64(range_right[r]) - length + 1):
-            window = ((window << 2) | subject_base(packed, byte_off, s + length - 1)) & window_mask
-            index = template_index(window, shifts, masks, 0)
-            if (pv[index >> pv_bts] >> (index & 31)) & 1:
-                out, n = _chain_seeds(hashtable[index], next_pos, c, s, out, n)
-            if shifts.shape[0] > 1:
-                index = template_index(window, shifts, masks, 1)
-                if (pv[index >> pv_bts] >> (index & 31)) & 1:
-                    out, n = _chain_seeds(hashtable2[index], next_pos2, c, s, out, n)
+        out, n = scan_discontiguous_range(length, shifts, masks, hashtable, next_pos,
+                                          hashtable2, next_pos2, pv, pv_bts, packed,
+                                          chunk_byte_offset[c], c, range_left[r],
+                                          range_right[r], out, n)
     return (out[SEED_CHUNK, :n].copy(), out[SEED_Q_OFF, :n].copy(), out[SEED_S_OFF, :n].copy(),
             out[SEED_S_FIRST, :n].copy(), out[SEED_HIT_S, :n].copy())
 
