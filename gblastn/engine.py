@@ -563,8 +563,9 @@ def joined_volume_hits(parts: list) -> "VolumeHits":
     if len(parts) == 1 and parts[0][0] == 0:
         return parts[0][1]
     hits = joined_initial_hits([(first, found.hits) for first, found in parts])
-    made = [found.ahead for _, found in parts]
-    ahead = None if any(a is None for a in made) else \
+    # a slice without hits has no extensions made (None), which leaves the others' good
+    made = [found.ahead for _, found in parts if len(found.hits)]
+    ahead = None if not made or any(a is None for a in made) else \
         ExtensionsAhead(np.concatenate([a.extensions for a in made]))
     return VolumeHits(hits, ahead)
 

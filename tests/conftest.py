@@ -3,9 +3,11 @@ task not yet compiled says so on stderr (compile_ahead), which the tests that co
 with blastn's would see. The first-search path itself is tested with caches of its own
 (test_compile_ahead)."""
 
+import fcntl
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -20,7 +22,12 @@ for folder in ("unit", "golden", "gpu", ""):
 
 @pytest.fixture(scope="session", autouse=True)
 def compiled_stages():
-    for device in ("auto", "cpu"):  # a GPU's searches compile other CPU stages
-        done = subprocess.run([sys.executable, "-m", "gblastn", "warmup", "-device", device],
-                              capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
+    # one warm-up at a time (pytest-xdist's workers each run this): numba's cache index is
+    # rewritten by each process that saves to it, so processes compiling the same
+    # functions at once can drop each other's entries, and a later search compiles again
+    with open(os.path.join(tempfile.gettempdir(), "gblastn-tests-warmup.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for device in ("auto", "cpu"):  # a GPU's searches compile other CPU stages
+            done = subprocess.run([sys.executable, "-m", "gblastn", "warmup", "-device",
+                                   device], capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr

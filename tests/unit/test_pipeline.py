@@ -267,6 +267,35 @@ def test_volumes_scanned_and_extended_in_slices_give_identical_output(case, monk
             assert len(extended) > 2
 
 
+def test_a_slice_without_hits_keeps_the_other_slices_extensions_made_ahead():
+    """A slice with no initial hits has no extensions made ahead (None); the volume's
+    joined hits keep the other slices' extensions, else the gapped stage would make every
+    one of them again on the CPU."""
+    from gblastn.engine import ExtensionsAhead, VolumeHits, joined_volume_hits
+    from gblastn.layouts import GAPPED_FIELDS
+    from gblastn.ungapped import InitialHits
+
+    def hits(chunks):
+        fields = [np.asarray(chunks, dtype=np.int32)] + \
+            [np.arange(len(chunks), dtype=np.int32)] * 6
+        return InitialHits(*fields)
+
+    def made(n, first):
+        rows = np.arange(first, first + n, dtype=np.int64)[:, None]
+        return ExtensionsAhead(np.repeat(rows, GAPPED_FIELDS + 1, axis=1))
+
+    parts = [(0, VolumeHits(hits([0, 1, 1]), made(3, 0))), (2, VolumeHits(hits([]), None)),
+             (3, VolumeHits(hits([0]), made(1, 3)))]
+    joined = joined_volume_hits(parts)
+    assert joined.hits.chunk.tolist() == [0, 1, 1, 3]
+    assert joined.ahead.extensions[:, 0].tolist() == [0, 1, 2, 3]
+    # a slice with hits but nothing made ahead: the volume has none
+    parts[1] = (2, VolumeHits(hits([0]), None))
+    assert joined_volume_hits(parts).ahead is None
+    assert joined_volume_hits([(0, VolumeHits(hits([]), None)),
+                               (1, VolumeHits(hits([]), None))]).ahead is None
+
+
 class UngappedAheadScans(WholeVolumeScans):
     """The CPU backend, declared to make every seed's ungapped extension ahead (as the GPU
     backend does), making them with ungapped.py's functions; `damage` alters them."""
