@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from .hsp import Hsps, QueryResult, SubjectHits, query_coverage, score_order
+from .layouts import GAPPED_FIELDS
 from .options import SearchOptions
 from .pools import INLINE, beside, on_threads, runs_of
 from .scan.backend import Backend, BackendPlan, Capabilities, SubjectBuffer
@@ -682,8 +683,9 @@ class Engine:
         hits = found.hits
         bounds = np.searchsorted(hits.chunk, np.arange(len(chunks.length) + 1))
         contexts = hit_contexts(hits.q_start, plan.batch) if pool.threads > 1 else None
+        cuts = pieces_per_chunk(found.ahead, bounds, options.greedy, pool.threads)
         pieces = [(int(c), part) for c in np.flatnonzero(np.diff(bounds))
-                  for part in context_pieces(contexts, bounds[c], bounds[c + 1], pool.threads)]
+                  for part in context_pieces(contexts, bounds[c], bounds[c + 1], cuts[c])]
         return VolumeGapped(plan.batch, stats, options, volume, buffer, chunks, hits,
                             found.ahead, bounds, contexts, pieces, pool.spread, self.times)
 
@@ -854,9 +856,9 @@ class VolumeGapped:
     def extend_later(self, pool):
         """Every piece extended on `pool`, the heaviest tasks first; returns a function that
         waits for them and gives each piece's (rows, origin), in piece order. With the
-        greedy extensions made ahead, whole chunks go in runs, each one task and one compiled
-        call (gapped.extend_chunks_given): a call per chunk would hold the GIL longer, in
-        Python, than the compiled work it calls for."""
+        extensions made ahead, whole chunks go in runs, each one task and one compiled call
+        (gapped.extend_chunks_given, extend_chunks_dp_given): a call per chunk would hold
+        the GIL longer, in Python, than the compiled work it calls for."""
         hits = self.piece_hits()
         tasks = self._tasks(hits, pool.threads)
         if any(len(task) > 1 for task in tasks):
@@ -877,7 +879,7 @@ class VolumeGapped:
         """The pieces' indices in tasks: a piece cut from a chunk alone; whole chunks, when
         their extensions were made ahead, in runs of about RUN_TASKS_PER_THREAD tasks per
         thread's share of the hits."""
-        if self.ahead is None or not self.options.greedy:
+        if self.ahead is None:
             return [[i] for i in range(len(self.pieces))]
         whole = [i for i, (_, part) in enumerate(self.pieces) if part is None]
         alone = [[i] for i, (_, part) in enumerate(self.pieces) if part is not None]
@@ -887,19 +889,19 @@ class VolumeGapped:
     def _extend_task(self, task: list) -> list:
         if len(task) == 1:
             return [self.extend_piece(self.pieces[task[0]])]
-        from .gapped import extend_chunks_given
+        from .gapped import extend_chunks_dp_given, extend_chunks_given
 
         chunks = np.array([self.pieces[i][0] for i in task], dtype=np.int64)
+        extend_chunks = extend_chunks_given if self.options.greedy else extend_chunks_dp_given
         with self.times.stage("gapped"):
-            rows, origin, counts = extend_chunks_given(chunks, self.bounds,
-                                                       *self._run_arguments)
+            rows, origin, counts = extend_chunks(chunks, self.bounds, *self._run_arguments)
         ends = np.cumsum(counts)
         return [(rows[end - n:end], origin[end - n:end]) for n, end in zip(counts, ends)]
 
     @cached_property
     def _run_arguments(self) -> tuple:
-        """extend_chunks_given's arguments after the chunks and their bounds: the volume's
-        hits, as extend_hits converts a piece's."""
+        """extend_chunks_given's (extend_chunks_dp_given's) arguments after the chunks and
+        their bounds: the volume's hits, as extend_hits converts a piece's."""
         hits, batch, stats, options = self.hits, self.batch, self.stats, self.options
         contexts = self.contexts
         if contexts is None:
@@ -909,13 +911,21 @@ class VolumeGapped:
         def as64(values):
             return np.ascontiguousarray(values, dtype=np.int64)
 
-        return (as64(self.ahead.extensions), as64(hits.q_start), as64(hits.s_start),
-                as64(hits.length), as64(hits.score), as64(contexts), as64(batch.context_offset),
-                as64(batch.context_length), np.ascontiguousarray(batch.sequence, dtype=np.uint8),
-                batch.query_words, self.buffer, as64(self.chunks.byte_offset),
-                as64(self.chunks.length), as64(stats.gapped_cutoff), int(stats.gap_xdrop),
-                int(options.reward), int(options.penalty), int(options.gapopen),
-                int(options.gapextend), int(options.min_diag_separation))
+        sequence = np.ascontiguousarray(batch.sequence, dtype=np.uint8)
+        chunks = (self.buffer, as64(self.chunks.byte_offset), as64(self.chunks.length),
+                  as64(stats.gapped_cutoff), int(stats.gap_xdrop))
+        costs = (int(options.gapopen), int(options.gapextend), int(options.min_diag_separation))
+        found = (as64(self.ahead.extensions), as64(hits.q_start), as64(hits.s_start),
+                 as64(hits.length), as64(hits.score))
+        if not options.greedy:
+            from .alphabet import score_matrix
+
+            return (*found, as64(hits.seed_q), as64(hits.seed_s), as64(contexts),
+                    as64(batch.context_offset), as64(batch.context_length), sequence, *chunks,
+                    as64(score_matrix(options.reward, options.penalty)), *costs)
+        return (*found, as64(contexts), as64(batch.context_offset), as64(batch.context_length),
+                sequence, batch.query_words, *chunks, int(options.reward), int(options.penalty),
+                *costs)
 
     def extend_piece(self, piece) -> tuple:
         """The gapped rows of one piece, and the indices of the hits they came from; in an
@@ -991,6 +1001,18 @@ class VolumeGapped:
 MIN_PIECE_HITS = 256  # a chunk with more initial hits is extended in pieces, by context
 RUN_TASKS_PER_THREAD = 4  # runs of whole chunks per thread's share of a volume's hits
 AHEAD_OF_PIECES = 1 << 62  # a task weight above any piece's (its hits)
+
+
+def pieces_per_chunk(ahead: ExtensionsAhead | None, bounds: np.ndarray, greedy: bool,
+                     threads: int) -> np.ndarray:
+    """Into how many pieces (at most) the gapped stage cuts each chunk's hits: one piece a
+    thread, except where the DP extensions were all made ahead, which the in-order pass
+    only looks up (a chunk's pieces cost more Python, under the GIL, than its pass)."""
+    cuts = np.full(bounds.size - 1, threads, dtype=np.int64)
+    if ahead is not None and not greedy:
+        undone = np.cumsum(np.concatenate([[0], ahead.extensions[:, GAPPED_FIELDS] == 0]))
+        cuts[undone[bounds[1:]] == undone[bounds[:-1]]] = 1
+    return cuts
 
 
 def context_pieces(contexts, lo: int, hi: int, parts: int) -> list:
@@ -1370,11 +1392,11 @@ def _warm_up_backend(backend):
 
 class WarmUpDevice(Backend):
     """The GPU's part in warm_up, played on the CPU: its seeds are words of the made-up query
-    where it lies in the made-up subject, and it leaves every greedy extension to the CPU,
-    which makes them through the compiled calls it takes beside the GPU."""
+    where it lies in the made-up subject, and it leaves every greedy or DP extension to the
+    CPU, which makes them through the compiled calls it takes beside the GPU."""
 
     name = "gpu"
-    capabilities = Capabilities(scans_whole_volumes=True, greedy_ahead=True)
+    capabilities = Capabilities(scans_whole_volumes=True, greedy_ahead=True, dp_ahead=True)
 
     def find_seeds(self, table, subjects: SubjectBuffer, chunk_byte_offset, chunk_length,
                    num_threads=None, spread=None):
@@ -1394,6 +1416,8 @@ class WarmUpDevice(Backend):
 
     def greedy_extensions(self, subjects, chunk_byte_offset, chunk_length, hit_chunk, *args,
                           **kwargs) -> np.ndarray:
-        from .layouts import GAPPED_FIELDS
-
         return np.zeros((len(hit_chunk), GAPPED_FIELDS + 1), dtype=np.int64)
+
+    def dp_extensions(self, subjects, chunk_byte_offset, chunk_length, hits, *args,
+                      **kwargs) -> np.ndarray:
+        return np.zeros((len(hits), GAPPED_FIELDS + 1), dtype=np.int64)

@@ -254,12 +254,7 @@ def extend_chunks_given(chunks, bounds, extensions, q_start, s_start, length, sc
     hits of chunk c are [bounds[c], bounds[c + 1]) of the volume's int64 arrays, its letters
     at chunk_byte_offset[c] of `buffer`. Returns the chunks' rows back to back, each row's
     hit index within its chunk, and each chunk's row count."""
-    total = 0
-    for k in range(chunks.size):
-        total += bounds[chunks[k] + 1] - bounds[chunks[k]]
-    rows = np.empty((total, HSP_FIELDS), dtype=np.int64)
-    origin = np.empty(total, dtype=np.int64)
-    counts = np.zeros(chunks.size, dtype=np.int64)
+    rows, origin, counts = _run_buffers(chunks, bounds)
     at = 0
     for k in range(chunks.size):
         c = chunks[k]
@@ -271,12 +266,52 @@ def extend_chunks_given(chunks, bounds, extensions, q_start, s_start, length, sc
             context[lo:hi], context_offset, context_length, sequence, query_words, packed,
             chunk_length[c], cutoffs, xdrop, reward, penalty, gap_open, gap_extend,
             min_diag_separation)
-        m = found.shape[0]
-        rows[at:at + m] = found
-        origin[at:at + m] = came_from
-        counts[k] = m
-        at += m
+        at = _add_chunk_rows(k, at, found, came_from, rows, origin, counts)
     return rows[:at], origin[:at], counts
+
+
+@njit(cache=True, nogil=True)
+def extend_chunks_dp_given(chunks, bounds, extensions, q_start, s_start, length, score,
+                           seed_q, seed_s, context, context_offset, context_length, sequence,
+                           buffer, chunk_byte_offset, chunk_length, cutoffs, xdrop, matrix,
+                           gap_open, gap_extend, min_diag_separation):
+    """extend_chunks_given for the DP tasks (blastn, blastn-short): each chunk's
+    _extend_hits_dp given the DP extensions made ahead, several whole chunks in one call
+    (a call per chunk, with its Python, made the threads queue for the GIL)."""
+    rows, origin, counts = _run_buffers(chunks, bounds)
+    at = 0
+    for k in range(chunks.size):
+        c = chunks[k]
+        lo, hi = bounds[c], bounds[c + 1]
+        first = chunk_byte_offset[c]
+        packed = buffer[first:first + (chunk_length[c] + 3) // 4]
+        found, came_from = _extend_hits_dp(
+            extensions[lo:hi], q_start[lo:hi], s_start[lo:hi], length[lo:hi], score[lo:hi],
+            seed_q[lo:hi], seed_s[lo:hi], context[lo:hi], context_offset, context_length,
+            sequence, packed, chunk_length[c], cutoffs, xdrop, matrix, gap_open, gap_extend,
+            min_diag_separation)
+        at = _add_chunk_rows(k, at, found, came_from, rows, origin, counts)
+    return rows[:at], origin[:at], counts
+
+
+@njit(cache=True, nogil=True)
+def _run_buffers(chunks, bounds):
+    """The rows, origins and per-chunk counts of a run of chunks, sized for every hit."""
+    total = 0
+    for k in range(chunks.size):
+        total += bounds[chunks[k] + 1] - bounds[chunks[k]]
+    return (np.empty((total, HSP_FIELDS), dtype=np.int64), np.empty(total, dtype=np.int64),
+            np.zeros(chunks.size, dtype=np.int64))
+
+
+@njit(cache=True, nogil=True)
+def _add_chunk_rows(k, at, found, came_from, rows, origin, counts):
+    """The k-th chunk's rows after the run's first `at`; returns the new end."""
+    m = found.shape[0]
+    rows[at:at + m] = found
+    origin[at:at + m] = came_from
+    counts[k] = m
+    return at + m
 
 
 @njit(cache=True, nogil=True)

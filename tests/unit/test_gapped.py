@@ -151,3 +151,62 @@ def test_chunks_in_one_call_give_each_chunks_rows():
         assert np.array_equal(origin[at:at + count], want_origin)
         at += count
     assert at == len(rows)
+
+
+def dp_extensions_on_cpu(q_start, s_start, length, score, seed_q, seed_s, batch, packed,
+                         chunk_length, stats, options) -> np.ndarray:
+    """Every hit's DP extension (dynprog.prelim_dp_extend) in the layout of
+    ExtensionsAhead.extensions, all marked made."""
+    from gblastn.alphabet import score_matrix
+    from gblastn.dynprog import prelim_dp_extend
+    from gblastn.gapped import GAPPED_FIELDS, hit_contexts
+
+    matrix = score_matrix(options.reward, options.penalty).astype(np.int64)
+    out = np.ones((len(q_start), GAPPED_FIELDS + 1), dtype=np.int64)
+    for i, ctx in enumerate(hit_contexts(q_start, batch)):
+        base = int(batch.context_offset[ctx])
+        query = batch.sequence[base:base + int(batch.context_length[ctx])]
+        out[i, :GAPPED_FIELDS] = prelim_dp_extend(
+            query, packed, chunk_length, int(seed_q[i]) - base, int(seed_s[i]),
+            int(s_start[i]), int(length[i]), int(score[i]), matrix, options.gapopen,
+            options.gapextend, int(stats.gap_xdrop))
+    return out
+
+
+def test_dp_chunks_in_one_call_give_each_chunks_rows():
+    """extend_chunks_dp_given runs several chunks' hits through the DP's in-order pass in
+    one compiled call, given their extensions made ahead (some left to the CPU): each
+    chunk's rows and origins are those of extending that chunk's hits alone on the CPU."""
+    from gblastn.gapped import GAPPED_FIELDS, extend_chunks_dp_given, extend_hits, hit_contexts
+    from gblastn.alphabet import score_matrix
+
+    q_start, s_start, length, score, batch, packed, chunk_length, stats, _ = many_hits_case(5)
+    opts = make_options("blastn", dust="no")
+    seed_q, seed_s = q_start + 11, s_start + 11
+    hits = (q_start, s_start, length, score)
+    ahead = dp_extensions_on_cpu(*hits, seed_q, seed_s, batch, packed, chunk_length, stats,
+                                 opts)
+    ahead[::5, GAPPED_FIELDS] = 0  # some left to the CPU
+    ahead[::5, :GAPPED_FIELDS] = -1  # never read
+    bounds = np.array([0, 90, 200, 300], dtype=np.int64)
+    as64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)
+    chunks = np.array([0, 2], dtype=np.int64)
+    rows, origin, counts = extend_chunks_dp_given(
+        chunks, bounds, ahead, *map(as64, hits), as64(seed_q), as64(seed_s),
+        hit_contexts(q_start, batch), as64(batch.context_offset), as64(batch.context_length),
+        batch.sequence, np.concatenate([packed] * 3),
+        np.arange(3, dtype=np.int64) * packed.size, np.full(3, chunk_length, dtype=np.int64),
+        as64(stats.gapped_cutoff), int(stats.gap_xdrop),
+        as64(score_matrix(opts.reward, opts.penalty)), opts.gapopen, opts.gapextend,
+        opts.min_diag_separation)
+    at = 0
+    for c, count in zip(chunks, counts):
+        part = slice(bounds[c], bounds[c + 1])
+        want_rows, want_origin = extend_hits(*(a[part] for a in hits), batch, packed,
+                                             chunk_length, stats, opts, seed_q[part],
+                                             seed_s[part])
+        assert len(want_rows) > 0
+        assert np.array_equal(rows[at:at + count], want_rows)
+        assert np.array_equal(origin[at:at + count], want_origin)
+        at += count
+    assert at == len(rows)

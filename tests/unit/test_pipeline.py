@@ -31,12 +31,12 @@ def case(tmp_path_factory):
             "query": queries["small"], "folder": folder}
 
 
-def search(case, mode: str, threads: int, name: str, backend=None) -> str:
+def search(case, mode: str, threads: int, name: str, backend=None, task="megablast") -> str:
     from gblastn.options import make_options
     from gblastn.drivers.run import OutputSpec, RunSettings, run_search
 
     out = str(case["folder"] / name)
-    run_search([case["query"]], case["db"], make_options("megablast", num_threads=threads),
+    run_search([case["query"]], case["db"], make_options(task, num_threads=threads),
                OutputSpec(COLUMNS, out, None, "db"), backend, settings=RunSettings(mode))
     with open(out) as handle:
         return handle.read()
@@ -334,6 +334,62 @@ def test_extensions_made_ahead_are_looked_up_for_identical_output(case, monkeypa
     assert search(case, "serial", 1, "ahead-damaged.out", UngappedAheadScans(1000)) != reference
 
 
+class DpAheadScans(WholeVolumeScans):
+    """The CPU backend, declared to make the initial hits' DP extensions ahead (as the GPU
+    backend does), making them with dynprog.py and leaving every third to the gapped
+    stage; `damage` alters the scores of those it makes."""
+
+    capabilities = Capabilities(scans_whole_volumes=True, dp_ahead=True)
+
+    def __init__(self, damage: int = 0):
+        super().__init__()
+        self.damage, self.made = damage, 0
+
+    def dp_extensions(self, subjects, chunk_byte_offset, chunk_length, hits, contexts, batch,
+                      matrix, gap_open, gap_extend, xdrop):
+        from gblastn.dynprog import prelim_dp_extend
+        from gblastn.layouts import GAPPED_FIELDS, GAPPED_SCORE
+
+        out = np.zeros((len(hits), GAPPED_FIELDS + 1), dtype=np.int64)
+        for i in range(0, len(hits)):
+            if i % 3 == 2:
+                continue
+            c, base = int(hits.chunk[i]), int(batch.context_offset[contexts[i]])
+            query = batch.sequence[base:base + int(batch.context_length[contexts[i]])]
+            packed = subjects.packed[int(chunk_byte_offset[c]):]
+            out[i, :GAPPED_FIELDS] = prelim_dp_extend(
+                query, packed, int(chunk_length[c]), int(hits.seed_q[i]) - base,
+                int(hits.seed_s[i]), int(hits.s_start[i]), int(hits.length[i]),
+                int(hits.score[i]), matrix.astype(np.int64), gap_open, gap_extend, xdrop)
+            out[i, GAPPED_SCORE] -= self.damage
+            out[i, GAPPED_FIELDS] = 1
+        self.made += len(hits)
+        return out
+
+
+def test_dp_extensions_made_ahead_are_looked_up_for_identical_output(case, monkeypatch):
+    """With a backend that makes the initial hits' DP extensions ahead (-task blastn), slice
+    after slice, every mode gives the output of the CPU alone, the chunks going to the
+    gapped stage in runs; and the engine uses them (damaged ones change the output)."""
+    from gblastn import engine, gapped
+
+    reference = search(case, "serial", 1, "dp-alone.out", task="blastn")
+    monkeypatch.setattr(engine, "FIRST_SLICE_LETTERS", 1)
+    monkeypatch.setattr(engine, "SLICE_SEEDS", 200)
+    runs = []
+    real = gapped.extend_chunks_dp_given
+    monkeypatch.setattr(gapped, "extend_chunks_dp_given",
+                        lambda chunks, *args: runs.append(chunks.size) or real(chunks, *args))
+    for mode, threads in (("serial", 1), ("pipeline", 8)):
+        backend = DpAheadScans()
+        assert search(case, mode, threads, f"dp-ahead-{mode}.out", backend,
+                      task="blastn") == reference
+        assert backend.made > 0
+    assert runs and max(runs) > 1
+    assert search(case, "serial", 1, "dp-damaged.out", DpAheadScans(5),
+                  task="blastn") != reference
+
+
 def test_failing_stage_stops_the_run_and_leaves_no_output(case, monkeypatch):
     from gblastn import engine
     from gblastn.options import make_options
@@ -413,32 +469,38 @@ def test_warm_up_reaches_every_stage_untimed(task):
 
 
 BESIDE_THE_DEVICE = """
+import sys
 from concurrent.futures import Future
+from gblastn import gapped
 from gblastn.engine import warm_up
-from gblastn.gapped import _extend_hits_begin, _extend_hits_given, extend_chunks_given
 from gblastn.options import make_options
-from gblastn.scan.cpu import scan_chunks
+from gblastn.scan import cpu
 
 from gblastn.scan.backend import Backend, Capabilities
 
-class Device(Backend):  # what the warm-up asks of the GPU's backend: greedy extensions ahead
-    capabilities = Capabilities(greedy_ahead=True)
+class Device(Backend):  # what the warm-up asks of the GPU's backend: extensions ahead
+    capabilities = Capabilities(greedy_ahead=True, dp_ahead=True)
 
 backend = Future()
 backend.set_result(Device())
-traced = warm_up(make_options("megablast"), 3_000_000, backend)
-print(traced, *(len(f.signatures) for f in (extend_chunks_given, _extend_hits_given,
-                                             _extend_hits_begin, scan_chunks)))
+traced = warm_up(make_options(sys.argv[1]), 3_000_000, backend)
+functions = {**vars(gapped), **vars(cpu)}
+print(traced, *(len(functions[name].signatures) for name in sys.argv[2:]))
 """
 
 
-def test_warm_up_beside_the_device_loads_the_device_paths_stages():
+@pytest.mark.parametrize("task, loaded, left_out", [
+    ("megablast", ["extend_chunks_given", "_extend_hits_given"],
+     ["_extend_hits_begin", "scan_chunks"]),
+    ("blastn", ["extend_chunks_dp_given", "_extend_hits_dp"], ["scan_chunks"])])
+def test_warm_up_beside_the_device_loads_the_device_paths_stages(task, loaded, left_out):
     """Beside the GPU, the warm-up's made-up search takes the stages the search will take
     (the gapped stage given the GPU's extensions, in runs and in pieces), and leaves out the
     CPU's scan and extensions, which the search will not call: in a fresh process, so that
     nothing else loaded them."""
-    done = subprocess.run([sys.executable, "-c", BESIDE_THE_DEVICE], capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-c", BESIDE_THE_DEVICE, task, *loaded, *left_out],
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    traced, runs, pieces, cpu_gapped, cpu_scan = map(int, done.stdout.split())
-    assert traced >= 1 and runs == pieces == 1 and cpu_gapped == cpu_scan == 0
+    traced, *signatures = map(int, done.stdout.split())
+    assert traced >= 1
+    assert signatures == [1] * len(loaded) + [0] * len(left_out)
