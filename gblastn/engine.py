@@ -1317,7 +1317,7 @@ def warm_up(options: SearchOptions, query_letters: int | None = None, backend=No
     `trace`, the searches stop before the traceback (compile_ahead compiles it meanwhile).
     Returns how many HSPs it traced."""
     from .db.memory import MemoryVolume
-    from .db.reader import sparse_letters, warm_up_bases_only
+    from .db.reader import sparse_letters, warm_up_bases_only, warm_up_letters
     from .dynprog import MAX_SUBJECT_OFFSET
     from .lookup import warm_up_standard_table
     from .output.linewriter import warm_up as output_warm_up
@@ -1344,6 +1344,7 @@ def warm_up(options: SearchOptions, query_letters: int | None = None, backend=No
 
     traced = search(lengths[0])
     output_warm_up()
+    warm_up_letters()
     if not options.greedy:
         warm_up_standard_table()
     elif isinstance(device, WarmUpDevice):

@@ -108,6 +108,17 @@ def warm_up_bases_only() -> None:
                 np.ones(1, dtype=np.int64), starts, runs, runs)
 
 
+def warm_up_letters() -> None:
+    """Load (or compile) the unpacking of a subject's true letters that the pairwise, XML
+    and SAM reports make (Database.blastna), on arrays typed as a volume's."""
+    packed = np.zeros(1, dtype=np.uint8)
+    runs = np.zeros(0, dtype=np.int64)
+    codes = np.zeros(0, dtype=np.uint8)
+    packed.flags.writeable = runs.flags.writeable = codes.flags.writeable = False  # LMDB's
+    fill_ranges(np.empty(4, dtype=np.uint8), 0, np.array([[0, 4]], dtype=np.int64), packed,
+                runs, runs, runs.copy(), codes, CODE_OF)
+
+
 def _resolve(path: str) -> str:
     path = os.fspath(path)
     for candidate in (path, path + fmt.DB_SUFFIX):

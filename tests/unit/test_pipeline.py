@@ -472,6 +472,7 @@ BESIDE_THE_DEVICE = """
 import sys
 from concurrent.futures import Future
 from gblastn import gapped
+from gblastn.db import reader
 from gblastn.engine import warm_up
 from gblastn.options import make_options
 from gblastn.scan import cpu
@@ -484,20 +485,20 @@ class Device(Backend):  # what the warm-up asks of the GPU's backend: extensions
 backend = Future()
 backend.set_result(Device())
 traced = warm_up(make_options(sys.argv[1]), 3_000_000, backend)
-functions = {**vars(gapped), **vars(cpu)}
+functions = {**vars(gapped), **vars(cpu), **vars(reader)}
 print(traced, *(len(functions[name].signatures) for name in sys.argv[2:]))
 """
 
 
 @pytest.mark.parametrize("task, loaded, left_out", [
-    ("megablast", ["extend_chunks_given", "_extend_hits_given"],
+    ("megablast", ["extend_chunks_given", "_extend_hits_given", "fill_ranges"],
      ["_extend_hits_begin", "scan_chunks"]),
-    ("blastn", ["extend_chunks_dp_given", "_extend_hits_dp"], ["scan_chunks"])])
+    ("blastn", ["extend_chunks_dp_given", "_extend_hits_dp", "fill_ranges"], ["scan_chunks"])])
 def test_warm_up_beside_the_device_loads_the_device_paths_stages(task, loaded, left_out):
     """Beside the GPU, the warm-up's made-up search takes the stages the search will take
-    (the gapped stage given the GPU's extensions, in runs and in pieces), and leaves out the
-    CPU's scan and extensions, which the search will not call: in a fresh process, so that
-    nothing else loaded them."""
+    (the gapped stage given the GPU's extensions, in runs and in pieces; the reports' subject
+    letters), and leaves out the CPU's scan and extensions, which the search will not call:
+    in a fresh process, so that nothing else loaded them."""
     done = subprocess.run([sys.executable, "-c", BESIDE_THE_DEVICE, task, *loaded, *left_out],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
