@@ -450,25 +450,54 @@ def _extend_into(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, fi
     return last_chunk, 0, n_out, occupancy, offset
 
 
-@njit(cache=True, nogil=True)
-def _by_hash_part(q_off, s_off, parts):
+def by_hash_part(q_off, s_off, parts: int, spread=None) -> tuple:
     """The seeds' indices grouped by the part of the diagonal hash their diagonal's bucket
     is in, each group in seed order, and where each part's group starts (parts + 1
-    bounds)."""
+    bounds). A counting sort, its two passes over the seeds cut into ranges that `spread`
+    runs side by side (pools.on_threads; one after the other without it): each range
+    counts its seeds of each part, and writes them from where the earlier ranges' end."""
     n = q_off.size
+    ranges = np.linspace(0, n, (PARTITION_RANGES if spread else 1) + 1).astype(np.int64)
+    counts = np.zeros((ranges.size - 1, parts), dtype=np.int64)
+    spread = spread or in_turn
+    spread(lambda r: _count_parts(q_off, s_off, ranges[r], ranges[r + 1], counts[r]),
+           ranges.size - 1)
     bounds = np.zeros(parts + 1, dtype=np.int64)
-    part = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        part[i] = ((np.int64(s_off[i]) - np.int64(q_off[i])) & (HASH_BUCKETS - 1)) & (parts - 1)
-        bounds[part[i] + 1] += 1
-    for p in range(parts):
-        bounds[p + 1] += bounds[p]
-    at = bounds[:parts].copy()
+    np.cumsum(counts.sum(axis=0), out=bounds[1:])
+    # where each range's seeds of each part go: after the part's seeds of earlier ranges
+    starts = bounds[:-1] + np.cumsum(counts, axis=0) - counts
     order = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        order[at[part[i]]] = i
-        at[part[i]] += 1
+    spread(lambda r: _place_parts(q_off, s_off, ranges[r], ranges[r + 1], starts[r], order),
+           ranges.size - 1)
     return order, bounds
+
+
+PARTITION_RANGES = 64  # ranges of seeds partitioned side by side
+
+
+@njit(cache=True, nogil=True)
+def _hash_part(q, s, parts):
+    return ((np.int64(s) - np.int64(q)) & (HASH_BUCKETS - 1)) & (parts - 1)
+
+
+@njit(cache=True, nogil=True)
+def _count_parts(q_off, s_off, lo, hi, counts):
+    """Count the seeds [lo, hi) of each hash part into counts."""
+    parts = counts.size
+    for i in range(lo, hi):
+        counts[_hash_part(q_off[i], s_off[i], parts)] += 1
+
+
+@njit(cache=True, nogil=True)
+def _place_parts(q_off, s_off, lo, hi, at, order):
+    """Write the seeds [lo, hi) into order, each at its part's next place (at: the range's
+    first place in each part, advanced)."""
+    at = at.copy()
+    parts = at.size
+    for i in range(lo, hi):
+        p = _hash_part(q_off[i], s_off[i], parts)
+        order[at[p]] = i
+        at[p] += 1
 
 
 def _extend_hash_parts(seeds: Seeds, state: DiagonalHash, run, chunks: int, spread) -> list:
@@ -478,7 +507,8 @@ def _extend_hash_parts(seeds: Seeds, state: DiagonalHash, run, chunks: int, spre
     if len(state.parts) == 1:
         found = run(NO_ORDER, seeds.chunk, (0, chunks), state.parts[0])
         return list(found[:7])
-    order, bounds = _by_hash_part(seeds.q_off, seeds.s_off, len(state.parts))
+    order, bounds = by_hash_part(seeds.q_off, seeds.s_off, len(state.parts),
+                                 spread if len(seeds) >= PARALLEL_SEEDS else None)
     found = [None] * len(state.parts)
 
     def run_part(p):

@@ -4,6 +4,8 @@ between resets, extended in parallel, give the sequential hits and final hash.""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gblastn.alphabet import score_matrix
 from gblastn.lookup import build_lookup
@@ -198,3 +200,21 @@ def test_hash_parts_side_by_side_give_the_one_hash_hits(threads):
     for a, b in zip(one, parts):
         for f in ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s"):
             assert np.array_equal(getattr(a, f), getattr(b, f))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 3000), st.sampled_from([1, 2, 64]), st.integers(0, 2**31 - 1),
+       st.booleans())
+def test_seeds_grouped_by_hash_part_in_seed_order(n, parts, seed, side_by_side):
+    """by_hash_part is a stable partition of the seeds by their diagonal's hash part,
+    whether its ranges run one after the other or side by side in any order."""
+    from gblastn.ungapped import HASH_BUCKETS, by_hash_part
+
+    rng = np.random.default_rng(seed)
+    q_off = rng.integers(0, 20_000, n).astype(np.int32)
+    s_off = rng.integers(0, 5_000_000, n).astype(np.int32)
+    backwards = lambda function, count: [function(k) for k in reversed(range(count))]
+    order, bounds = by_hash_part(q_off, s_off, parts, backwards if side_by_side else None)
+    part = ((s_off.astype(np.int64) - q_off) & (HASH_BUCKETS - 1)) & (parts - 1)
+    assert np.array_equal(order, np.argsort(part, kind="stable"))
+    assert np.array_equal(bounds, np.concatenate([[0], np.cumsum(np.bincount(part, minlength=parts))]))
