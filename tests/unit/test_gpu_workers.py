@@ -24,8 +24,13 @@ MIG = "  MIG 1g.10gb     Device  0: (UUID: MIG-5f7a0c2e-0000-1111-2222-333333333
 def nvidia_smi(tmp_path, monkeypatch):
     """Put a fake nvidia-smi first on PATH: install(lines, status) makes it print `lines`
     and exit with `status`. Dask's own GPU diagnostics (NVML) are turned off: on a host with
-    real GPUs they would look for the made-up ones and fail the cluster's start."""
+    real GPUs they would look for the made-up ones and fail the cluster's start. In this
+    process too, where an earlier cluster may have started them (Dask reads its setting
+    once a process)."""
     import dask
+    from distributed.diagnostics import nvml
+
+    monkeypatch.setattr(nvml, "NVML_STATE", nvml.NVMLState.DISABLED_CONFIG)
 
     def install(lines, status=0):
         tool = tmp_path / "nvidia-smi"
