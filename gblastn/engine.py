@@ -543,6 +543,44 @@ def sliced_initial_hits(chunks: SubjectChunks, scan, extend) -> "VolumeHits":
     return joined_volume_hits(parts)
 
 
+# A scan that stops at a seed budget (BackendPlan.stops_scans: the CPU's) cuts the slices
+# itself, inside a chunk where it must: a slice holds at most SEED_BUDGET seeds (20 bytes
+# each), the ungapped stage carrying a cut chunk's diagonal state to the next slice. A job
+# holds two slices at once (one scanned beside the other's extension), and a job waiting for
+# its turn at the diagonal hash one more (docs/perf/blastn-gpu-extensions.md).
+SEED_BUDGET = 1 << 20
+
+
+def stopping_initial_hits(chunks: SubjectChunks, scan_from, extend) -> "VolumeHits":
+    """The initial hits of `chunks` (VolumeHits), as sliced_initial_hits gives them, made
+    slice after slice where the scan stops: scan_from(chunks from a slice's first on, the
+    subject position to start from) gives (ScannedSeeds, stop), stop None at the end, else
+    the (chunk, position) it stopped at; extend(seeds, chunks of the slice, carry, cut)
+    extends a slice's seeds, `cut` when its last chunk goes on in the next slice, `carry`
+    (ungapped.CutChunk) taking that chunk's state from one call to the next. The next slice
+    is scanned while this one is extended (pools.beside)."""
+    from .ungapped import CutChunk
+
+    total = len(chunks.length)
+    carry = CutChunk()
+    parts = []
+    first = 0
+    scanning = beside(scan_from, chunks, 0)
+    while True:
+        scanned, stop = scanning.result()
+        if stop is None:
+            end, cut = total, False
+        else:
+            following, position = first + stop[0], stop[1]
+            end, cut = following + int(position > 0), position > 0
+            scanning = beside(scan_from, _slice(chunks, following, total), position)
+        parts.append((first, extend(scanned, _slice(chunks, first, end), carry, cut)))
+        del scanned
+        if stop is None:
+            return joined_volume_hits(parts)
+        first = following
+
+
 def _slice(chunks: SubjectChunks, first: int, last: int) -> SubjectChunks:
     return chunks if (first, last) == (0, len(chunks.length)) else \
         chunks.take(np.arange(first, last))
@@ -654,18 +692,31 @@ class Engine:
                 return ScannedSeeds(backend.find_seeds(table, subject_buffer, part.byte_offset,
                                                        part.length, threads, spread))
 
-        def extend(scanned: ScannedSeeds, part) -> VolumeHits:
+        def scan_from(part, position: int) -> tuple:
+            with turns.first_scan(), self.times.stage("scan"):
+                seeds, stop = backend.find_seeds_from(table, subject_buffer, part.byte_offset,
+                                                      part.length, position, SEED_BUDGET)
+                return ScannedSeeds(seeds), stop
+
+        def extend(scanned: ScannedSeeds, part, carry=None, cut: bool = False) -> VolumeHits:
             turns.enter_ungapped()
             with self.times.stage("ungapped"):
                 hits = extend_seeds(scanned.seeds, table, buffer, part.byte_offset, part.length,
                                     stats.ungapped_xdrop, stats.ungapped_cutoff,
                                     stats.reduced_cutoff, options.reward, options.penalty,
                                     threads, plan.diag_hash, spread, options.window_size,
-                                    scanned.ahead)
+                                    scanned.ahead, carry, cut)
             return VolumeHits(hits, self.extensions_ahead(hits, part, subject_buffer, plan))
+
+        # the scan stops at a seed budget where it can (not through a masked database's
+        # ranges, nor discontiguous words)
+        stops = self.backend_plan.stops_scans and every_chunk.ranges is None and \
+            not table.template_length and rules is None
 
         def initial_hits(part) -> VolumeHits:
             with turns:
+                if stops and len(part.length):
+                    return stopping_initial_hits(part, scan_from, extend)
                 return sliced_initial_hits(part, scan, extend)
 
         last_chunk = first_chunk + len(chunks.length)
