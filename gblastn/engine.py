@@ -502,7 +502,8 @@ class ScannedSeeds:
 
 
 # A volume's chunks are scanned and extended in slices, in order, each aimed at SLICE_SEEDS
-# seeds (20 bytes each), so that the seeds of a whole volume are never held at once; the
+# seeds (20 bytes each), so that the seeds of a whole volume are never held at once (where
+# the scan does not stop at a seed budget: see SEED_BUDGET below); the
 # first slice has FIRST_SLICE_LETTERS letters, later ones as many as the seeds per letter
 # so far give. Each slice costs a scan call (a GPU launch) and a pass of the ungapped
 # stage's threads: smaller slices hold less and wait more (docs/perf/blastn-gpu-extensions.md).
@@ -548,7 +549,7 @@ def sliced_initial_hits(chunks: SubjectChunks, scan, extend) -> "VolumeHits":
 # each), the ungapped stage carrying a cut chunk's diagonal state to the next slice. A job
 # holds two slices at once (one scanned beside the other's extension), and a job waiting for
 # its turn at the diagonal hash one more (docs/perf/blastn-gpu-extensions.md).
-SEED_BUDGET = 1 << 20
+SEED_BUDGET = 1 << 18
 
 
 def stopping_initial_hits(chunks: SubjectChunks, scan_from, extend) -> "VolumeHits":
@@ -731,9 +732,15 @@ class Engine:
                 found = extend(seeds.of_chunks(first_chunk, last_chunk), chunks)
         hits = found.hits
         bounds = np.searchsorted(hits.chunk, np.arange(len(chunks.length) + 1))
-        contexts = hit_contexts(hits.q_start, plan.batch) if pool.threads > 1 else None
-        pieces = [(int(c), part) for c in np.flatnonzero(np.diff(bounds))
-                  for part in context_pieces(contexts, bounds[c], bounds[c + 1], pool.threads)]
+        counts = np.diff(bounds)
+        # extensions made on the CPU hold workspace per hit of their piece, so pieces are
+        # capped; those made ahead (a GPU's) keep a piece per thread
+        cap = PIECE_HITS if found.ahead is None else np.iinfo(np.int64).max
+        contexts = hit_contexts(hits.q_start, plan.batch) \
+            if pool.threads > 1 or counts.max(initial=0) > cap else None
+        pieces = [(int(c), part) for c in np.flatnonzero(counts)
+                  for part in context_pieces(contexts, bounds[c], bounds[c + 1],
+                                             max(pool.threads, -(-counts[c] // cap)))]
         return VolumeGapped(plan.batch, stats, options, volume, buffer, chunks, hits,
                             found.ahead, bounds, contexts, pieces, pool.spread, self.times)
 
@@ -991,6 +998,9 @@ class VolumeGapped:
                 self.options, hits.seed_q[picked], hits.seed_s[picked],
                 None if self.contexts is None else self.contexts[picked], self.spread,
                 None if self.ahead is None else self.ahead.extensions[picked])
+        # the compiled extension's rows are a view of a row per hit, few of them kept: a
+        # copy lets the rest go while the volume's other pieces wait for their subjects
+        rows, origin = rows.copy(), origin.copy()
         return rows, origin if part is None else part[origin]
 
     @cached_property
@@ -1039,6 +1049,10 @@ class VolumeGapped:
 
 
 MIN_PIECE_HITS = 256  # a chunk with more initial hits is extended in pieces, by context
+# a piece's compiled extension holds workspace for each of its hits (its containment tree's
+# and its rows', about 300 bytes), so a chunk with more hits is cut into more pieces than
+# threads, where the hits' extensions are not made ahead
+PIECE_HITS = 1 << 14
 RUN_TASKS_PER_THREAD = 4  # runs of whole chunks per thread's share of a volume's hits
 AHEAD_OF_PIECES = 1 << 62  # a task weight above any piece's (its hits)
 
