@@ -549,7 +549,7 @@ def sliced_initial_hits(chunks: SubjectChunks, scan, extend) -> "VolumeHits":
 # each), the ungapped stage carrying a cut chunk's diagonal state to the next slice. A job
 # holds two slices at once (one scanned beside the other's extension), and a job waiting for
 # its turn at the diagonal hash one more (docs/perf/blastn-gpu-extensions.md).
-SEED_BUDGET = 1 << 18
+SEED_BUDGET = 1 << 17
 
 
 def stopping_initial_hits(chunks: SubjectChunks, scan_from, extend) -> "VolumeHits":
