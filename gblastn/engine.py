@@ -646,7 +646,8 @@ class Engine:
                      subjects: range | None = None, once_per_volume=None, ungapped_turn=None,
                      scan_turn=None) -> "VolumeGapped":
         """prelim_search's scan and ungapped stages (in the calling thread), slice after
-        slice (sliced_initial_hits); its gapped stage is returned, ready to run on `pool`.
+        slice (sliced_initial_hits; stopping_initial_hits where the scan stops at a seed
+        budget); its gapped stage is returned, ready to run on `pool`.
         `threads`: those the scan and the diagonal hash may spread over (options.num_threads
         unless given).
 

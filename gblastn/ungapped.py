@@ -353,11 +353,11 @@ def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, f
     while True:
         c, at, n_out, occupancy, offset = _extend_into(
             seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, c, at, last_chunk,
-            last_cut, sequence, context_offset, packed, chunk_byte_offset, chunk_length, matrix,
-            score_table, xdrop, cutoff, reduced_cutoff, word_size, window, use_hash, diag_len,
-            last_hit, hit_saved, backbone, cell_diag, cell_level, cell_saved, cell_next,
-            occupancy, offset, o_chunk, o_q, o_s, o_len, o_score, o_seed_q, o_seed_s, o_seed,
-            n_out)
+            last_cut, sequence, context_offset, packed, chunk_byte_offset, chunk_length,
+            matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size, window, use_hash,
+            diag_len, last_hit, hit_saved, backbone, cell_diag, cell_level, cell_saved,
+            cell_next, occupancy, offset, o_chunk, o_q, o_s, o_len, o_score, o_seed_q,
+            o_seed_s, o_seed, n_out)
         if c == last_chunk:
             break
         if n_out == o_chunk.size:
@@ -381,13 +381,14 @@ def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, f
 
 @njit(cache=True, nogil=True)
 def _extend_into(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, first_chunk,
-                 first_at, last_chunk, last_cut, sequence, context_offset, packed, chunk_byte_offset,
-                 chunk_length, matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size,
-                 window, use_hash, diag_len, last_hit, hit_saved, backbone, cell_diag,
-                 cell_level, cell_saved, cell_next, occupancy, offset, o_chunk, o_q, o_s, o_len,
-                 o_score, o_seed_q, o_seed_s, o_seed, n_out):
-    """extend_chunks' seed loop from seed `first_at` of chunk first_chunk. Returns (c, at,
-    n_out, occupancy, offset): c == last_chunk when done; otherwise it stopped before seed
+                 first_at, last_chunk, last_cut, sequence, context_offset, packed,
+                 chunk_byte_offset, chunk_length, matrix, score_table, xdrop, cutoff,
+                 reduced_cutoff, word_size, window, use_hash, diag_len, last_hit, hit_saved,
+                 backbone, cell_diag, cell_level, cell_saved, cell_next, occupancy, offset,
+                 o_chunk, o_q, o_s, o_len, o_score, o_seed_q, o_seed_s, o_seed, n_out):
+    """extend_chunks' seed loop from seed `first_at` of chunk first_chunk (the last chunk
+    left open when `last_cut`, as extend_chunks says). Returns (c, at, n_out, occupancy,
+    offset): c == last_chunk when done; otherwise it stopped before seed
     `at` of chunk c, with the output rows or the hash's cells full."""
     sequence, context_offset, packed = borrowed(sequence), borrowed(context_offset), \
         borrowed(packed)
@@ -532,6 +533,35 @@ def _extend_hash_parts(seeds: Seeds, state: DiagonalHash, run, chunks: int, spre
     return [np.concatenate([f[i] for f in found])[in_order] for i in range(7)]
 
 
+def ungapped_hsp_rows(q_start, s_start, length, score, seed_q, seed_s, batch) -> np.ndarray:
+    """An ungapped search's HSPs of one chunk: its initial hits as they are, int64 rows
+    (hsp_rows) in hit order, query offsets context-relative, the seed as the start point
+    (BLAST_GetUngappedHSPList)."""
+    from .gapped import hit_contexts
+
+    contexts = hit_contexts(q_start, batch)
+    base = np.asarray(batch.context_offset, dtype=np.int64)[contexts]
+    rows = np.empty((contexts.size, HSP_FIELDS), dtype=np.int64)
+    rows[:, HSP_CONTEXT] = contexts
+    rows[:, HSP_Q_START] = np.asarray(q_start, dtype=np.int64) - base
+    rows[:, HSP_Q_END] = rows[:, HSP_Q_START] + length
+    rows[:, HSP_S_START] = s_start
+    rows[:, HSP_S_END] = rows[:, HSP_S_START] + length
+    rows[:, HSP_SCORE] = score
+    rows[:, HSP_Q_GAPPED_START] = np.asarray(seed_q, dtype=np.int64) - base
+    rows[:, HSP_S_GAPPED_START] = seed_s
+    return rows
+
+
+def sort_initial_hits(hits: InitialHits) -> InitialHits:
+    """Per chunk, Blast_InitHitListSortByScore: score desc, s_start asc, length desc,
+    q_start asc (ties left in processing order)."""
+    order = np.lexsort((hits.q_start, -hits.length.astype(np.int64), hits.s_start,
+                        -hits.score.astype(np.int64), hits.chunk))
+    return InitialHits(*(getattr(hits, f)[order] for f in
+                         ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s")))
+
+
 def _extend_array_ranges(seeds: Seeds, run, chunk_length, num_threads: int, spread,
                          array_of) -> list:
     """extend_chunks over groups of chunks (4 * num_threads when num_threads > 1), each with
@@ -639,34 +669,3 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
         carry.open = cut
     fields = [np.ascontiguousarray(f, dtype=np.int32) for f in fields]
     return sort_initial_hits(InitialHits(*fields))
-
-
-def ungapped_hsp_rows(q_start, s_start, length, score, seed_q, seed_s, batch) -> np.ndarray:
-    """An ungapped search's HSPs of one chunk: its initial hits as they are, int64 rows
-    (hsp_rows) in hit order, query offsets context-relative, the seed as the start point
-    (BLAST_GetUngappedHSPList)."""
-    from .gapped import hit_contexts
-
-    contexts = hit_contexts(q_start, batch)
-    base = np.asarray(batch.context_offset, dtype=np.int64)[contexts]
-    rows = np.empty((contexts.size, HSP_FIELDS), dtype=np.int64)
-    rows[:, HSP_CONTEXT] = contexts
-    rows[:, HSP_Q_START] = np.asarray(q_start, dtype=np.int64) - base
-    rows[:, HSP_Q_END] = rows[:, HSP_Q_START] + length
-    rows[:, HSP_S_START] = s_start
-    rows[:, HSP_S_END] = rows[:, HSP_S_START] + length
-    rows[:, HSP_SCORE] = score
-    rows[:, HSP_Q_GAPPED_START] = np.asarray(seed_q, dtype=np.int64) - base
-    rows[:, HSP_S_GAPPED_START] = seed_s
-    return rows
-
-
-def sort_initial_hits(hits: InitialHits) -> InitialHits:
-    """Per chunk, Blast_InitHitListSortByScore: score desc, s_start asc, length desc,
-    q_start asc (ties left in processing order)."""
-    order = np.lexsort((hits.q_start, -hits.length.astype(np.int64), hits.s_start,
-                        -hits.score.astype(np.int64), hits.chunk))
-    return InitialHits(*(getattr(hits, f)[order] for f in
-                         ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s")))
-
-
