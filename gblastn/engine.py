@@ -503,7 +503,8 @@ class ScannedSeeds:
 
 
 # A volume's chunks are scanned and extended in slices, in order, each aimed at SLICE_SEEDS
-# seeds (20 bytes each), so that the seeds of a whole volume are never held at once; the
+# seeds (20 bytes each), so that the seeds of a whole volume are never held at once (where
+# the scan does not stop at a seed budget: see SEED_BUDGET below); the
 # first slice has FIRST_SLICE_LETTERS letters, later ones as many as the seeds per letter
 # so far give. Each slice costs a scan call (a GPU launch) and a pass of the ungapped
 # stage's threads: smaller slices hold less and wait more (docs/perf/blastn-gpu-extensions.md).
@@ -542,6 +543,44 @@ def sliced_initial_hits(chunks: SubjectChunks, scan, extend) -> "VolumeHits":
         else:
             first = total
     return joined_volume_hits(parts)
+
+
+# A scan that stops at a seed budget (BackendPlan.stops_scans: the CPU's) cuts the slices
+# itself, inside a chunk where it must: a slice holds at most SEED_BUDGET seeds (20 bytes
+# each), the ungapped stage carrying a cut chunk's diagonal state to the next slice. A job
+# holds two slices at once (one scanned beside the other's extension), and a job waiting for
+# its turn at the diagonal hash one more (docs/perf/blastn-gpu-extensions.md).
+SEED_BUDGET = 1 << 17
+
+
+def stopping_initial_hits(chunks: SubjectChunks, scan_from, extend) -> "VolumeHits":
+    """The initial hits of `chunks` (VolumeHits), as sliced_initial_hits gives them, made
+    slice after slice where the scan stops: scan_from(chunks from a slice's first on, the
+    subject position to start from) gives (ScannedSeeds, stop), stop None at the end, else
+    the (chunk, position) it stopped at; extend(seeds, chunks of the slice, carry, cut)
+    extends a slice's seeds, `cut` when its last chunk goes on in the next slice, `carry`
+    (ungapped.CutChunk) taking that chunk's state from one call to the next. The next slice
+    is scanned while this one is extended (pools.beside)."""
+    from .ungapped import CutChunk
+
+    total = len(chunks.length)
+    carry = CutChunk()
+    parts = []
+    first = 0
+    scanning = beside(scan_from, chunks, 0)
+    while True:
+        scanned, stop = scanning.result()
+        if stop is None:
+            end, cut = total, False
+        else:
+            following, position = first + stop[0], stop[1]
+            end, cut = following + int(position > 0), position > 0
+            scanning = beside(scan_from, _slice(chunks, following, total), position)
+        parts.append((first, extend(scanned, _slice(chunks, first, end), carry, cut)))
+        del scanned
+        if stop is None:
+            return joined_volume_hits(parts)
+        first = following
 
 
 def _slice(chunks: SubjectChunks, first: int, last: int) -> SubjectChunks:
@@ -609,7 +648,8 @@ class Engine:
                      subjects: range | None = None, once_per_volume=None, ungapped_turn=None,
                      scan_turn=None) -> "VolumeGapped":
         """prelim_search's scan and ungapped stages (in the calling thread), slice after
-        slice (sliced_initial_hits); its gapped stage is returned, ready to run on `pool`.
+        slice (sliced_initial_hits; stopping_initial_hits where the scan stops at a seed
+        budget); its gapped stage is returned, ready to run on `pool`.
         `threads`: those the scan and the diagonal hash may spread over (options.num_threads
         unless given).
 
@@ -656,18 +696,31 @@ class Engine:
                 return ScannedSeeds(backend.find_seeds(table, subject_buffer, part.byte_offset,
                                                        part.length, threads, spread))
 
-        def extend(scanned: ScannedSeeds, part) -> VolumeHits:
+        def scan_from(part, position: int) -> tuple:
+            with turns.first_scan(), self.times.stage("scan"):
+                seeds, stop = backend.find_seeds_from(table, subject_buffer, part.byte_offset,
+                                                      part.length, position, SEED_BUDGET)
+                return ScannedSeeds(seeds), stop
+
+        def extend(scanned: ScannedSeeds, part, carry=None, cut: bool = False) -> VolumeHits:
             turns.enter_ungapped()
             with self.times.stage("ungapped"):
                 hits = extend_seeds(scanned.seeds, table, buffer, part.byte_offset, part.length,
                                     stats.ungapped_xdrop, stats.ungapped_cutoff,
                                     stats.reduced_cutoff, options.reward, options.penalty,
                                     threads, plan.diag_hash, spread, options.window_size,
-                                    scanned.ahead)
+                                    scanned.ahead, carry, cut)
             return VolumeHits(hits, self.extensions_ahead(hits, part, subject_buffer, plan))
+
+        # the scan stops at a seed budget where it can (not through a masked database's
+        # ranges, nor discontiguous words)
+        stops = self.backend_plan.stops_scans and every_chunk.ranges is None and \
+            not table.template_length and rules is None
 
         def initial_hits(part) -> VolumeHits:
             with turns:
+                if stops and len(part.length):
+                    return stopping_initial_hits(part, scan_from, extend)
                 return sliced_initial_hits(part, scan, extend)
 
         last_chunk = first_chunk + len(chunks.length)
@@ -682,8 +735,9 @@ class Engine:
                 found = extend(seeds.of_chunks(first_chunk, last_chunk), chunks)
         hits = found.hits
         bounds = np.searchsorted(hits.chunk, np.arange(len(chunks.length) + 1))
-        contexts = hit_contexts(hits.q_start, plan.batch) if pool.threads > 1 else None
         cuts = pieces_per_chunk(found.ahead, bounds, options.greedy, pool.threads)
+        contexts = hit_contexts(hits.q_start, plan.batch) \
+            if pool.threads > 1 or cuts.max(initial=0) > 1 else None
         pieces = [(int(c), part) for c in np.flatnonzero(np.diff(bounds))
                   for part in context_pieces(contexts, bounds[c], bounds[c + 1], cuts[c])]
         return VolumeGapped(plan.batch, stats, options, volume, buffer, chunks, hits,
@@ -951,6 +1005,9 @@ class VolumeGapped:
                 self.options, hits.seed_q[picked], hits.seed_s[picked],
                 None if self.contexts is None else self.contexts[picked], self.spread,
                 None if self.ahead is None else self.ahead.extensions[picked])
+        # the compiled extension's rows are a view of a row per hit, few of them kept: a
+        # copy lets the rest go while the volume's other pieces wait for their subjects
+        rows, origin = rows.copy(), origin.copy()
         return rows, origin if part is None else part[origin]
 
     @cached_property
@@ -999,17 +1056,26 @@ class VolumeGapped:
 
 
 MIN_PIECE_HITS = 256  # a chunk with more initial hits is extended in pieces, by context
+# a piece's compiled extension holds workspace for each of its hits (its containment tree's
+# and its rows', about 300 bytes), so a chunk with more hits is cut into more pieces than
+# threads, where the hits' extensions are not made ahead
+PIECE_HITS = 1 << 14
 RUN_TASKS_PER_THREAD = 4  # runs of whole chunks per thread's share of a volume's hits
 AHEAD_OF_PIECES = 1 << 62  # a task weight above any piece's (its hits)
 
 
 def pieces_per_chunk(ahead: ExtensionsAhead | None, bounds: np.ndarray, greedy: bool,
                      threads: int) -> np.ndarray:
-    """Into how many pieces (at most) the gapped stage cuts each chunk's hits: one piece a
-    thread, except where the DP extensions were all made ahead, which the in-order pass
-    only looks up (a chunk's pieces cost more Python, under the GIL, than its pass)."""
-    cuts = np.full(bounds.size - 1, threads, dtype=np.int64)
-    if ahead is not None and not greedy:
+    """Into how many pieces (at most) the gapped stage cuts each chunk's hits: one a thread;
+    more where the CPU makes the extensions, whose compiled pass holds workspace for each
+    hit of its piece (PIECE_HITS a piece at most); one where the DP extensions were all made
+    ahead, which the in-order pass only looks up (a chunk's pieces cost more Python, under
+    the GIL, than its pass)."""
+    counts = np.diff(bounds)
+    if ahead is None:
+        return np.maximum(threads, -(-counts // PIECE_HITS))
+    cuts = np.full(counts.size, threads, dtype=np.int64)
+    if not greedy:
         undone = np.cumsum(np.concatenate([[0], ahead.extensions[:, GAPPED_FIELDS] == 0]))
         cuts[undone[bounds[1:]] == undone[bounds[:-1]]] = 1
     return cuts

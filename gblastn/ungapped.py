@@ -25,6 +25,12 @@ The diagonal array has no such effect (its aliasing of diagonals never rejects a
 one-hit mode, and BLAST's offset trick amounts to a fresh array per chunk), so array searches
 may extend chunks in any order and in parallel.
 
+A scan that stops at a seed budget (scan.cpu.find_seeds_from) can cut a chunk between two
+calls of extend_seeds: the chunk's diagonal state (the array's cells, or the hash's subject
+offset, which moves on only at a chunk's end) and its hits so far go from one call to the
+next in a `CutChunk`, as BLAST keeps them while it scans a subject in pieces of its
+offset-pair buffer; the chunk's hits are sorted and returned once its last seed is in.
+
 An extension depends only on its seed (and its context's X-drop and reduced cutoff), not on
 the diagonal array or hash, which only decide which seeds are extended. A GPU therefore
 extends every seed ahead (cuda/ungapped.cu, UngappedAhead), and the in-order pass here keeps
@@ -178,6 +184,40 @@ class DiagonalHash:
             part.offset = value
 
 
+def diagonal_array_length(query_letters: int, window: int) -> int:
+    """BLAST's diagonal array length: a power of two >= the query's length + the window
+    (query_letters: the concatenated query with its sentinels)."""
+    length = 1
+    while length < query_letters - 2 + window:
+        length <<= 1
+    return length
+
+
+class DiagonalArray:
+    """The diagonal array (last hit and its flag per diagonal cell) with its subject offset:
+    a fresh one per group of chunks (see the module's docstring)."""
+
+    def __init__(self, length: int, window: int = 0):
+        self.last_hit = np.zeros(length, dtype=np.int64)
+        self.hit_saved = np.zeros(length, dtype=np.int64)
+        self.offset = window
+
+
+NO_ARRAY = DiagonalArray(1)  # the hash's searches read no array
+
+
+class CutChunk:
+    """What the calls of extend_seeds that one chunk's seeds are cut between carry from one
+    to the next: whether the next call's first chunk goes on with this one (`open`), its
+    diagonal array (searches with the hash carry the DiagonalHash instead), and its hits so
+    far (the seven InitialHits fields, in the order they were found, numbered chunk 0)."""
+
+    def __init__(self):
+        self.open = False
+        self.array: DiagonalArray | None = None
+        self.hits: list | None = None
+
+
 @njit(cache=True, nogil=True)
 def extend_exact(sequence, matrix, packed, byte_off, s_len, q_off, s_off, x_drop):
     """s_NuclUngappedExtendExact. x_drop > 0. Returns (q_start, s_start, length, score)."""
@@ -271,17 +311,20 @@ def extend_approx(sequence, matrix, score_table, packed, byte_off, s_len, q_off,
 
 @njit(cache=True, nogil=True)
 def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, first_chunk,
-                  last_chunk,
+                  last_chunk, last_cut,
                   sequence, context_offset, packed, chunk_byte_offset, chunk_length,
                   matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size, window,
-                  use_hash, backbone, cell_diag, cell_level, cell_saved, cell_next, occupancy,
-                  offset):
+                  use_hash, last_hit, hit_saved, backbone, cell_diag, cell_level, cell_saved,
+                  cell_next, occupancy, offset):
     """Diagonal bookkeeping and extension for chunks [first_chunk, last_chunk); the seeds of
     chunk c are seed_*[seed_order[at]] for `at` in chunk_bounds[c]:chunk_bounds[c + 1] (`at`
     itself when seed_order is empty). `ahead`: UngappedAhead's rows, the seeds' extensions made
     already (none: empty rows). Returns the saved hits in processing order with the index of
     the seed each came from, then the diagonal hash's state for the next call (`offset`, the
-    subject offset added to levels, is the array's too).
+    subject offset added to levels, is the array's too). The diagonal array (`last_hit`,
+    `hit_saved`, diagonal_array_length's cells; one cell when use_hash) is updated in place.
+    `last_cut`: the last chunk's seeds go on in a later call, so its end is not reached here
+    (the offset stays, as BLAST's does between two pieces of one subject's scan).
 
     With a two-hit `window` (> 0), a seed is extended only when its diagonal's last seed was
     not (its flag `saved` is 0) and ends within `window` letters of it; otherwise it is
@@ -302,12 +345,7 @@ def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, f
     o_seed_s = np.empty(cap, dtype=np.int32)
     o_seed = np.empty(cap, dtype=np.int64)
     n_out = 0
-    # diagonal array (BLAST's length: a power of two >= query length + window)
-    diag_len = 1
-    while diag_len < sequence.size - 2 + window:
-        diag_len <<= 1
-    last_hit = np.zeros(diag_len if not use_hash else 1, dtype=np.int64)
-    hit_saved = np.zeros(diag_len if not use_hash else 1, dtype=np.int64)
+    diag_len = last_hit.size
     # the diagonal hash (512 buckets of chained cells; index 0 means none) comes from the
     # previous call, as BLAST keeps it from subject to subject
     offset = np.int64(offset)
@@ -315,11 +353,11 @@ def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, f
     while True:
         c, at, n_out, occupancy, offset = _extend_into(
             seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, c, at, last_chunk,
-            sequence, context_offset, packed, chunk_byte_offset, chunk_length, matrix,
-            score_table, xdrop, cutoff, reduced_cutoff, word_size, window, use_hash, diag_len,
-            last_hit, hit_saved, backbone, cell_diag, cell_level, cell_saved, cell_next,
-            occupancy, offset, o_chunk, o_q, o_s, o_len, o_score, o_seed_q, o_seed_s, o_seed,
-            n_out)
+            last_cut, sequence, context_offset, packed, chunk_byte_offset, chunk_length,
+            matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size, window, use_hash,
+            diag_len, last_hit, hit_saved, backbone, cell_diag, cell_level, cell_saved,
+            cell_next, occupancy, offset, o_chunk, o_q, o_s, o_len, o_score, o_seed_q,
+            o_seed_s, o_seed, n_out)
         if c == last_chunk:
             break
         if n_out == o_chunk.size:
@@ -343,13 +381,14 @@ def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, f
 
 @njit(cache=True, nogil=True)
 def _extend_into(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, first_chunk,
-                 first_at, last_chunk, sequence, context_offset, packed, chunk_byte_offset,
-                 chunk_length, matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size,
-                 window, use_hash, diag_len, last_hit, hit_saved, backbone, cell_diag,
-                 cell_level, cell_saved, cell_next, occupancy, offset, o_chunk, o_q, o_s, o_len,
-                 o_score, o_seed_q, o_seed_s, o_seed, n_out):
-    """extend_chunks' seed loop from seed `first_at` of chunk first_chunk. Returns (c, at,
-    n_out, occupancy, offset): c == last_chunk when done; otherwise it stopped before seed
+                 first_at, last_chunk, last_cut, sequence, context_offset, packed,
+                 chunk_byte_offset, chunk_length, matrix, score_table, xdrop, cutoff,
+                 reduced_cutoff, word_size, window, use_hash, diag_len, last_hit, hit_saved,
+                 backbone, cell_diag, cell_level, cell_saved, cell_next, occupancy, offset,
+                 o_chunk, o_q, o_s, o_len, o_score, o_seed_q, o_seed_s, o_seed, n_out):
+    """extend_chunks' seed loop from seed `first_at` of chunk first_chunk (the last chunk
+    left open when `last_cut`, as extend_chunks says). Returns (c, at, n_out, occupancy,
+    offset): c == last_chunk when done; otherwise it stopped before seed
     `at` of chunk c, with the output rows or the hash's cells full."""
     sequence, context_offset, packed = borrowed(sequence), borrowed(context_offset), \
         borrowed(packed)
@@ -436,6 +475,8 @@ def _extend_into(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, fi
             else:
                 last_hit[cell] = s_end_pos
                 hit_saved[cell] = ready
+        if last_cut and c == last_chunk - 1:
+            break
         # BLAST's Blast_ExtendWordExit: every old entry becomes stale
         if offset >= HASH_OFFSET_LIMIT:
             offset = window
@@ -505,7 +546,7 @@ def _extend_hash_parts(seeds: Seeds, state: DiagonalHash, run, chunks: int, spre
     seeds in their order, the parts run by `spread` when there are many seeds; the hits of
     all parts in the order one pass over every seed finds them."""
     if len(state.parts) == 1:
-        found = run(NO_ORDER, seeds.chunk, (0, chunks), state.parts[0])
+        found = run(NO_ORDER, seeds.chunk, (0, chunks), state.parts[0], NO_ARRAY)
         return list(found[:7])
     order, bounds = by_hash_part(seeds.q_off, seeds.s_off, len(state.parts),
                                  spread if len(seeds) >= PARALLEL_SEEDS else None)
@@ -513,7 +554,8 @@ def _extend_hash_parts(seeds: Seeds, state: DiagonalHash, run, chunks: int, spre
 
     def run_part(p):
         part_order = order[bounds[p]:bounds[p + 1]]
-        found[p] = run(part_order, seeds.chunk[part_order], (0, chunks), state.parts[p])
+        found[p] = run(part_order, seeds.chunk[part_order], (0, chunks), state.parts[p],
+                       NO_ARRAY)
 
     (spread if len(seeds) >= PARALLEL_SEEDS else in_turn)(run_part, len(state.parts))
     seed_of = np.concatenate([f[7] for f in found])
@@ -550,13 +592,44 @@ def sort_initial_hits(hits: InitialHits) -> InitialHits:
                          ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s")))
 
 
+def _extend_array_ranges(seeds: Seeds, run, chunk_length, num_threads: int, spread,
+                         array_of) -> list:
+    """extend_chunks over groups of chunks (4 * num_threads when num_threads > 1), each with
+    the diagonal array array_of(first chunk, end) gives it; the hits in chunk order."""
+    k = int(chunk_length.size)
+    ranges = _split_chunks(chunk_length, 4 * num_threads) if num_threads > 1 else [(0, k)]
+    parts = [None] * len(ranges)
+
+    def run_range(r):
+        parts[r] = run(NO_ORDER, seeds.chunk, ranges[r], HashPart(), array_of(*ranges[r]))
+
+    spread(run_range, len(ranges))
+    return joined_fields(parts, 7)
+
+
+def _with_cut_chunk(fields: list, carry: CutChunk | None, cut: bool, chunks: int) -> list:
+    """The hits of the chunks this call finished: a first chunk that a previous call began
+    gets that call's hits in front of its own; a last chunk that a later call goes on with
+    keeps its hits in `carry`, numbered chunk 0 (the next call's first)."""
+    if carry is not None and carry.open:
+        fields = [np.concatenate((held, found)) for held, found in zip(carry.hits, fields)]
+        carry.hits = None
+    if cut:
+        lo = int(np.searchsorted(fields[0], chunks - 1))
+        carry.hits = [f[lo:] for f in fields]
+        carry.hits[0] = np.zeros_like(carry.hits[0])
+        fields = [f[:lo] for f in fields]
+    return fields
+
+
 def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
                  chunk_byte_offset: np.ndarray, chunk_length: np.ndarray,
                  ungapped_xdrop: np.ndarray, ungapped_cutoff: np.ndarray,
                  reduced_cutoff: np.ndarray, reward: int, penalty: int,
                  num_threads: int = 1, diag_hash: DiagonalHash | None = None,
                  spread=None, window: int = 0,
-                 ahead: UngappedAhead | None = None) -> InitialHits:
+                 ahead: UngappedAhead | None = None, carry: CutChunk | None = None,
+                 cut: bool = False) -> InitialHits:
     """Ungapped extension of all seeds (as ``find_seeds`` returns them).
 
     ``ungapped_xdrop``, ``ungapped_cutoff``, ``reduced_cutoff``: int32 per context (raw X > 0,
@@ -568,6 +641,11 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
     without it). ``window``: the two-hit window (0: every seed is extended); a DiagonalHash
     given must have been made with it. `ahead`: the seeds' extensions made already
     (UngappedAhead), looked up instead of made.
+
+    A chunk's seeds may come in more than one call, in order (a scan stopped at a seed
+    budget, find_seeds_from): `cut` says that the last chunk's seeds go on in the next call,
+    and `carry`, the same CutChunk for every call of one sequence of chunks, takes its state
+    and hits from this call to the next. A cut chunk's hits come with the call that ends it.
     """
     spread = spread or in_turn
     packed = np.ascontiguousarray(packed, dtype=np.uint8)
@@ -582,30 +660,42 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
     state = diag_hash if diag_hash is not None else DiagonalHash(window=window)
     made = NOTHING_AHEAD if ahead is None else np.ascontiguousarray(ahead.rows, dtype=np.int32)
 
-    def run(order, chunk, rng, part):
+    def run(order, chunk, rng, part, array):
         """extend_chunks of the seeds `order` picks (all when it is empty), whose chunks are
-        `chunk`, in chunks rng[0]:rng[1], with the hash `part`."""
+        `chunk`, in chunks rng[0]:rng[1], with the hash `part` or the diagonal `array`."""
         bounds = np.searchsorted(chunk, np.arange(k + 1), side="left").astype(np.int64)
         out = extend_chunks(order, seeds.q_off, seeds.s_off, seeds.s_first, made, bounds,
-                            rng[0], rng[1], table.sequence, table.context_offset, packed,
-                            chunk_byte_offset, chunk_length, matrix, score_table, *per_ctx,
-                            table.word_size, window, use_hash, part.backbone, part.cell_diag,
+                            rng[0], rng[1], cut and rng[1] == k, table.sequence,
+                            table.context_offset, packed, chunk_byte_offset, chunk_length,
+                            matrix, score_table, *per_ctx, table.word_size, window, use_hash,
+                            array.last_hit, array.hit_saved, part.backbone, part.cell_diag,
                             part.cell_level, part.cell_saved, part.cell_next, part.occupancy,
-                            part.offset)
+                            part.offset if use_hash else array.offset)
         (part.backbone, part.cell_diag, part.cell_level, part.cell_saved, part.cell_next,
-         part.occupancy, part.offset) = out[8:]
+         part.occupancy, offset) = out[8:]
+        if use_hash:
+            part.offset = offset
+        else:
+            array.offset = offset
         return out[:8]
 
     if use_hash:
         fields = _extend_hash_parts(seeds, state, run, k, spread)
     else:
-        ranges = _split_chunks(chunk_length, 4 * num_threads) if num_threads > 1 else [(0, k)]
-        parts = [None] * len(ranges)
+        length = diagonal_array_length(table.sequence.size, window)
+        carried = carry.array if carry is not None and carry.open else None
 
-        def run_range(r):
-            parts[r] = run(NO_ORDER, seeds.chunk, ranges[r], HashPart(window))  # nothing to carry
+        def array_of(first: int, end: int) -> DiagonalArray:
+            # a cut chunk's array goes on; other groups start a fresh one
+            array = carried if first == 0 and carried is not None else \
+                DiagonalArray(length, window)
+            if cut and end == k:
+                carry.array = array
+            return array
 
-        spread(run_range, len(ranges))
-        fields = joined_fields(parts, 7)
+        fields = _extend_array_ranges(seeds, run, chunk_length, num_threads, spread, array_of)
+    fields = _with_cut_chunk(fields, carry, cut, k)
+    if carry is not None:
+        carry.open = cut
     fields = [np.ascontiguousarray(f, dtype=np.int32) for f in fields]
     return sort_initial_hits(InitialHits(*fields))

@@ -8,6 +8,9 @@ attributes):
 
 * ``scans_whole_volumes``: one call per volume is cheaper than one per part of it (a GPU
   call has a fixed cost), so the drivers share one scan among a volume's jobs;
+* ``stops_scans``: its scan of contiguous words stops at a seed budget and goes on from
+  there (``find_seeds_from``), so that a search holds a bounded number of seeds even
+  within one chunk;
 * ``ungapped_ahead``: with the seeds it makes every seed's ungapped extension ahead of the
   ungapped stage's in-order pass (``extended_seeds``);
 * ``greedy_ahead``: it makes the initial hits' score-only greedy extensions ahead of the
@@ -33,6 +36,7 @@ import numpy as np
 @dataclass(frozen=True)
 class Capabilities:
     scans_whole_volumes: bool = False
+    stops_scans: bool = False
     ungapped_ahead: bool = False
     greedy_ahead: bool = False
     dp_ahead: bool = False
@@ -68,6 +72,10 @@ class Backend:
                    chunk_length: np.ndarray, num_threads: int = 1, spread=None):
         raise NotImplementedError
 
+    def find_seeds_from(self, table, subjects: SubjectBuffer, chunk_byte_offset: np.ndarray,
+                        chunk_length: np.ndarray, position: int, budget: int) -> tuple:
+        raise NotImplementedError(f"the {self.name} backend's scan does not stop")
+
     def extended_seeds(self, table, subjects: SubjectBuffer, chunk_byte_offset: np.ndarray,
                        chunk_length: np.ndarray, rules) -> tuple:
         raise NotImplementedError(f"the {self.name} backend makes no ungapped extensions")
@@ -99,7 +107,16 @@ class Backend:
 
 
 class CpuBackend(Backend):
-    """The CPU's scan (``gblastn.scan.cpu``, the reference): nothing beyond it."""
+    """The CPU's scan (``gblastn.scan.cpu``, the reference), which stops at a seed budget."""
+
+    capabilities = Capabilities(stops_scans=True)
+
+    def find_seeds_from(self, table, subjects: SubjectBuffer, chunk_byte_offset: np.ndarray,
+                        chunk_length: np.ndarray, position: int, budget: int) -> tuple:
+        from .cpu import find_seeds_from
+
+        return find_seeds_from(table, subjects.packed, chunk_byte_offset, chunk_length,
+                               position, budget)
 
     def find_seeds(self, table, subjects: SubjectBuffer, chunk_byte_offset: np.ndarray,
                    chunk_length: np.ndarray, num_threads: int = 1, spread=None):
@@ -120,6 +137,7 @@ class BackendPlan:
 
     backend: Backend
     scans_whole_volumes: bool
+    stops_scans: bool
     ungapped_ahead: bool
     greedy_ahead: bool
     dp_ahead: bool
@@ -129,6 +147,6 @@ class BackendPlan:
     def resolve(cls, backend: Backend, options) -> "BackendPlan":
         caps = backend.capabilities
         linear_greedy = options.greedy and options.gapopen == 0 and options.gapextend == 0
-        return cls(backend, caps.scans_whole_volumes, caps.ungapped_ahead,
+        return cls(backend, caps.scans_whole_volumes, caps.stops_scans, caps.ungapped_ahead,
                    caps.greedy_ahead and linear_greedy,
                    caps.dp_ahead and not options.greedy, caps.tails_ahead and linear_greedy)

@@ -530,3 +530,26 @@ def find_seeds(table: LookupTable, packed: np.ndarray, chunk_byte_offset: np.nda
         return Seeds.empty()
     return Seeds(*joined_fields(parts, SEED_FIELDS))
 
+
+def find_seeds_from(table: LookupTable, packed: np.ndarray, chunk_byte_offset: np.ndarray,
+                    chunk_length: np.ndarray, position: int, budget: int) -> tuple:
+    """find_seeds' seeds of the chunks from subject position `position` of the first one
+    (a multiple of the scan step) on, up to `budget` of them: (Seeds, stop), stop None when
+    the scan reached the last chunk's end, else (chunk, position) where it stopped, none of
+    that position's seeds taken, to go on from there. A position with more seeds than the
+    budget is taken whole. Contiguous words only (the discontiguous scan does not stop)."""
+    packed = np.ascontiguousarray(packed, dtype=np.uint8)
+    chunk_byte_offset = np.ascontiguousarray(chunk_byte_offset, dtype=np.int64)
+    chunk_length = np.ascontiguousarray(chunk_length, dtype=np.int32)
+    k = int(chunk_length.size)
+    out = np.empty((SEED_FIELDS, max(1, int(budget))), dtype=np.int32)
+    while True:
+        n, c, s = scan_into(*_table_args(table), packed, chunk_byte_offset, chunk_length, 0,
+                            position, k, out, 0)
+        if n > 0 or c == k:
+            break
+        out = np.empty((SEED_FIELDS, 2 * out.shape[1]), dtype=np.int32)
+    # the rows of the buffer, whose pages past n were never written
+    seeds = Seeds(out[SEED_CHUNK, :n], out[SEED_Q_OFF, :n], out[SEED_S_OFF, :n],
+                  out[SEED_S_FIRST, :n], out[SEED_HIT_S, :n])
+    return seeds, None if c == k else (int(c), int(s))

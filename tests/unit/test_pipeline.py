@@ -66,6 +66,11 @@ def test_gapped_stage_in_pieces_by_context_gives_identical_output(case, monkeypa
     assert search(case, "serial", 4, "serial-pieces.out") == reference
     assert search(case, "pipeline", 4, "pipeline-pieces.out") == reference
     assert max(split) > 1
+    # chunks with more hits than a piece holds are cut on one thread too
+    split.clear()
+    monkeypatch.setattr(engine, "PIECE_HITS", 2)
+    assert search(case, "serial", 1, "serial-small-pieces.out") == reference
+    assert max(split) > 4
 
 
 def test_gapped_extensions_spread_over_the_pool_give_identical_output(case, monkeypatch):
@@ -249,7 +254,8 @@ def _counting_extensions(monkeypatch) -> list:
 
 def test_volumes_scanned_and_extended_in_slices_give_identical_output(case, monkeypatch):
     """A volume is scanned and extended slice after slice (bounded memory); with slices of
-    one chunk, or as many letters as a few seeds need, the output is the same in every
+    one chunk, or as many letters as a few seeds need, or, where the CPU's scan stops at a
+    seed budget, of a few seeds cut from within chunks, the output is the same in every
     mode, the diagonal hash seeing the slices in database order."""
     from gblastn import engine
 
@@ -258,6 +264,7 @@ def test_volumes_scanned_and_extended_in_slices_give_identical_output(case, monk
     monkeypatch.setattr(engine, "FIRST_SLICE_LETTERS", 1)
     for seeds_per_slice in (1, 200):
         monkeypatch.setattr(engine, "SLICE_SEEDS", seeds_per_slice)
+        monkeypatch.setattr(engine, "SEED_BUDGET", seeds_per_slice)
         for mode, threads, backend in (("serial", 1, None), ("pipeline", 4, None),
                                        ("pipeline", 8, WholeVolumeScans())):
             extended.clear()

@@ -1,0 +1,129 @@
+"""A scan that stops at a seed budget cuts chunks between slices; the ungapped stage carries a
+cut chunk's diagonal state (array or hash) and hits to the next slice, so the initial hits are
+those of the unsliced search, field by field and in order, for any budget."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gblastn.engine import ScannedSeeds, SubjectChunks, VolumeHits, stopping_initial_hits
+from gblastn.lookup import build_lookup
+from gblastn.options import make_options
+from gblastn.query import Query, build_batch
+from gblastn.scan.cpu import find_seeds, find_seeds_from
+from gblastn.ungapped import HASH_OFFSET_LIMIT, DiagonalHash, extend_seeds, uses_diag_hash
+
+from test_scan import make_case, pack_chunks
+
+FIELDS = ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s")
+# (task, query lengths): the diagonal array (<= 8,000 query letters) and the hash (more)
+ARRAY = ("blastn", [700, 500])
+HASH = ("blastn", [5000, 4000])
+
+
+def searched_case(seed: int, task: str, query_lengths: list, subject_lengths: list):
+    rng = np.random.default_rng(seed)
+    batch, options, subjects = make_case(rng, query_lengths, subject_lengths, task,
+                                         n_plants=12)
+    table = build_lookup(batch, options)
+    packed, offsets, lengths = pack_chunks(subjects)
+    nc = batch.num_contexts
+    cutoffs = (np.full(nc, 22), np.full(nc, 25), np.full(nc, 20), 2, -3)
+    return table, packed, offsets, lengths, cutoffs
+
+
+def unsliced_hits(table, packed, offsets, lengths, cutoffs, hash_offset: int):
+    seeds = find_seeds(table, packed, offsets, lengths)
+    return extend_seeds(seeds, table, packed, offsets, lengths, *cutoffs,
+                        diag_hash=fresh_hash(hash_offset))
+
+
+def fresh_hash(offset: int) -> DiagonalHash:
+    state = DiagonalHash()
+    state.offset = offset
+    return state
+
+
+def sliced_hits(table, packed, offsets, lengths, cutoffs, budget: int, hash_offset: int):
+    """engine.stopping_initial_hits over the chunks with the CPU scan stopped every `budget`
+    seeds; also the slices, as (seeds, cut) per slice."""
+    k = lengths.size
+    chunks = SubjectChunks(np.arange(k, dtype=np.int32), np.zeros(k, np.int64), offsets, lengths)
+    state = fresh_hash(hash_offset)
+    slices = []
+
+    def scan_from(part, position):
+        seeds, stop = find_seeds_from(table, packed, part.byte_offset, part.length, position,
+                                      budget)
+        return ScannedSeeds(seeds), stop
+
+    def extend(scanned, part, carry, cut):
+        slices.append((scanned.seeds, cut))
+        return VolumeHits(extend_seeds(scanned.seeds, table, packed, part.byte_offset,
+                                       part.length, *cutoffs, diag_hash=state, carry=carry,
+                                       cut=cut))
+
+    return stopping_initial_hits(chunks, scan_from, extend).hits, slices
+
+
+def assert_same_hits(a, b):
+    for f in FIELDS:
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
+
+
+@pytest.mark.parametrize("task,query_lengths", [ARRAY, HASH], ids=["array", "hash"])
+@pytest.mark.parametrize("hash_offset", [0, HASH_OFFSET_LIMIT - 1], ids=["fresh", "reset"])
+def test_tiny_seed_budgets_cut_chunks_into_slices_with_the_unsliced_hits(task, query_lengths,
+                                                                         hash_offset):
+    """Each chunk in many slices (the hash emptied at the first chunk's end, when its offset
+    starts just below the limit: a cut that moved the offset on would empty it early)."""
+    case = searched_case(11, task, query_lengths, [4000, 40, 2500, 6001])
+    assert uses_diag_hash(case[0]) == (query_lengths == HASH[1])
+    reference = unsliced_hits(*case, hash_offset)
+    assert len(reference) > 20
+    whole = find_seeds(*case[:4])
+    for budget in (1, 7, 64, 1000, len(whole), len(whole) + 1):
+        hits, slices = sliced_hits(*case, budget, hash_offset)
+        assert_same_hits(hits, reference)
+        # the slices are the scan's seeds, in order, and at most `budget` each (a position
+        # with more seeds than the budget comes whole)
+        assert sum(len(seeds) for seeds, _ in slices) == len(whole)
+        assert np.array_equal(np.concatenate([s.hit_s for s, _ in slices]), whole.hit_s)
+        cuts = sum(cut for _, cut in slices)
+        if budget <= 7:
+            assert cuts > 10
+        if budget < len(whole):
+            assert len(slices) > 1
+        if budget >= len(whole):
+            assert len(slices) == 1 and cuts == 0
+
+
+def test_a_position_with_more_seeds_than_the_budget_comes_whole():
+    """A query of repeats lists many offsets for one word: the scan takes such a position
+    whole rather than stopping before it for ever."""
+    options = make_options("blastn", dust="no")
+    rng = np.random.default_rng(3)
+    repeats = np.tile(np.array([0, 1, 2, 3], np.uint8), 300)
+    query = np.concatenate([rng.integers(0, 4, 200).astype(np.uint8), repeats])
+    batch = build_batch([Query("q", "", query, np.zeros(query.size, bool))], options)
+    subject = rng.integers(0, 4, 1500).astype(np.uint8)
+    subject[200:1400] = repeats
+    table = build_lookup(batch, options)
+    packed, offsets, lengths = pack_chunks([subject, rng.integers(0, 4, 800).astype(np.uint8)])
+    cutoffs = (np.full(2, 22), np.full(2, 25), np.full(2, 20), 2, -3)
+    whole = find_seeds(table, packed, offsets, lengths)
+    seeds, stop = find_seeds_from(table, packed, offsets, lengths, 0, 2)
+    assert stop is not None and len(seeds) > 100
+    assert np.array_equal(seeds.hit_s, whole.hit_s[:len(seeds)])
+    case = (table, packed, offsets, lengths, cutoffs)
+    assert_same_hits(sliced_hits(*case, 2, 0)[0], unsliced_hits(*case, 0))
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10**6), budget=st.integers(1, 300), hashed=st.booleans(),
+       subject_lengths=st.lists(st.integers(1, 3000), min_size=1, max_size=4))
+def test_any_seed_budget_gives_the_unsliced_hits(seed, budget, hashed, subject_lengths):
+    task, query_lengths = HASH if hashed else ARRAY
+    case = searched_case(seed, task, query_lengths, subject_lengths)
+    assert_same_hits(sliced_hits(*case, budget, 0)[0], unsliced_hits(*case, 0))
