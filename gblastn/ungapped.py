@@ -583,13 +583,76 @@ def ungapped_hsp_rows(q_start, s_start, length, score, seed_q, seed_s, batch) ->
     return rows
 
 
-def sort_initial_hits(hits: InitialHits) -> InitialHits:
+def sort_initial_hits(hits: InitialHits, spread=None) -> InitialHits:
     """Per chunk, Blast_InitHitListSortByScore: score desc, s_start asc, length desc,
-    q_start asc (ties left in processing order)."""
-    order = np.lexsort((hits.q_start, -hits.length.astype(np.int64), hits.s_start,
-                        -hits.score.astype(np.int64), hits.chunk))
+    q_start asc (ties left in processing order). The chunks are sorted in groups that
+    `spread` runs side by side (pools.on_threads; one after the other without it)."""
+    if not len(hits):
+        return hits
+    order = np.argsort(hits.chunk, kind="stable")
+    chunk_start = np.flatnonzero(np.diff(hits.chunk[order], prepend=-1, append=-1))
+    groups = np.unique(np.searchsorted(
+        chunk_start, np.linspace(0, len(hits), SORT_GROUPS + 1), side="right") - 1)
+    keys = [np.ascontiguousarray(getattr(hits, f), dtype=np.int32)
+            for f in ("score", "s_start", "length", "q_start")]
+    (spread or in_turn)(lambda g: _sort_chunks_by_score(
+        order, chunk_start[groups[g]:groups[g + 1] + 1], *keys), groups.size - 1)
     return InitialHits(*(getattr(hits, f)[order] for f in
                          ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s")))
+
+
+SORT_GROUPS = 64  # groups of chunks whose hits are sorted side by side
+
+
+@njit(cache=True, nogil=True)
+def _sort_chunks_by_score(order, chunk_start, score, s_start, length, q_start):
+    """Sort order[chunk_start[c]:chunk_start[c + 1]] for each chunk c: a stable merge sort
+    of the hits' indices in sort_initial_hits' order."""
+    buffer = np.empty(0, dtype=order.dtype)
+    for c in range(chunk_start.size - 1):
+        lo, hi = chunk_start[c], chunk_start[c + 1]
+        if hi - lo > buffer.size:
+            buffer = np.empty(hi - lo, dtype=order.dtype)
+        _merge_sort(order[lo:hi], buffer, score, s_start, length, q_start)
+
+
+@njit(cache=True, nogil=True)
+def _merge_sort(items, buffer, score, s_start, length, q_start):
+    """Bottom-up stable merge sort of `items` (hit indices), through `buffer`."""
+    n = items.size
+    width = 1
+    source, target = items, buffer[:n]
+    in_buffer = False
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
+            i, j = lo, mid
+            for k in range(lo, hi):
+                if i < mid and (j >= hi or not _ranks_before(source[j], source[i], score,
+                                                             s_start, length, q_start)):
+                    target[k] = source[i]
+                    i += 1
+                else:
+                    target[k] = source[j]
+                    j += 1
+        source, target = target, source
+        in_buffer = not in_buffer
+        width *= 2
+    if in_buffer:
+        items[:] = source
+
+
+@njit(cache=True, nogil=True)
+def _ranks_before(a, b, score, s_start, length, q_start):
+    """Whether hit a comes before hit b: higher score, then lower s_start, then longer,
+    then lower q_start."""
+    if score[a] != score[b]:
+        return score[a] > score[b]
+    if s_start[a] != s_start[b]:
+        return s_start[a] < s_start[b]
+    if length[a] != length[b]:
+        return length[a] > length[b]
+    return q_start[a] < q_start[b]
 
 
 def _extend_array_ranges(seeds: Seeds, run, chunk_length, num_threads: int, spread,
@@ -698,4 +761,4 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
     if carry is not None:
         carry.open = cut
     fields = [np.ascontiguousarray(f, dtype=np.int32) for f in fields]
-    return sort_initial_hits(InitialHits(*fields))
+    return sort_initial_hits(InitialHits(*fields), spread)

@@ -218,3 +218,24 @@ def test_seeds_grouped_by_hash_part_in_seed_order(n, parts, seed, side_by_side):
     part = ((s_off.astype(np.int64) - q_off) & (HASH_BUCKETS - 1)) & (parts - 1)
     assert np.array_equal(order, np.argsort(part, kind="stable"))
     assert np.array_equal(bounds, np.concatenate([[0], np.cumsum(np.bincount(part, minlength=parts))]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2000), st.integers(1, 30), st.integers(0, 2**31 - 1), st.booleans())
+def test_initial_hits_sorted_as_blast_sorts_them(n, chunks, seed, side_by_side):
+    """sort_initial_hits gives, per chunk, score desc, s_start asc, length desc, q_start asc,
+    ties in the order found (as numpy's lexsort of those keys), the chunks' groups run one
+    after the other or side by side in any order; few distinct values make many ties."""
+    from gblastn.ungapped import InitialHits, sort_initial_hits
+
+    rng = np.random.default_rng(seed)
+    chunk = rng.integers(0, chunks, n)  # in order, as the stage finds hits, or not
+    fields = [np.sort(chunk) if seed % 2 else chunk] + [rng.integers(0, 6, n) for _ in range(4)] \
+        + [np.arange(n), rng.integers(0, 1000, n)]
+    hits = InitialHits(*(f.astype(np.int32) for f in fields))
+    backwards = lambda function, count: [function(k) for k in reversed(range(count))]
+    got = sort_initial_hits(hits, backwards if side_by_side else None)
+    want = np.lexsort((hits.q_start, -hits.length.astype(np.int64), hits.s_start,
+                       -hits.score.astype(np.int64), hits.chunk))
+    for name in ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s"):
+        assert np.array_equal(getattr(got, name), getattr(hits, name)[want]), name
