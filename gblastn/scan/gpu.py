@@ -729,9 +729,8 @@ class GpuBackend(Backend):
         cells (the CPU extends those). xdrop: the raw preliminary gapped X-drop."""
         arrays = dp_hit_arrays(hits, contexts, batch, chunk_byte_offset, chunk_length)
         n = int(arrays[0].size)
-        out = np.zeros((n, GAPPED_FIELDS + 1), dtype=np.int64)
         if n == 0:
-            return out
+            return np.zeros((0, GAPPED_FIELDS + 1), dtype=np.int64)
         with self.held("gpu dp"):
             volume = self.resident_volume(subjects)
             letters = self.resident_query_letters(batch)
@@ -745,19 +744,26 @@ class GpuBackend(Backend):
                 kernel(np.int32(n), *inputs[:-1], letters, volume, inputs[-1], *costs, found,
                        done, cells_dev, block=(DP_THREADS, 1, 1),
                        grid=((n + DP_THREADS - 1) // DP_THREADS, 1))
-                fields = np.empty((n, GAPPED_FIELDS), dtype=np.int64)
-                flags = np.empty(n, dtype=np.uint8)
+                out = self._copied_back(found, done, n, GAPPED_FIELDS)
                 cells = np.empty(n, dtype=np.int64)
-                self.drv.memcpy_dtoh(fields, found)
-                self.drv.memcpy_dtoh(flags, done)
                 self.drv.memcpy_dtoh(cells, cells_dev)
             finally:
                 for alloc in inputs:
                     alloc.free()
         self.times.count("gpu dp extensions", n)
         self.times.count("gpu dp cells", int(cells.sum()))
-        out[:, :GAPPED_FIELDS] = fields
-        out[:, GAPPED_FIELDS] = flags
+        return out
+
+    def _copied_back(self, found, done, n: int, width: int) -> np.ndarray:
+        """A launch's `width` int64 values per item (`found`) and its done flags (`done`,
+        uint8), copied back: int64 [n, width + 1]."""
+        fields = np.empty((n, width), dtype=np.int64)
+        flags = np.empty(n, dtype=np.uint8)
+        self.drv.memcpy_dtoh(fields, found)
+        self.drv.memcpy_dtoh(flags, done)
+        out = np.empty((n, width + 1), dtype=np.int64)
+        out[:, :width] = fields
+        out[:, width] = flags
         return out
 
     def greedy_tails(self, rows: np.ndarray, subject_address: np.ndarray,
@@ -839,9 +845,8 @@ class GpuBackend(Backend):
         from ..wordrun import WORD_PAD
 
         n = int(arrays[0].shape[0])
-        out = np.zeros((n, width + 1), dtype=np.int64)
         if n == 0:
-            return out
+            return np.zeros((0, width + 1), dtype=np.int64)
         kernel = self.module(greedy_defines(row_cells), "greedy.cu").get_function(name)
         bases, ambig = self.resident_query_words(batch)
         inputs = [self.upload(a) for a in arrays]
@@ -852,16 +857,10 @@ class GpuBackend(Backend):
                    np.uintp(int(ambig) + WORD_PAD), *scalars, found, done,
                    block=(32 * GREEDY_ITEM_WARPS, 1, 1),
                    grid=(blocks or (n + GREEDY_ITEM_WARPS - 1) // GREEDY_ITEM_WARPS, 1))
-            fields = np.empty((n, width), dtype=np.int64)
-            flags = np.empty(n, dtype=np.uint8)
-            self.drv.memcpy_dtoh(fields, found)
-            self.drv.memcpy_dtoh(flags, done)
+            return self._copied_back(found, done, n, width)
         finally:
             for alloc in inputs:
                 alloc.free()
-        out[:, :width] = fields
-        out[:, width] = flags
-        return out
 
     def _group(self, mod, table, tab, dev_packed, packed_size, byte_offset, length, probes,
                chunk_base, rank_bits, extend, taken) -> tuple:
