@@ -25,7 +25,7 @@ DEVICES = ("auto", "cpu", "gpu")
 GREEDY_LINEAR, GREEDY_AFFINE = "greedy_linear", "greedy_affine"
 # CPU seconds of a task's first compilation (docs/perf/coldstart.md), for the notice's
 # estimate of its wall time
-COMPILE_CPU_SECONDS = {"megablast": 50, "dc-megablast": 52, "blastn": 52, "blastn-short": 52}
+COMPILE_CPU_SECONDS = {"megablast": 33, "dc-megablast": 35, "blastn": 35, "blastn-short": 35}
 
 _DTYPES = {"i64": "int64", "u64": "uint64", "u32": "uint32", "u8": "uint8", "f64": "float64",
            "bool": "boolean", "none": "none"}
@@ -52,7 +52,7 @@ def _mark_compiled(task: str, devices: tuple) -> None:
 
 def notice(task: str) -> str:
     """The line a first compilation prints: what, about how long, that it happens once."""
-    seconds = COMPILE_CPU_SECONDS.get(task, 52) / min(2, os.cpu_count() or 1)
+    seconds = COMPILE_CPU_SECONDS.get(task, 35) / min(2, os.cpu_count() or 1)
     return (f"gblastn: compiling the CPU code for -task {task}, once (about {seconds:.0f} s; "
             f"kept in {numba_cache_dir()})")
 
