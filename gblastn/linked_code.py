@@ -113,10 +113,10 @@ def cache_class():
         such: numba's own rebuild would look up its machine code."""
 
         def rebuild(self, target_context, payload):
+            if payload[0][1] != _LINKING_KIND:
+                return super().rebuild(target_context, payload)
             libdata, fndesc, env, signature, objectmode, lifted, typeann, reload_init, \
                 referenced_envs = payload
-            if libdata[1] != _LINKING_KIND:
-                return super().rebuild(target_context, payload)
             for init in reload_init:
                 init()
             return compiler.compile_result(
