@@ -414,8 +414,8 @@ def _slice_size_errors_unformatted() -> None:
 def _flags_compared_quickly() -> None:
     """numba's typing keeps each overloaded function's implementations under keys that hold
     the compilation's flags (a TargetConfig), hashed and compared at each lookup: about
-    150,000 times in the traceback's compilation, each reading every option's value (0.5
-    to 1 CPU-s). The hash numba computes is that of the sorted option names (the keys of
+    150,000 times in the traceback's compilation, each reading every option's value
+    (about 0.8 CPU-s). The hash numba computes is that of the sorted option names (the keys of
     the values' dict), the same for every config of a class: computed once per class. Two
     configs of one class with the same options set compare equal without reading the
     rest; else as numba compares them."""
