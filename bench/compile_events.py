@@ -73,12 +73,12 @@ def main() -> None:
     recorder = Recorder()
     recorder.listeners()
     started = time.process_time()
+    from gblastn.compile_ahead import _load_stages, compile_traceback, on_one_stack_chunk
+
     if args.side == "child":
-        from gblastn.compile_ahead import compile_traceback
-        compile_traceback(args.task)
+        on_one_stack_chunk(compile_traceback, args.task)
     else:
-        from gblastn.compile_ahead import _load_stages
-        _load_stages(args.task, None, None, None, trace=args.side == "all")
+        on_one_stack_chunk(_load_stages, args.task, None, None, None, args.side == "all")
     cpu = time.process_time() - started
     records = recorder.records
     print(f"{args.task} {args.side}: {cpu:.1f} CPU-s, {len(records)} compilations, "

@@ -25,7 +25,7 @@ DEVICES = ("auto", "cpu", "gpu")
 GREEDY_LINEAR, GREEDY_AFFINE = "greedy_linear", "greedy_affine"
 # CPU seconds of a task's first compilation (docs/perf/coldstart.md), for the notice's
 # estimate of its wall time
-COMPILE_CPU_SECONDS = {"megablast": 50, "dc-megablast": 52, "blastn": 52, "blastn-short": 52}
+COMPILE_CPU_SECONDS = {"megablast": 33, "dc-megablast": 35, "blastn": 35, "blastn-short": 35}
 
 _DTYPES = {"i64": "int64", "u64": "uint64", "u32": "uint32", "u8": "uint8", "f64": "float64",
            "bool": "boolean", "none": "none"}
@@ -52,7 +52,7 @@ def _mark_compiled(task: str, devices: tuple) -> None:
 
 def notice(task: str) -> str:
     """The line a first compilation prints: what, about how long, that it happens once."""
-    seconds = COMPILE_CPU_SECONDS.get(task, 52) / min(2, os.cpu_count() or 1)
+    seconds = COMPILE_CPU_SECONDS.get(task, 35) / min(2, os.cpu_count() or 1)
     return (f"gblastn: compiling the CPU code for -task {task}, once (about {seconds:.0f} s; "
             f"kept in {numba_cache_dir()})")
 
@@ -81,6 +81,11 @@ def compile_task(task: str, device: str, backend, word_size: int | None = None,
     loading what both compiled. Marks them compiled for the device asked for and the one
     it came to."""
     print(notice(task), file=sys.stderr, flush=True)
+    on_one_stack_chunk(_compile_task, task, device, backend, word_size, query_letters)
+
+
+def _compile_task(task: str, device: str, backend, word_size: int | None,
+                  query_letters: int | None) -> None:
     child = _start_traceback_child(task)
     try:
         if child is not None and make_options(task).greedy:
@@ -152,6 +157,26 @@ def announce_compilations(task: str) -> None:
     event.register("numba:compile", FirstCompilation())
 
 
+def on_one_stack_chunk(function, *args):
+    """function(*args), its frames and their callees' kept in one chunk of Python's frame
+    stack. Python (3.11 and later) keeps frames in chunks of 16 KiB and frees a chunk as
+    soon as the frame at its start returns: numba's compilation recurses deeply, and
+    where a chunk's edge fell at a depth that its loops cross, every crossing mapped and
+    unmapped a chunk (0.7 million times in the traceback's compilation: a fifth of its
+    CPU time, in the kernel). The frame of _reserving_frame_stack holds a stack of over
+    1 MiB that it never uses (its pages are never touched): Python gives it a chunk of
+    2 MiB, and the frames called from it fit in the rest."""
+    return _reserving_frame_stack(function, *args)
+
+
+def _reserving_frame_stack(function, *args):
+    return function(*args)
+
+
+_reserving_frame_stack.__code__ = _reserving_frame_stack.__code__.replace(
+    co_stacksize=140_000)  # 8-byte slots
+
+
 def _start_traceback_child(task: str):
     if (os.cpu_count() or 1) < 2:
         return None
@@ -211,7 +236,7 @@ def main(argv: list) -> int:
     from .numba_start import skip_numba_extras
 
     skip_numba_extras()
-    compile_traceback(argv[0])
+    on_one_stack_chunk(compile_traceback, argv[0])
     return 0
 
 

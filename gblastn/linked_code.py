@@ -1,19 +1,20 @@
 """Compiling a function that only compiled code calls: for linking into its callers.
 
 numba compiles a function met in compiled code (a callee) as it compiles one that Python
-calls: LLVM's module passes over it and every callee linked into it, then its machine code.
-Its caller links the callee's LLVM IR into its own module and optimises and generates code
-for the whole again, and so on up the call chain (the traceback's is seven levels deep): most
-of LLVM's work in the first search went into callees' modules and machine code that no one
-ran. The callee's own machine code runs only if Python calls it with those types.
+calls: LLVM's module passes over it and every callee linked into it, its machine code, and
+wrappers for Python's calls. Its caller links the callee's LLVM IR into its own module and
+optimises and generates code for the whole again, and so on up the call chain (the
+traceback's is seven levels deep): most of that work went into code that no one ran. The
+callee's own machine code runs only if Python calls it with those types.
 
 So a function compiled while numba types a call to it from compiled code is compiled for
-linking: its IR gets numba's function passes only (its callers' module passes optimise it
-with them), and its machine code comes from LLVM's unoptimised code generator. Such a
-compilation is kept in numba's cache under a key of its own, and is not made callable from
-Python: a call from Python compiles (or loads) the function in full, as before. A compiled
-callee finds a full compilation in the cache first (another process's, say), then one for
-linking.
+linking: to LLVM IR with numba's function passes, as numba compiles its own subroutines, and
+no further (its callers' module passes optimise it with them, once, at the entry point).
+Such a compilation is kept in numba's cache as its IR, under a key of its own, and is not
+made callable from Python: a call from Python compiles (or loads) the function in full, as
+before. A compiled callee finds a full compilation in the cache first (another process's,
+say), then one for linking. numba's own subroutines and helper closures, which are only
+ever linked, get no machine code either.
 """
 
 import contextlib
@@ -72,26 +73,67 @@ def _current():
     return compilations[-1] if compilations else None
 
 
-def _library_for_linking(library) -> bool:
-    """Whether `library` is the code of a function being compiled for linking (not numba's
-    runtime or another library that its compilation happens to make)."""
-    compilation = _current()
-    return (compilation is not None and compilation.for_linking and
-            library.name == compilation.name)
+_LINKED_ONLY = "_gblastn_linked_only"  # the mark of a library that is only ever linked
+
+
+def _is_linked_only(library) -> bool:
+    """Whether `library` is only linked into its callers' code (compiled for linking: a
+    callee, or one of numba's own subroutines), never run itself."""
+    return getattr(library, _LINKED_ONLY, False)
+
+
+def _mark_linked_only(library) -> None:
+    setattr(library, _LINKED_ONLY, True)
+
+
+class LinkedOnly:
+    """The entry point of a function compiled for linking: it has no machine code. numba
+    finds a compiled callee's code under its dispatcher's entry point, so each such
+    compilation has an object of its own; it is never called (Python's calls compile the
+    function in full)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self):
+        return f"<{self.name}, compiled for linking>"
 
 
 @functools.lru_cache(maxsize=None)
 def cache_class():
     """numba's cache of compile results, with a key of its own for compilations for
     linking, and a compiled callee's lookup trying the full compilation's key first."""
-    from numba.core.caching import FunctionCache
+    from numba.core import compiler
+    from numba.core.caching import CompileResultCacheImpl, FunctionCache
+
+    class LinkingAwareCacheImpl(CompileResultCacheImpl):
+        """A compilation for linking is kept as its LLVM IR (bitcode), and comes back as
+        such: numba's own rebuild would look up its machine code."""
+
+        def rebuild(self, target_context, payload):
+            if payload[0][1] != _LINKING_KIND:
+                return super().rebuild(target_context, payload)
+            libdata, fndesc, env, signature, objectmode, lifted, typeann, reload_init, \
+                referenced_envs = payload
+            for init in reload_init:
+                init()
+            return compiler.compile_result(
+                target_context=target_context, typing_context=target_context.typing_context,
+                library=target_context.codegen().unserialize_library(libdata),
+                environment=env, entry_point=LinkedOnly(fndesc.qualname), fndesc=fndesc,
+                type_annotation=typeann, signature=signature, objectmode=objectmode,
+                lifted=lifted, reload_init=reload_init, referenced_envs=referenced_envs)
 
     class LinkingAwareCache(FunctionCache):
+        _impl_class = LinkingAwareCacheImpl
+
         def _index_key(self, sig, codegen):
             key = super()._index_key(sig, codegen)
             compilation = _current()
             if compilation is not None and compilation.linking_only:
-                return key + ("for linking",)
+                return key + ("for linking", _LINKING_KIND)
             return key
 
         def load_overload(self, sig, target_context):
@@ -115,6 +157,7 @@ def is_linking_only() -> bool:
 
 
 _INSTALLED = []
+_LINKING_KIND = "llvm-ir"  # how a library compiled for linking is kept in the cache
 
 
 def install() -> None:
@@ -122,42 +165,135 @@ def install() -> None:
     Called once numba is imported, before anything compiles."""
     if _INSTALLED:
         return
-    from numba.core import codegen
+    from numba.core import base, codegen, dispatcher, typed_passes
 
     library = codegen.CPUCodeLibrary
     if not all(hasattr(library, name) for name in (
-            "_optimize_final_module", "_finalize_final_module")) or \
-            not hasattr(codegen.JITCPUCodegen, "_customize_tm_options"):
+            "_optimize_final_module", "_finalize_final_module", "_finalize_dynamic_globals",
+            "_verify_declare_only_symbols", "serialize_using_object_code", "_unserialize")) or \
+            not hasattr(dispatcher._FunctionCompiler, "_customize_flags") or \
+            not hasattr(dispatcher._FunctionCompiler, "_compile_core") or \
+            not hasattr(typed_passes.BaseNativeLowering, "run_pass") or \
+            not hasattr(base.BaseContext, "insert_user_function"):
         _INSTALLED.append(False)
         return
-    optimize_final_module = library._optimize_final_module
-    finalize_final_module = library._finalize_final_module
-    unoptimised = []
-
-    def optimize_unless_for_linking(self):
-        if not _library_for_linking(self):
-            optimize_final_module(self)
-
-    def finalize_with_unoptimised_code(self):
-        if not (_library_for_linking(self) and getattr(self, "_object_caching_enabled", False)
-                and getattr(self, "_compiled_object", None) is None):
-            return finalize_final_module(self)
-        if not unoptimised:
-            unoptimised.append(_unoptimised_target_machine(self._codegen))
-        machine_code = unoptimised[0].emit_object(self._final_module)
-        # numba's JIT takes the library's object code from its object cache instead of
-        # generating its own, and the cache keeps it
-        self._compiled_object = machine_code
-        finalize_final_module(self)
-        self._compiled_object = machine_code
-        self._compiled = True
-        return None
-
-    library._optimize_final_module = optimize_unless_for_linking
-    library._finalize_final_module = finalize_with_unoptimised_code
+    _linked_libraries_without_machine_code()
     _compile_numba_helpers_for_linking()
+    _compile_to_ir_for_linking()
     _INSTALLED.append(True)
 
+
+def _compile_to_ir_for_linking() -> None:
+    """A function compiled for linking is lowered to LLVM IR and no further (numba's
+    `no_compile`, as numba compiles its own subroutines): no machine code, and none of the
+    wrappers that let Python (and C, through a pointer) call it, each a function of its own
+    that numba built in Python and LLVM then optimised and compiled with the rest. Its
+    library is marked as only linked, and its entry point is a LinkedOnly."""
+    from numba.core import dispatcher, typed_passes
+
+    compiler = dispatcher._FunctionCompiler
+    customize_flags, compile_core = compiler._customize_flags, compiler._compile_core
+    lower = typed_passes.BaseNativeLowering.run_pass
+
+    def for_linking(py_func) -> bool:
+        compilation = _current()
+        return (compilation is not None and compilation.for_linking and
+                compilation.name == getattr(py_func, "__qualname__", None))
+
+    def flags_for_linking(self, flags):
+        flags = customize_flags(self, flags)
+        if for_linking(self.py_func):
+            flags.no_compile = True
+            flags.no_cpython_wrapper = True
+            flags.no_cfunc_wrapper = True
+        return flags
+
+    def compile_with_linked_entry_point(self, args, return_type):
+        cres = compile_core(self, args, return_type)
+        if cres.entry_point is None and not cres.objectmode:
+            entry_point = LinkedOnly(cres.fndesc.qualname)
+            cres = cres._replace(entry_point=entry_point)
+            cres.target_context.insert_user_function(entry_point, cres.fndesc, [cres.library])
+        return cres
+
+    def lower_marking_linked_libraries(self, state):
+        done = lower(self, state)
+        if state.flags.no_compile:
+            _mark_linked_only(state.library)
+        return done
+
+    def add_overload(self, cres):
+        if isinstance(cres.entry_point, LinkedOnly):
+            self.overloads[tuple(cres.signature.args)] = cres  # for compiled callers only
+        else:
+            add_callable_overload(self, cres)
+
+    add_callable_overload = dispatcher.Dispatcher.add_overload
+    dispatcher.Dispatcher.add_overload = add_overload
+    compiler._customize_flags = flags_for_linking
+    compiler._compile_core = compile_with_linked_entry_point
+    typed_passes.BaseNativeLowering.run_pass = lower_marking_linked_libraries
+
+
+def _linked_libraries_without_machine_code() -> None:
+    """A library that is only linked (functions compiled for linking, numba's subroutines)
+    is finalised as far as its callers need: its callees linked in, no optimisation (its
+    callers' module passes optimise it with them, once, at the entry point) and no machine
+    code. It is cached as its IR."""
+    from numba.core import codegen
+    from numba.core.environment import lookup_environment
+
+    library = codegen.CPUCodeLibrary
+    optimize_final_module = library._optimize_final_module
+    finalize_final_module = library._finalize_final_module
+    serialize = library.serialize_using_object_code
+    unserialize = library._unserialize.__func__
+
+    def optimize_unless_linked_only(self):
+        if not _is_linked_only(self):
+            optimize_final_module(self)
+
+    def finalize_without_machine_code(self):
+        if not _is_linked_only(self):
+            finalize_final_module(self)
+            _set_linked_environments(self, lookup_environment)
+            return
+        self._finalize_dynamic_globals()
+        self._verify_declare_only_symbols()
+        self._finalized = True
+
+    def serialize_as_ir(self):
+        if not _is_linked_only(self):
+            return serialize(self)
+        self._ensure_finalized()
+        return (self.name, _LINKING_KIND, self._get_module_for_linking().as_bitcode())
+
+    def unserialize_ir(cls, codegen_, state):
+        name, kind, data = state
+        if kind != _LINKING_KIND:
+            return unserialize(cls, codegen_, state)
+        import llvmlite.binding as ll
+
+        self = codegen_.create_library(name)
+        _mark_linked_only(self)
+        self._final_module = self._shared_module = ll.parse_bitcode(data)
+        self._finalized = True
+        return self
+
+    library._optimize_final_module = optimize_unless_linked_only
+    library._finalize_final_module = finalize_without_machine_code
+    library.serialize_using_object_code = serialize_as_ir
+    library._unserialize = classmethod(unserialize_ir)
+
+
+def _set_linked_environments(library, lookup_environment) -> None:
+    """The environments of the functions linked into a library that runs, set as numba
+    sets a cached library's (numba sets only the function's own after a compilation)."""
+    for variable in library._final_module.global_variables:
+        if variable.name.startswith("_ZN08NumbaEnv"):
+            env = lookup_environment(variable.name)
+            if env is not None:
+                library._codegen.set_env(variable.name, env)
 
 def _compile_numba_helpers_for_linking() -> None:
     """numba's own implementations of numpy and Python functions (np.empty, sorting, ...)
@@ -183,12 +319,3 @@ def _compile_numba_helpers_for_linking() -> None:
 
     dispatcher.Dispatcher.compile = compile_helpers_for_linking
 
-
-def _unoptimised_target_machine(numba_codegen):
-    """A target machine as numba's JIT's (the same CPU, features and code model), with
-    LLVM's code generation unoptimised."""
-    import llvmlite.binding as ll
-
-    options = {"opt": 0}
-    numba_codegen._customize_tm_options(options)
-    return ll.Target.from_triple(ll.get_process_triple()).create_target_machine(**options)

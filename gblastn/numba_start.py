@@ -20,8 +20,12 @@ def skip_numba_extras() -> None:
     first compilation its BLAS bindings, for np.dot, a slow import), coverage (to
     follow compiled code under coverage.py) and yaml (to read a .numba_config.yaml in the
     working directory). gblastn's compiled code needs none of them, so they are left out
-    unless in use: a config file present, or coverage already running. Called before
-    numba is imported."""
+    unless in use: a config file present, or coverage already running. numba's typing
+    words an error for each implementation that it tries and rejects (tens of thousands in
+    a compilation), each through colorama's set-up of the terminal for colours: numba's
+    own switch leaves the colours out, where the user has not set it. Called before numba
+    is imported."""
+    os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
     sys.modules.setdefault("scipy", None)
     sys.modules.setdefault("scipy.linalg.cython_blas", None)  # in case scipy came first
     sys.modules.setdefault("coverage", None)
@@ -337,6 +341,7 @@ def _one_signature_dispatcher():
 
     linked_code.install()
     _slice_size_errors_unformatted()
+    _flags_compared_quickly()
 
     class OneSignatureDispatcher(CPUDispatcher):
         """numba's dispatcher, which compiles a function called from compiled code for its
@@ -404,6 +409,34 @@ def _slice_size_errors_unformatted() -> None:
         for template in getattr(function_type, "templates", ()):
             if getattr(template, "metadata", {}).get("target") == "CPU":
                 template._overload_func = staticmethod(_no_implementation)
+
+
+def _flags_compared_quickly() -> None:
+    """numba's typing keeps each overloaded function's implementations under keys that hold
+    the compilation's flags (a TargetConfig), hashed and compared at each lookup: about
+    150,000 times in the traceback's compilation, each reading every option's value
+    (about 0.8 CPU-s). The hash numba computes is that of the sorted option names (the keys of
+    the values' dict), the same for every config of a class: computed once per class. Two
+    configs of one class with the same options set compare equal without reading the
+    rest; else as numba compares them."""
+    from numba.core.targetconfig import TargetConfig
+
+    numba_equal = TargetConfig.__eq__
+    hashes = {}
+
+    def hash_of_option_names(self):
+        kind = type(self)
+        if kind not in hashes:
+            hashes[kind] = hash(tuple(sorted(self.options)))
+        return hashes[kind]
+
+    def equal(self, other):
+        if self is other or (type(self) is type(other) and self._values == other._values):
+            return True
+        return numba_equal(self, other)
+
+    TargetConfig.__hash__ = hash_of_option_names
+    TargetConfig.__eq__ = equal
 
 
 def _no_implementation(*args):

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from golden import megablast_case
-from gblastn.compile_ahead import TASKS, is_compiled, marker_path, numba_types
+from gblastn.compile_ahead import TASKS, is_compiled, marker_path, numba_types, on_one_stack_chunk
 from gblastn.compile_cache import numba_cache_dir
 
 
@@ -122,6 +122,14 @@ def test_warmup_refuses_bad_options(seeded, args):
     done = _gblastn(seeded, "warmup", *args)
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("gblastn: error:") == 1 and "Traceback" not in done.stderr
+
+
+def test_compilation_runs_below_a_frame_reserving_a_stack_chunk():
+    def reserved_below():
+        return sys._getframe(1).f_code.co_stacksize
+
+    assert on_one_stack_chunk(divmod, 7, 2) == (3, 1)
+    assert on_one_stack_chunk(reserved_below) * 8 > 1 << 20
 
 
 def test_tasks_are_the_searchs():

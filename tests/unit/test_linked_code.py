@@ -26,6 +26,11 @@ def top(values):
     return total
 
 
+@njit(cache=True, nogil=True)
+def other_top(values):
+    return leaf(values, 1) - leaf(values, 0)
+
+
 VALUES = np.arange(10)
 
 
@@ -50,6 +55,24 @@ assert compilations(leaf) == 1
 assert leaf(VALUES, 3) == 6
 assert not leaf._linking_only, "a call from Python ran the callee compiled for linking"
 assert compilations(leaf) == 2
+print("ok")
+"""
+
+IR_ONLY = """
+from gblastn.linked_code import LinkedOnly
+from linked import VALUES, leaf, signature, top
+
+assert top(VALUES) == 90
+entry_point = leaf.overloads[signature()].entry_point
+assert isinstance(entry_point, LinkedOnly), "the callee compiled for linking has machine code"
+print("ok")
+"""
+
+OTHER_CALLER = """
+from linked import VALUES, compilations, leaf, loads, other_top
+
+assert other_top(VALUES) == 2 and compilations(other_top) == 1
+assert loads(leaf) == 1 and compilations(leaf) == 0, "the callee's IR was not loaded"
 print("ok")
 """
 
@@ -101,6 +124,13 @@ def test_a_callee_compiled_for_linking_is_compiled_in_full_for_python(tmp_path):
     later = tmp_path / "later"  # the first cache holds the callee's full compilation now
     _python(CALLER_ONLY, tmp_path, later)
     _python(LATER_PROCESS, tmp_path, later)
+
+
+def test_a_later_caller_links_the_callee_s_ir_from_the_cache(tmp_path):
+    (tmp_path / "linked.py").write_text(MODULE)
+    cache = tmp_path / "cache"
+    _python(IR_ONLY, tmp_path, cache)
+    _python(OTHER_CALLER, tmp_path, cache)
 
 
 def test_a_compiled_caller_links_the_callee_s_full_compilation(tmp_path):

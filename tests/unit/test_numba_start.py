@@ -215,7 +215,8 @@ def test_stand_in_passes_attributes_and_pickles_as_its_dispatcher():
 
 PATCHED = START + """
 import numpy as np
-from numba.core import caching, codegen, environment, serialize
+from numba.core import caching, codegen, dispatcher, environment, serialize, typed_passes
+from numba.core.targetconfig import TargetConfig
 from numba.core.runtime import nrtdynmod
 from numba.core.typing import typeof
 from gblastn.compile_cache import install_locator
@@ -231,6 +232,14 @@ ours = [
     *slice_errors,
     codegen.CPUCodeLibrary._optimize_final_module,
     codegen.CPUCodeLibrary._finalize_final_module,
+    codegen.CPUCodeLibrary.serialize_using_object_code,
+    codegen.CPUCodeLibrary._unserialize.__func__,
+    dispatcher._FunctionCompiler._customize_flags,
+    dispatcher._FunctionCompiler._compile_core,
+    dispatcher.Dispatcher.add_overload,
+    typed_passes.BaseNativeLowering.run_pass,
+    TargetConfig.__hash__,
+    TargetConfig.__eq__,
     caching.Cache.load_overload,
     codegen.CPUCodeLibrary._get_module_for_linking,
     codegen.JitEngine.is_symbol_defined,
@@ -292,3 +301,19 @@ def test_a_slice_of_the_wrong_size_is_an_error_without_compiling_strings(tmp_pat
     done = _python(SLICE_SIZES, tmp_path, tmp_path / "cache")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "cannot assign slice from input of different size |"
+
+
+def test_compiler_flags_hash_and_compare_as_numba_s():
+    """The flags in numba's typing keys, hashed once per class: the same hash as numba's,
+    and equal where numba's are (an option set to its default included)."""
+    from numba.core.compiler import Flags
+
+    from gblastn.numba_start import _one_signature_dispatcher
+
+    _one_signature_dispatcher()
+    plain, explicit = Flags(), Flags()
+    explicit.nrt = Flags.options["nrt"].default
+    assert plain == explicit and hash(plain) == hash(explicit)
+    assert hash(plain) == hash(tuple(sorted(plain.values())))
+    explicit.nrt = not explicit.nrt
+    assert plain != explicit
