@@ -295,6 +295,7 @@ def _set_linked_environments(library, lookup_environment) -> None:
             if env is not None:
                 library._codegen.set_env(variable.name, env)
 
+
 def _compile_numba_helpers_for_linking() -> None:
     """numba's own implementations of numpy and Python functions (np.empty, sorting, ...)
     are closures that numba compiles for the function being compiled, which links them in:
