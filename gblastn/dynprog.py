@@ -35,7 +35,6 @@ import numpy as np
 from .arrays import grown
 from .layouts import MININT, OP_DEL, OP_INS, OP_SUB, PACK_RATIO
 from .numba_start import njit
-from .refcounts import borrowed
 
 # Subjects at least this long are cut to a window around the traceback start point.
 MAX_SUBJECT_OFFSET = 90000
@@ -122,9 +121,6 @@ def xdrop_score_in(band, rows, row_origin, row_step, m, rows_packed,
         x_dropoff = gap_open_extend
     if n <= 0 or m <= 0:
         return 0, 0, 0, band
-    # the row of the matrix taken for each row letter is a view, counted in and out with
-    # two atomic operations a row unless the matrix is borrowed
-    rows, cols, matrix = borrowed(rows), borrowed(cols), borrowed(matrix)
     extra = _band_cells(x_dropoff, gap_extend, n)
     # sized for every column (a row's band never passes column n), as a workspace that
     # grew inside the row loop would be counted in and out (two atomic operations) a row

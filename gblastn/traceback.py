@@ -39,8 +39,8 @@ from .layouts import HSP_CONTEXT, HSP_FIELDS, HSP_Q_END, HSP_Q_GAPPED_START, HSP
     HSP_SCORE, HSP_S_END, HSP_S_GAPPED_START, HSP_S_START, SCRIPT_RUNS, TAIL_DISTANCES, \
     TAIL_EXTENTS, TAIL_FIELDS, TAIL_READ, TAIL_RUNS, TAIL_START
 from .numba_start import njit
-from .refcounts import borrowed
 from .output.tabular import COUNT_FIELDS, counts_of_all
+from .refcounts import borrowed
 from .stats import EVALUE_EQUAL_BELOW, evalue_and_bits
 
 SPAN_MARGIN = 64  # letters read beyond an alignment's window: words and edit-script tidying
