@@ -64,15 +64,17 @@ def _band_cells(x_dropoff, gap_extend, n):
 
 
 @njit(cache=True, nogil=True)
-def _start_band(band, x_dropoff, gap_open_extend, gap_extend, n, extra):
+def _start_band(band, x_dropoff, gap_open_extend, gap_extend, n, extra, whole):
     """Row 0 (only gaps, until they fail the X-drop test) in the band workspace `band`
-    (replaced by a larger one when too small), ready for row 1.
+    (replaced by a larger one when too small for `extra` cells, or for all n columns when
+    `whole`), ready for row 1.
 
     The workspace is int32, two per column: [2b] the best score of the column's cell in the
     previous row (BLAST's best), [2b + 1] the best one ending in a gap coming down that
     column (best_gap). Returns (workspace, b_size: the columns row 1 examines)."""
-    if band.size < 2 * (extra + 100):
-        band = np.empty(2 * (extra + 100), dtype=np.int32)
+    cells = max(extra, n) if whole else extra
+    if band.size < 2 * (cells + 100):
+        band = np.empty(2 * (cells + 100), dtype=np.int32)
     score = -gap_open_extend
     band[0] = 0
     band[1] = -gap_open_extend
@@ -120,7 +122,9 @@ def xdrop_score_in(band, rows, row_origin, row_step, m, rows_packed,
     if n <= 0 or m <= 0:
         return 0, 0, 0, band
     extra = _band_cells(x_dropoff, gap_extend, n)
-    band, b_size = _start_band(band, x_dropoff, gap_open_extend, gap_extend, n, extra)
+    # sized for every column (a row's band never passes column n), as a workspace that
+    # grew inside the row loop would be counted in and out (two atomic operations) a row
+    band, b_size = _start_band(band, x_dropoff, gap_open_extend, gap_extend, n, extra, True)
     one = np.uint64(1)
     best_score = 0
     best_a = 0
@@ -183,8 +187,6 @@ def xdrop_score_in(band, rows, row_origin, row_step, m, rows_packed,
 
         if first_b == b_size:
             break
-        if 2 * (last_b + extra + 3) >= band.size:
-            band = grown(band, 2 * (last_b + extra + 100))
         if last_b < b_size - 1:
             b_size = last_b + 1
         else:
@@ -301,7 +303,7 @@ def align_ex(rows, row_origin, row_step, m, cols, col_origin, col_step, n,
         return 0, 0, 0, np.empty(0, np.uint8), np.empty(0, np.int32), 0
     extra = _band_cells(x_dropoff, gap_extend, n)
     band, b_size = _start_band(np.empty(0, dtype=np.int32), x_dropoff, gap_open_extend,
-                               gap_extend, n, extra)
+                               gap_extend, n, extra, False)
     # traceback cells, row after row; row a holds columns from row_first[a] on
     cells = np.empty(max(8 * extra, 1 << 16), dtype=np.uint8)
     row_start = np.empty(256, dtype=np.int64)

@@ -23,6 +23,7 @@ from .layouts import GAPPED_FIELDS, GAPPED_Q_END, GAPPED_Q_GAPPED_START, GAPPED_
     HSP_Q_END, HSP_Q_GAPPED_START, HSP_Q_START, HSP_SCORE, HSP_S_END, HSP_S_GAPPED_START, \
     HSP_S_START
 from .numba_start import njit
+from .refcounts import borrowed
 
 
 @njit(cache=True, nogil=True)
@@ -46,6 +47,8 @@ def _extend_hits_begin(budget, q_start, s_start, length, score, context, context
     limit when negative). Returns (the next hit, kept, held, rows, origin, tree): the state
     to go on from."""
     n = q_start.size
+    # shared by the threads (see _extend_hits_dp)
+    sequence, packed = borrowed(sequence), borrowed(packed)
     rows = np.empty((n, HSP_FIELDS), dtype=np.int64)
     origin = np.empty(n, dtype=np.int64)
     tree = alloc_tree(n, min_diag_separation)
@@ -324,6 +327,9 @@ def _extend_hits_dp(extensions, q_start, s_start, length, score, seed_q, seed_s,
     no rows: the in-order pass takes those marked made and extends the others itself."""
     n = q_start.size
     ahead = extensions.shape[0] == n
+    # the query and subject are shared by the threads: a slice or call counting them in
+    # and out per hit would bounce their counts' cache line between the cores
+    sequence, packed, matrix = borrowed(sequence), borrowed(packed), borrowed(matrix)
     rows = np.empty((n, HSP_FIELDS), dtype=np.int64)
     origin = np.empty(n, dtype=np.int64)
     kept = 0

@@ -40,6 +40,7 @@ from .layouts import HSP_CONTEXT, HSP_FIELDS, HSP_Q_END, HSP_Q_GAPPED_START, HSP
     TAIL_EXTENTS, TAIL_FIELDS, TAIL_READ, TAIL_RUNS, TAIL_START
 from .numba_start import njit
 from .output.tabular import COUNT_FIELDS, counts_of_all
+from .refcounts import borrowed
 from .stats import EVALUE_EQUAL_BELOW, evalue_and_bits
 
 SPAN_MARGIN = 64  # letters read beyond an alignment's window: words and edit-script tidying
@@ -177,6 +178,15 @@ def _trace_group(task_subject, task_query, task_rows, rows, task_ahead, ahead, a
     task_ahead[i]:task_ahead[i + 1]. Returns task_start [t + 1] (each task's final HSPs),
     then the final HSPs of all, as _traceback_final_rows gives them, and the count of
     tracebacks redone."""
+    # the volume, the queries and the scoring are shared by the threads: slices and calls
+    # counting them in and out per task would bounce their counts' cache lines between the
+    # cores (nothing borrowed is returned: the results are copied out)
+    packed, query_codes, query, unmasked = borrowed(packed), borrowed(query_codes), \
+        borrowed(query), borrowed(unmasked)
+    matrix, context_offset, context_length = borrowed(matrix), borrowed(context_offset), \
+        borrowed(context_length)
+    rows, ahead, ahead_runs, scratch = borrowed(rows), borrowed(ahead), borrowed(ahead_runs), \
+        borrowed(scratch)
     tasks = task_subject.size
     total = task_rows[tasks]
     task_start = np.zeros(tasks + 1, dtype=np.int64)

@@ -145,6 +145,24 @@ def word_has_offset(kind, backbone, overflow, hashtable, next_pos, cell_start, o
 
 
 @njit(cache=True, nogil=True)
+def basewise_seed(q_bases, q_ambig, s_bases, s_bytes, s_range, q_hit, s_hit, ext_to, width):
+    """mini_extend's base-wise routine (s_BlastNaExtend), on addresses and integers only:
+    the scan calls it for every megablast table hit. s_bases/s_bytes: the chunk's first
+    byte's address and the bytes readable from it. Returns (accepted, q_seed, s_seed)."""
+    left = packed_run_backward(q_bases, q_ambig, q_hit - 1, s_bases, s_hit - 1,
+                               min(ext_to, s_hit))
+    if left < ext_to:
+        s_next = s_hit + width
+        if s_next + ext_to - left > s_range:
+            return False, 0, 0
+        right = packed_run_forward(q_bases, q_ambig, q_hit + width, s_bases, s_bytes, s_next,
+                                   ext_to - left)
+        if left + right < ext_to:
+            return False, 0, 0
+    return True, q_hit - left, s_hit - left
+
+
+@njit(cache=True, nogil=True)
 def mini_extend(extend_kind, sequence, context_offset, context_length, packed, byte_off,
                 s_range, q_hit, s_hit, word_size, width, q_bases, q_ambig):
     """Extend a w-mer hit to a W-mer as BLAST's chosen routine does.
@@ -156,18 +174,8 @@ def mini_extend(extend_kind, sequence, context_offset, context_length, packed, b
         return True, q_hit, s_hit
     ext_to = word_size - width
     if extend_kind == EXTEND_BASEWISE:
-        s_bases = packed.ctypes.data + byte_off
-        left = packed_run_backward(q_bases, q_ambig, q_hit - 1, s_bases, s_hit - 1,
-                                   min(ext_to, s_hit))
-        if left < ext_to:
-            s_next = s_hit + width
-            if s_next + ext_to - left > s_range:
-                return False, 0, 0
-            right = packed_run_forward(q_bases, q_ambig, q_hit + width, s_bases,
-                                       packed.size - byte_off, s_next, ext_to - left)
-            if left + right < ext_to:
-                return False, 0, 0
-        return True, q_hit - left, s_hit - left
+        return basewise_seed(q_bases, q_ambig, packed.ctypes.data + byte_off,
+                             packed.size - byte_off, s_range, q_hit, s_hit, ext_to, width)
     ctx = context_of(context_offset, q_hit)
     q_start = context_offset[ctx]
     q_range = q_start + context_length[ctx]
@@ -291,12 +299,36 @@ def _emit(extend_kind, check_masks, kind, backbone, overflow, hashtable, next_po
         return n
     if n == out.shape[1]:
         return -1
-    out[SEED_CHUNK, n] = c
-    out[SEED_Q_OFF, n] = q_fin
-    out[SEED_S_OFF, n] = s_fin
-    out[SEED_S_FIRST, n] = s_seed
-    out[SEED_HIT_S, n] = s_hit
+    _write_seed(out, n, c, q_fin, s_fin, s_seed, s_hit)
     return n + 1
+
+
+@njit(cache=True, nogil=True)
+def _write_seed(out, n, c, q_off, s_off, s_first, hit_s):
+    out[SEED_CHUNK, n] = c
+    out[SEED_Q_OFF, n] = q_off
+    out[SEED_S_OFF, n] = s_off
+    out[SEED_S_FIRST, n] = s_first
+    out[SEED_HIT_S, n] = hit_s
+
+
+@njit(cache=True, nogil=True)
+def _block_words(packed, byte_off, s, scan_step, m, width, words):
+    """subject_word at the m positions s, s + scan_step, ... into words[:m]; unchecked
+    loads (unsigned indices spare numba's negative-index fix-ups) when all their bytes
+    lie inside the buffer, as they do but at a buffer's end."""
+    last = byte_off + ((s + (m - 1) * scan_step) >> 2) + 3
+    if last >= packed.size:
+        for i in range(m):
+            words[i] = subject_word(packed, byte_off, s + i * scan_step, width)
+        return
+    mask = (np.int64(1) << (2 * width)) - 1
+    for i in range(m):
+        p = s + i * scan_step
+        k = np.uint64(byte_off + (p >> 2))
+        v = ((np.int64(packed[k]) << 24) | (np.int64(packed[k + np.uint64(1)]) << 16)
+             | (np.int64(packed[k + np.uint64(2)]) << 8) | np.int64(packed[k + np.uint64(3)]))
+        words[i] = (v >> (2 * (16 - (p & 3) - width))) & mask
 
 
 @njit(cache=True, nogil=True)
@@ -319,50 +351,86 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
     cell_start, offsets, pv = borrowed(cell_start), borrowed(offsets), borrowed(pv)
     sequence, context_offset = borrowed(sequence), borrowed(context_offset)
     context_length, packed, out = borrowed(context_length), borrowed(packed), borrowed(out)
+    words = np.zeros(SCAN_BLOCK, dtype=np.int64)
     heads = np.zeros(SCAN_BLOCK, dtype=np.int64)
     follow = np.zeros(SCAN_BLOCK, dtype=np.int64)
     q_bases = query_bases.ctypes.data + WORD_PAD
     q_ambig = query_ambig.ctypes.data + WORD_PAD
     for c in range(first_chunk, last_chunk):
         byte_off = chunk_byte_offset[c]
+        s_bases, s_bytes = packed.ctypes.data + byte_off, packed.size - byte_off
         length = np.int64(chunk_length[c])
         s_range = length
         s = np.int64(first_s) if c == first_chunk else np.int64(0)
         while s <= length - width:
             m = min(SCAN_BLOCK, (length - width - s) // scan_step + 1)
-            # pass 1: the first table entry of every position (and, for megablast, the
-            # chain link after it); 0 / -1 where the word has none
-            for i in range(m):
-                word = subject_word(packed, byte_off, s + i * scan_step, width)
-                if kind == TABLE_SMALL:
-                    heads[i] = backbone[word]
-                elif (pv[word >> pv_bts] >> (word & 31)) & 1:
-                    if kind == TABLE_MEGABLAST:
+            # pass 1: the block's words, then the first table entry of each (and, for
+            # megablast, the chain link after it); 0 / -1 where the word has none. Each
+            # kind's loop apart: one loop over every kind keeps the others' registers live
+            _block_words(packed, byte_off, s, scan_step, m, width, words)
+            if kind == TABLE_SMALL:
+                for i in range(m):
+                    heads[i] = backbone[words[i]]
+            elif kind == TABLE_MEGABLAST:
+                for i in range(m):
+                    word = words[i]
+                    h = 0
+                    if (pv[word >> pv_bts] >> (word & 31)) & 1:
                         h = np.int64(hashtable[word])
-                        heads[i] = h
-                        follow[i] = next_pos[h] if h != 0 else 0
-                    else:
-                        heads[i] = word
-                else:
-                    heads[i] = 0 if kind == TABLE_MEGABLAST else -1
+                    heads[i] = h
+                    follow[i] = next_pos[h] if h != 0 else 0
+            else:
+                for i in range(m):
+                    word = words[i]
+                    heads[i] = word if (pv[word >> pv_bts] >> (word & 31)) & 1 else -1
             # pass 2: every query offset of each position, in table order
-            for i in range(m):
-                s_hit = s + i * scan_step
-                n0 = n
-                if kind == TABLE_MEGABLAST:
+            if kind == TABLE_MEGABLAST and word_size == width:
+                # a hit is the seed (s_BlastNaExtendDirect; s_TypeOfWord has nothing to
+                # check): written here, sparing a call with every table per hit
+                for i in range(m):
+                    s_hit = s + i * scan_step
+                    n0 = n
                     q_hit = heads[i]
                     nxt = follow[i]
                     while q_hit != 0:
-                        n = _emit(extend_kind, check_masks, kind, backbone, overflow, hashtable,
-                                  next_pos, cell_start, offsets, pv, pv_bts, sequence,
-                                  context_offset, context_length, packed, byte_off, s_range,
-                                  q_hit, s_hit, word_size, width, c, out, n, q_bases, q_ambig)
-                        if n < 0:
+                        if n == out.shape[1]:
                             return n0, c, s_hit
+                        _write_seed(out, n, c, q_hit, s_hit, s_hit, s_hit)
+                        n += 1
                         q_hit = nxt
                         if q_hit != 0:
                             nxt = next_pos[q_hit]
-                elif kind == TABLE_SMALL:
+            elif kind == TABLE_MEGABLAST:
+                # the base-wise extension of every hit takes no table; only a seed that
+                # passes it calls s_TypeOfWord with the tables, and only with masks
+                for i in range(m):
+                    s_hit = s + i * scan_step
+                    n0 = n
+                    q_hit = heads[i]
+                    nxt = follow[i]
+                    while q_hit != 0:
+                        ok, q_seed, s_seed = basewise_seed(q_bases, q_ambig, s_bases, s_bytes,
+                                                           s_range, q_hit, s_hit,
+                                                           word_size - width, width)
+                        q_fin, s_fin = q_seed, s_seed
+                        if ok and check_masks:
+                            ok, q_fin, s_fin = type_of_word(
+                                check_masks, kind, backbone, overflow, hashtable, next_pos,
+                                cell_start, offsets, pv, pv_bts, context_offset,
+                                context_length, packed, byte_off, s_range, q_seed, s_seed,
+                                word_size, width, s_hit)
+                        if ok:
+                            if n == out.shape[1]:
+                                return n0, c, s_hit
+                            _write_seed(out, n, c, q_fin, s_fin, s_seed, s_hit)
+                            n += 1
+                        q_hit = nxt
+                        if q_hit != 0:
+                            nxt = next_pos[q_hit]
+            elif kind == TABLE_SMALL:
+                for i in range(m):
+                    s_hit = s + i * scan_step
+                    n0 = n
                     v = heads[i]
                     if v >= 0:
                         n = _emit(extend_kind, check_masks, kind, backbone, overflow, hashtable,
@@ -382,7 +450,10 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
                             if n < 0:
                                 return n0, c, s_hit
                             k += 1
-                else:
+            else:
+                for i in range(m):
+                    s_hit = s + i * scan_step
+                    n0 = n
                     word = heads[i]
                     if word >= 0:
                         for j in range(cell_start[word], cell_start[word + 1]):

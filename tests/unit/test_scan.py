@@ -12,7 +12,8 @@ from gblastn.lookup import build_lookup
 from gblastn.options import make_options
 from gblastn.pools import on_threads
 from gblastn.query import Query, build_batch
-from gblastn.scan.cpu import choose_extend, find_seeds
+from gblastn.layouts import SEED_FIELDS
+from gblastn.scan.cpu import _table_args, choose_extend, find_seeds, scan_chunks, scan_into
 
 
 def make_case(rng, query_lengths, subject_lengths, task, n_plants=6, **kw):
@@ -99,6 +100,7 @@ CASES = [
     ("blastn", [100], {"word_size": 9}, (SMALL, 7, 3, EXTEND_SMALL)),
     ("blastn", [17000], {"word_size": 8}, (STANDARD, 8, 1, EXTEND_DIRECT)),
     ("blastn", [17000], {"word_size": 12}, (MEGABLAST, 10, 3, EXTEND_BASEWISE)),
+    ("blastn", [95000], {}, (MEGABLAST, 11, 1, EXTEND_DIRECT)),
 ]
 
 
@@ -165,3 +167,24 @@ def test_threads_do_not_change_seeds(seed, case):
     one = find_seeds(table, packed, offsets, lengths, num_threads=1)
     two = find_seeds(table, packed, offsets, lengths, num_threads=2, spread=on_threads(2))
     assert one.equals(two)
+
+
+@pytest.mark.parametrize("case", [3, 8])
+def test_scan_resumed_when_its_buffer_fills(case):
+    """scan_into stops when its output is full and goes on from there: the seeds, taken a few
+    at a time, are scan_chunks' (a position's seeds are never split across two calls)."""
+    rng = np.random.default_rng(case)
+    task, qlens, kw, _ = CASES[case]
+    batch, options, subjects = make_case(rng, qlens, [900, 1400, 700], task, **kw)
+    table = build_lookup(batch, options)
+    packed, offsets, lengths = pack_chunks(subjects)
+    args = _table_args(table) + (packed, offsets, lengths)
+    whole = scan_chunks(*args, 0, len(subjects))
+    out = np.zeros((SEED_FIELDS, 3), dtype=np.int32)
+    taken, c, s = [], 0, 0
+    while c < len(subjects):
+        n, c, s = scan_into(*args, c, s, len(subjects), out, 0)
+        assert n > 0 or c == len(subjects)
+        taken.append(out[:, :n].copy())
+    assert whole[0].size > 3
+    np.testing.assert_array_equal(np.concatenate(taken, axis=1), np.stack(whole))
