@@ -486,16 +486,22 @@ class TurnsOnce:
 @dataclass
 class ScannedSeeds:
     """A scan's seeds, with their ungapped extensions when the backend made them ahead
-    (ungapped.UngappedAhead)."""
+    (ungapped.UngappedAhead); or, when the backend made the in-order pass too, no seeds
+    but their count and the initial hits (ungapped.InitialHits, unsorted)."""
 
     seeds: "Seeds"
     ahead: "UngappedAhead | None" = None
+    hits: "InitialHits | None" = None
+    count: int = 0
 
     def __len__(self) -> int:
-        return len(self.seeds)
+        return self.count if self.hits is not None else len(self.seeds)
 
     def of_chunks(self, first: int, end: int) -> "ScannedSeeds":
         """The seeds of chunks [first, end), renumbered from 0, with their extensions."""
+        if self.hits is not None:
+            return ScannedSeeds(self.seeds, hits=self.hits.of_chunks(first, end),
+                                count=self.count)
         if self.ahead is None:
             return ScannedSeeds(self.seeds.of_chunks(first, end))
         lo, hi = np.searchsorted(self.seeds.chunk, [first, end])
@@ -665,8 +671,9 @@ class Engine:
         per volume: the scan's at the first slice's scan, the ungapped stage's from the
         first slice's extension to the last's (TurnsOnce)."""
         from .gapped import hit_contexts
+        from .scan import Seeds
         from .scan.masked import find_masked_seeds
-        from .ungapped import extend_seeds, ungapped_rules
+        from .ungapped import diagonal_pass, extend_seeds, sort_initial_hits, ungapped_rules
 
         subject_buffer = self.buffers.of(volume)
         buffer = subject_buffer.packed
@@ -684,12 +691,24 @@ class Engine:
 
         rules = ungapped_rules(stats.ungapped_xdrop, stats.reduced_cutoff, options.reward,
                                options.penalty) if self.backend_plan.ungapped_ahead else None
+        # the device's in-order pass: not through a masked database's ranges, which the CPU
+        # scans (a batch's ranges are the same in every volume)
+        walk = diagonal_pass(table, stats.ungapped_cutoff, options.window_size,
+                             plan.diag_hash) \
+            if self.backend_plan.diagonals_on_device and every_chunk.ranges is None else None
 
         def scan(part) -> ScannedSeeds:
+            if walk is not None:
+                # the pass keeps the diagonal hash: it takes the ungapped stage's turn
+                turns.enter_ungapped()
             with turns.first_scan(), self.times.stage("scan"):
                 if part.ranges is not None:
                     return ScannedSeeds(find_masked_seeds(table, buffer, part.byte_offset,
                                                           part.ranges, threads, spread))
+                if walk is not None:
+                    hits, count = backend.initial_hits(table, subject_buffer, part.byte_offset,
+                                                       part.length, rules, walk)
+                    return ScannedSeeds(Seeds.empty(), hits=hits, count=count)
                 if rules is not None:
                     return ScannedSeeds(*backend.extended_seeds(
                         table, subject_buffer, part.byte_offset, part.length, rules))
@@ -705,11 +724,15 @@ class Engine:
         def extend(scanned: ScannedSeeds, part, carry=None, cut: bool = False) -> VolumeHits:
             turns.enter_ungapped()
             with self.times.stage("ungapped"):
-                hits = extend_seeds(scanned.seeds, table, buffer, part.byte_offset, part.length,
-                                    stats.ungapped_xdrop, stats.ungapped_cutoff,
-                                    stats.reduced_cutoff, options.reward, options.penalty,
-                                    threads, plan.diag_hash, spread, options.window_size,
-                                    scanned.ahead, carry, cut)
+                if scanned.hits is not None:
+                    hits = sort_initial_hits(scanned.hits)
+                else:
+                    hits = extend_seeds(scanned.seeds, table, buffer, part.byte_offset,
+                                        part.length, stats.ungapped_xdrop,
+                                        stats.ungapped_cutoff, stats.reduced_cutoff,
+                                        options.reward, options.penalty, threads,
+                                        plan.diag_hash, spread, options.window_size,
+                                        scanned.ahead, carry, cut)
             return VolumeHits(hits, self.extensions_ahead(hits, part, subject_buffer, plan))
 
         # the scan stops at a seed budget where it can (not through a masked database's

@@ -37,6 +37,26 @@ UNGAPPED_LENGTH = 2
 UNGAPPED_SCORE = 3    # raw ungapped score
 UNGAPPED_FIELDS = 4
 
+# -- the ungapped stage's in-order pass on the device (diagonals.cu; gblastn.ungapped) -------
+HASH_BUCKETS = 512    # BLAST's DIAGHASH_NUM_BUCKETS: the diagonal hash's chains
+# a seed's record in the pass's order: WALK_FIELDS int32 rows, one column per seed
+WALK_DIAG = 0         # s_off - q_off
+WALK_S_FIRST = 1      # the seed's unslid start (SEED_S_FIRST)
+WALK_WORD_END = 2     # s_off + the word size
+WALK_HIT_END = 3      # the extension's subject end when it reaches the cutoff, else -1
+WALK_CHUNK = 4        # the chunk, numbered within the launch
+WALK_SEED = 5         # the seed's index
+WALK_FIELDS = 6
+# the initial hits the pass sends back: HIT_FIELDS int32 rows, ungapped.InitialHits' fields
+HIT_CHUNK = 0
+HIT_Q_START = 1
+HIT_S_START = 2
+HIT_LENGTH = 3
+HIT_SCORE = 4
+HIT_SEED_Q = 5
+HIT_SEED_S = 6
+HIT_FIELDS = 7
+
 # keys one block of seeds.cu's bitonic_local sorts in shared memory (SORT_LOCAL / 2 threads);
 # the host pads what it sorts to a power of two of at least this many
 SORT_LOCAL = 1024

@@ -46,9 +46,9 @@ import numpy as np
 
 from .alphabet import score_matrix
 from .arrays import grown, joined_fields
-from .layouts import HSP_CONTEXT, HSP_FIELDS, HSP_Q_END, HSP_Q_GAPPED_START, HSP_Q_START, \
-    HSP_S_END, HSP_S_GAPPED_START, HSP_S_START, HSP_SCORE, UNGAPPED_FIELDS, UNGAPPED_LENGTH, \
-    UNGAPPED_Q_START, UNGAPPED_S_START, UNGAPPED_SCORE
+from .layouts import HASH_BUCKETS, HIT_FIELDS, HSP_CONTEXT, HSP_FIELDS, HSP_Q_END, \
+    HSP_Q_GAPPED_START, HSP_Q_START, HSP_S_END, HSP_S_GAPPED_START, HSP_S_START, HSP_SCORE, \
+    UNGAPPED_FIELDS, UNGAPPED_LENGTH, UNGAPPED_Q_START, UNGAPPED_S_START, UNGAPPED_SCORE
 from .lookup import LookupTable
 from .numba_start import njit
 from .pools import in_turn
@@ -143,7 +143,6 @@ def uses_diag_hash(table: LookupTable) -> bool:
     return end > DIAG_HASH_QUERY_LENGTH
 
 
-HASH_BUCKETS = 512  # BLAST's DIAGHASH_NUM_BUCKETS
 HASH_PARTS = 64     # the buckets' parts, each extended on its own (a power of two)
 NO_ORDER = np.zeros(0, dtype=np.int64)  # extend_chunks' seeds in their own order
 PARALLEL_SEEDS = 1 << 18  # fewer seeds are extended part after part in the calling thread
@@ -173,6 +172,7 @@ class DiagonalHash:
 
     def __init__(self, parts: int = HASH_PARTS, window: int = 0):
         self.parts = [HashPart(window) for _ in range(parts)]
+        self.chains = HashChains(window)  # the same hash where a device walks it
 
     @property
     def offset(self) -> int:
@@ -182,6 +182,79 @@ class DiagonalHash:
     def offset(self, value: int) -> None:
         for part in self.parts:
             part.offset = value
+
+
+CHAIN_CELLS = 16  # cells each bucket's chain has room for on the device at first
+
+
+class HashChains:
+    """The diagonal hash as the device's in-order pass (cuda/diagonals.cu) keeps it from one
+    call to the next: bucket b's chain in row b of `diag`, `level` and `saved`, its first
+    count[b] cells in the order they were added (the chain's head last), epoch[b] the number
+    of resets before it was last written; and the subject offset and the number of resets
+    that the next chunk starts from. The chains are grown when the device finds one full."""
+
+    def __init__(self, window: int = 0, capacity: int = CHAIN_CELLS):
+        self.window = window
+        self.offset = window
+        self.resets = 0
+        self.count = np.zeros(HASH_BUCKETS, dtype=np.int32)
+        self.epoch = np.zeros(HASH_BUCKETS, dtype=np.int32)
+        self.diag = np.zeros((HASH_BUCKETS, capacity), dtype=np.int32)
+        self.level = np.zeros((HASH_BUCKETS, capacity), dtype=np.int64)
+        self.saved = np.zeros((HASH_BUCKETS, capacity), dtype=np.int32)
+
+    @property
+    def capacity(self) -> int:
+        return int(self.diag.shape[1])
+
+    def grow(self) -> None:
+        more = 3 * self.capacity
+        self.diag, self.level, self.saved = (
+            np.pad(a, ((0, 0), (0, more))) for a in (self.diag, self.level, self.saved))
+
+    def chunk_offsets(self, chunk_length: np.ndarray) -> tuple:
+        """The subject offset and the reset count each of these chunks, the next ones in
+        database order, is walked with, and (offset, resets) after them: the rule of
+        _extend_into's chunk loop (past HASH_OFFSET_LIMIT the hash is emptied)."""
+        offsets = np.empty(chunk_length.size, dtype=np.int64)
+        epochs = np.empty(chunk_length.size, dtype=np.int32)
+        offset, resets = self.offset, self.resets
+        for c, length in enumerate(chunk_length.tolist()):
+            offsets[c], epochs[c] = offset, resets
+            if offset >= HASH_OFFSET_LIMIT:
+                offset, resets = self.window, resets + 1
+            else:
+                offset += length + self.window
+        return offsets, epochs, (offset, resets)
+
+
+@dataclass
+class DiagonalPass:
+    """What the in-order pass needs besides the seeds and their extensions, as a device
+    reads it: the raw cutoff per context (int32), the two-hit window, the word size, and the
+    diagonal hash's chains (None: the diagonal array, of diag_len cells)."""
+
+    cutoff: np.ndarray
+    window: int
+    word_size: int
+    diag_len: int
+    chains: HashChains | None
+
+
+def diagonal_pass(table: LookupTable, ungapped_cutoff, window: int,
+                  diag_hash: DiagonalHash) -> DiagonalPass:
+    """The in-order pass of a batch's table, with its DiagonalHash's chains when it uses the
+    hash."""
+    chains = diag_hash.chains if uses_diag_hash(table) else None
+    return DiagonalPass(np.ascontiguousarray(ungapped_cutoff, dtype=np.int32), window,
+                        table.word_size, diagonal_array_length(table.sequence.size, window),
+                        chains)
+
+
+def initial_hits_of_rows(rows: np.ndarray) -> InitialHits:
+    """InitialHits from the device's HIT_FIELDS int32 rows, in the order they came."""
+    return InitialHits(*(np.ascontiguousarray(rows[f]) for f in range(HIT_FIELDS)))
 
 
 def diagonal_array_length(query_letters: int, window: int) -> int:

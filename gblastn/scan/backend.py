@@ -13,6 +13,8 @@ attributes):
   within one chunk;
 * ``ungapped_ahead``: with the seeds it makes every seed's ungapped extension ahead of the
   ungapped stage's in-order pass (``extended_seeds``);
+* ``diagonals_on_device``: it makes that in-order pass too, so that only the initial hits
+  come back (``initial_hits``; the seeds never leave the device);
 * ``greedy_ahead``: it makes the initial hits' score-only greedy extensions ahead of the
   gapped stage (``greedy_extensions``; linear gap costs only);
 * ``dp_ahead``: it makes their score-only X-drop DP extensions ahead (``dp_extensions``;
@@ -38,6 +40,7 @@ class Capabilities:
     scans_whole_volumes: bool = False
     stops_scans: bool = False
     ungapped_ahead: bool = False
+    diagonals_on_device: bool = False
     greedy_ahead: bool = False
     dp_ahead: bool = False
     tails_ahead: bool = False
@@ -79,6 +82,10 @@ class Backend:
     def extended_seeds(self, table, subjects: SubjectBuffer, chunk_byte_offset: np.ndarray,
                        chunk_length: np.ndarray, rules) -> tuple:
         raise NotImplementedError(f"the {self.name} backend makes no ungapped extensions")
+
+    def initial_hits(self, table, subjects: SubjectBuffer, chunk_byte_offset: np.ndarray,
+                     chunk_length: np.ndarray, rules, walk) -> tuple:
+        raise NotImplementedError(f"the {self.name} backend makes no in-order pass")
 
     def greedy_extensions(self, subjects: SubjectBuffer, chunk_byte_offset, chunk_length,
                           hit_chunk, hit_q_start, hit_s_start, hit_length, hit_context, batch,
@@ -139,6 +146,7 @@ class BackendPlan:
     scans_whole_volumes: bool
     stops_scans: bool
     ungapped_ahead: bool
+    diagonals_on_device: bool
     greedy_ahead: bool
     dp_ahead: bool
     tails_ahead: bool
@@ -148,5 +156,6 @@ class BackendPlan:
         caps = backend.capabilities
         linear_greedy = options.greedy and options.gapopen == 0 and options.gapextend == 0
         return cls(backend, caps.scans_whole_volumes, caps.stops_scans, caps.ungapped_ahead,
+                   caps.ungapped_ahead and caps.diagonals_on_device,
                    caps.greedy_ahead and linear_greedy,
                    caps.dp_ahead and not options.greedy, caps.tails_ahead and linear_greedy)

@@ -35,11 +35,13 @@ from ..cuda_context import close_device_files, page_locked_buffer, reset_primary
     retain_primary_context
 from ..db.format import parse_size
 from ..errors import GpuUnavailableError, OptionsError
-from ..layouts import GAPPED_FIELDS, HSP_FIELDS, SCRIPT_RUNS, SEED_FIELDS, SORT_LOCAL, \
-    STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, TEMPLATES_MAX, UNGAPPED_FIELDS, kernel_defines
+from ..layouts import GAPPED_FIELDS, HASH_BUCKETS, HIT_FIELDS, HSP_FIELDS, SCRIPT_RUNS, \
+    SEED_FIELDS, SORT_LOCAL, STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, TEMPLATES_MAX, \
+    UNGAPPED_FIELDS, WALK_FIELDS, kernel_defines
 from ..lookup import LookupTable, kept_letters
 from ..timing import StageTimes
-from ..ungapped import NOTHING_AHEAD, UngappedAhead, UngappedRules
+from ..ungapped import NOTHING_AHEAD, DiagonalPass, InitialHits, UngappedAhead, \
+    UngappedRules, initial_hits_of_rows
 from . import Seeds
 from .backend import Backend, Capabilities, SubjectBuffer
 from .cpu import choose_extend
@@ -60,6 +62,12 @@ GREEDY_ROW_CELLS = 256     # diagonals per distance a greedy.cu warp keeps
 TAIL_MAX_DISTANCE = 1000
 HIT_MAX_DISTANCE = 1 << 62
 UNGAPPED_THREADS = 128     # seeds per block of ungapped.cu's kernel (a thread each)
+COMPACT_THREADS = 1024     # seeds per block of diagonals.cu's compaction of the kept seeds
+CHAIN_THREADS = 32         # buckets per block of diagonals.cu's walk_hash (a thread each)
+# A launch group's seeds are sorted by 64-bit keys (group << index bits | seed index); with the
+# diagonal array a group is a chunk's cell, so a launch group may have at most this many chunks
+# per cell of the array (seed indices take at most 32 bits)
+ARRAY_GROUP_SLOTS = 1 << 31
 DP_THREADS = 128           # hits per block of dynprog.cu's kernel (a thread each)
 DP_BAND_COLUMNS = 128      # columns of a DP extension's band on the GPU (a wider one: the CPU)
 # Cells a DP extension computes on the GPU before it is left to the CPU: most long
@@ -140,6 +148,11 @@ def greedy_defines(row_cells: int = GREEDY_ROW_CELLS) -> dict:
     return {"ROW_CELLS": row_cells, "ITEM_WARPS": GREEDY_ITEM_WARPS}
 
 
+def diagonals_defines() -> dict:
+    """The compile-time defines of diagonals.cu's kernels."""
+    return {"COMPACT_THREADS": COMPACT_THREADS}
+
+
 def dp_defines(band_columns: int | None = None) -> dict:
     """The compile-time defines of dynprog.cu's kernel (the module's tuning by default)."""
     return {"BAND_COLUMNS": DP_BAND_COLUMNS if band_columns is None else band_columns}
@@ -209,11 +222,12 @@ def probe_counts(chunk_length: np.ndarray, width: int, step: int) -> np.ndarray:
     return np.where(length >= width, (length - width) // step + 1, 0)
 
 
-def launch_groups(probes: np.ndarray, max_probes: int) -> list:
-    """Contiguous chunk ranges of at most max_probes probes each (a single chunk always fits)."""
+def launch_groups(probes: np.ndarray, max_probes: int, max_chunks: int = 1 << 62) -> list:
+    """Contiguous chunk ranges of at most max_probes probes and max_chunks chunks each (a
+    single chunk always fits)."""
     groups, first, total = [], 0, 0
     for c, n in enumerate(probes.tolist()):
-        if total + n > max_probes and c > first:
+        if (total + n > max_probes or c - first >= max_chunks) and c > first:
             groups.append((first, c))
             first, total = c, 0
         total += n
@@ -261,7 +275,7 @@ class GpuBackend(Backend):
     name = "gpu"
     # one scan per volume (each call has a fixed cost); the volumes stay on the device
     capabilities = Capabilities(scans_whole_volumes=True, ungapped_ahead=True,
-                                greedy_ahead=True, dp_ahead=True, tails_ahead=True,
+                                diagonals_on_device=True, greedy_ahead=True, dp_ahead=True, tails_ahead=True,
                                 preloads=True, retires=True)
 
     def __init__(self, gpu_id: int = 0, hit_capacity: int = 1 << 20,
@@ -627,23 +641,42 @@ class GpuBackend(Backend):
         ungapped.extend_chunks would make it under `rules`: (Seeds, UngappedAhead)."""
         return self._seeds(table, subjects, chunk_byte_offset, chunk_length, rules)
 
-    def _seeds(self, table, subjects, chunk_byte_offset, chunk_length, rules) -> tuple:
+    def initial_hits(self, table: LookupTable, subjects: SubjectBuffer,
+                     chunk_byte_offset: np.ndarray, chunk_length: np.ndarray,
+                     rules: UngappedRules, walk: DiagonalPass) -> tuple:
+        """The seeds extended as extended_seeds extends them, and put through the ungapped
+        stage's in-order pass on the device (cuda/diagonals.cu): the initial hits
+        ungapped.extend_seeds finds, in the order it finds them (before its sort), and the
+        number of seeds. `walk` carries the diagonal hash's chains from call to call; the
+        calls of one batch must come in database order."""
+        return self._seeds(table, subjects, chunk_byte_offset, chunk_length, rules, walk)
+
+    def _seeds(self, table, subjects, chunk_byte_offset, chunk_length, rules,
+               walk=None) -> tuple:
         chunk_byte_offset = np.ascontiguousarray(chunk_byte_offset, dtype=np.int64)
         chunk_length = np.ascontiguousarray(chunk_length, dtype=np.int32)
         probes = probe_counts(chunk_length, table.width, table.scan_step)
+        self.stats = {"hits": 0, "seeds": 0, "hit_grows": 0, "seed_grows": 0}
         if int(probes.sum()) == 0:
+            if walk is not None:
+                return initial_hits_of_rows(np.zeros((HIT_FIELDS, 0), dtype=np.int32)), 0
             return Seeds.empty(), UngappedAhead(NOTHING_AHEAD)
         # a rank counts the query offsets of all the templates' chains
         templates = max(1, table.template_shift.shape[0])
         rank_bits = max(1, int(templates * table.sequence.size).bit_length())
         max_probes = min(self.max_group_probes, (1 << (63 - rank_bits)) - 1)
-        self.stats = {"hits": 0, "seeds": 0, "hit_grows": 0, "seed_grows": 0}
+        max_chunks = ARRAY_GROUP_SLOTS // walk.diag_len \
+            if walk is not None and walk.chains is None else 1 << 62
+        groups = launch_groups(probes, max_probes, max_chunks)
         taken = []
         try:
             parts = self._scan_groups(table, subjects, chunk_byte_offset, chunk_length, probes,
-                                      rank_bits, max_probes, rules, taken)
+                                      rank_bits, groups, rules, walk, taken)
             # the parts are views of page-locked staging buffers, given back below for the
             # next call's results: joining them copies them out (one part too)
+            if walk is not None:
+                hits = np.concatenate(parts, axis=1)
+                return initial_hits_of_rows(hits), self.stats["seeds"]
             seeds = Seeds(*(np.concatenate([p[0][i] for p in parts]) for i in range(SEED_FIELDS)))
             ahead = np.concatenate([p[1] for p in parts], axis=1)
         finally:
@@ -651,8 +684,9 @@ class GpuBackend(Backend):
         return seeds, UngappedAhead(ahead)
 
     def _scan_groups(self, table, subjects, chunk_byte_offset, chunk_length, probes, rank_bits,
-                     max_probes, rules, taken) -> list:
-        """Each launch group's seed rows and their extensions' rows (staged on `taken`)."""
+                     groups, rules, walk, taken) -> list:
+        """Each launch group's seed rows and their extensions' rows, or its initial hits'
+        rows when `walk` is given (staged on `taken`)."""
         with self.held("gpu scan"):
             mod = self.module(variant_defines(table))
             dev_packed = self.resident_volume(subjects)
@@ -663,10 +697,14 @@ class GpuBackend(Backend):
             try:
                 extend = None if rules is None else \
                     self._ungapped_launch(table, tab, dev_packed, subjects.packed.size, inputs)
+                passed = None if walk is None else \
+                    lambda rows_dev, ahead_dev, n, first, last: self._diagonal_pass(
+                        mod, table, tab, walk, rows_dev, ahead_dev, n, first,
+                        chunk_length[first:last], taken)
                 return [self._group(mod, table, tab, dev_packed, subjects.packed.size,
                                     chunk_byte_offset[first:last], chunk_length[first:last],
-                                    probes[first:last], first, rank_bits, extend, taken)
-                        for first, last in launch_groups(probes, max_probes)]
+                                    probes[first:last], first, rank_bits, extend, passed, taken)
+                        for first, last in groups]
             finally:
                 for alloc in inputs:
                     alloc.free()
@@ -674,27 +712,117 @@ class GpuBackend(Backend):
     def _ungapped_launch(self, table, tab, dev_packed, packed_size, rules: list):
         """A function of (device seed rows, their count, the group's first chunk, its chunk
         offsets and lengths on the device) that extends every seed: UNGAPPED_FIELDS int32
-        rows on the host. `rules`: UngappedRules' arrays on the device, in its order."""
+        rows on the device. `rules`: UngappedRules' arrays on the device, in its order."""
         kernel = self.module({}, "ungapped.cu").get_function("ungapped_seeds")
         per_context, scoring = rules[:2], rules[2:]
 
-        def extend(rows_dev, n: int, chunk_base: int, d_offset, d_length, taken) -> np.ndarray:
+        def extend(rows_dev, n: int, chunk_base: int, d_offset, d_length):
             self.times.count("gpu ungapped extensions", n)
             with self.times.stage("gpu ungapped"):
-                return launch(rows_dev, n, chunk_base, d_offset, d_length, taken)
-
-        def launch(rows_dev, n: int, chunk_base: int, d_offset, d_length, taken) -> np.ndarray:
-            out_dev = self.buffer("ungapped_rows", 4 * UNGAPPED_FIELDS * n)
-            kernel(rows_dev, np.int64(n), np.int32(chunk_base), d_offset, d_length, dev_packed,
-                   np.int64(packed_size), tab["sequence"], np.int64(table.sequence.size),
-                   tab["context_offset"], np.int32(table.context_offset.size), *per_context,
-                   np.int32(table.word_size), *scoring, out_dev,
-                   block=(UNGAPPED_THREADS, 1, 1),
-                   grid=((n + UNGAPPED_THREADS - 1) // UNGAPPED_THREADS, 1))
-            out = self.staged((UNGAPPED_FIELDS, n), taken)
-            self.drv.memcpy_dtoh(out, out_dev)
-            return out
+                out_dev = self.buffer("ungapped_rows", 4 * UNGAPPED_FIELDS * n)
+                kernel(rows_dev, np.int64(n), np.int32(chunk_base), d_offset, d_length,
+                       dev_packed, np.int64(packed_size), tab["sequence"],
+                       np.int64(table.sequence.size), tab["context_offset"],
+                       np.int32(table.context_offset.size), *per_context,
+                       np.int32(table.word_size), *scoring, out_dev,
+                       block=(UNGAPPED_THREADS, 1, 1),
+                       grid=((n + UNGAPPED_THREADS - 1) // UNGAPPED_THREADS, 1))
+                return out_dev
         return extend
+
+    def _diagonal_pass(self, mod, table, tab, walk: DiagonalPass, rows_dev, ahead_dev, n: int,
+                       chunk_base: int, chunk_length: np.ndarray, taken: list) -> np.ndarray:
+        """HIT_FIELDS int32 rows (staged on `taken`): the initial hits of a launch group's n
+        seeds (rows_dev) given their extensions (ahead_dev), in seed order
+        (cuda/diagonals.cu). The seeds are sorted by their state's group (seeds.cu's
+        bitonic sort) and each group walked by a thread."""
+        self.times.count("gpu in-order seeds", n)
+        with self.times.stage("gpu diagonals"):
+            kernels = self.module(diagonals_defines(), "diagonals.cu")
+            sort_len = max(SORT_LOCAL, 1 << (n - 1).bit_length())
+            index_bits = max(1, (n - 1).bit_length())
+            keys = self.buffer("keys", 8 * sort_len)
+            order = self.buffer("order", 4 * sort_len)
+            kernels.get_function("diagonal_keys")(
+                rows_dev, np.int64(n), np.int32(chunk_base), np.int32(walk.chains is not None),
+                np.int64(walk.diag_len), np.int32(index_bits), keys, order, np.int64(sort_len),
+                block=(256, 1, 1), grid=((sort_len + 255) // 256, 1))
+            bitonic_sort(mod, keys, order, sort_len)
+            records = self.buffer("walk", 4 * WALK_FIELDS * n)
+            cutoff = self.upload(walk.cutoff)
+            try:
+                kernels.get_function("walk_records")(
+                    keys, np.int64(n), np.int32(index_bits), rows_dev, ahead_dev,
+                    np.int32(chunk_base), tab["context_offset"],
+                    np.int32(table.context_offset.size), cutoff, np.int32(walk.word_size),
+                    records, block=(256, 1, 1), grid=((n + 255) // 256, 1))
+            finally:
+                cutoff.free()
+            kept = self.buffer("kept", n)
+            if walk.chains is None:
+                self.drv.memset_d8(kept, 0, n)
+                kernels.get_function("walk_array")(
+                    keys, np.int64(n), np.int32(index_bits), records, np.int32(walk.window),
+                    kept, block=(256, 1, 1), grid=((n + 255) // 256, 1))
+            else:
+                self._walk_hash(kernels, keys, n, index_bits, records, walk, chunk_length,
+                                kept)
+            return self._kept_hits(kernels, kept, n, rows_dev, ahead_dev, taken)
+
+    def _walk_hash(self, kernels, keys, n: int, index_bits: int, records, walk: DiagonalPass,
+                   chunk_length: np.ndarray, kept) -> None:
+        """walk_hash over the seeds with the batch's chains, which come back updated; a
+        chain that outgrows its room has the walk run again with room for more."""
+        chains = walk.chains
+        offsets, epochs, after = chains.chunk_offsets(chunk_length)
+        arrays = [self.upload(offsets), self.upload(epochs)]
+        overflow = self.buffer("chain_overflow", 4)
+        try:
+            while True:
+                state = [self.upload(a) for a in (chains.diag, chains.level, chains.saved,
+                                                  chains.count, chains.epoch)]
+                arrays += state
+                self.drv.memset_d8(kept, 0, n)
+                self.drv.memset_d32(overflow, 0, 1)
+                kernels.get_function("walk_hash")(
+                    keys, np.int64(n), np.int32(index_bits), records, *arrays[:2],
+                    np.int32(walk.window), np.int32(walk.word_size), *state,
+                    np.int32(chains.capacity), overflow, kept, block=(CHAIN_THREADS, 1, 1),
+                    grid=(HASH_BUCKETS // CHAIN_THREADS, 1))
+                full = np.zeros(1, dtype=np.int32)
+                self.drv.memcpy_dtoh(full, overflow)
+                if not full[0]:
+                    break
+                chains.grow()
+            for host, device in zip((chains.diag, chains.level, chains.saved, chains.count,
+                                     chains.epoch), state):
+                self.drv.memcpy_dtoh(host, device)
+            chains.offset, chains.resets = after
+        finally:
+            for alloc in arrays:
+                alloc.free()
+
+    def _kept_hits(self, kernels, kept, n: int, rows_dev, ahead_dev, taken: list) -> np.ndarray:
+        """The kept seeds' hits as HIT_FIELDS int32 rows in seed order, staged on `taken`."""
+        blocks = (n + COMPACT_THREADS - 1) // COMPACT_THREADS
+        counts = self.buffer("kept_counts", 8 * (blocks + 1))
+        kernels.get_function("count_kept")(kept, np.int64(n), counts,
+                                           block=(COMPACT_THREADS, 1, 1), grid=(blocks, 1))
+        kernels.get_function("count_starts")(counts, np.int64(blocks),
+                                             block=(COMPACT_THREADS, 1, 1), grid=(1, 1))
+        total = np.zeros(1, dtype=np.int64)
+        self.drv.memcpy_dtoh(total, int(counts) + 8 * blocks)
+        found = int(total[0])
+        if found == 0:
+            return np.zeros((HIT_FIELDS, 0), dtype=np.int32)
+        hits_dev = self.buffer("hit_rows", 4 * HIT_FIELDS * found)
+        kernels.get_function("write_hits")(kept, np.int64(n), counts, rows_dev, ahead_dev,
+                                           hits_dev, np.int64(found),
+                                           block=(COMPACT_THREADS, 1, 1), grid=(blocks, 1))
+        out = self.staged((HIT_FIELDS, found), taken)
+        with self.times.stage("gpu hits back"):
+            self.drv.memcpy_dtoh(out, hits_dev)
+        return out
 
     def greedy_extensions(self, subjects: SubjectBuffer, chunk_byte_offset, chunk_length,
                           hit_chunk, hit_q_start, hit_s_start, hit_length, hit_context, batch,
@@ -863,10 +991,14 @@ class GpuBackend(Backend):
                 alloc.free()
 
     def _group(self, mod, table, tab, dev_packed, packed_size, byte_offset, length, probes,
-               chunk_base, rank_bits, extend, taken) -> tuple:
+               chunk_base, rank_bits, extend, passed, taken):
         """One launch group's seeds as int32 rows, and their ungapped extensions' rows when
-        `extend` (_ungapped_launch's function) is given (else none), staged on `taken`."""
+        `extend` (_ungapped_launch's function) is given (else none), staged on `taken`; or,
+        when `passed` (the in-order pass of the seeds and their extensions) is given, its
+        initial hits' rows."""
         none = (np.zeros((SEED_FIELDS, 0), dtype=np.int32), NOTHING_AHEAD)
+        if passed is not None:
+            none = np.zeros((HIT_FIELDS, 0), dtype=np.int32)
         probe_start = np.zeros(probes.size + 1, dtype=np.int64)
         np.cumsum(probes, out=probe_start[1:])
         total = int(probe_start[-1])
@@ -883,11 +1015,15 @@ class GpuBackend(Backend):
                                      d_length, d_start, chunk_base, rank_bits, num_hits)
             if num_seeds == 0:
                 return none
-            rows = self._sorted_rows(mod, num_seeds, taken)
+            rows_dev = self._sorted_rows(mod, num_seeds)
             if extend is None:
-                return rows, NOTHING_AHEAD
-            return rows, extend(self.buffers["rows"][0], num_seeds, chunk_base, d_offset,
-                                d_length, taken)
+                return self._rows_back(rows_dev, SEED_FIELDS, num_seeds, taken), NOTHING_AHEAD
+            ahead_dev = extend(rows_dev, num_seeds, chunk_base, d_offset, d_length)
+            if passed is not None:
+                return passed(rows_dev, ahead_dev, num_seeds, chunk_base,
+                              chunk_base + probes.size)
+            return (self._rows_back(rows_dev, SEED_FIELDS, num_seeds, taken),
+                    self._rows_back(ahead_dev, UNGAPPED_FIELDS, num_seeds, taken))
         finally:
             for alloc in (d_offset, d_length, d_start):
                 alloc.free()
@@ -945,9 +1081,9 @@ class GpuBackend(Backend):
         self.drv.memcpy_dtoh(out, counter)
         return int(out[0])
 
-    def _sorted_rows(self, mod, n: int, taken: list) -> np.ndarray:
-        """Survivors in key order as int32 rows (chunk, q_off, s_off, s_first, hit_s)."""
-        drv = self.drv
+    def _sorted_rows(self, mod, n: int):
+        """Survivors in key order as int32 rows (chunk, q_off, s_off, s_first, hit_s) on the
+        device."""
         sort_len = max(SORT_LOCAL, 1 << (n - 1).bit_length())
         keys = self.buffers["keys"][0]
         order = self.buffer("order", 4 * sort_len)
@@ -958,9 +1094,13 @@ class GpuBackend(Backend):
         fields = [self.buffers[f"seed_{name}"][0] for name in ("q", "s", "first", "chunk", "hit")]
         mod.get_function("gather_seeds")(order, np.uint64(n), *fields, rows_dev,
                                          block=(256, 1, 1), grid=((n + 255) // 256, 1))
-        rows = self.staged((SEED_FIELDS, n), taken)
+        return rows_dev
+
+    def _rows_back(self, rows_dev, fields: int, n: int, taken: list) -> np.ndarray:
+        """int32 rows [fields, n] of the device, staged on `taken`."""
+        rows = self.staged((fields, n), taken)
         with self.times.stage("gpu seeds back"):
-            drv.memcpy_dtoh(rows, rows_dev)
+            self.drv.memcpy_dtoh(rows, rows_dev)
         return rows
 
 

@@ -184,6 +184,50 @@ def test_seeds_extended_ahead_are_the_cpu_extensions(gpu, case):
                                                      chunks.length, rules))
 
 
+@pytest.mark.parametrize("window", [0, 40])
+def test_initial_hits_on_the_device_are_the_cpu_pass(gpu, case, window):
+    """initial_hits (the in-order pass on the device, cuda/diagonals.cu) finds exactly the
+    hits of ungapped.extend_seeds, in its order, with the diagonal array or the hash, one-hit
+    and two-hit; over a volume in several launch groups, and with the hash through two
+    calls (two volumes of a batch), its chains with room for one cell at first."""
+    from test_ungapped_kernel import numba_rows
+
+    from gblastn.ungapped import (DiagonalHash, UngappedAhead, diagonal_pass, extend_seeds,
+                                  sort_initial_hits, ungapped_rules, uses_diag_hash)
+
+    rng, batch, table = case
+    packed, chunks = volume(rng, batch, [3001, 17, 2500, 999, 1, 8, 40000, 64, 5, 777],
+                            plants=60)
+    nc = batch.num_contexts
+    rules = ungapped_rules(rng.integers(10, 40, nc), rng.integers(10, 30, nc), 1, -2)
+    cutoff = (rules.reduced_cutoff * 5 // 4).astype(np.int32)
+    seeds = cpu.find_seeds(table, packed, chunks.byte_offset, chunks.length)
+    ahead = UngappedAhead(numba_rows(table, seeds, packed, chunks.byte_offset, chunks.length,
+                                     rules))
+    host_hash, device_hash = DiagonalHash(1, window), DiagonalHash(1, window)
+    narrow = device_hash.chains
+    narrow.diag, narrow.level, narrow.saved = (a[:, :1].copy() for a in
+                                               (narrow.diag, narrow.level, narrow.saved))
+    walk = diagonal_pass(table, cutoff, window, device_hash)
+    for groups in (None, 5000):
+        want = extend_seeds(seeds, table, packed, chunks.byte_offset, chunks.length,
+                            rules.xdrop, cutoff, rules.reduced_cutoff, 1, -2, window=window,
+                            diag_hash=host_hash, ahead=ahead)
+        if groups:
+            gpu.max_group_probes = groups
+        try:
+            hits, count = gpu.initial_hits(table, on_device(packed), chunks.byte_offset,
+                                           chunks.length, rules, walk)
+        finally:
+            gpu.max_group_probes = 1 << 32
+        got = sort_initial_hits(hits)
+        assert count == len(seeds) and len(want) > 0
+        for f in ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s"):
+            assert np.array_equal(getattr(want, f), getattr(got, f)), f
+    if uses_diag_hash(table):
+        assert narrow.offset == host_hash.offset
+
+
 def test_primary_context_reference_taken_outside_pycuda_is_dropped_cleanly(gpu, case):
     """The backend has the driver make the primary context (GIL released) before pycuda
     retains it, then drops its own reference: taking and dropping one more leaves pycuda's

@@ -1,0 +1,334 @@
+// The ungapped stage's in-order pass on the device: given every seed's extension made ahead
+// (ungapped.cu), which seeds BLAST's diagonal array or diagonal hash lets it extend, and which
+// of those become initial hits, as gblastn/ungapped.py's _extend_into decides it seed by seed.
+// Only the initial hits go back to the host.
+//
+// The pass depends on seed order only within a group of seeds that share state:
+//   * the diagonal array: one cell of one chunk (BLAST's offset trick makes the array fresh
+//     for every chunk, so chunks never share a cell's state);
+//   * the diagonal hash: one bucket's chain, across chunks, slices and volumes (a cell is
+//     reused only within its chain); the host carries the chains between calls (HashChains).
+// So the seeds are sorted by (group, seed index) and each group is walked by one thread in
+// seed order. The hits are then written in seed order (the order the host's pass finds
+// them in, which breaks ties of the initial hits' sort).
+//
+// The same code compiles as plain C++ (diagonal_pass_host), so that a machine without a GPU
+// can test it against ungapped.py.
+
+typedef long long i64;
+typedef unsigned long long u64;
+
+#if !defined(SEED_CHUNK) || !defined(WALK_FIELDS) || !defined(HIT_FIELDS) || \
+    !defined(HASH_BUCKETS) || !defined(UNGAPPED_SCORE)
+#error "gblastn.layouts' defines are missing: compile with gblastn.scan.gpu.nvcc_options"
+#endif
+
+#include "device_host.cuh"
+
+// A seed's group: its bucket (hash), or its chunk and cell (array).
+HD u64 seed_group(const int* rows, i64 n, i64 i, int chunk_base, int use_hash, i64 diag_len) {
+    const i64 q = rows[SEED_Q_OFF * n + i], s = rows[SEED_S_OFF * n + i];
+    if (use_hash) return (u64)((s - q) & (HASH_BUCKETS - 1));
+    const u64 chunk = (u64)(rows[SEED_CHUNK * n + i] - chunk_base);
+    return (chunk * (u64)diag_len) | (u64)((s + diag_len - q) & (diag_len - 1));
+}
+
+HD int context_index(const int* context_offset, int num_contexts, i64 q) {
+    int lo = 0, hi = num_contexts;
+    while (lo < hi - 1) {
+        const int mid = (lo + hi) >> 1;
+        if (LOAD(context_offset + mid) > q) hi = mid; else lo = mid;
+    }
+    return lo;
+}
+
+// The walk's record of the seed at sorted position p (seed i): WALK_FIELDS int32 rows.
+HD void walk_record(const int* rows, const int* ahead, i64 n, i64 i, i64 p, int chunk_base,
+                    const int* context_offset, int num_contexts, const int* cutoff,
+                    int word_size, int* walk) {
+    const i64 q = rows[SEED_Q_OFF * n + i], s = rows[SEED_S_OFF * n + i];
+    const int ctx = context_index(context_offset, num_contexts, q);
+    const int score = ahead[UNGAPPED_SCORE * n + i];
+    walk[WALK_DIAG * n + p] = (int)(s - q);
+    walk[WALK_S_FIRST * n + p] = rows[SEED_S_FIRST * n + i];
+    walk[WALK_WORD_END * n + p] = (int)(s + word_size);
+    walk[WALK_HIT_END * n + p] = score >= LOAD(cutoff + ctx)
+        ? ahead[UNGAPPED_S_START * n + i] + ahead[UNGAPPED_LENGTH * n + i] : -1;
+    walk[WALK_CHUNK * n + p] = rows[SEED_CHUNK * n + i] - chunk_base;
+    walk[WALK_SEED * n + p] = (int)i;
+}
+
+// What one seed does to its diagonal's state (level, saved), BLAST's rules: dropped when its
+// unslid start lies before the level; else extended (two-hit: only as the second hit within
+// the window of an unsaved first one), an initial hit when the extension reaches the
+// context's cutoff. Returns whether the seed wrote the state (dropped seeds do not), with the
+// new level and flag in *level, *saved, and marks kept[seed].
+HD bool step_seed(const int* walk, i64 n, i64 p, i64 offset, int window, i64* level,
+                  int* saved, unsigned char* kept) {
+    const i64 s_first_pos = walk[WALK_S_FIRST * n + p] + offset;
+    if (s_first_pos < *level) return false;
+    i64 s_end_pos = walk[WALK_WORD_END * n + p] + offset;
+    const int hit_end = walk[WALK_HIT_END * n + p];
+    int ready = 0;
+    if (window == 0 || (*saved == 0 && s_end_pos <= *level + window)) ready = hit_end >= 0;
+    if (ready) {
+        kept[walk[WALK_SEED * n + p]] = 1;
+        s_end_pos = hit_end + offset;
+    }
+    *level = s_end_pos;
+    *saved = ready;
+    return true;
+}
+
+// One cell's seeds, sorted positions [lo, hi) of one chunk (the array: fresh per chunk, its
+// offset the two-hit window as BLAST starts it).
+HD void walk_array_cell(const int* walk, i64 n, i64 lo, i64 hi, int window,
+                        unsigned char* kept) {
+    i64 level = 0;
+    int saved = 0;
+    for (i64 p = lo; p < hi; ++p) step_seed(walk, n, p, window, window, &level, &saved, kept);
+}
+
+// The hash's chains: bucket b's cells are [b * capacity, b * capacity + count[b]) in the
+// order they were added (the chain's head last), each with its diagonal, level and flag;
+// epoch[b] is the hash's reset count when the chain was last written.
+struct Chains {
+    int* diag;
+    i64* level;
+    int* saved;
+    int* count;
+    int* epoch;
+    int capacity;
+};
+
+// One bucket's seeds, sorted positions [lo, hi), in seed order, through its chain
+// (s_BlastDiagHashRetrieve, then s_BlastDiagHashInsert: the diagonal's own cell, else the
+// first stale one, else a new one). Returns false when the chain would outgrow its capacity.
+HD bool walk_hash_bucket(const int* walk, i64 n, i64 lo, i64 hi, int bucket, Chains h,
+                         const i64* chunk_offset, const int* chunk_epoch, int window,
+                         int word_size, unsigned char* kept) {
+    const i64 stale_window = window + (window - word_size < 0 ? window - word_size : 0) + 1;
+    int* diag = h.diag + (i64)bucket * h.capacity;
+    i64* cell_level = h.level + (i64)bucket * h.capacity;
+    int* cell_saved = h.saved + (i64)bucket * h.capacity;
+    int count = h.count[bucket], epoch = h.epoch[bucket];
+    for (i64 p = lo; p < hi; ++p) {
+        const int c = walk[WALK_CHUNK * n + p];
+        if (LOAD(chunk_epoch + c) != epoch) {  // the hash was emptied since
+            epoch = LOAD(chunk_epoch + c);
+            count = 0;
+        }
+        const i64 offset = LOAD(chunk_offset + c);
+        const int d = walk[WALK_DIAG * n + p];
+        i64 level = 0;
+        int saved = 0;
+        for (int k = count - 1; k >= 0; --k)
+            if (diag[k] == d) {
+                level = cell_level[k];
+                saved = cell_saved[k];
+                break;
+            }
+        if (!step_seed(walk, n, p, offset, window, &level, &saved, kept)) continue;
+        const i64 s_first_pos = walk[WALK_S_FIRST * n + p] + offset;
+        int at = count;
+        for (int k = count - 1; k >= 0; --k)
+            if (diag[k] == d || s_first_pos - cell_level[k] > stale_window) {
+                at = k;
+                break;
+            }
+        if (at == count) {
+            if (count == h.capacity) return false;
+            ++count;
+        }
+        diag[at] = d;
+        cell_level[at] = level;
+        cell_saved[at] = saved;
+    }
+    h.count[bucket] = count;
+    h.epoch[bucket] = epoch;
+    return true;
+}
+
+// The hit of seed i as HIT_FIELDS int32 rows (ungapped.InitialHits' fields) at column j.
+HD void write_hit(const int* rows, const int* ahead, i64 n, i64 i, int* hits, i64 capacity,
+                  i64 j) {
+    hits[HIT_CHUNK * capacity + j] = rows[SEED_CHUNK * n + i];
+    hits[HIT_Q_START * capacity + j] = ahead[UNGAPPED_Q_START * n + i];
+    hits[HIT_S_START * capacity + j] = ahead[UNGAPPED_S_START * n + i];
+    hits[HIT_LENGTH * capacity + j] = ahead[UNGAPPED_LENGTH * n + i];
+    hits[HIT_SCORE * capacity + j] = ahead[UNGAPPED_SCORE * n + i];
+    hits[HIT_SEED_Q * capacity + j] = rows[SEED_Q_OFF * n + i];
+    hits[HIT_SEED_S * capacity + j] = rows[SEED_S_OFF * n + i];
+}
+
+#ifdef __CUDACC__
+
+// keys[i] = group << index_bits | i for the n seeds, ~0 (sorting last) up to sort_len;
+// order[i] = i.
+extern "C" __global__ void diagonal_keys(const int* __restrict__ rows, i64 n, int chunk_base,
+                                         int use_hash, i64 diag_len, int index_bits,
+                                         u64* __restrict__ keys, unsigned* __restrict__ order,
+                                         i64 sort_len) {
+    const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= sort_len) return;
+    order[i] = (unsigned)i;
+    keys[i] = i < n
+        ? (seed_group(rows, n, i, chunk_base, use_hash, diag_len) << index_bits) | (u64)i
+        : ~0ull;
+}
+
+extern "C" __global__ void walk_records(const u64* __restrict__ keys, i64 n, int index_bits,
+                                        const int* __restrict__ rows,
+                                        const int* __restrict__ ahead, int chunk_base,
+                                        const int* __restrict__ context_offset,
+                                        int num_contexts, const int* __restrict__ cutoff,
+                                        int word_size, int* __restrict__ walk) {
+    const i64 p = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n) return;
+    const i64 i = (i64)(keys[p] & ((1ull << index_bits) - 1));
+    walk_record(rows, ahead, n, i, p, chunk_base, context_offset, num_contexts, cutoff,
+                word_size, walk);
+}
+
+// A thread per sorted position; the first of each cell's run walks it.
+extern "C" __global__ void walk_array(const u64* __restrict__ keys, i64 n, int index_bits,
+                                      const int* __restrict__ walk, int window,
+                                      unsigned char* __restrict__ kept) {
+    const i64 lo = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (lo >= n) return;
+    const u64 group = keys[lo] >> index_bits;
+    if (lo > 0 && keys[lo - 1] >> index_bits == group) return;
+    i64 hi = lo + 1;
+    while (hi < n && keys[hi] >> index_bits == group) ++hi;
+    walk_array_cell(walk, n, lo, hi, window, kept);
+}
+
+__device__ i64 first_of_group(const u64* keys, i64 n, int index_bits, u64 group) {
+    i64 lo = 0, hi = n;
+    while (lo < hi) {
+        const i64 mid = (lo + hi) >> 1;
+        if (keys[mid] >> index_bits < group) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+// A thread per bucket; *overflow is set when a chain outgrew its capacity (the host then
+// runs the pass again from the chains it sent, with room for more).
+extern "C" __global__ void walk_hash(const u64* __restrict__ keys, i64 n, int index_bits,
+                                     const int* __restrict__ walk,
+                                     const i64* __restrict__ chunk_offset,
+                                     const int* __restrict__ chunk_epoch, int window,
+                                     int word_size, int* diag, i64* level, int* saved,
+                                     int* count, int* epoch, int capacity,
+                                     int* __restrict__ overflow,
+                                     unsigned char* __restrict__ kept) {
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= HASH_BUCKETS) return;
+    const i64 lo = first_of_group(keys, n, index_bits, (u64)b);
+    const i64 hi = first_of_group(keys, n, index_bits, (u64)b + 1);
+    const Chains h = {diag, level, saved, count, epoch, capacity};
+    if (!walk_hash_bucket(walk, n, lo, hi, b, h, chunk_offset, chunk_epoch, window, word_size,
+                          kept))
+        atomicExch(overflow, 1);
+}
+
+// The kept seeds in seed order: each block of COMPACT_THREADS seeds counts its own, one
+// block turns the counts into starts (and the total, at counts[blocks]), and each block
+// writes its hits from its start.
+extern "C" __global__ void __launch_bounds__(COMPACT_THREADS)
+count_kept(const unsigned char* __restrict__ kept, i64 n, i64* __restrict__ counts) {
+    const i64 i = (i64)blockIdx.x * COMPACT_THREADS + threadIdx.x;
+    const int found = __syncthreads_count(i < n && kept[i]);
+    if (threadIdx.x == 0) counts[blockIdx.x] = found;
+}
+
+extern "C" __global__ void __launch_bounds__(COMPACT_THREADS)
+count_starts(i64* counts, i64 blocks) {
+    __shared__ i64 sums[COMPACT_THREADS];
+    i64 carried = 0;
+    for (i64 base = 0; base < blocks; base += COMPACT_THREADS) {
+        const i64 b = base + threadIdx.x;
+        const i64 own = b < blocks ? counts[b] : 0;
+        sums[threadIdx.x] = own;
+        __syncthreads();
+        for (int step = 1; step < COMPACT_THREADS; step <<= 1) {  // inclusive scan
+            const i64 add = threadIdx.x >= step ? sums[threadIdx.x - step] : 0;
+            __syncthreads();
+            sums[threadIdx.x] += add;
+            __syncthreads();
+        }
+        if (b < blocks) counts[b] = carried + sums[threadIdx.x] - own;
+        carried += sums[COMPACT_THREADS - 1];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) counts[blocks] = carried;
+}
+
+extern "C" __global__ void __launch_bounds__(COMPACT_THREADS)
+write_hits(const unsigned char* __restrict__ kept, i64 n, const i64* __restrict__ starts,
+           const int* __restrict__ rows, const int* __restrict__ ahead,
+           int* __restrict__ hits, i64 capacity) {
+    __shared__ int warp_start[COMPACT_THREADS / 32];
+    const i64 i = (i64)blockIdx.x * COMPACT_THREADS + threadIdx.x;
+    const bool mine = i < n && kept[i];
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const unsigned ballot = __ballot_sync(0xffffffffu, mine);
+    if (lane == 0) warp_start[warp] = __popc(ballot);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int at = 0;
+        for (int w = 0; w < COMPACT_THREADS / 32; ++w) {
+            const int own = warp_start[w];
+            warp_start[w] = at;
+            at += own;
+        }
+    }
+    __syncthreads();
+    if (!mine) return;
+    const i64 j = starts[blockIdx.x] + warp_start[warp] + __popc(ballot & ((1u << lane) - 1));
+    write_hit(rows, ahead, n, i, hits, capacity, j);
+}
+
+#else
+
+#include <algorithm>
+#include <vector>
+
+// The whole pass for one launch group's seeds, one after the other: the chains are read and
+// written in place. Returns the number of hits written to hits (capacity n), or -1 when a
+// chain outgrew its capacity.
+extern "C" i64 diagonal_pass_host(
+        const int* rows, const int* ahead, i64 n, int chunk_base, int use_hash, i64 diag_len,
+        const int* context_offset, int num_contexts, const int* cutoff, int word_size,
+        int window, const i64* chunk_offset, const int* chunk_epoch, int* diag, i64* level,
+        int* saved, int* count, int* epoch, int capacity, int* hits) {
+    std::vector<u64> keys(n);
+    int index_bits = 1;
+    while (((i64)1 << index_bits) < n) ++index_bits;
+    for (i64 i = 0; i < n; ++i)
+        keys[i] = (seed_group(rows, n, i, chunk_base, use_hash, diag_len) << index_bits) | i;
+    std::sort(keys.begin(), keys.end());
+    std::vector<int> walk((size_t)WALK_FIELDS * n);
+    for (i64 p = 0; p < n; ++p)
+        walk_record(rows, ahead, n, (i64)(keys[p] & ((1ull << index_bits) - 1)), p, chunk_base,
+                    context_offset, num_contexts, cutoff, word_size, walk.data());
+    std::vector<unsigned char> kept(n, 0);
+    const Chains h = {diag, level, saved, count, epoch, capacity};
+    for (i64 lo = 0; lo < n;) {
+        const u64 group = keys[lo] >> index_bits;
+        i64 hi = lo + 1;
+        while (hi < n && keys[hi] >> index_bits == group) ++hi;
+        if (!use_hash)
+            walk_array_cell(walk.data(), n, lo, hi, window, kept.data());
+        else if (!walk_hash_bucket(walk.data(), n, lo, hi, (int)group, h, chunk_offset,
+                                   chunk_epoch, window, word_size, kept.data()))
+            return -1;
+        lo = hi;
+    }
+    i64 j = 0;
+    for (i64 i = 0; i < n; ++i)
+        if (kept[i]) write_hit(rows, ahead, n, i, hits, n, j++);
+    return j;
+}
+
+#endif
