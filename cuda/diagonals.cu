@@ -89,10 +89,10 @@ HD void walk_array_cell(const int* walk, i64 n, i64 lo, i64 hi, int window,
     for (i64 p = lo; p < hi; ++p) step_seed(walk, n, p, window, window, &level, &saved, kept);
 }
 
-// The hash's chains: bucket b's cells are [b * capacity, b * capacity + count[b]) in the
-// order they were added (the chain's head last), each with its diagonal, level and flag;
-// epoch[b] is the hash's reset count when the chain was last written.
-struct Chains {
+// One bucket's chain: its cells [0, *count) in the order they were added (the chain's head
+// last), each with its diagonal, level and flag, room for `capacity`; *epoch is the hash's
+// reset count when the chain was last written.
+struct Chain {
     int* diag;
     i64* level;
     int* saved;
@@ -104,14 +104,11 @@ struct Chains {
 // One bucket's seeds, sorted positions [lo, hi), in seed order, through its chain
 // (s_BlastDiagHashRetrieve, then s_BlastDiagHashInsert: the diagonal's own cell, else the
 // first stale one, else a new one). Returns false when the chain would outgrow its capacity.
-HD bool walk_hash_bucket(const int* walk, i64 n, i64 lo, i64 hi, int bucket, Chains h,
+HD bool walk_hash_bucket(const int* walk, i64 n, i64 lo, i64 hi, Chain h,
                          const i64* chunk_offset, const int* chunk_epoch, int window,
                          int word_size, unsigned char* kept) {
     const i64 stale_window = window + (window - word_size < 0 ? window - word_size : 0) + 1;
-    int* diag = h.diag + (i64)bucket * h.capacity;
-    i64* cell_level = h.level + (i64)bucket * h.capacity;
-    int* cell_saved = h.saved + (i64)bucket * h.capacity;
-    int count = h.count[bucket], epoch = h.epoch[bucket];
+    int count = *h.count, epoch = *h.epoch;
     for (i64 p = lo; p < hi; ++p) {
         const int c = walk[WALK_CHUNK * n + p];
         if (LOAD(chunk_epoch + c) != epoch) {  // the hash was emptied since
@@ -123,16 +120,16 @@ HD bool walk_hash_bucket(const int* walk, i64 n, i64 lo, i64 hi, int bucket, Cha
         i64 level = 0;
         int saved = 0;
         for (int k = count - 1; k >= 0; --k)
-            if (diag[k] == d) {
-                level = cell_level[k];
-                saved = cell_saved[k];
+            if (h.diag[k] == d) {
+                level = h.level[k];
+                saved = h.saved[k];
                 break;
             }
         if (!step_seed(walk, n, p, offset, window, &level, &saved, kept)) continue;
         const i64 s_first_pos = walk[WALK_S_FIRST * n + p] + offset;
         int at = count;
         for (int k = count - 1; k >= 0; --k)
-            if (diag[k] == d || s_first_pos - cell_level[k] > stale_window) {
+            if (h.diag[k] == d || s_first_pos - h.level[k] > stale_window) {
                 at = k;
                 break;
             }
@@ -140,13 +137,20 @@ HD bool walk_hash_bucket(const int* walk, i64 n, i64 lo, i64 hi, int bucket, Cha
             if (count == h.capacity) return false;
             ++count;
         }
-        diag[at] = d;
-        cell_level[at] = level;
-        cell_saved[at] = saved;
+        h.diag[at] = d;
+        h.level[at] = level;
+        h.saved[at] = saved;
     }
-    h.count[bucket] = count;
-    h.epoch[bucket] = epoch;
+    *h.count = count;
+    *h.epoch = epoch;
     return true;
+}
+
+// Bucket b's chain in the arrays of all chains, `capacity` cells a bucket.
+HD Chain bucket_chain(int* diag, i64* level, int* saved, int* count, int* epoch, int capacity,
+                      int b) {
+    const i64 at = (i64)b * capacity;
+    return Chain{diag + at, level + at, saved + at, count + b, epoch + b, capacity};
 }
 
 // The hit of seed i as HIT_FIELDS int32 rows (ungapped.InitialHits' fields) at column j.
@@ -175,6 +179,47 @@ extern "C" __global__ void diagonal_keys(const int* __restrict__ rows, i64 n, in
     keys[i] = i < n
         ? (seed_group(rows, n, i, chunk_base, use_hash, diag_len) << index_bits) | (u64)i
         : ~0ull;
+}
+
+// The hash's keys without a comparison sort: a stable counting sort by bucket, in blocks of
+// COMPACT_THREADS seeds. bucket_counts counts each block's seeds of each bucket into
+// counts[bucket * blocks + block]; count_starts turns them into where each goes; and
+// bucket_scatter writes each seed's key there, a block's warps one after the other so that
+// equal buckets keep their seeds' order.
+extern "C" __global__ void __launch_bounds__(COMPACT_THREADS)
+bucket_counts(const int* __restrict__ rows, i64 n, i64 blocks, i64* __restrict__ counts) {
+    __shared__ int own[HASH_BUCKETS];
+    for (int b = threadIdx.x; b < HASH_BUCKETS; b += COMPACT_THREADS) own[b] = 0;
+    __syncthreads();
+    const i64 i = (i64)blockIdx.x * COMPACT_THREADS + threadIdx.x;
+    if (i < n) atomicAdd(own + seed_group(rows, n, i, 0, 1, 0), 1);
+    __syncthreads();
+    for (int b = threadIdx.x; b < HASH_BUCKETS; b += COMPACT_THREADS)
+        counts[b * blocks + blockIdx.x] = own[b];
+}
+
+extern "C" __global__ void __launch_bounds__(COMPACT_THREADS)
+bucket_scatter(const int* __restrict__ rows, i64 n, i64 blocks, int index_bits,
+               const i64* __restrict__ starts, u64* __restrict__ keys) {
+    __shared__ i64 next[HASH_BUCKETS];
+    for (int b = threadIdx.x; b < HASH_BUCKETS; b += COMPACT_THREADS)
+        next[b] = starts[b * blocks + blockIdx.x];
+    __syncthreads();
+    const i64 i = (i64)blockIdx.x * COMPACT_THREADS + threadIdx.x;
+    const int bucket = i < n ? (int)seed_group(rows, n, i, 0, 1, 0) : -1;
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (unsigned w = 0; w < COMPACT_THREADS / 32; ++w) {
+        if (warp == w) {
+            const unsigned peers = __match_any_sync(0xffffffffu, bucket);
+            if (bucket >= 0) {
+                const i64 at = next[bucket] + __popc(peers & ((1u << lane) - 1));
+                keys[at] = ((u64)bucket << index_bits) | (u64)i;
+                __syncwarp(peers);
+                if (lane == __ffs(peers) - 1) next[bucket] += __popc(peers);
+            }
+        }
+        __syncthreads();
+    }
 }
 
 extern "C" __global__ void walk_records(const u64* __restrict__ keys, i64 n, int index_bits,
@@ -212,24 +257,56 @@ __device__ i64 first_of_group(const u64* keys, i64 n, int index_bits, u64 group)
     return lo;
 }
 
-// A thread per bucket; *overflow is set when a chain outgrew its capacity (the host then
-// runs the pass again from the chains it sent, with room for more).
+// A block per bucket, its chain walked by one thread: the walk is a chain of dependent steps,
+// which other threads of a warp would only hold back. When `in_shared`, the chain is copied
+// into shared memory (CHAIN_CELL_BYTES a cell; the launch gives it `capacity` cells) for the
+// walk, else walked where it is. *overflow is set when a chain outgrew its capacity (the host
+// then runs the pass again from the chains it sent, with room for more).
 extern "C" __global__ void walk_hash(const u64* __restrict__ keys, i64 n, int index_bits,
                                      const int* __restrict__ walk,
                                      const i64* __restrict__ chunk_offset,
                                      const int* __restrict__ chunk_epoch, int window,
                                      int word_size, int* diag, i64* level, int* saved,
-                                     int* count, int* epoch, int capacity,
+                                     int* count, int* epoch, int capacity, int in_shared,
                                      int* __restrict__ overflow,
                                      unsigned char* __restrict__ kept) {
-    const int b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= HASH_BUCKETS) return;
-    const i64 lo = first_of_group(keys, n, index_bits, (u64)b);
-    const i64 hi = first_of_group(keys, n, index_bits, (u64)b + 1);
-    const Chains h = {diag, level, saved, count, epoch, capacity};
-    if (!walk_hash_bucket(walk, n, lo, hi, b, h, chunk_offset, chunk_epoch, window, word_size,
-                          kept))
-        atomicExch(overflow, 1);
+    extern __shared__ i64 cells[];
+    __shared__ int own_count, own_epoch;
+    const int b = blockIdx.x;
+    const Chain global = bucket_chain(diag, level, saved, count, epoch, capacity, b);
+    Chain own = global;
+    if (in_shared) {
+        own = Chain{(int*)(cells + capacity), cells, (int*)(cells + capacity) + capacity,
+                    &own_count, &own_epoch, capacity};
+        for (int k = threadIdx.x; k < *global.count; k += blockDim.x) {
+            own.level[k] = global.level[k];
+            own.diag[k] = global.diag[k];
+            own.saved[k] = global.saved[k];
+        }
+        if (threadIdx.x == 0) {
+            own_count = *global.count;
+            own_epoch = *global.epoch;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        const i64 lo = first_of_group(keys, n, index_bits, (u64)b);
+        const i64 hi = first_of_group(keys, n, index_bits, (u64)b + 1);
+        if (!walk_hash_bucket(walk, n, lo, hi, own, chunk_offset, chunk_epoch, window,
+                              word_size, kept))
+            atomicExch(overflow, 1);
+    }
+    if (!in_shared) return;
+    __syncthreads();
+    for (int k = threadIdx.x; k < own_count; k += blockDim.x) {
+        global.level[k] = own.level[k];
+        global.diag[k] = own.diag[k];
+        global.saved[k] = own.saved[k];
+    }
+    if (threadIdx.x == 0) {
+        *global.count = own_count;
+        *global.epoch = own_epoch;
+    }
 }
 
 // The kept seeds in seed order: each block of COMPACT_THREADS seeds counts its own, one
@@ -313,15 +390,16 @@ extern "C" i64 diagonal_pass_host(
         walk_record(rows, ahead, n, (i64)(keys[p] & ((1ull << index_bits) - 1)), p, chunk_base,
                     context_offset, num_contexts, cutoff, word_size, walk.data());
     std::vector<unsigned char> kept(n, 0);
-    const Chains h = {diag, level, saved, count, epoch, capacity};
     for (i64 lo = 0; lo < n;) {
         const u64 group = keys[lo] >> index_bits;
         i64 hi = lo + 1;
         while (hi < n && keys[hi] >> index_bits == group) ++hi;
         if (!use_hash)
             walk_array_cell(walk.data(), n, lo, hi, window, kept.data());
-        else if (!walk_hash_bucket(walk.data(), n, lo, hi, (int)group, h, chunk_offset,
-                                   chunk_epoch, window, word_size, kept.data()))
+        else if (!walk_hash_bucket(walk.data(), n, lo, hi,
+                                   bucket_chain(diag, level, saved, count, epoch, capacity,
+                                                (int)group),
+                                   chunk_offset, chunk_epoch, window, word_size, kept.data()))
             return -1;
         lo = hi;
     }

@@ -516,14 +516,21 @@ class ScannedSeeds:
 # stage's threads: smaller slices hold less and wait more (docs/perf/blastn-gpu-extensions.md).
 SLICE_SEEDS = 1 << 22
 FIRST_SLICE_LETTERS = 1 << 22
+# Where the in-order pass runs on the device, the seeds never reach the host: a slice is
+# bounded by the device's memory for them (about 100 bytes a seed), and larger slices pay
+# the launches and round trips of a slice fewer times.
+DEVICE_SLICE_SEEDS = 1 << 24
 
 
-def sliced_initial_hits(chunks: SubjectChunks, scan, extend) -> "VolumeHits":
+def sliced_initial_hits(chunks: SubjectChunks, scan, extend,
+                        slice_seeds: int | None = None) -> "VolumeHits":
     """The initial hits of `chunks` (VolumeHits), as extend(scan(chunks), chunks) gives
     them, made slice after slice in chunk order (the hits are in chunk order, and the
     diagonal hash, which extend carries from one call to the next, sees the chunks in the
-    same order). The next slice is scanned while this one is extended: the scan and the
-    extension run on different devices, or on different threads (pools.beside)."""
+    same order), each aimed at `slice_seeds` seeds (SLICE_SEEDS unless given). The next
+    slice is scanned while this one is extended: the scan and the extension run on
+    different devices, or on different threads (pools.beside)."""
+    slice_seeds = SLICE_SEEDS if slice_seeds is None else slice_seeds
     total = len(chunks.length)
     if total == 0:
         return extend(scan(chunks), chunks)
@@ -538,7 +545,7 @@ def sliced_initial_hits(chunks: SubjectChunks, scan, extend) -> "VolumeHits":
         seeds_seen += len(seeds)
         following = last
         if following < total:
-            want = max(1, SLICE_SEEDS * letters_seen // max(1, seeds_seen))
+            want = max(1, slice_seeds * letters_seen // max(1, seeds_seen))
             end = slice_end(chunks.length, following, want)
             next_part = _slice(chunks, following, end)
             scanning = beside(scan, next_part)
@@ -744,7 +751,8 @@ class Engine:
             with turns:
                 if stops and len(part.length):
                     return stopping_initial_hits(part, scan_from, extend)
-                return sliced_initial_hits(part, scan, extend)
+                return sliced_initial_hits(part, scan, extend,
+                                           DEVICE_SLICE_SEEDS if walk is not None else None)
 
         last_chunk = first_chunk + len(chunks.length)
         if once_per_volume is None:

@@ -39,6 +39,7 @@ UNGAPPED_FIELDS = 4
 
 # -- the ungapped stage's in-order pass on the device (diagonals.cu; gblastn.ungapped) -------
 HASH_BUCKETS = 512    # BLAST's DIAGHASH_NUM_BUCKETS: the diagonal hash's chains
+CHAIN_CELL_BYTES = 16  # a chain's cell: level (int64), diagonal and flag (int32)
 # a seed's record in the pass's order: WALK_FIELDS int32 rows, one column per seed
 WALK_DIAG = 0         # s_off - q_off
 WALK_S_FIRST = 1      # the seed's unslid start (SEED_S_FIRST)

@@ -35,7 +35,7 @@ from ..cuda_context import close_device_files, page_locked_buffer, reset_primary
     retain_primary_context
 from ..db.format import parse_size
 from ..errors import GpuUnavailableError, OptionsError
-from ..layouts import GAPPED_FIELDS, HASH_BUCKETS, HIT_FIELDS, HSP_FIELDS, SCRIPT_RUNS, \
+from ..layouts import CHAIN_CELL_BYTES, GAPPED_FIELDS, HASH_BUCKETS, HIT_FIELDS, HSP_FIELDS, SCRIPT_RUNS, \
     SEED_FIELDS, SORT_LOCAL, STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, TEMPLATES_MAX, \
     UNGAPPED_FIELDS, WALK_FIELDS, kernel_defines
 from ..lookup import LookupTable, kept_letters
@@ -63,7 +63,8 @@ TAIL_MAX_DISTANCE = 1000
 HIT_MAX_DISTANCE = 1 << 62
 UNGAPPED_THREADS = 128     # seeds per block of ungapped.cu's kernel (a thread each)
 COMPACT_THREADS = 1024     # seeds per block of diagonals.cu's compaction of the kept seeds
-CHAIN_THREADS = 32         # buckets per block of diagonals.cu's walk_hash (a thread each)
+CHAIN_THREADS = 32         # threads of a block of diagonals.cu's walk_hash (one bucket)
+CHAIN_SHARED_BYTES = 48 << 10  # a chain up to this size is walked in shared memory
 # A launch group's seeds are sorted by 64-bit keys (group << index bits | seed index); with the
 # diagonal array a group is a chunk's cell, so a launch group may have at most this many chunks
 # per cell of the array (seed indices take at most 32 bits)
@@ -337,6 +338,14 @@ class GpuBackend(Backend):
             raise GpuUnavailableError("the GPU was given back before the search ended")
         self.context.push()
         return self
+
+    @contextmanager
+    def synchronized(self, stage: str):
+        """A stage of the device's calls whose time is its kernels': it waits for them at
+        its end (the host would wait at its next copy anyway)."""
+        with self.times.stage(stage):
+            yield
+            self.drv.Context.synchronize()
 
     @contextmanager
     def held(self, stage: str):
@@ -718,7 +727,7 @@ class GpuBackend(Backend):
 
         def extend(rows_dev, n: int, chunk_base: int, d_offset, d_length):
             self.times.count("gpu ungapped extensions", n)
-            with self.times.stage("gpu ungapped"):
+            with self.synchronized("gpu ungapped"):
                 out_dev = self.buffer("ungapped_rows", 4 * UNGAPPED_FIELDS * n)
                 kernel(rows_dev, np.int64(n), np.int32(chunk_base), d_offset, d_length,
                        dev_packed, np.int64(packed_size), tab["sequence"],
@@ -737,17 +746,15 @@ class GpuBackend(Backend):
         (cuda/diagonals.cu). The seeds are sorted by their state's group (seeds.cu's
         bitonic sort) and each group walked by a thread."""
         self.times.count("gpu in-order seeds", n)
-        with self.times.stage("gpu diagonals"):
-            kernels = self.module(diagonals_defines(), "diagonals.cu")
-            sort_len = max(SORT_LOCAL, 1 << (n - 1).bit_length())
-            index_bits = max(1, (n - 1).bit_length())
-            keys = self.buffer("keys", 8 * sort_len)
-            order = self.buffer("order", 4 * sort_len)
-            kernels.get_function("diagonal_keys")(
-                rows_dev, np.int64(n), np.int32(chunk_base), np.int32(walk.chains is not None),
-                np.int64(walk.diag_len), np.int32(index_bits), keys, order, np.int64(sort_len),
-                block=(256, 1, 1), grid=((sort_len + 255) // 256, 1))
-            bitonic_sort(mod, keys, order, sort_len)
+        index_bits = max(1, (n - 1).bit_length())
+        kernels = self.module(diagonals_defines(), "diagonals.cu")
+        with self.synchronized("gpu diagonal sort"):
+            if walk.chains is None:
+                keys = self._cell_keys(mod, kernels, rows_dev, n, chunk_base, walk.diag_len,
+                                       index_bits)
+            else:
+                keys = self._bucket_keys(kernels, rows_dev, n, index_bits)
+        with self.synchronized("gpu diagonal walk"):
             records = self.buffer("walk", 4 * WALK_FIELDS * n)
             cutoff = self.upload(walk.cutoff)
             try:
@@ -767,7 +774,37 @@ class GpuBackend(Backend):
             else:
                 self._walk_hash(kernels, keys, n, index_bits, records, walk, chunk_length,
                                 kept)
-            return self._kept_hits(kernels, kept, n, rows_dev, ahead_dev, taken)
+        return self._kept_hits(kernels, kept, n, rows_dev, ahead_dev, taken)
+
+    def _cell_keys(self, mod, kernels, rows_dev, n: int, chunk_base: int, diag_len: int,
+                   index_bits: int):
+        """The seeds' keys (chunk and cell of the diagonal array, seed index) sorted: many
+        groups, so seeds.cu's bitonic sort."""
+        sort_len = max(SORT_LOCAL, 1 << (n - 1).bit_length())
+        keys = self.buffer("keys", 8 * sort_len)
+        order = self.buffer("order", 4 * sort_len)
+        kernels.get_function("diagonal_keys")(
+            rows_dev, np.int64(n), np.int32(chunk_base), np.int32(0), np.int64(diag_len),
+            np.int32(index_bits), keys, order, np.int64(sort_len), block=(256, 1, 1),
+            grid=((sort_len + 255) // 256, 1))
+        bitonic_sort(mod, keys, order, sort_len)
+        return keys
+
+    def _bucket_keys(self, kernels, rows_dev, n: int, index_bits: int):
+        """The seeds' keys (bucket of the diagonal hash, seed index) sorted: HASH_BUCKETS
+        groups, so a counting sort."""
+        blocks = (n + COMPACT_THREADS - 1) // COMPACT_THREADS
+        entries = HASH_BUCKETS * blocks
+        counts = self.buffer("bucket_counts", 8 * (entries + 1))
+        keys = self.buffer("keys", 8 * n)
+        launch = {"block": (COMPACT_THREADS, 1, 1), "grid": (blocks, 1)}
+        kernels.get_function("bucket_counts")(rows_dev, np.int64(n), np.int64(blocks), counts,
+                                              **launch)
+        kernels.get_function("count_starts")(counts, np.int64(entries),
+                                             block=(COMPACT_THREADS, 1, 1), grid=(1, 1))
+        kernels.get_function("bucket_scatter")(rows_dev, np.int64(n), np.int64(blocks),
+                                               np.int32(index_bits), counts, keys, **launch)
+        return keys
 
     def _walk_hash(self, kernels, keys, n: int, index_bits: int, records, walk: DiagonalPass,
                    chunk_length: np.ndarray, kept) -> None:
@@ -784,11 +821,13 @@ class GpuBackend(Backend):
                 arrays += state
                 self.drv.memset_d8(kept, 0, n)
                 self.drv.memset_d32(overflow, 0, 1)
+                in_shared = chains.capacity * CHAIN_CELL_BYTES <= CHAIN_SHARED_BYTES
                 kernels.get_function("walk_hash")(
                     keys, np.int64(n), np.int32(index_bits), records, *arrays[:2],
                     np.int32(walk.window), np.int32(walk.word_size), *state,
-                    np.int32(chains.capacity), overflow, kept, block=(CHAIN_THREADS, 1, 1),
-                    grid=(HASH_BUCKETS // CHAIN_THREADS, 1))
+                    np.int32(chains.capacity), np.int32(in_shared), overflow, kept,
+                    block=(CHAIN_THREADS, 1, 1), grid=(HASH_BUCKETS, 1),
+                    shared=chains.capacity * CHAIN_CELL_BYTES if in_shared else 0)
                 full = np.zeros(1, dtype=np.int32)
                 self.drv.memcpy_dtoh(full, overflow)
                 if not full[0]:
@@ -1015,7 +1054,8 @@ class GpuBackend(Backend):
                                      d_length, d_start, chunk_base, rank_bits, num_hits)
             if num_seeds == 0:
                 return none
-            rows_dev = self._sorted_rows(mod, num_seeds)
+            with self.synchronized("gpu seed sort"):
+                rows_dev = self._sorted_rows(mod, num_seeds)
             if extend is None:
                 return self._rows_back(rows_dev, SEED_FIELDS, num_seeds, taken), NOTHING_AHEAD
             ahead_dev = extend(rows_dev, num_seeds, chunk_base, d_offset, d_length)
