@@ -23,9 +23,12 @@ Call hierarchy (each stage its own module):
                                                         scanned, -db_hard_mask at the masks)
           find_seeds                     scan/          scan + lookup + mini-extension (CPU or GPU)
             -> ScannedSeeds                             on a GPU with every seed's ungapped
-                                                        extension made ahead (extended_seeds,
-                                                        cuda/ungapped.cu)
+                                                        extension made ahead (cuda/ungapped.cu)
+                                                        and the diagonal bookkeeping done
+                                                        (initial_hits, cuda/diagonals.cu):
+                                                        only the initial hits come back
           extend_seeds                   ungapped.py    diagonal bookkeeping, ungapped X-drop
+                                                        (where the seeds came back)
           extensions_ahead               (here)         on a GPU: every hit's score-only gapped
             -> ExtensionsAhead                          extension at once (cuda/greedy.cu,
                                                         cuda/dynprog.cu)
@@ -49,7 +52,8 @@ keys (RankedSubjects), merged_hit_lists the whole database's, as trace_tasks wou
 
 Stage rules the drivers follow: volume_jobs (a volume's parts for several threads: whole
 subjects only) and ungapped_in_database_order (the diagonal hash sees the chunks in database
-order, so the jobs take turns at the ungapped stage, once per volume: TurnsOnce).
+order, so the jobs take turns at the ungapped stage, once per volume: TurnsOnce; where the
+device keeps the hash, the turn starts before the volume's first scan).
 """
 
 from contextlib import ExitStack, nullcontext

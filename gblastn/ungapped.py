@@ -33,8 +33,12 @@ offset-pair buffer; the chunk's hits are sorted and returned once its last seed 
 
 An extension depends only on its seed (and its context's X-drop and reduced cutoff), not on
 the diagonal array or hash, which only decide which seeds are extended. A GPU therefore
-extends every seed ahead (cuda/ungapped.cu, UngappedAhead), and the in-order pass here keeps
-its bookkeeping and looks the extensions up instead of making them.
+extends every seed ahead (cuda/ungapped.cu, UngappedAhead), and then either this module's
+in-order pass keeps its bookkeeping and looks the extensions up instead of making them, or
+the device makes the pass too (cuda/diagonals.cu, DiagonalPass): the bookkeeping's state is
+shared only within one cell of one chunk (the array) or one bucket's chain (the hash), so
+each of those is walked by a thread, the hash's chains carried from call to call in
+HashChains; only the initial hits come back.
 
 Coordinates: query offsets are ours (concatenated, = BLAST's + 1); subject offsets are
 chunk-relative.
