@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from golden import megablast_case, mutate, random_dna, write_fasta
+from test_diagonals_kernel import host_pass  # noqa: F401 - the fixture
 
 from gblastn.scan.backend import Capabilities, CpuBackend
 
@@ -339,6 +340,55 @@ def test_extensions_made_ahead_are_looked_up_for_identical_output(case, monkeypa
         assert search(case, mode, threads, f"ahead-{mode}.out", backend) == reference
         assert backend.calls > 2
     assert search(case, "serial", 1, "ahead-damaged.out", UngappedAheadScans(1000)) != reference
+
+
+class DevicePassScans(UngappedAheadScans):
+    """The CPU backend, declared to make the ungapped stage's in-order pass on the device
+    (as the GPU backend does), making it with cuda/diagonals.cu compiled for the host, each
+    call's chunks in two launches; `damage` alters the extensions it looks up."""
+
+    capabilities = Capabilities(scans_whole_volumes=True, ungapped_ahead=True,
+                                diagonals_on_device=True)
+
+    def __init__(self, host_pass, damage: int = 0):
+        super().__init__(damage)
+        self.host_pass = host_pass
+
+    def initial_hits(self, table, subjects, chunk_byte_offset, chunk_length, rules, walk):
+        from test_diagonals_kernel import run_launch
+
+        from gblastn.ungapped import joined_initial_hits
+
+        seeds, ahead = self.extended_seeds(table, subjects, chunk_byte_offset, chunk_length,
+                                           rules)
+        walk.context_offset = np.ascontiguousarray(table.context_offset, dtype=np.int32)
+        half = chunk_length.size // 2
+        parts = [(0, run_launch(self.host_pass, seeds, ahead, first, end, walk, chunk_length))
+                 for first, end in ((0, half), (half, chunk_length.size))]
+        return joined_initial_hits(parts), len(seeds)
+
+
+@pytest.mark.parametrize("task", ["megablast", "blastn"])
+def test_the_device_pass_gives_identical_output(case, monkeypatch, host_pass, task):
+    """With a backend that makes the in-order pass on the device, over volumes that carry
+    the diagonal hash from one to the next, slice after slice, every mode gives the output
+    of the CPU alone (damaged extensions change it)."""
+    from gblastn import engine
+    from gblastn.db.writer import make_db
+
+    volumes = {**case, "db": make_db([str(case["folder"] / "db.fa")],
+                                     str(case["folder"] / "db-pass"), max_file_sz="20KB",
+                                     progress=False)}
+    reference = search(volumes, "serial", 1, f"pass-alone-{task}.out", task=task)
+    monkeypatch.setattr(engine, "FIRST_SLICE_LETTERS", 1)
+    monkeypatch.setattr(engine, "DEVICE_SLICE_SEEDS", 200)
+    for mode, threads in (("serial", 1), ("pipeline", 8)):
+        backend = DevicePassScans(host_pass)
+        assert search(volumes, mode, threads, f"pass-{mode}-{task}.out", backend,
+                      task=task) == reference
+        assert backend.calls > 2
+    assert search(volumes, "serial", 1, f"pass-damaged-{task}.out",
+                  DevicePassScans(host_pass, 1000), task=task) != reference
 
 
 class DpAheadScans(WholeVolumeScans):
