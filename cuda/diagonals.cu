@@ -183,7 +183,7 @@ extern "C" __global__ void diagonal_keys(const int* __restrict__ rows, i64 n, in
 
 // The hash's keys without a comparison sort: a stable counting sort by bucket, in blocks of
 // COMPACT_THREADS seeds. bucket_counts counts each block's seeds of each bucket into
-// counts[bucket * blocks + block]; count_starts turns them into where each goes; and
+// counts[bucket * blocks + block]; the scan below turns them into where each goes; and
 // bucket_scatter writes each seed's key there, a block's warps one after the other so that
 // equal buckets keep their seeds' order.
 extern "C" __global__ void __launch_bounds__(COMPACT_THREADS)
@@ -309,14 +309,41 @@ extern "C" __global__ void walk_hash(const u64* __restrict__ keys, i64 n, int in
     }
 }
 
-// The kept seeds in seed order: each block of COMPACT_THREADS seeds counts its own, one
-// block turns the counts into starts (and the total, at counts[blocks]), and each block
-// writes its hits from its start.
+// The kept seeds in seed order: each block of COMPACT_THREADS seeds counts its own, the
+// counts become starts (the scan below; the total at counts[blocks]), and each block writes
+// its hits from its start.
 extern "C" __global__ void __launch_bounds__(COMPACT_THREADS)
 count_kept(const unsigned char* __restrict__ kept, i64 n, i64* __restrict__ counts) {
     const i64 i = (i64)blockIdx.x * COMPACT_THREADS + threadIdx.x;
     const int found = __syncthreads_count(i < n && kept[i]);
     if (threadIdx.x == 0) counts[blockIdx.x] = found;
+}
+
+// The inclusive sum of `own` over the block's threads up to this one; sums: shared scratch.
+__device__ i64 block_inclusive_sum(i64* sums, i64 own) {
+    sums[threadIdx.x] = own;
+    __syncthreads();
+    for (int step = 1; step < COMPACT_THREADS; step <<= 1) {
+        const i64 add = threadIdx.x >= step ? sums[threadIdx.x - step] : 0;
+        __syncthreads();
+        sums[threadIdx.x] += add;
+        __syncthreads();
+    }
+    return sums[threadIdx.x];
+}
+
+// Counts into starts (exclusive sums) in three launches: scan_segments turns each segment of
+// COMPACT_THREADS counts into starts within it and its total into totals[segment];
+// count_starts, in one block, the totals into the segments' starts (and the sum of all at
+// totals[segments]); add_segment_starts adds those, and writes the sum at counts[entries].
+extern "C" __global__ void __launch_bounds__(COMPACT_THREADS)
+scan_segments(i64* counts, i64 entries, i64* __restrict__ totals) {
+    __shared__ i64 sums[COMPACT_THREADS];
+    const i64 i = (i64)blockIdx.x * COMPACT_THREADS + threadIdx.x;
+    const i64 own = i < entries ? counts[i] : 0;
+    const i64 through = block_inclusive_sum(sums, own);
+    if (i < entries) counts[i] = through - own;
+    if (threadIdx.x == COMPACT_THREADS - 1) totals[blockIdx.x] = through;
 }
 
 extern "C" __global__ void __launch_bounds__(COMPACT_THREADS)
@@ -326,19 +353,19 @@ count_starts(i64* counts, i64 blocks) {
     for (i64 base = 0; base < blocks; base += COMPACT_THREADS) {
         const i64 b = base + threadIdx.x;
         const i64 own = b < blocks ? counts[b] : 0;
-        sums[threadIdx.x] = own;
-        __syncthreads();
-        for (int step = 1; step < COMPACT_THREADS; step <<= 1) {  // inclusive scan
-            const i64 add = threadIdx.x >= step ? sums[threadIdx.x - step] : 0;
-            __syncthreads();
-            sums[threadIdx.x] += add;
-            __syncthreads();
-        }
-        if (b < blocks) counts[b] = carried + sums[threadIdx.x] - own;
+        const i64 through = block_inclusive_sum(sums, own);
+        if (b < blocks) counts[b] = carried + through - own;
         carried += sums[COMPACT_THREADS - 1];
         __syncthreads();
     }
     if (threadIdx.x == 0) counts[blocks] = carried;
+}
+
+extern "C" __global__ void add_segment_starts(i64* counts, i64 entries,
+                                              const i64* __restrict__ totals) {
+    const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < entries) counts[i] += totals[i / COMPACT_THREADS];
+    if (i == 0) counts[entries] = totals[(entries + COMPACT_THREADS - 1) / COMPACT_THREADS];
 }
 
 extern "C" __global__ void __launch_bounds__(COMPACT_THREADS)

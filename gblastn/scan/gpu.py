@@ -802,11 +802,25 @@ class GpuBackend(Backend):
         launch = {"block": (COMPACT_THREADS, 1, 1), "grid": (blocks, 1)}
         kernels.get_function("bucket_counts")(rows_dev, np.int64(n), np.int64(blocks), counts,
                                               **launch)
-        kernels.get_function("count_starts")(counts, np.int64(entries),
-                                             block=(COMPACT_THREADS, 1, 1), grid=(1, 1))
+        self._counts_to_starts(kernels, counts, entries)
         kernels.get_function("bucket_scatter")(rows_dev, np.int64(n), np.int64(blocks),
                                                np.int32(index_bits), counts, keys, **launch)
         return keys
+
+    def _counts_to_starts(self, kernels, counts, entries: int) -> None:
+        """counts[:entries] (int64 on the device) into their exclusive sums, and their sum
+        into counts[entries]: segments of COMPACT_THREADS scanned side by side, then their
+        totals in one block."""
+        segments = (entries + COMPACT_THREADS - 1) // COMPACT_THREADS
+        totals = self.buffer("scan_totals", 8 * (segments + 1))
+        kernels.get_function("scan_segments")(counts, np.int64(entries), totals,
+                                              block=(COMPACT_THREADS, 1, 1),
+                                              grid=(segments, 1))
+        kernels.get_function("count_starts")(totals, np.int64(segments),
+                                             block=(COMPACT_THREADS, 1, 1), grid=(1, 1))
+        kernels.get_function("add_segment_starts")(counts, np.int64(entries), totals,
+                                                   block=(256, 1, 1),
+                                                   grid=((entries + 255) // 256, 1))
 
     def _walk_hash(self, kernels, keys, n: int, index_bits: int, records, walk: DiagonalPass,
                    chunk_length: np.ndarray, kept) -> None:
@@ -849,8 +863,7 @@ class GpuBackend(Backend):
         counts = self.buffer("kept_counts", 8 * (blocks + 1))
         kernels.get_function("count_kept")(kept, np.int64(n), counts,
                                            block=(COMPACT_THREADS, 1, 1), grid=(blocks, 1))
-        kernels.get_function("count_starts")(counts, np.int64(blocks),
-                                             block=(COMPACT_THREADS, 1, 1), grid=(1, 1))
+        self._counts_to_starts(kernels, counts, blocks)
         total = np.zeros(1, dtype=np.int64)
         self.drv.memcpy_dtoh(total, int(counts) + 8 * blocks)
         found = int(total[0])

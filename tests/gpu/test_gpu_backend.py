@@ -228,6 +228,25 @@ def test_initial_hits_on_the_device_are_the_cpu_pass(gpu, case, window):
         assert narrow.offset == host_hash.offset
 
 
+@pytest.mark.parametrize("entries", [1, 1023, 1024, 1025, 70000, 3_000_001])
+def test_counts_become_starts_on_the_device(gpu, entries):
+    """The device's scan of counts (diagonals.cu) gives numpy's exclusive sums and the total."""
+    from gblastn.scan.gpu import diagonals_defines
+
+    counts = np.random.default_rng(entries).integers(0, 1000, entries).astype(np.int64)
+    with gpu:
+        kernels = gpu.module(diagonals_defines(), "diagonals.cu")
+        device = gpu.upload(np.append(counts, 0))
+        try:
+            gpu._counts_to_starts(kernels, device, entries)
+            got = np.empty(entries + 1, dtype=np.int64)
+            gpu.drv.memcpy_dtoh(got, device)
+        finally:
+            device.free()
+    want = np.concatenate([[0], np.cumsum(counts)])
+    assert np.array_equal(got, want)
+
+
 def test_primary_context_reference_taken_outside_pycuda_is_dropped_cleanly(gpu, case):
     """The backend has the driver make the primary context (GIL released) before pycuda
     retains it, then drops its own reference: taking and dropping one more leaves pycuda's
