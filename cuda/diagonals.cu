@@ -18,8 +18,20 @@
 typedef long long i64;
 typedef unsigned long long u64;
 
-#if !defined(SEED_CHUNK) || !defined(WALK_FIELDS) || !defined(HIT_FIELDS) || \
-    !defined(HASH_BUCKETS) || !defined(UNGAPPED_SCORE)
+// The kernels' tuning (gblastn.scan.gpu.diagonals_defines): COMPACT_THREADS threads a block
+// of the compaction and the counting sort.
+#if !defined(COMPACT_THREADS)
+#error "the pass's defines are missing: compile with gblastn.scan.gpu.nvcc_options"
+#endif
+// the records exchanged with the host, from gblastn/layouts.py
+#if !defined(SEED_CHUNK) || !defined(SEED_Q_OFF) || !defined(SEED_S_OFF) || \
+    !defined(SEED_S_FIRST) || !defined(UNGAPPED_Q_START) || !defined(UNGAPPED_S_START) || \
+    !defined(UNGAPPED_LENGTH) || !defined(UNGAPPED_SCORE) || !defined(HASH_BUCKETS) || \
+    !defined(WALK_DIAG) || !defined(WALK_S_FIRST) || !defined(WALK_WORD_END) || \
+    !defined(WALK_HIT_END) || !defined(WALK_CHUNK) || !defined(WALK_SEED) || \
+    !defined(WALK_FIELDS) || !defined(HIT_CHUNK) || !defined(HIT_Q_START) || \
+    !defined(HIT_S_START) || !defined(HIT_LENGTH) || !defined(HIT_SCORE) || \
+    !defined(HIT_SEED_Q) || !defined(HIT_SEED_S)
 #error "gblastn.layouts' defines are missing: compile with gblastn.scan.gpu.nvcc_options"
 #endif
 

@@ -38,7 +38,8 @@ typedef long long i64;
 // ([cell][thread]), so that each thread's cells, whichever it reads, lie in its own bank: a
 // warp's threads read different cells at once, which in local memory (a thread's own array)
 // costs a memory transaction per thread.
-#if defined(__CUDACC__) && BAND_SHARED
+#if BAND_SHARED
+#ifdef __CUDACC__
 struct SharedBand {
     int* cells;
     __device__ __forceinline__ int& operator[](int x) const { return cells[x * DP_BLOCK]; }
@@ -46,7 +47,9 @@ struct SharedBand {
 #define BAND_RING(name) \
     __shared__ int name##_cells[2 * BAND_COLUMNS * DP_BLOCK]; \
     const SharedBand name = {name##_cells + threadIdx.x}
-#else
+#endif
+#endif
+#ifndef BAND_RING
 #define BAND_RING(name) int name[2 * BAND_COLUMNS]
 #endif
 

@@ -15,7 +15,7 @@ from gblastn.layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND
 from gblastn.lookup import template_arrays
 from gblastn.options import make_options
 from gblastn.scan.gpu import (FLUSH_MODE, FLUSH_SLOTS, GREEDY_ROW_CELLS, PROBES_PER_THREAD,
-                              SCAN_THREADS, dp_defines, greedy_defines, kernel_source,
+                              SCAN_THREADS, diagonals_defines, dp_defines, greedy_defines, kernel_source,
                               nvcc_options, template_defines)
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
@@ -85,7 +85,9 @@ def test_greedy_kernel_compiles(tmp_path, row_cells):
     assert "error" not in result.stderr.lower()
 
 
-@pytest.mark.parametrize("source, defines", [("ungapped.cu", {}), ("dynprog.cu", dp_defines())])
+@pytest.mark.parametrize("source, defines", [
+    ("ungapped.cu", {}), ("dynprog.cu", dp_defines()),
+    ("dynprog.cu", {**dp_defines(), "BAND_SHARED": 0}), ("diagonals.cu", diagonals_defines())])
 def test_extension_kernels_compile(tmp_path, source, defines):
     result = compile_variant(defines, tmp_path, source)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -18,7 +18,7 @@ from gblastn.lookup import build_lookup
 from gblastn.options import make_options
 from gblastn.query import Query, build_batch
 from gblastn.scan.cpu import find_seeds
-from gblastn.scan.gpu import nvcc_options
+from gblastn.scan.gpu import diagonals_defines, nvcc_options
 from gblastn.ungapped import (CHAIN_CELLS, HASH_OFFSET_LIMIT, DiagonalHash, InitialHits, UngappedAhead,
                               diagonal_pass, extend_seeds, initial_hits_of_rows,
                               joined_initial_hits, sort_initial_hits, uses_diag_hash)
@@ -36,7 +36,8 @@ def host_pass(tmp_path_factory):
     if compiler is None:
         pytest.skip("no C++ compiler")
     path = tmp_path_factory.mktemp("diagonals") / "diagonals.so"
-    subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-x", "c++", *nvcc_options({}),
+    subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-x", "c++",
+                    *nvcc_options(diagonals_defines()),
                     str(KERNEL), "-o", str(path)], check=True)
     function = ctypes.CDLL(str(path)).diagonal_pass_host
     function.restype = ctypes.c_longlong

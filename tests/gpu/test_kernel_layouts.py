@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from gblastn.layouts import TABLE_MEGABLAST, kernel_defines
-from gblastn.scan.gpu import dp_defines, greedy_defines, kernel_dir, kernel_source, \
-    nvcc_options, variant_defines
+from gblastn.scan.gpu import diagonals_defines, dp_defines, greedy_defines, kernel_dir, \
+    kernel_source, nvcc_options, variant_defines
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
@@ -19,7 +19,8 @@ MEGABLAST_TABLE = SimpleNamespace(kind=TABLE_MEGABLAST, width=11, word_size=28, 
                                   pv_bts=7, check_masks=True)
 # each kernel source with the defines its loader call gives it (besides gblastn.layouts')
 LOADER_DEFINES = {"seeds.cu": variant_defines(MEGABLAST_TABLE), "greedy.cu": greedy_defines(),
-                  "dynprog.cu": dp_defines(), "ungapped.cu": {}}
+                  "dynprog.cu": dp_defines(), "ungapped.cu": {},
+                  "diagonals.cu": diagonals_defines()}
 
 
 def compile_kernel(source_text: str, options: list, folder) -> subprocess.CompletedProcess:
