@@ -15,8 +15,8 @@ from gblastn.layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND
 from gblastn.lookup import template_arrays
 from gblastn.options import make_options
 from gblastn.scan.gpu import (FLUSH_MODE, FLUSH_SLOTS, GREEDY_ROW_CELLS, PROBES_PER_THREAD,
-                              SCAN_THREADS, diagonals_defines, dp_defines, greedy_defines, kernel_source,
-                              nvcc_options, template_defines)
+                              SCAN_THREADS, diagonals_defines, dp_defines, greedy_defines,
+                              kernel_source, nvcc_options, template_defines)
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
