@@ -35,9 +35,9 @@ from ..cuda_context import close_device_files, page_locked_buffer, reset_primary
     retain_primary_context
 from ..db.format import parse_size
 from ..errors import GpuUnavailableError, OptionsError
-from ..layouts import CHAIN_CELL_BYTES, GAPPED_FIELDS, HASH_BUCKETS, HIT_FIELDS, HSP_FIELDS, SCRIPT_RUNS, \
-    SEED_FIELDS, SORT_LOCAL, STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, TEMPLATES_MAX, \
-    UNGAPPED_FIELDS, WALK_FIELDS, kernel_defines
+from ..layouts import CHAIN_CELL_BYTES, GAPPED_FIELDS, HASH_BUCKETS, HIT_FIELDS, HSP_FIELDS, \
+    SCRIPT_RUNS, SEED_FIELDS, SORT_LOCAL, STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, \
+    TEMPLATES_MAX, UNGAPPED_FIELDS, WALK_FIELDS, kernel_defines
 from ..lookup import LookupTable, kept_letters
 from ..timing import StageTimes
 from ..ungapped import NOTHING_AHEAD, DiagonalPass, InitialHits, UngappedAhead, \
@@ -278,8 +278,8 @@ class GpuBackend(Backend):
     name = "gpu"
     # one scan per volume (each call has a fixed cost); the volumes stay on the device
     capabilities = Capabilities(scans_whole_volumes=True, ungapped_ahead=True,
-                                diagonals_on_device=True, greedy_ahead=True, dp_ahead=True, tails_ahead=True,
-                                preloads=True, retires=True)
+                                diagonals_on_device=True, greedy_ahead=True, dp_ahead=True,
+                                tails_ahead=True, preloads=True, retires=True)
 
     def __init__(self, gpu_id: int = 0, hit_capacity: int = 1 << 20,
                  seed_capacity: int = 1 << 20, max_group_probes: int = 1 << 32,

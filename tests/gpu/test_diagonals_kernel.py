@@ -19,12 +19,13 @@ from gblastn.options import make_options
 from gblastn.query import Query, build_batch
 from gblastn.scan.cpu import find_seeds
 from gblastn.scan.gpu import diagonals_defines, nvcc_options
-from gblastn.ungapped import (CHAIN_CELLS, HASH_OFFSET_LIMIT, DiagonalHash, InitialHits, UngappedAhead,
-                              diagonal_pass, extend_seeds, initial_hits_of_rows,
+from gblastn.ungapped import (CHAIN_CELLS, HASH_OFFSET_LIMIT, DiagonalHash, InitialHits,
+                              UngappedAhead, diagonal_pass, extend_seeds, initial_hits_of_rows,
                               joined_initial_hits, sort_initial_hits, uses_diag_hash)
 
 from test_scan import pack_chunks
-from test_ungapped_kernel import CASES, host_kernel, kernel_rows, rules_of, search_case  # noqa: F401
+from test_ungapped_kernel import (CASES, host_kernel, kernel_rows, rules_of,  # noqa: F401
+                                  search_case)
 
 KERNEL = Path(gblastn.__file__).parent / "cuda" / "diagonals.cu"
 FIELDS = ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s")
