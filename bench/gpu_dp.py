@@ -5,9 +5,8 @@ output; the script says so.
 
     python3 bench/gpu_dp.py -db DB -query QUERIES [--task blastn] [--threads 16] [--repeats 1]
 
-The variants change, from the defaults, where the bands live (shared or local memory), the
-threads a block and the band's columns (an extension whose band outgrows them is left to the
-CPU).
+The variants change, from the defaults, the threads a block and the band's columns (an
+extension whose band outgrows them is left to the CPU).
 """
 
 import argparse
@@ -25,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 VARIANTS = [
     {},
-    {"DP_BAND_SHARED": 0, "DP_THREADS": 128},
-    {"DP_BAND_COLUMNS": 64, "DP_THREADS": 64},
+    {"DP_THREADS": 64},
+    {"DP_BAND_COLUMNS": 64},
 ]
 
 # Runs one search with a variant's module settings (argv[1], JSON); the search's own

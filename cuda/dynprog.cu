@@ -17,9 +17,8 @@
 typedef long long i64;
 
 // The kernel's tuning (gblastn.scan.gpu.dp_defines): BAND_COLUMNS columns in the band's ring
-// (a power of two); BAND_SHARED, whether the rings live in shared memory, for DP_BLOCK
-// threads a block.
-#if !defined(BAND_COLUMNS) || !defined(BAND_SHARED) || !defined(DP_BLOCK)
+// (a power of two).
+#if !defined(BAND_COLUMNS)
 #error "the DP kernel's defines are missing: compile with gblastn.scan.gpu.nvcc_options"
 #endif
 // the records exchanged with the host and the constants of dynprog.py, from gblastn/layouts.py
@@ -33,25 +32,6 @@ typedef long long i64;
 #define BAND_MASK (BAND_COLUMNS - 1)
 
 #include "device_host.cuh"
-
-// A thread's ring of band cells. In shared memory the block's rings are interleaved
-// ([cell][thread]), so that each thread's cells, whichever it reads, lie in its own bank: a
-// warp's threads read different cells at once, which in local memory (a thread's own array)
-// costs a memory transaction per thread.
-#if BAND_SHARED
-#ifdef __CUDACC__
-struct SharedBand {
-    int* cells;
-    __device__ __forceinline__ int& operator[](int x) const { return cells[x * DP_BLOCK]; }
-};
-#define BAND_RING(name) \
-    __shared__ int name##_cells[2 * BAND_COLUMNS * DP_BLOCK]; \
-    const SharedBand name = {name##_cells + threadIdx.x}
-#endif
-#endif
-#ifndef BAND_RING
-#define BAND_RING(name) int name[2 * BAND_COLUMNS]
-#endif
 
 HD int packed_base(const unsigned char* bases, i64 pos) {
     return (LOAD(bases + (pos >> 2)) >> (2 * (3 - (pos & 3)))) & 3;
@@ -71,7 +51,7 @@ HD bool xdrop_extent(const unsigned char* subject, i64 row_origin, int row_step,
                      const unsigned char* cols, i64 col_origin, int col_step, i64 n,
                      const int* matrix, int gap_open, int gap_extend, int x_dropoff,
                      i64* budget, Extent* out) {
-    BAND_RING(band);  // [2b]: best score of column b; [2b + 1]: best ending in a gap down it
+    int band[2 * BAND_COLUMNS];  // [2b]: best score of column b; [2b + 1]: best ending in a gap down it
     const int gap_open_extend = gap_open + gap_extend;
     if (x_dropoff < gap_open_extend) x_dropoff = gap_open_extend;
     out->score = 0;

@@ -69,9 +69,8 @@ CHAIN_SHARED_BYTES = 48 << 10  # a chain up to this size is walked in shared mem
 # diagonal array a group is a chunk's cell, so a launch group may have at most this many chunks
 # per cell of the array (seed indices take at most 32 bits)
 ARRAY_GROUP_SLOTS = 1 << 31
-DP_THREADS = 32            # hits per block of dynprog.cu's kernel (a thread each)
+DP_THREADS = 128           # hits per block of dynprog.cu's kernel (a thread each)
 DP_BAND_COLUMNS = 128      # columns of a DP extension's band on the GPU (a wider one: the CPU)
-DP_BAND_SHARED = 1         # the bands in shared memory (DP_THREADS x 1 kB a block)
 # Cells a DP extension computes on the GPU before it is left to the CPU: most long
 # extensions start from hits inside an HSP that an earlier hit finds, which the CPU's
 # in-order pass skips, while a launch lasts as long as its longest thread.
@@ -157,8 +156,7 @@ def diagonals_defines() -> dict:
 
 def dp_defines(band_columns: int | None = None) -> dict:
     """The compile-time defines of dynprog.cu's kernel (the module's tuning by default)."""
-    return {"BAND_COLUMNS": DP_BAND_COLUMNS if band_columns is None else band_columns,
-            "BAND_SHARED": DP_BAND_SHARED, "DP_BLOCK": DP_THREADS}
+    return {"BAND_COLUMNS": DP_BAND_COLUMNS if band_columns is None else band_columns}
 
 
 def nvcc_options(defines: dict) -> list:

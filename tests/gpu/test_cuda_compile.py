@@ -86,8 +86,7 @@ def test_greedy_kernel_compiles(tmp_path, row_cells):
 
 
 @pytest.mark.parametrize("source, defines", [
-    ("ungapped.cu", {}), ("dynprog.cu", dp_defines()),
-    ("dynprog.cu", {**dp_defines(), "BAND_SHARED": 0}), ("diagonals.cu", diagonals_defines())])
+    ("ungapped.cu", {}), ("dynprog.cu", dp_defines()), ("diagonals.cu", diagonals_defines())])
 def test_extension_kernels_compile(tmp_path, source, defines):
     result = compile_variant(defines, tmp_path, source)
     assert result.returncode == 0, result.stderr[-2000:]
