@@ -155,7 +155,8 @@ def xdrop_score_in(band, rows, row_origin, row_step, m, rows_packed,
                 u = np.uint64(2 * b)
                 col += step
                 score_gap_col = np.int64(band[u + one])
-                next_score = np.int64(band[u]) + matrix[matrix_row, np.uint64(cols[np.uint64(col)])]
+                letter = np.uint64(cols[np.uint64(col)])
+                next_score = np.int64(band[u]) + matrix[matrix_row, letter]
                 if score < score_gap_col:
                     score = score_gap_col
                 if score < score_gap_row:
@@ -396,7 +397,8 @@ def _align_rows(rows, row_origin, row_step, m, cols, col_origin, col_step, n, ma
                 u = np.uint64(2 * b)
                 col += step
                 score_gap_col = np.int64(band[u + one])
-                next_score = np.int64(band[u]) + matrix[matrix_row, np.uint64(cols[np.uint64(col)])]
+                letter = np.uint64(cols[np.uint64(col)])
+                next_score = np.int64(band[u]) + matrix[matrix_row, letter]
                 script = OP_SUB
                 if score < score_gap_col:
                     script = OP_INS

@@ -387,10 +387,10 @@ def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, f
         c, at, n_out, occupancy, offset = _extend_into(
             seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, c, at, last_chunk,
             last_cut, sequence, q_bytes, context_offset, packed, chunk_byte_offset,
-            chunk_length, matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size, window, use_hash,
-            diag_len, last_hit, hit_saved, backbone, cell_diag, cell_level, cell_saved,
-            cell_next, occupancy, offset, o_chunk, o_q, o_s, o_len, o_score, o_seed_q,
-            o_seed_s, o_seed, n_out)
+            chunk_length, matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size,
+            window, use_hash, diag_len, last_hit, hit_saved, backbone, cell_diag, cell_level,
+            cell_saved, cell_next, occupancy, offset, o_chunk, o_q, o_s, o_len, o_score,
+            o_seed_q, o_seed_s, o_seed, n_out)
         if c == last_chunk:
             break
         if n_out == o_chunk.size:
