@@ -308,7 +308,7 @@ def _rows_for(letters):
 def _symdust_in(codes, level, window, linker, thresholds, rng, ring, c_w, c_v, counts,
                 g_live, g_first, g_last, g_score, g_len, res):
     """_symdust with its work arrays given, its intervals written into `res` (_rows_for the
-    sequence); returns their count. The helpers of its loop over the letters take the
+    sequence); returns their count. The functions its loop over the letters calls take the
     arrays borrowed, not counted in and out (atomic operations) on every call, a dozen a
     letter."""
     thresholds, rng, ring, c_w, c_v = (borrowed(thresholds), borrowed(rng), borrowed(ring),
