@@ -36,6 +36,7 @@ import numpy as np
 from .arrays import grown
 from .db.crandom import crandom_draw, crandom_reset
 from .numba_start import njit
+from .refcounts import borrowed
 
 DEFAULT_LEVEL = 20
 DEFAULT_WINDOW = 64
@@ -276,23 +277,49 @@ def _thresholds(level, window):
 
 
 @njit(cache=True, nogil=True)
+def _workspace():
+    """_symdust_in's window and groups, for any number of sequences in turn."""
+    return (np.zeros(_RING, dtype=np.int64), np.zeros(64, dtype=np.int64),
+            np.zeros(64, dtype=np.int64), np.zeros(64, dtype=np.int64),
+            np.zeros(_RING, dtype=np.int8), np.zeros(_RING, dtype=np.int64),
+            np.zeros(_RING, dtype=np.int64), np.zeros(_RING, dtype=np.int64),
+            np.zeros(_RING, dtype=np.int64))
+
+
+@njit(cache=True, nogil=True)
 def _symdust(codes, level, window, linker):
+    ring, c_w, c_v, counts, g_live, g_first, g_last, g_score, g_len = _workspace()
+    res = _rows_for(codes.shape[0])
+    n_res = _symdust_in(codes, level, window, linker, _thresholds(level, window),
+                        crandom_reset(), ring, c_w, c_v, counts, g_live, g_first, g_last,
+                        g_score, g_len, res)
+    return res[:n_res].copy()
+
+
+@njit(cache=True, nogil=True)
+def _rows_for(letters):
+    """Room for every interval of a sequence of `letters` letters (each starts at a letter
+    of its own): a buffer grown inside the loop over the letters would be counted in and out
+    on every letter. Its pages are only touched where rows are written."""
+    return np.empty((letters + 1, 2), dtype=np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _symdust_in(codes, level, window, linker, thresholds, rng, ring, c_w, c_v, counts,
+                g_live, g_first, g_last, g_score, g_len, res):
+    """_symdust with its work arrays given, its intervals written into `res` (_rows_for the
+    sequence); returns their count. The functions its loop over the letters calls take the
+    arrays borrowed, not counted in and out (atomic operations) on every call, a dozen a
+    letter."""
+    thresholds, rng, ring, c_w, c_v = (borrowed(thresholds), borrowed(rng), borrowed(ring),
+                                       borrowed(c_w), borrowed(c_v))
+    counts, g_live, g_first, g_last = borrowed(counts), borrowed(g_live), borrowed(g_first), \
+        borrowed(g_last)
+    g_score, g_len, res = borrowed(g_score), borrowed(g_len), borrowed(res)
     n = codes.shape[0]
-    res = np.empty((64, 2), dtype=np.int64)
     n_res = 0
-    rng = crandom_reset()
     max_size = window - 2
     low_k = level // 5
-    thresholds = _thresholds(level, window)
-    ring = np.zeros(_RING, dtype=np.int64)
-    c_w = np.zeros(64, dtype=np.int64)
-    c_v = np.zeros(64, dtype=np.int64)
-    counts = np.zeros(64, dtype=np.int64)
-    g_live = np.zeros(_RING, dtype=np.int8)
-    g_first = np.zeros(_RING, dtype=np.int64)
-    g_last = np.zeros(_RING, dtype=np.int64)
-    g_score = np.zeros(_RING, dtype=np.int64)
-    g_len = np.zeros(_RING, dtype=np.int64)
 
     start = 0
     stop = n - 1
@@ -308,7 +335,6 @@ def _symdust(codes, level, window, linker):
         variety_back = False
         while not variety_back and pos <= stop:
             if _group_before(g_live, g_first, lowest, w_start):
-                res = grown(res, n_res + 1)
                 n_res = _save_masked(g_live, g_first, g_last, lowest, w_start,
                                      res, n_res, start, linker)
             lowest = max(lowest, w_start)
@@ -336,7 +362,6 @@ def _symdust(codes, level, window, linker):
         # the window reached the end (or variety came back): write out what is left
         for p in range(lowest, w_stop + 1):
             if _is_group(g_live, g_first, p):
-                res = grown(res, n_res + 1)
                 n_res = _append_masked(res, n_res, p + start,
                                        g_last[p & _SLOT] + start, linker)
 
@@ -344,7 +369,7 @@ def _symdust(codes, level, window, linker):
             start += w_start
         else:
             break
-    return res[:n_res].copy()
+    return n_res
 
 
 def dust_intervals(codes: np.ndarray, level: int = DEFAULT_LEVEL, window: int = DEFAULT_WINDOW,
@@ -382,9 +407,17 @@ def _symdust_each(joined, ends, level, window, linker):
     out = np.empty((64, 2), dtype=np.int64)
     n_out = 0
     counts = np.zeros(ends.size, dtype=np.int64)
+    thresholds = _thresholds(level, window)
+    ring, c_w, c_v, triplets, g_live, g_first, g_last, g_score, g_len = _workspace()
+    longest = 0
+    for i in range(ends.size):
+        longest = max(longest, ends[i] - (ends[i - 1] if i else 0))
+    rows = _rows_for(longest)
     start = 0
     for i in range(ends.size):
-        found = _symdust(joined[start:ends[i]], level, window, linker)
+        found = rows[:_symdust_in(joined[start:ends[i]], level, window, linker, thresholds,
+                                  crandom_reset(), ring, c_w, c_v, triplets, g_live,
+                                  g_first, g_last, g_score, g_len, rows)]
         counts[i] = found.shape[0]
         out = grown(out, n_out + found.shape[0])
         out[n_out:n_out + found.shape[0]] = found

@@ -35,6 +35,7 @@ import numpy as np
 from .arrays import grown
 from .layouts import MININT, OP_DEL, OP_INS, OP_SUB, PACK_RATIO
 from .numba_start import njit
+from .refcounts import borrowed
 
 # Subjects at least this long are cut to a window around the traceback start point.
 MAX_SUBJECT_OFFSET = 90000
@@ -135,7 +136,9 @@ def xdrop_score_in(band, rows, row_origin, row_step, m, rows_packed,
             row_letter = _packed_base(rows, row_origin + row_step * a)
         else:
             row_letter = rows[row_origin + row_step * a]
-        matrix_row = matrix[row_letter]
+        # the row's scores read through the matrix itself: a view of the row would be
+        # counted in and out (two calls into numba's runtime) every row
+        matrix_row = np.uint64(row_letter)
         score = MININT
         score_gap_row = MININT
         last_b = first_b
@@ -152,7 +155,8 @@ def xdrop_score_in(band, rows, row_origin, row_step, m, rows_packed,
                 u = np.uint64(2 * b)
                 col += step
                 score_gap_col = np.int64(band[u + one])
-                next_score = np.int64(band[u]) + matrix_row[np.uint64(cols[np.uint64(col)])]
+                letter = np.uint64(cols[np.uint64(col)])
+                next_score = np.int64(band[u]) + matrix[matrix_row, letter]
                 if score < score_gap_col:
                     score = score_gap_col
                 if score < score_gap_row:
@@ -302,38 +306,82 @@ def align_ex(rows, row_origin, row_step, m, cols, col_origin, col_step, n,
     if n <= 0 or m <= 0:
         return 0, 0, 0, np.empty(0, np.uint8), np.empty(0, np.int32), 0
     extra = _band_cells(x_dropoff, gap_extend, n)
+    # the band and the rows' bookkeeping sized for every column and row, the cells grown
+    # between calls of _align_rows: an array rebound inside the row loop is counted in and
+    # out (atomic operations) on every row
     band, b_size = _start_band(np.empty(0, dtype=np.int32), x_dropoff, gap_open_extend,
-                               gap_extend, n, extra, False)
+                               gap_extend, n, extra, True)
     # traceback cells, row after row; row a holds columns from row_first[a] on
     cells = np.empty(max(8 * extra, 1 << 16), dtype=np.uint8)
-    row_start = np.empty(256, dtype=np.int64)
-    row_first = np.empty(256, dtype=np.int64)
+    row_start = np.empty(m + 1, dtype=np.int64)
+    row_first = np.empty(m + 1, dtype=np.int64)
     for i in range(1, b_size):
         cells[i] = OP_DEL
     row_start[0] = 0
     row_first[0] = 0
-    used = b_size + 1
+    a, used, first_b, best_score, best_a, best_b, columns_read = 1, b_size + 1, 0, 0, 0, 0, 0
+    while True:
+        a, b_size, used, first_b, best_score, best_a, best_b, columns_read, done = _align_rows(
+            rows, row_origin, row_step, m, cols, col_origin, col_step, n, matrix,
+            gap_open_extend, gap_extend, x_dropoff, extra, band, cells, row_start, row_first,
+            a, b_size, used, first_b, best_score, best_a, best_b, columns_read)
+        if done:
+            break
+        cells = grown(cells, used + (b_size - first_b) + extra + 2)
 
+    # walk back from the best cell, following gap-extension flags while in a gap
+    ops = np.empty(best_a + best_b + 1, dtype=np.uint8)
+    lens = np.empty(best_a + best_b + 1, dtype=np.int32)
+    count = 0
+    a = best_a
+    b = best_b
+    script = OP_SUB
+    while a > 0 or b > 0:
+        cell = cells[row_start[a] + b - row_first[a]]
+        if script == OP_DEL:
+            script = cell & _OP_MASK
+            if cell & _EXTEND_GAP_IN_QUERY:
+                script = OP_DEL
+        elif script == OP_INS:
+            script = cell & _OP_MASK
+            if cell & _EXTEND_GAP_IN_SUBJECT:
+                script = OP_INS
+        else:
+            script = cell & _OP_MASK
+        if script == OP_DEL:
+            b -= 1
+        elif script == OP_INS:
+            a -= 1
+        else:
+            a -= 1
+            b -= 1
+        count = _append_op(ops, lens, count, script, 1)
+    return best_score, best_a, best_b, ops[:count].copy(), lens[:count].copy(), columns_read
+
+
+@njit(cache=True, nogil=True, constant_args=("row_step", "col_step"))
+def _align_rows(rows, row_origin, row_step, m, cols, col_origin, col_step, n, matrix,
+                gap_open_extend, gap_extend, x_dropoff, extra, band, cells, row_start,
+                row_first, first_a, b_size, used, first_b, best_score, best_a, best_b,
+                columns_read):
+    """align_ex's rows from row first_a on, with the state the rows before it left.
+    Returns that state after the last row done, and whether the DP ended (False: row `a`
+    did not fit in `cells`, which must grow before the next call)."""
+    # the matrix and sequences are shared by the threads: a row of the matrix taken per
+    # row of cells would count it in and out, bouncing its count between the cores
+    rows, cols, matrix = borrowed(rows), borrowed(cols), borrowed(matrix)
     one = np.uint64(1)
-    best_score = 0
-    best_a = 0
-    best_b = 0
-    first_b = 0
-    columns_read = 0
-    for a in range(1, m + 1):
+    a = first_a
+    for a in range(first_a, m + 1):
         # room for this row: the band so far plus what a row gap can add to it
-        need = used + (b_size - first_b) + extra + 2
-        if need > cells.size:
-            cells = grown(cells, need)
-        if a >= row_start.size:
-            row_start = grown(row_start, a + 1)
-            row_first = grown(row_first, a + 1)
+        if used + (b_size - first_b) + extra + 2 > cells.size:
+            return a, b_size, used, first_b, best_score, best_a, best_b, columns_read, False
         row_start[a] = used
         row_first[a] = first_b
         base = used - first_b
         orig_first = first_b
 
-        matrix_row = matrix[rows[row_origin + row_step * a]]
+        matrix_row = np.uint64(rows[row_origin + row_step * a])  # see xdrop_score_in
         score = MININT
         score_gap_row = MININT
         last_b = first_b
@@ -349,7 +397,8 @@ def align_ex(rows, row_origin, row_step, m, cols, col_origin, col_step, n,
                 u = np.uint64(2 * b)
                 col += step
                 score_gap_col = np.int64(band[u + one])
-                next_score = np.int64(band[u]) + matrix_row[np.uint64(cols[np.uint64(col)])]
+                letter = np.uint64(cols[np.uint64(col)])
+                next_score = np.int64(band[u]) + matrix[matrix_row, letter]
                 script = OP_SUB
                 if score < score_gap_col:
                     script = OP_INS
@@ -394,8 +443,6 @@ def align_ex(rows, row_origin, row_step, m, cols, col_origin, col_step, n,
 
         if first_b == b_size:
             break
-        if 2 * (last_b + extra + 3) >= band.size:
-            band = grown(band, 2 * (last_b + extra + 100))
         if last_b < b_size - 1:
             b_size = last_b + 1
         else:
@@ -411,34 +458,7 @@ def align_ex(rows, row_origin, row_step, m, cols, col_origin, col_step, n,
             band[2 * b_size + 1] = MININT
             b_size += 1
 
-    # walk back from the best cell, following gap-extension flags while in a gap
-    ops = np.empty(best_a + best_b + 1, dtype=np.uint8)
-    lens = np.empty(best_a + best_b + 1, dtype=np.int32)
-    count = 0
-    a = best_a
-    b = best_b
-    script = OP_SUB
-    while a > 0 or b > 0:
-        cell = cells[row_start[a] + b - row_first[a]]
-        if script == OP_DEL:
-            script = cell & _OP_MASK
-            if cell & _EXTEND_GAP_IN_QUERY:
-                script = OP_DEL
-        elif script == OP_INS:
-            script = cell & _OP_MASK
-            if cell & _EXTEND_GAP_IN_SUBJECT:
-                script = OP_INS
-        else:
-            script = cell & _OP_MASK
-        if script == OP_DEL:
-            b -= 1
-        elif script == OP_INS:
-            a -= 1
-        else:
-            a -= 1
-            b -= 1
-        count = _append_op(ops, lens, count, script, 1)
-    return best_score, best_a, best_b, ops[:count].copy(), lens[:count].copy(), columns_read
+    return a, b_size, used, first_b, best_score, best_a, best_b, columns_read, True
 
 
 @njit(cache=True, nogil=True)

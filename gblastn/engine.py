@@ -337,16 +337,14 @@ def plan_batch(queries: list, first_index: int, db, options: SearchOptions,
         batch = build_batch(queries, options, pool)
         plan = BatchPlan(queries, first_index, batch)
         if len(batch.lookup_segments):
-            from .ungapped import HASH_PARTS, DiagonalHash
+            from .ungapped import DiagonalHash, hash_parts
             # the table is built in compiled code that lets go of the GIL, the statistics
             # mostly in Python: side by side, they take the time of the longer one
             table = beside(build_lookup, batch, options, pool)
             plan.stats = prepare_statistics(batch, db.stats_letters, db.stats_num_seqs,
                                             options)
             plan.table = table.result()
-            # its buckets in parts that threads extend side by side, when there are threads
-            parts = HASH_PARTS if options.num_threads > 1 else 1
-            plan.diag_hash = DiagonalHash(parts, options.window_size)
+            plan.diag_hash = DiagonalHash(hash_parts(options.num_threads), options.window_size)
     return plan
 
 

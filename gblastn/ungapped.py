@@ -147,9 +147,23 @@ def uses_diag_hash(table: LookupTable) -> bool:
     return end > DIAG_HASH_QUERY_LENGTH
 
 
-HASH_PARTS = 64     # the buckets' parts, each extended on its own (a power of two)
+HASH_PARTS = 64     # the most parts of the buckets, each extended on its own (a power of two)
 NO_ORDER = np.zeros(0, dtype=np.int64)  # extend_chunks' seeds in their own order
 PARALLEL_SEEDS = 1 << 18  # fewer seeds are extended part after part in the calling thread
+
+
+def hash_parts(num_threads: int) -> int:
+    """How many parts a batch's hash has: four per thread (a power of two, at most
+    HASH_PARTS) for the threads to share out, and one without threads. Each part's seeds
+    are a pass over the chunks' subject letters of their own, so more parts than the
+    threads need cost time: kleb q_medium's seeds, extended in 8 parts (2 threads), took
+    0.82-0.89 of the time they took in 64."""
+    if num_threads <= 1:
+        return 1
+    parts = 1
+    while parts < 4 * num_threads and parts < HASH_PARTS:
+        parts *= 2
+    return parts
 
 
 class HashPart:
@@ -341,10 +355,29 @@ def _query_byte(sequence, i):
 
 
 @njit(cache=True, nogil=True)
+def query_bytes(sequence):
+    """_query_byte at every offset of the query (0 for the last three, which start no
+    group of four): one load per four letters in extend_approx's loops instead of four."""
+    out = np.zeros(sequence.size, dtype=np.uint8)
+    for i in range(sequence.size - 3):
+        out[i] = _query_byte(sequence, i)
+    return out
+
+
+@njit(cache=True, nogil=True)
 def extend_approx(sequence, matrix, score_table, packed, byte_off, s_len, q_off, s_off,
                   s_match_end, x_drop, reduced_cutoff):
     """s_NuclUngappedExtend: 4 letters at a time from the first byte boundary after s_off,
     redone exactly when the approximate score reaches reduced_cutoff."""
+    return extend_approx_in(sequence, query_bytes(sequence), matrix, score_table, packed,
+                            byte_off, s_len, q_off, s_off, s_match_end, x_drop,
+                            reduced_cutoff)
+
+
+@njit(cache=True, nogil=True)
+def extend_approx_in(sequence, q_bytes, matrix, score_table, packed, byte_off, s_len, q_off,
+                     s_off, s_match_end, x_drop, reduced_cutoff):
+    """extend_approx with the query's query_bytes at hand."""
     neg_x = -x_drop
     pad = (4 - (s_off & 3)) & 3
     q_ext = q_off + pad
@@ -355,7 +388,7 @@ def extend_approx(sequence, matrix, score_table, packed, byte_off, s_len, q_off,
     new_q = q_ext
     qi, si = q_ext, s_ext
     for _ in range(n):
-        run += score_table[_query_byte(sequence, qi - 4) ^ subject_byte(packed, byte_off, (si >> 2) - 1)]
+        run += score_table[q_bytes[qi - 4] ^ subject_byte(packed, byte_off, (si >> 2) - 1)]
         if run > 0:
             new_q = qi - 4
             total += run
@@ -371,7 +404,7 @@ def extend_approx(sequence, matrix, score_table, packed, byte_off, s_len, q_off,
     new_q = q_ext
     qi, si = q_ext, s_ext
     for _ in range(n):
-        run += score_table[_query_byte(sequence, qi) ^ subject_byte(packed, byte_off, si >> 2)]
+        run += score_table[q_bytes[qi] ^ subject_byte(packed, byte_off, si >> 2)]
         if run > 0:
             new_q = qi + 3
             total += run
@@ -389,7 +422,7 @@ def extend_approx(sequence, matrix, score_table, packed, byte_off, s_len, q_off,
 @njit(cache=True, nogil=True)
 def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, first_chunk,
                   last_chunk, last_cut,
-                  sequence, context_offset, packed, chunk_byte_offset, chunk_length,
+                  sequence, q_bytes, context_offset, packed, chunk_byte_offset, chunk_length,
                   matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size, window,
                   use_hash, last_hit, hit_saved, backbone, cell_diag, cell_level, cell_saved,
                   cell_next, occupancy, offset):
@@ -430,11 +463,11 @@ def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, f
     while True:
         c, at, n_out, occupancy, offset = _extend_into(
             seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, c, at, last_chunk,
-            last_cut, sequence, context_offset, packed, chunk_byte_offset, chunk_length,
-            matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size, window, use_hash,
-            diag_len, last_hit, hit_saved, backbone, cell_diag, cell_level, cell_saved,
-            cell_next, occupancy, offset, o_chunk, o_q, o_s, o_len, o_score, o_seed_q,
-            o_seed_s, o_seed, n_out)
+            last_cut, sequence, q_bytes, context_offset, packed, chunk_byte_offset,
+            chunk_length, matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size,
+            window, use_hash, diag_len, last_hit, hit_saved, backbone, cell_diag, cell_level,
+            cell_saved, cell_next, occupancy, offset, o_chunk, o_q, o_s, o_len, o_score,
+            o_seed_q, o_seed_s, o_seed, n_out)
         if c == last_chunk:
             break
         if n_out == o_chunk.size:
@@ -458,7 +491,7 @@ def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, f
 
 @njit(cache=True, nogil=True)
 def _extend_into(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, first_chunk,
-                 first_at, last_chunk, last_cut, sequence, context_offset, packed,
+                 first_at, last_chunk, last_cut, sequence, q_bytes, context_offset, packed,
                  chunk_byte_offset, chunk_length, matrix, score_table, xdrop, cutoff,
                  reduced_cutoff, word_size, window, use_hash, diag_len, last_hit, hit_saved,
                  backbone, cell_diag, cell_level, cell_saved, cell_next, occupancy, offset,
@@ -467,8 +500,8 @@ def _extend_into(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, fi
     left open when `last_cut`, as extend_chunks says). Returns (c, at, n_out, occupancy,
     offset): c == last_chunk when done; otherwise it stopped before seed
     `at` of chunk c, with the output rows or the hash's cells full."""
-    sequence, context_offset, packed = borrowed(sequence), borrowed(context_offset), \
-        borrowed(packed)
+    sequence, q_bytes, context_offset, packed = borrowed(sequence), borrowed(q_bytes), \
+        borrowed(context_offset), borrowed(packed)
     matrix, score_table = borrowed(matrix), borrowed(score_table)
     ordered = seed_order.size > 0
     made = ahead.shape[1] > 0
@@ -513,10 +546,10 @@ def _extend_into(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, fi
                     qs, ss, ln, sc = extend_exact(sequence, matrix, packed, byte_off, s_len,
                                                   q_off, s_off, xdrop[ctx])
                 else:
-                    qs, ss, ln, sc = extend_approx(sequence, matrix, score_table, packed,
-                                                   byte_off, s_len, q_off, s_off,
-                                                   s_off + word_size, xdrop[ctx],
-                                                   reduced_cutoff[ctx])
+                    qs, ss, ln, sc = extend_approx_in(sequence, q_bytes, matrix, score_table,
+                                                      packed, byte_off, s_len, q_off, s_off,
+                                                      s_off + word_size, xdrop[ctx],
+                                                      reduced_cutoff[ctx])
                 ready = 1 if sc >= cutoff[ctx] else 0
             if ready:
                 o_chunk[n_out] = c
@@ -792,13 +825,14 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
     use_hash = uses_diag_hash(table)
     state = diag_hash if diag_hash is not None else DiagonalHash(window=window)
     made = NOTHING_AHEAD if ahead is None else np.ascontiguousarray(ahead.rows, dtype=np.int32)
+    q_bytes = query_bytes(table.sequence)
 
     def run(order, chunk, rng, part, array):
         """extend_chunks of the seeds `order` picks (all when it is empty), whose chunks are
         `chunk`, in chunks rng[0]:rng[1], with the hash `part` or the diagonal `array`."""
         bounds = np.searchsorted(chunk, np.arange(k + 1), side="left").astype(np.int64)
         out = extend_chunks(order, seeds.q_off, seeds.s_off, seeds.s_first, made, bounds,
-                            rng[0], rng[1], cut and rng[1] == k, table.sequence,
+                            rng[0], rng[1], cut and rng[1] == k, table.sequence, q_bytes,
                             table.context_offset, packed, chunk_byte_offset, chunk_length,
                             matrix, score_table, *per_ctx, table.word_size, window, use_hash,
                             array.last_hit, array.hit_saved, part.backbone, part.cell_diag,

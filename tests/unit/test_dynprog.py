@@ -304,6 +304,23 @@ def test_traceback_script_consistent(matrix, x):
             assert score >= left[0] + right[0]
 
 
+def test_traceback_cells_grow_between_row_runs():
+    """A long alignment fills align_ex's first block of traceback cells many times over
+    (the rows go on in a new call after each growth): its script still scores what the
+    score-only DP finds, and reads back over the whole alignment."""
+    rng = np.random.default_rng(11)
+    subject, query = related_pair(rng, 20000, 0.04, 0.01)
+    score, q0, q1, s0, s1, ops, lens, _, _ = dynprog.traceback_dp(
+        query, 0, subject, 0, BLASTN, 5, 2, 110)
+    assert q1 - q0 > 15000
+    total, q_end, s_end = script_score(query, subject, q0, s0, ops, lens, BLASTN, 5, 2)
+    assert (total, q_end, s_end) == (score, q1, s1)
+    right = dynprog.xdrop_score(query, 0, 1, len(query) - 1, False,
+                                subject, 0, 1, len(subject) - 1, BLASTN, 5, 2, 110)
+    left = dynprog.xdrop_score(query, 1, -1, 1, False, subject, 1, -1, 1, BLASTN, 5, 2, 110)
+    assert score == left[0] + right[0]
+
+
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_traceback_letters_outside_the_read_range_change_nothing(seed):

@@ -11,8 +11,8 @@ from gblastn.alphabet import score_matrix
 from gblastn.lookup import build_lookup
 from gblastn.pools import on_threads
 from gblastn.scan.cpu import find_seeds
-from gblastn.ungapped import (HASH_OFFSET_LIMIT, DiagonalHash, extend_seeds,
-                              nucl_score_table, uses_diag_hash)
+from gblastn.ungapped import (HASH_OFFSET_LIMIT, DiagonalHash, extend_seeds, hash_parts,
+                              nucl_score_table, query_bytes, uses_diag_hash)
 
 from test_scan import make_case, pack_chunks
 
@@ -189,17 +189,40 @@ def test_hash_parts_side_by_side_give_the_one_hash_hits(threads):
     half = lengths.size // 2
     first, second = seeds.of_chunks(0, half), seeds.of_chunks(half, lengths.size)
     found = []
-    for state in (DiagonalHash(parts=1), DiagonalHash()):
+    for state in (DiagonalHash(parts=1), DiagonalHash(hash_parts(2)), DiagonalHash()):
         state.offset = HASH_OFFSET_LIMIT // 2  # a first volume leaves the hash mid-stretch
         found.append([extend_seeds(part, table, packed, offsets[lo:hi], claimed[lo:hi],
                                    *args, num_threads=threads, diag_hash=state,
                                    spread=on_threads(threads if state.parts[1:] else 1))
                       for part, lo, hi in ((first, 0, half), (second, half, lengths.size))])
-    one, parts = found
+    one = found[0]
     assert len(one[0]) > 0 and len(one[1]) > 0
-    for a, b in zip(one, parts):
-        for f in ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s"):
-            assert np.array_equal(getattr(a, f), getattr(b, f))
+    for parts in found[1:]:
+        for a, b in zip(one, parts):
+            for f in ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s"):
+                assert np.array_equal(getattr(a, f), getattr(b, f))
+
+
+def test_hash_parts_four_a_thread():
+    """Four parts a thread, a power of two up to HASH_PARTS; one without threads."""
+    assert [hash_parts(t) for t in (1, 2, 3, 8, 16, 128)] == [1, 8, 16, 32, 64, 64]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 15), min_size=0, max_size=40))
+def test_query_bytes_are_the_packed_groups(letters):
+    """query_bytes holds BLAST's packed group of four letters at each offset (ambiguity
+    codes spilling into the neighbours' bits), and 0 where fewer than four letters are
+    left."""
+    sequence = np.array(letters, dtype=np.uint8)
+    got = query_bytes(sequence)
+    assert got.shape == sequence.shape
+    for i in range(sequence.size):
+        want = 0
+        if i + 4 <= sequence.size:
+            want = ((int(sequence[i]) << 6) | (int(sequence[i + 1]) << 4)
+                    | (int(sequence[i + 2]) << 2) | int(sequence[i + 3])) & 0xFF
+        assert got[i] == want
 
 
 @settings(max_examples=40, deadline=None)
