@@ -172,6 +172,15 @@ def connected(spec: ClusterSpec, threads: int = 1):
             cluster.close()
 
 
+def refuse_local_only(options) -> None:
+    """The workers search their shards of the whole database, unrestricted and unmasked:
+    the options that restrict or mask it are refused."""
+    restricting = [name for name in LOCAL_ONLY_OPTIONS if getattr(options, name) is not None]
+    if restricting:
+        raise OptionsError(f"-{restricting[0]} is not supported by gblastn's cluster "
+                           "searches: search in one process")
+
+
 def worker_addresses(client) -> list:
     return sorted(client.scheduler_info(n_workers=-1)["workers"])
 
@@ -200,12 +209,7 @@ class ClusterSearch:
         from ..shards import DatabaseStatistics
         from ..timing import StageTimes
 
-        restricting = [name for name in LOCAL_ONLY_OPTIONS
-                       if getattr(self.options, name) is not None]
-        if restricting:
-            # the workers search their shards of the whole database, unrestricted and unmasked
-            raise OptionsError(f"-{restricting[0]} is not supported by gblastn's cluster "
-                               "searches: search in one process")
+        refuse_local_only(self.options)
         self.times = self.times if self.times is not None else StageTimes()
         self.statistics = DatabaseStatistics.of(self.db)
         self.workers = worker_addresses(self.client)

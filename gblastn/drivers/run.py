@@ -125,16 +125,38 @@ def _search_with(db, db_path, options, times, backend, files, fmt, output, setti
                  outputs) -> int:
     from . import Search
 
+    if settings.cluster is not None:
+        return _search_on_cluster(ClusterSide(db, options, times, backend), db_path, files,
+                                  fmt, output, settings, outputs)
     if settings.compile_stages is not None:
         settings.compile_stages()
     search = Search(db, options, times, backend)
-    if settings.cluster is not None:
-        return _search_on_cluster(search, db_path, files, fmt, output, settings, outputs)
     loader = _preload(search)
     try:
         return _search_all(search, files, fmt, output, settings, outputs)
     finally:
         loader.join()  # the volume's memory must outlive the copy
+
+
+@dataclass
+class ClusterSide:
+    """What this process holds of a search that runs on a cluster: the database (the
+    output's header and footer, the statistics), the options, the StageTimes. It scans
+    nothing, so it sets up no engine (drivers.Search); the options that would restrict or
+    mask the database are refused first, as the cluster refuses them."""
+
+    db: object
+    options: object
+    times: object
+    backend: object
+
+    def __post_init__(self):
+        from .cluster import refuse_local_only
+
+        refuse_local_only(self.options)
+
+    def ready_backend(self):
+        return self.backend
 
 
 def _search_on_cluster(search, db_path, files, fmt, output, settings, outputs) -> int:
