@@ -108,9 +108,8 @@ def _check_report_place(fmt, output: OutputSpec, db_path) -> None:
     layout for -subject, bl2seq's), and 13 and 14 a file name to name the queries' files
     after."""
     from ..db.subjects import SubjectFile
-    from ..output.blastoutput2 import BlastOutput2Report
 
-    if not isinstance(fmt, BlastOutput2Report):
+    if not hasattr(fmt, "per_query_files"):  # BlastOutput2Report's alone
         return
     number = output.outfmt.split()[0]
     if isinstance(db_path, SubjectFile):
