@@ -160,7 +160,6 @@ def connected(spec: ClusterSpec, threads: int = 1):
     try:
         from .resident import PLUGIN_NAME, ResidentDatabases
 
-        sending_at_once(client)
         client.register_plugin(ResidentDatabases(spec.device, spec.gpu_id), name=PLUGIN_NAME)
         try:
             client.wait_for_workers(1, timeout=WORKERS_WAIT_SECONDS)
@@ -171,15 +170,6 @@ def connected(spec: ClusterSpec, threads: int = 1):
         client.close()
         if cluster is not None:
             cluster.close()
-
-
-def sending_at_once(client) -> None:
-    """Make `client` send each message to the scheduler as it comes. Dask's client sends at
-    most once every 10 ms, and a batch's tasks are submitted in several calls: all but the
-    first waited for the next send, its preliminary searches among them, at every batch."""
-    scheduler_comm = getattr(client, "scheduler_comm", None)
-    if hasattr(scheduler_comm, "interval"):
-        scheduler_comm.interval = 0
 
 
 def refuse_local_only(options) -> None:
@@ -333,12 +323,9 @@ class ClusterSearch:
         return f"gblastn-{what}-{self.search_id}-{request.number}{part}"
 
     def _held(self, request, worker: int):
-        """The request held on a worker (a task that returns it), for the batch's tasks
-        after its preliminary search: tasks there read it from the worker's memory, tasks
-        elsewhere from that worker, and the scheduler sends it again should that worker be
-        lost. The preliminary searches take the request itself, beside it: waiting for the
-        held request to be made would cost them a round trip through the scheduler (5-10
-        ms), at every batch."""
+        """The request held on a worker (a task that returns it): the scheduler sends its
+        queries once, and again should that worker be lost; tasks there read them from its
+        memory, tasks elsewhere from that worker."""
         from .resident import held_request
 
         return self.client.submit(held_request, request, pure=False,
@@ -353,10 +340,10 @@ class ClusterSearch:
         from .resident import replicate_finish, replicate_prelim
 
         worker = request.number % len(self.workers)
-        prelim = self.client.submit(replicate_prelim, request, pure=False,
+        held = self._held(request, worker)
+        prelim = self.client.submit(replicate_prelim, held, pure=False,
                                     key=self._task_key("prelim", request),
                                     **self._placement(worker))
-        held = self._held(request, worker)
         outputs = self.client.submit(replicate_finish, held, prelim, report, pure=False,
                                      key=self._task_key("finish", request),
                                      **self._placement(worker))
@@ -371,11 +358,12 @@ class ClusterSearch:
         from .resident import extensions_kept, finish_batch, shard_prelim, shard_traceback
 
         workers = len(self.workers)
-        prelims = [self.client.submit(shard_prelim, request, shard, pure=False,
+        held = [self._held(request, worker) for worker in range(min(workers, len(self.shards)))]
+        prelims = [self.client.submit(shard_prelim, held[shard.index % workers], shard,
+                                      pure=False,
                                       key=self._task_key("prelim", request, shard.index),
                                       **self._placement(shard.index))
                    for shard in self.shards]
-        held = [self._held(request, worker) for worker in range(min(workers, len(self.shards)))]
         extensions = [self.client.submit(extensions_kept, prelim, pure=False,
                                          key=self._task_key("extensions", request, shard.index),
                                          **self._placement(shard.index))

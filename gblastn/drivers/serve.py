@@ -99,7 +99,7 @@ def _start(distributed, spec: ServeSpec, name: str, gpus: list, ready) -> None:
     """A scheduler and this host's workers (one per GPU of `gpus`, else CPU processes),
     until interrupted; the scheduler file is written once every worker is up and removed
     at the end."""
-    from .cluster import local_cluster, sending_at_once
+    from .cluster import local_cluster
     from .resident import PLUGIN_NAME
     from .served import SearchDoor, write_scheduler_file
 
@@ -107,7 +107,6 @@ def _start(distributed, spec: ServeSpec, name: str, gpus: list, ready) -> None:
     device = spec.device if gpus else "cpu"
     with local_cluster(workers, device, spec.num_threads) as cluster, \
             distributed.Client(cluster, set_as_default=False) as client:
-        sending_at_once(client)
         client.register_plugin(_plugin(spec, name), name=PLUGIN_NAME)
         client.wait_for_workers(workers)
         door = SearchDoor(client, _host_of(cluster.scheduler_address))

@@ -376,12 +376,3 @@ def test_serve_then_search_from_the_command_line(case, tmp_path, small_tabular):
         code = serve.wait(timeout=60)
     assert code == 0
     assert not scheduler_file.exists()
-
-
-def test_cluster_client_sends_each_task_at_once(cluster):
-    """Dask's client holds a message back up to 10 ms after the one before: a batch's
-    preliminary searches, submitted after other tasks, waited for it at every batch."""
-    from gblastn.drivers.cluster import connected
-
-    with connected(on(cluster)) as client:
-        assert client.scheduler_comm.interval == 0
