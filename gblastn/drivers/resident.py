@@ -13,7 +13,6 @@ the merge of the shards' hit lists and the traceback. The workers also format th
 
 import contextlib
 import logging
-import sys
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -25,10 +24,6 @@ from ..timing import StageTimes
 
 PLUGIN_NAME = "gblastn-resident"
 PRELOADED_TASK = "megablast"  # blastn's default task, whose stages a preloading worker loads
-# how long a thread that wants the GIL waits for the one running Python: the worker's event
-# loop (task messages, the transfers of results between workers) waits behind its task's
-# thread up to this long at each hand-over, 5 ms by Python's default
-SWITCH_SECONDS = 0.001
 
 
 class ResidentDatabases(WorkerPlugin):
@@ -47,7 +42,6 @@ class ResidentDatabases(WorkerPlugin):
         self.threads = threads
 
     def setup(self, worker=None) -> None:
-        sys.setswitchinterval(SWITCH_SECONDS)
         self.lock = threading.Lock()
         self.databases: dict = {}
         self.pools: dict = {}
