@@ -194,7 +194,8 @@ class ClusterSearch:
     """One search on a cluster: `db` opened here too (the statistics and the output's
     header and footer come from it), `db_name` as the workers open it; `times` (a
     StageTimes) is told of the time spent waiting for the cluster and, in its notes, of the
-    split and of each worker's tasks."""
+    split and of each worker's tasks. `statistics`, the database's DatabaseStatistics when
+    already made (a checksum of every subject's length: 0.37 s for 10 million subjects)."""
 
     client: object
     spec: ClusterSpec
@@ -203,6 +204,7 @@ class ClusterSearch:
     options: object
     times: object = None
     search_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    statistics: object = None
 
     def __post_init__(self):
         from ..hspfilters import has_query_filter
@@ -211,7 +213,8 @@ class ClusterSearch:
 
         refuse_local_only(self.options)
         self.times = self.times if self.times is not None else StageTimes()
-        self.statistics = DatabaseStatistics.of(self.db)
+        if self.statistics is None:
+            self.statistics = DatabaseStatistics.of(self.db)
         self.workers = worker_addresses(self.client)
         self.mode = choose_mode(self.spec, self.workers)
         if has_query_filter(self.options):
