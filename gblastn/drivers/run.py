@@ -72,7 +72,6 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
     from ..db.reader import open_db
     from ..output.files import OutputFiles, prepare_output_folder
     from ..output.formats import output_format
-    from ..scan.backend import CPU
     from ..timing import StageTimes
 
     settings = settings or RunSettings()
@@ -91,7 +90,7 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
         with times.stage("database load"):
             db = open_db(db_path)
         try:
-            searched = _search_with(db, db_path, options, times, backend or CPU, files, fmt,
+            searched = _search_with(db, db_path, options, times, backend, files, fmt,
                                     output, settings, outputs)
         except BaseException:
             # threads still inside compiled calls may read the volumes' mapped pages:
@@ -125,10 +124,13 @@ def _search_with(db, db_path, options, times, backend, files, fmt, output, setti
     from . import Search
 
     if settings.cluster is not None:
-        return _search_on_cluster(ClusterSide(db, options, times, backend), db_path, files,
-                                  fmt, output, settings, outputs)
+        return _search_on_cluster(ClusterSide(db, options, times), db_path, files, fmt,
+                                  output, settings, outputs)
     if settings.compile_stages is not None:
         settings.compile_stages()
+    if backend is None:
+        from ..scan.backend import CPU
+        backend = CPU
     search = Search(db, options, times, backend)
     loader = _preload(search)
     try:
@@ -147,15 +149,14 @@ class ClusterSide:
     db: object
     options: object
     times: object
-    backend: object
 
     def __post_init__(self):
         from .cluster import refuse_local_only
 
         refuse_local_only(self.options)
 
-    def ready_backend(self):
-        return self.backend
+    def ready_backend(self) -> None:
+        """No backend: the workers scan."""
 
 
 def _search_on_cluster(search, db_path, files, fmt, output, settings, outputs) -> int:
