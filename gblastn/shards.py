@@ -103,6 +103,7 @@ class PackedHitLists:
                    np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))), keys)
 
     def unpacked(self) -> dict:
+        """The lists as packed, in their order, each a view of the packed keys."""
         ends = self.bounds.tolist()
         return {q: self.keys.take(slice(ends[k], ends[k + 1]))
                 for k, q in enumerate(self.queries.tolist())}

@@ -394,9 +394,8 @@ def keyed_hsps(draw):
     for key in draw(st.lists(st.tuples(st.integers(0, 99), st.integers(0, 10**6)),
                              max_size=8, unique=True)):
         n = draw(st.integers(0, 4))
-        ints = lambda: np.array(draw(st.lists(st.integers(-5, 10**5), min_size=n,  # noqa: E731
-                                              max_size=n)), dtype=np.int32)
-        hsps = Hsps(*(ints() for _ in range(8)))
+        hsps = Hsps(*(np.array(draw(st.lists(st.integers(-5, 10**5), min_size=n, max_size=n)),
+                               dtype=np.int32) for _ in range(8)))
         for name in _OPTIONAL_ROWS:
             if draw(st.booleans()):
                 shape = (n, 4) if name == "counts" else (n,)
