@@ -76,12 +76,11 @@ def warn_missing_taxonomy_names(outfmt: str, warn) -> None:
     """blastn's warning, once a search, that the taxonomy names a tabular report asks for
     need NCBI's name database (which gblastn never reads: it prints N/A, as blastn without
     it)."""
-    from ..db.taxonomy import NAMES_WARNING
-
     choice = outfmt.strip().partition(" ")[0]
     if not re.fullmatch(r"[+-]?\d+", choice) or int(choice) not in SUPPORTED_KINDS:
         return
     if set(TabularFormat.parse(outfmt).columns) & set(WARNED_NAMES):
+        from ..db.taxonomy import NAMES_WARNING
         warn(NAMES_WARNING)
 
 
