@@ -10,14 +10,18 @@ blocks mapped and returned.
 
 import ctypes
 import ctypes.util
+import functools
 
 M_MMAP_THRESHOLD = -3  # mallopt's parameter (malloc.h)
 LARGE_BLOCK = 1 << 20
 
 
+@functools.cache
 def return_large_blocks() -> bool:
     """Fix the mmap threshold at LARGE_BLOCK bytes (a block that large is mapped and given
-    back when freed). False where the C library has no mallopt (not glibc)."""
+    back when freed). False where the C library has no mallopt (not glibc). Once a process:
+    the setting holds, and finding the C library runs `ldconfig -p` (a cluster worker makes
+    a search of each of its tasks)."""
     name = ctypes.util.find_library("c")
     try:
         mallopt = ctypes.CDLL(name).mallopt

@@ -21,9 +21,6 @@ import numpy as np
 
 from .numba_start import njit
 
-# blastn's defaults (kBestHit_OverhangDflt, kBestHit_ScoreEdgeDflt): giving one of the two
-# options turns the filter on with the other's default
-BEST_HIT_DEFAULT = 0.1
 CULLING_PRELIM_EXTRA = 3       # the preliminary culling's allowance beyond a limit above 1
 SUBJECT_BESTHIT_RANGE_DIFF = 3  # DEFAULT_SUBJECT_BESTHIT_NUCL_MAX_RANGE_DIFF
 CULLING_FORK_SIZE = 20         # HSPs a leaf holds before it is split (kNumHSPtoFork)

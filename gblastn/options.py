@@ -17,6 +17,9 @@ LARGEST_INTEGER = 2**31 - 1  # blastn's integer arguments are 32-bit
 _REAL_FIELDS = ("evalue", "xdrop_ungap", "xdrop_gap", "xdrop_gap_final", "perc_identity",
                 "qcov_hsp_perc", "best_hit_overhang", "best_hit_score_edge")
 BEST_HIT_OPTIONS = ("best_hit_overhang", "best_hit_score_edge")
+# blastn's defaults (kBestHit_OverhangDflt, kBestHit_ScoreEdgeDflt): giving one of the two
+# options turns the filter on with the other's default
+BEST_HIT_DEFAULT = 0.1
 
 
 @dataclass(frozen=True)
@@ -220,8 +223,6 @@ def _file_name(name: str, value) -> str:
 def _checked_hsp_filters(given: dict) -> dict:
     """blastn's checks of the HSP filters' values, in its words, and the best-hit filter's
     two values: giving one turns the filter on with the other's default."""
-    from .hspfilters import BEST_HIT_DEFAULT
-
     culling = given.get("culling_limit")
     if culling is not None and culling < 0:
         raise OptionsError(f'Argument "culling_limit". Illegal value, expected >=0:  '

@@ -82,6 +82,33 @@ class ContiguousShard:
     count: int
 
 
+@dataclass
+class PackedHitLists:
+    """A shard's preliminary hit lists ({query index: RankedSubjects}) as one RankedSubjects,
+    query after query: sent to every shard's traceback as a few arrays, not three a query
+    (Dask ships each array as a frame of its own)."""
+
+    queries: np.ndarray  # int64: the query indices, in the lists' order
+    bounds: np.ndarray   # int64 [queries + 1]: query k's rows of `keys`
+    keys: object         # engine.RankedSubjects
+
+    @classmethod
+    def of(cls, lists: dict) -> "PackedHitLists":
+        from .engine import RankedSubjects
+
+        sizes = [ranked.ordinal.size for ranked in lists.values()]
+        keys = RankedSubjects.joined(list(lists.values())) if lists else \
+            RankedSubjects(np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int64))
+        return cls(np.array(list(lists), dtype=np.int64),
+                   np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))), keys)
+
+    def unpacked(self) -> dict:
+        """The lists as packed, in their order, each a view of the packed keys."""
+        ends = self.bounds.tolist()
+        return {q: self.keys.take(slice(ends[k], ends[k + 1]))
+                for k, q in enumerate(self.queries.tolist())}
+
+
 def shards_of(assignment: np.ndarray) -> list:
     """Shards from a shard number per ordinal (any assignment); empty shards are left out."""
     assignment = np.asarray(assignment, dtype=np.int64)

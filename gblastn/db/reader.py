@@ -702,13 +702,14 @@ def open_db(path):
     database as makeblastdb writes it (volumes and alias files; several names in one value,
     as blastn's -db takes them); or the FASTA subjects of a SubjectFile. DatabaseError if
     neither is there, or damaged or newer."""
-    from .blastdb import BlastDatabase, is_blast_db
     from .subjects import SubjectDatabase, SubjectFile
 
     if isinstance(path, SubjectFile):
         return SubjectDatabase(path)
     path = os.fspath(path)
     if any(os.path.isfile(os.path.join(candidate, fmt.MANIFEST))
-           for candidate in (path, path + fmt.DB_SUFFIX)) or not is_blast_db(path):
+           for candidate in (path, path + fmt.DB_SUFFIX)):
         return Database(path)
-    return BlastDatabase(path)
+    from .blastdb import BlastDatabase, is_blast_db  # BLAST+'s reader, when it is needed
+
+    return BlastDatabase(path) if is_blast_db(path) else Database(path)

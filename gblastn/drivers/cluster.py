@@ -172,6 +172,15 @@ def connected(spec: ClusterSpec, threads: int = 1):
             cluster.close()
 
 
+def refuse_local_only(options) -> None:
+    """The workers search their shards of the whole database, unrestricted and unmasked:
+    the options that restrict or mask it are refused."""
+    restricting = [name for name in LOCAL_ONLY_OPTIONS if getattr(options, name) is not None]
+    if restricting:
+        raise OptionsError(f"-{restricting[0]} is not supported by gblastn's cluster "
+                           "searches: search in one process")
+
+
 def worker_addresses(client) -> list:
     return sorted(client.scheduler_info(n_workers=-1)["workers"])
 
@@ -185,7 +194,8 @@ class ClusterSearch:
     """One search on a cluster: `db` opened here too (the statistics and the output's
     header and footer come from it), `db_name` as the workers open it; `times` (a
     StageTimes) is told of the time spent waiting for the cluster and, in its notes, of the
-    split and of each worker's tasks."""
+    split and of each worker's tasks. `statistics`, the database's DatabaseStatistics when
+    already made (a checksum of every subject's length: 0.37 s for 10 million subjects)."""
 
     client: object
     spec: ClusterSpec
@@ -194,20 +204,17 @@ class ClusterSearch:
     options: object
     times: object = None
     search_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    statistics: object = None
 
     def __post_init__(self):
         from ..hspfilters import has_query_filter
         from ..shards import DatabaseStatistics
         from ..timing import StageTimes
 
-        restricting = [name for name in LOCAL_ONLY_OPTIONS
-                       if getattr(self.options, name) is not None]
-        if restricting:
-            # the workers search their shards of the whole database, unrestricted and unmasked
-            raise OptionsError(f"-{restricting[0]} is not supported by gblastn's cluster "
-                               "searches: search in one process")
+        refuse_local_only(self.options)
         self.times = self.times if self.times is not None else StageTimes()
-        self.statistics = DatabaseStatistics.of(self.db)
+        if self.statistics is None:
+            self.statistics = DatabaseStatistics.of(self.db)
         self.workers = worker_addresses(self.client)
         self.mode = choose_mode(self.spec, self.workers)
         if has_query_filter(self.options):

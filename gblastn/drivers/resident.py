@@ -293,10 +293,11 @@ def _renderer(report, db, times):
 
 def shard_prelim(request: BatchRequest, shard) -> tuple:
     """A worker's task: the preliminary search of the batch against one shard; returns each
-    query's preliminary hit list with its ranking keys and the shard's ungapped extensions
-    kept (the next batch's size follows from the shards' sum), and keeps the search for the
-    traceback."""
+    query's preliminary hit list with its ranking keys (PackedHitLists) and the shard's
+    ungapped extensions kept (the next batch's size follows from the shards' sum), and keeps
+    the search for the traceback."""
     from ..engine import prelim_hit_lists
+    from ..shards import PackedHitLists
 
     plugin, resident = _resident(request)
     shard = resident.shard(shard)
@@ -304,7 +305,7 @@ def shard_prelim(request: BatchRequest, shard) -> tuple:
         plan, prelim = _shard_prelim(request, shard, plugin, resident, times)
         with resident.lock:
             resident.pending[(request.search_id, request.number, shard.index)] = (plan, prelim)
-        return prelim_hit_lists(prelim, request.options), prelim.extensions
+        return PackedHitLists.of(prelim_hit_lists(prelim, request.options)), prelim.extensions
 
 
 def extensions_kept(found: tuple) -> int:
@@ -345,14 +346,16 @@ def _shard_prelim(request: BatchRequest, shard, plugin, resident, times) -> tupl
     return plan, prelim
 
 
-def shard_traceback(request: BatchRequest, shard, prelims: list) -> list:
+def shard_traceback(request: BatchRequest, shard, prelims: list):
     """A worker's task: the traceback of the shard's subjects that survive the merge of
     every shard's preliminary hit lists (in `prelims`, shard_prelim's; each traceback merges
     them, a sort of a few keys a query, rather than wait for a task of its own to); returns
-    (query index, ordinal, final Hsps) for each. It leaves the worker's task slot first, so
-    that the shard's preliminary search of the next batch runs beside it. A worker without
-    the batch's preliminary search (it ran on a worker since lost) redoes it."""
+    the final Hsps of each under its (query index, ordinal), packed. It leaves the worker's
+    task slot first, so that the shard's preliminary search of the next batch runs beside
+    it. A worker without the batch's preliminary search (it ran on a worker since lost)
+    redoes it."""
     from ..engine import GROUPS_PER_THREAD, PrelimHits, merged_hit_lists
+    from ..hsp import PackedHsps
 
     _leave_task_slot()
     plugin, resident = _resident(request)
@@ -361,7 +364,7 @@ def shard_traceback(request: BatchRequest, shard, prelims: list) -> list:
         with resident.lock:
             held = resident.pending.pop((request.search_id, request.number, shard.index), None)
         plan, prelim = held or _shard_prelim(request, shard, plugin, resident, times)
-        merged = merged_hit_lists([lists for lists, _ in prelims], request.options)
+        merged = merged_hit_lists([lists.unpacked() for lists, _ in prelims], request.options)
         picked = PrelimHits()
         for q, ordinals in _survivors_of(shard, merged).items():
             for ordinal in ordinals.tolist():
@@ -370,15 +373,16 @@ def shard_traceback(request: BatchRequest, shard, prelims: list) -> list:
                 if tails is not None:
                     picked.tails[(q, ordinal)] = tails
         if not picked.by_query:
-            return []
+            return PackedHsps.of([])
         options = plugin.options(request.options)
         pool = plugin.pool(options.num_threads)
         engine = resident.search(options, times).engine()
         groups = engine.trace_groups(engine.trace_tasks(picked, plan),
                                      GROUPS_PER_THREAD * pool.threads)
         traced = pool.map(lambda group: engine.trace_group(group, plan), groups)
-        return [(task.query_index, ordinal, hsps) for group, pairs in zip(groups, traced)
-                for task, (ordinal, hsps) in zip(group.tasks, pairs)]
+        return PackedHsps.of([((task.query_index, ordinal), hsps)
+                              for group, pairs in zip(groups, traced)
+                              for task, (ordinal, hsps) in zip(group.tasks, pairs)])
 
 
 def _leave_task_slot() -> None:
@@ -410,7 +414,7 @@ def finish_batch(request: BatchRequest, traced_parts: list, report) -> list:
 
     traced = [[] for _ in request.queries]
     for found in traced_parts:
-        for q, ordinal, hsps in found:
+        for (q, ordinal), hsps in found.unpacked():
             traced[q].append((ordinal, hsps))
     pairs = [(query, query_result(request.first_index + q, query, traced[q], request.options))
              for q, query in enumerate(request.queries)]

@@ -72,7 +72,6 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
     from ..db.reader import open_db
     from ..output.files import OutputFiles, prepare_output_folder
     from ..output.formats import output_format
-    from ..scan.backend import CPU
     from ..timing import StageTimes
 
     settings = settings or RunSettings()
@@ -91,7 +90,7 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
         with times.stage("database load"):
             db = open_db(db_path)
         try:
-            searched = _search_with(db, db_path, options, times, backend or CPU, files, fmt,
+            searched = _search_with(db, db_path, options, times, backend, files, fmt,
                                     output, settings, outputs)
         except BaseException:
             # threads still inside compiled calls may read the volumes' mapped pages:
@@ -108,9 +107,8 @@ def _check_report_place(fmt, output: OutputSpec, db_path) -> None:
     layout for -subject, bl2seq's), and 13 and 14 a file name to name the queries' files
     after."""
     from ..db.subjects import SubjectFile
-    from ..output.blastoutput2 import BlastOutput2Report
 
-    if not isinstance(fmt, BlastOutput2Report):
+    if not hasattr(fmt, "per_query_files"):  # BlastOutput2Report's alone
         return
     number = output.outfmt.split()[0]
     if isinstance(db_path, SubjectFile):
@@ -125,16 +123,40 @@ def _search_with(db, db_path, options, times, backend, files, fmt, output, setti
                  outputs) -> int:
     from . import Search
 
+    if settings.cluster is not None:
+        return _search_on_cluster(ClusterSide(db, options, times), db_path, files, fmt,
+                                  output, settings, outputs)
     if settings.compile_stages is not None:
         settings.compile_stages()
+    if backend is None:
+        from ..scan.backend import CPU
+        backend = CPU
     search = Search(db, options, times, backend)
-    if settings.cluster is not None:
-        return _search_on_cluster(search, db_path, files, fmt, output, settings, outputs)
     loader = _preload(search)
     try:
         return _search_all(search, files, fmt, output, settings, outputs)
     finally:
         loader.join()  # the volume's memory must outlive the copy
+
+
+@dataclass
+class ClusterSide:
+    """What this process holds of a search that runs on a cluster: the database (the
+    output's header and footer, the statistics), the options, the StageTimes. It scans
+    nothing, so it sets up no engine (drivers.Search); the options that would restrict or
+    mask the database are refused first, as the cluster refuses them."""
+
+    db: object
+    options: object
+    times: object
+
+    def __post_init__(self):
+        from .cluster import refuse_local_only
+
+        refuse_local_only(self.options)
+
+    def ready_backend(self) -> None:
+        """No backend: the workers scan."""
 
 
 def _search_on_cluster(search, db_path, files, fmt, output, settings, outputs) -> int:

@@ -137,7 +137,7 @@ class SearchDoor:
 
     def __init__(self, client, host: str):
         self.client = client
-        self.databases: dict = {}  # name -> the database, opened here once
+        self.databases: dict = {}  # name -> (the database, its statistics), made here once
         self.lock = threading.Lock()
         self.server = _DoorServer((host, 0), self)
         self.thread = threading.Thread(target=self.server.serve_forever, name="gblastn-door",
@@ -153,16 +153,19 @@ class SearchDoor:
         self.server.shutdown()
         self.server.server_close()
         with self.lock:
-            for db in self.databases.values():
+            for db, _ in self.databases.values():
                 db.close()
 
-    def database(self, name: str):
-        """The database, opened once: the searches' statistics and sizes come from it."""
+    def database(self, name: str) -> tuple:
+        """The database, opened once, and its DatabaseStatistics, made once: the searches'
+        statistics and sizes come from them."""
         from ..db.reader import open_db
+        from ..shards import DatabaseStatistics
 
         with self.lock:
             if name not in self.databases:
-                self.databases[name] = open_db(name)
+                db = open_db(name)
+                self.databases[name] = (db, DatabaseStatistics.of(db))
             return self.databases[name]
 
     def answer(self, connection: socket.socket) -> None:
@@ -188,8 +191,9 @@ class SearchDoor:
         from .cluster import ClusterSearch
 
         times = StageTimes()
-        search = ClusterSearch(self.client, request.spec, self.database(request.db_name),
-                               request.db_name, request.options, times)
+        db, statistics = self.database(request.db_name)
+        search = ClusterSearch(self.client, request.spec, db, request.db_name, request.options,
+                               times, statistics=statistics)
         times.notes["cluster"] = search.split()
         left, done = len(request.queries), False
         for batch, outputs in search.batch_texts(request.queries, request.report, None):

@@ -19,11 +19,6 @@ from .alignments import lower_masked, mask_of, shown_hsps
 from .statistics import query_statistics
 from .xml import PROGRAM, PROGRAM_VERSION, filter_string, no_hits_message, reference
 
-JSON = 13
-XML2 = 14
-JSON_SINGLE = 15
-XML2_SINGLE = 16
-
 
 @dataclass
 class Node:

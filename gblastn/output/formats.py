@@ -7,13 +7,18 @@ import re
 from dataclasses import dataclass
 
 from ..errors import OptionsError
-from .blastoutput2 import JSON, JSON_SINGLE, XML2, XML2_SINGLE
-from .sam import SAM
 from .tabular import SUPPORTED_KINDS, WARNED_NAMES, TabularFormat, format_queries, write_footer
 
+# -outfmt's numbers; each report's module is imported when it is chosen (a search that
+# writes one report loads no other)
 PAIRWISE = 0
 QUERY_ANCHORED = (1, 2, 3, 4)
 XML = 5
+JSON, XML2, JSON_SINGLE, XML2_SINGLE = 13, 14, 15, 16  # blastoutput2.py's reports
+SAM = 17
+# -outfmt 0's defaults
+DEFAULT_DESCRIPTIONS = 500
+DEFAULT_ALIGNMENTS = 250
 SUPPORTED = (PAIRWISE, XML, *SUPPORTED_KINDS, JSON, XML2, JSON_SINGLE, XML2_SINGLE, SAM)
 
 
@@ -43,22 +48,21 @@ def output_format(outfmt: str, options, db_name: str, command_line: str = "", **
     -outfmt 0's settings that were given (line_length, num_descriptions, num_alignments,
     show_gis). Words after a number other than 6, 7, 10 and 17 are ignored, as blastn
     ignores them."""
-    from .json_report import JsonReport
-    from .pairwise import PairwiseReport
-    from .sam import SamReport
-    from .xml import XmlReport
-    from .xml2 import Xml2Report
-
     choice, _, words = outfmt.strip().partition(" ")
     if re.fullmatch(r"[+-]?\d+", choice) and int(choice) == XML:
+        from .xml import XmlReport
         return XmlReport(options, db_name)
     if re.fullmatch(r"[+-]?\d+", choice) and int(choice) in (JSON, JSON_SINGLE):
+        from .json_report import JsonReport
         return JsonReport(options, db_name, single_file=int(choice) == JSON_SINGLE)
     if re.fullmatch(r"[+-]?\d+", choice) and int(choice) in (XML2, XML2_SINGLE):
+        from .xml2 import Xml2Report
         return Xml2Report(options, db_name, single_file=int(choice) == XML2_SINGLE)
     if re.fullmatch(r"[+-]?\d+", choice) and int(choice) == SAM:
+        from .sam import SamReport
         return SamReport(words, command_line, ungapped=options.ungapped)
     if re.fullmatch(r"[+-]?\d+", choice) and int(choice) == PAIRWISE:
+        from .pairwise import PairwiseReport
         given = {name: value for name, value in pairwise.items() if value is not None}
         return PairwiseReport(options, db_name, **given)
     if re.fullmatch(r"[+-]?\d+", choice) and int(choice) not in SUPPORTED_KINDS:
@@ -72,12 +76,11 @@ def warn_missing_taxonomy_names(outfmt: str, warn) -> None:
     """blastn's warning, once a search, that the taxonomy names a tabular report asks for
     need NCBI's name database (which gblastn never reads: it prints N/A, as blastn without
     it)."""
-    from ..db.taxonomy import NAMES_WARNING
-
     choice = outfmt.strip().partition(" ")[0]
     if not re.fullmatch(r"[+-]?\d+", choice) or int(choice) not in SUPPORTED_KINDS:
         return
     if set(TabularFormat.parse(outfmt).columns) & set(WARNED_NAMES):
+        from ..db.taxonomy import NAMES_WARNING
         warn(NAMES_WARNING)
 
 
@@ -98,8 +101,6 @@ def report_limits(outfmt: str, max_target_seqs=None, num_descriptions=None,
     keeps as many subjects as the larger of the two when either is given. For the other
     formats -num_alignments stands for -max_target_seqs, -num_descriptions and
     -line_length are ignored with a warning. `warn` takes blastn's warnings."""
-    from .pairwise import DEFAULT_ALIGNMENTS, DEFAULT_DESCRIPTIONS
-
     for flag, value in (("-num_descriptions", num_descriptions),
                         ("-num_alignments", num_alignments)):
         if value is not None and max_target_seqs is not None:

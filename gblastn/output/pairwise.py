@@ -17,14 +17,13 @@ from ..db.seqid import describe, primary_defline
 from ..db.subjects import is_subject_set, whole_length
 from .alignments import lower_masked, mask_of, shown_hsps
 from .statistics import query_statistics
+from .formats import DEFAULT_ALIGNMENTS, DEFAULT_DESCRIPTIONS
 from .tabular import format_bitscore, subject_deflines
 
 PROGRAM_VERSION = "BLASTN 2.12.0+"
 LINE_WIDTH = 68            # kFormatLineLength: headers, references and descriptions
 TITLE_WRAP = 60            # the subject titles above the alignments
 DEFAULT_LINE_LENGTH = 60
-DEFAULT_DESCRIPTIONS = 500
-DEFAULT_ALIGNMENTS = 250
 MEGABLAST_REFERENCE = ('Zheng Zhang, Scott Schwartz, Lukas Wagner, and Webb Miller (2000), '
                        '"A greedy algorithm for aligning DNA sequences", '
                        'J Comput Biol 2000; 7(1-2):203-14.')

@@ -26,7 +26,6 @@ from ..db.subjects import letters_before, whole_length
 from ..query import local_id
 from .alignments import GAP, shown_hsps
 
-SAM = 17
 SUBJECT_AS_REFERENCE = "SR"
 WITH_SEQUENCES = "SQ"
 REVERSE_FLAG = 16

@@ -29,3 +29,16 @@ def test_a_table_without_its_words_keeps_the_query():
     assert table.hashtable.size == table.next_pos.size == table.backbone.size == 0
     assert table.cell_start.size == table.offsets.size == table.pv.size == 0
     assert (table.sequence == sequence).all() and (table.context_offset == offsets).all()
+
+
+def test_the_c_library_is_looked_for_once_a_process(monkeypatch):
+    """Finding the C library runs `ldconfig -p`: a worker's every task made a search."""
+    import ctypes.util
+
+    looked = []
+    return_large_blocks.cache_clear()
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: looked.append(name))
+    return_large_blocks()
+    return_large_blocks()
+    assert looked == ["c"]
+    return_large_blocks.cache_clear()

@@ -381,3 +381,55 @@ def test_span_equals_take_of_the_range(start, end, seed):
                  "s_gapped_start", "evalue", "bitscore", "counts", "op_start", "ops",
                  "op_len"):
         assert np.array_equal(getattr(got, name), getattr(expected, name)), name
+
+
+_OPTIONAL_ROWS = ("evalue", "bitscore", "counts", "masked_identities")
+
+
+@st.composite
+def keyed_hsps(draw):
+    """(key, Hsps) pairs as a shard's traceback gives them: any number of HSPs a subject,
+    edit scripts and the optional columns present on some subjects and not others."""
+    pairs = []
+    for key in draw(st.lists(st.tuples(st.integers(0, 99), st.integers(0, 10**6)),
+                             max_size=8, unique=True)):
+        n = draw(st.integers(0, 4))
+        hsps = Hsps(*(np.array(draw(st.lists(st.integers(-5, 10**5), min_size=n, max_size=n)),
+                               dtype=np.int32) for _ in range(8)))
+        for name in _OPTIONAL_ROWS:
+            if draw(st.booleans()):
+                shape = (n, 4) if name == "counts" else (n,)
+                kind = np.int64 if name in ("counts", "masked_identities") else np.float64
+                setattr(hsps, name, np.arange(np.prod(shape), dtype=kind).reshape(shape))
+        if draw(st.booleans()):
+            runs = draw(st.lists(st.integers(1, 3), min_size=n, max_size=n))
+            hsps.op_start = np.concatenate(([0], np.cumsum(runs))).astype(np.int64)
+            hsps.ops = np.arange(hsps.op_start[-1], dtype=np.uint8) % 3
+            hsps.op_len = np.arange(hsps.op_start[-1], dtype=np.int32) + 1
+        pairs.append((key, hsps))
+    return pairs
+
+
+@settings(max_examples=60, deadline=None)
+@given(keyed_hsps())
+def test_packed_hsps_unpack_to_the_subjects_as_traced(pairs):
+    """The traced subjects sent packed from one worker to another come out as they went in
+    (every field, its type, None where a subject had none), in a few buffers whatever the
+    number of subjects."""
+    import dataclasses
+    import pickle
+
+    from gblastn.hsp import PackedHsps
+
+    buffers = []
+    data = pickle.dumps(PackedHsps.of(pairs), protocol=5, buffer_callback=buffers.append)
+    unpacked = pickle.loads(data, buffers=buffers).unpacked()
+    assert [key for key, _ in unpacked] == [key for key, _ in pairs]
+    for (_, got), (_, expected) in zip(unpacked, pairs):
+        for field in dataclasses.fields(Hsps):
+            a, b = getattr(got, field.name), getattr(expected, field.name)
+            assert (a is None) == (b is None), field.name
+            if b is not None:
+                assert a.dtype == b.dtype and a.shape == b.shape and \
+                    a.tolist() == b.tolist(), field.name
+    assert len(buffers) <= 3 * len(dataclasses.fields(Hsps)) + 1

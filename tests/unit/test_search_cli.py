@@ -176,3 +176,26 @@ def test_context_made_early_only_for_searches_that_may_use_the_gpu(argv, started
     monkeypatch.setattr(cuda_context, "make_context_early", calls.append)
     cuda_context.start_context_for(argv)
     assert calls == started
+
+
+@pytest.mark.parametrize("given, expected", [(None, "1"), ("4", "4")])
+def test_commands_start_openblas_with_one_thread_unless_told(monkeypatch, given, expected):
+    """numpy starts OpenBLAS's threads as it is imported (CPU a served search's process
+    spends for nothing: gblastn calls no BLAS); a user's own setting stands."""
+    import gblastn.__main__ as command
+    import gblastn.cuda_context
+
+    class Started(Exception):
+        pass
+
+    def started(argv):
+        raise Started
+
+    if given is None:
+        monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", given)
+    monkeypatch.setattr(gblastn.cuda_context, "start_context_for", started)
+    with pytest.raises(Started):
+        command.main()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == expected

@@ -104,3 +104,30 @@ def test_rank_order_breaks_ties_by_the_higher_ordinal():
     keys = RankedSubjects(np.array([3, 9, 5]), np.array([1e-5, 1e-5, 1e-5]),
                           np.array([40, 40, 40]))
     assert keys.ordinal[rank_order(keys)].tolist() == [9, 5, 3]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(st.integers(0, 50), st.lists(st.tuples(
+    st.integers(0, 10**6), st.sampled_from([0.0, 1e-200, 1e-10, 3.0]), st.integers(0, 99)),
+    max_size=6), max_size=8))
+def test_packed_hit_lists_unpack_to_the_lists_in_their_order(lists):
+    """A shard's hit lists sent packed reach the tracebacks as they were: the same queries
+    in the same order (the merge's), each list's keys and types; in a few buffers whatever
+    the number of queries."""
+    import pickle
+
+    from gblastn.shards import PackedHitLists
+
+    ranked = {q: RankedSubjects(np.array([o for o, _, _ in rows], dtype=np.int64),
+                                np.array([e for _, e, _ in rows], dtype=np.float64),
+                                np.array([s for _, _, s in rows], dtype=np.int64))
+              for q, rows in lists.items()}
+    buffers = []
+    data = pickle.dumps(PackedHitLists.of(ranked), protocol=5, buffer_callback=buffers.append)
+    unpacked = pickle.loads(data, buffers=buffers).unpacked()
+    assert list(unpacked) == list(ranked)
+    for q, keys in ranked.items():
+        for name in ("ordinal", "evalue", "score"):
+            got, expected = getattr(unpacked[q], name), getattr(keys, name)
+            assert got.dtype == expected.dtype and got.tolist() == expected.tolist()
+    assert len(buffers) <= 5
