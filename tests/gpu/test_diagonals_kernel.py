@@ -1,7 +1,8 @@
 """cuda/diagonals.cu's in-order pass, compiled for the host (no GPU needed), finds exactly
 the initial hits of ungapped.py's pass: the diagonal array and the hash, one-hit and two-hit
 windows, seeds cut into launches that carry the hash's chains from one to the next, chains
-that outgrow their room, and a reset of the hash between chunks.
+that outgrow their room, a reset of the hash between chunks, and buckets crowded with seeds
+whose cells go stale together (which cell a diagonal reuses decides hits there).
 tests/gpu/test_gpu_backend.py runs the same kernels on a GPU."""
 
 import ctypes
@@ -17,6 +18,7 @@ from gblastn.layouts import HIT_FIELDS, SEED_FIELDS
 from gblastn.lookup import build_lookup
 from gblastn.options import make_options
 from gblastn.query import Query, build_batch
+from gblastn.scan import Seeds
 from gblastn.scan.cpu import find_seeds
 from gblastn.scan.gpu import diagonals_defines, nvcc_options
 from gblastn.ungapped import (CHAIN_CELLS, HASH_OFFSET_LIMIT, DiagonalHash, InitialHits,
@@ -164,5 +166,42 @@ def test_chains_that_outgrow_their_room(host_kernel, host_pass):  # noqa: F811
     got = device_hits(host_pass, table, seeds, ahead, lengths, cut, 0, device_hash, 2)
     assert uses_diag_hash(table) and len(expected) > 0
     assert device_hash.chains.capacity > CHAIN_CELLS
+    for f in FIELDS:
+        assert np.array_equal(getattr(expected, f), getattr(got, f)), f
+
+
+@pytest.mark.parametrize("window", [0, 40])
+@pytest.mark.parametrize("seed", range(6))
+def test_crowded_buckets_reuse_the_cells_blast_reuses(host_pass, window, seed):
+    """Seeds made up to crowd a few of the hash's buckets, a few letters apart, on diagonals
+    512 apart, their extensions (given ahead) ending near one another: many cells of one
+    chain go stale at once, so which one a new diagonal takes, and which diagonal's level
+    is forgotten, decides hits."""
+    rng = np.random.default_rng(seed)
+    options = make_options("blastn", dust="no")
+    query = rng.integers(0, 4, 6000).astype(np.uint8)
+    batch = build_batch([Query("q", "", query, np.zeros(query.size, bool))], options)
+    table = build_lookup(batch, options)
+    assert uses_diag_hash(table)
+    n = 3000
+    s_off = np.cumsum(rng.integers(0, 3, n)).astype(np.int32) + 600
+    bucket = rng.integers(0, 3, n)
+    diag = (512 * rng.integers(-1, 2, n) + 7 * bucket + 5).astype(np.int32)
+    q_off = (s_off - diag).astype(np.int32)
+    seeds = Seeds(np.zeros(n, np.int32), q_off, s_off, (s_off - rng.integers(0, 4, n)).astype(
+        np.int32), s_off.copy())
+    back = rng.integers(0, 6, n)
+    rows = np.stack([q_off - back, s_off - back, rng.integers(11, 40, n),
+                     rng.integers(17, 23, n)]).astype(np.int32)
+    ahead = UngappedAhead(rows)
+    lengths = np.array([int(s_off.max()) + 100], dtype=np.int32)
+    offsets = np.zeros(1, dtype=np.int64)
+    packed = np.zeros(int(lengths[0]) // 4 + 1, dtype=np.uint8)
+    cut = np.full(batch.num_contexts, 20, np.int32)
+    expected = extend_seeds(seeds, table, packed, offsets, lengths, cut, cut, cut, 1, -2,
+                            window=window, diag_hash=DiagonalHash(1, window), ahead=ahead)
+    got = device_hits(host_pass, table, seeds, ahead, lengths, cut, window,
+                      DiagonalHash(1, window), 1)
+    assert 0 < len(expected) < n
     for f in FIELDS:
         assert np.array_equal(getattr(expected, f), getattr(got, f)), f
