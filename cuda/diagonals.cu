@@ -36,6 +36,7 @@ typedef unsigned long long u64;
 #endif
 
 #include "device_host.cuh"
+#include "query_contexts.cuh"
 
 // A seed's group: its bucket (hash), or its chunk and cell (array).
 HD u64 seed_group(const int* rows, i64 n, i64 i, int chunk_base, int use_hash, i64 diag_len) {
@@ -45,21 +46,12 @@ HD u64 seed_group(const int* rows, i64 n, i64 i, int chunk_base, int use_hash, i
     return (chunk * (u64)diag_len) | (u64)((s + diag_len - q) & (diag_len - 1));
 }
 
-HD int context_index(const int* context_offset, int num_contexts, i64 q) {
-    int lo = 0, hi = num_contexts;
-    while (lo < hi - 1) {
-        const int mid = (lo + hi) >> 1;
-        if (LOAD(context_offset + mid) > q) hi = mid; else lo = mid;
-    }
-    return lo;
-}
-
 // The walk's record of the seed at sorted position p (seed i): WALK_FIELDS int32 rows.
 HD void walk_record(const int* rows, const int* ahead, i64 n, i64 i, i64 p, int chunk_base,
                     const int* context_offset, int num_contexts, const int* cutoff,
                     int word_size, int* walk) {
     const i64 q = rows[SEED_Q_OFF * n + i], s = rows[SEED_S_OFF * n + i];
-    const int ctx = context_index(context_offset, num_contexts, q);
+    const int ctx = context_of(context_offset, num_contexts, q);
     const int score = ahead[UNGAPPED_SCORE * n + i];
     walk[WALK_DIAG * n + p] = (int)(s - q);
     walk[WALK_S_FIRST * n + p] = rows[SEED_S_FIRST * n + i];

@@ -21,6 +21,7 @@ typedef long long i64;
 #endif
 
 #include "device_host.cuh"
+#include "query_contexts.cuh"
 
 struct Volume {
     const unsigned char* packed;
@@ -135,15 +136,6 @@ HD Extension extend_approx(const Query& q, const int* matrix, const int* score_t
         return extend_exact(q, matrix, v, s_len, q_off, s_off, x_drop);
     const i64 by_match = s_match_end - s_start, by_query = new_q - q_start + 1;
     return Extension{q_start, s_start, by_match > by_query ? by_match : by_query, total};
-}
-
-HD int context_of(const int* context_offset, int num_contexts, i64 q) {
-    int lo = 0, hi = num_contexts;
-    while (lo < hi - 1) {
-        const int mid = (lo + hi) >> 1;
-        if (LOAD(context_offset + mid) > q) hi = mid; else lo = mid;
-    }
-    return lo;
 }
 
 // The seeds of a scan, as int32 rows [SEED_FIELDS][n] (gblastn.scan.Seeds); a seed's chunk

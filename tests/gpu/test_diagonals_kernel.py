@@ -6,8 +6,6 @@ whose cells go stale together (which cell a diagonal reuses decides hits there).
 tests/gpu/test_gpu_backend.py runs the same kernels on a GPU."""
 
 import ctypes
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -20,14 +18,14 @@ from gblastn.options import make_options
 from gblastn.query import Query, build_batch
 from gblastn.scan import Seeds
 from gblastn.scan.cpu import find_seeds
-from gblastn.scan.gpu import diagonals_defines, nvcc_options
+from gblastn.scan.gpu import diagonals_defines
 from gblastn.ungapped import (CHAIN_CELLS, HASH_OFFSET_LIMIT, DiagonalHash, InitialHits,
                               UngappedAhead, diagonal_pass, extend_seeds, initial_hits_of_rows,
                               joined_initial_hits, sort_initial_hits, uses_diag_hash)
 
 from test_scan import pack_chunks
-from test_ungapped_kernel import (CASES, host_kernel, kernel_rows, rules_of,  # noqa: F401
-                                  search_case)
+from test_ungapped_kernel import (CASES, host_kernel, host_library, kernel_rows,  # noqa: F401
+                                  rules_of, search_case)
 
 KERNEL = Path(gblastn.__file__).parent / "cuda" / "diagonals.cu"
 FIELDS = ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s")
@@ -35,14 +33,8 @@ FIELDS = ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s")
 
 @pytest.fixture(scope="module")
 def host_pass(tmp_path_factory):
-    compiler = shutil.which("g++") or shutil.which("c++")
-    if compiler is None:
-        pytest.skip("no C++ compiler")
-    path = tmp_path_factory.mktemp("diagonals") / "diagonals.so"
-    subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-x", "c++",
-                    *nvcc_options(diagonals_defines()),
-                    str(KERNEL), "-o", str(path)], check=True)
-    function = ctypes.CDLL(str(path)).diagonal_pass_host
+    function = host_library(tmp_path_factory.mktemp("diagonals"), KERNEL,
+                            diagonals_defines()).diagonal_pass_host
     function.restype = ctypes.c_longlong
     return function
 

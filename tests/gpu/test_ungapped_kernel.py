@@ -39,15 +39,21 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def host_kernel(tmp_path_factory):
+def host_library(folder, kernel: Path, defines: dict) -> ctypes.CDLL:
+    """A kernel file's plain C++ twin compiled for the host, as a shared library in
+    `folder` (skips the test without a C++ compiler)."""
     compiler = shutil.which("g++") or shutil.which("c++")
     if compiler is None:
         pytest.skip("no C++ compiler")
-    path = tmp_path_factory.mktemp("ungapped") / "ungapped.so"
-    subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-x", "c++", *nvcc_options({}),
-                    str(KERNEL), "-o", str(path)], check=True)
-    return ctypes.CDLL(str(path)).ungapped_seeds_host
+    path = folder / f"{kernel.stem}.so"
+    subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-x", "c++", *nvcc_options(defines),
+                    str(kernel), "-o", str(path)], check=True)
+    return ctypes.CDLL(str(path))
+
+
+@pytest.fixture(scope="module")
+def host_kernel(tmp_path_factory):
+    return host_library(tmp_path_factory.mktemp("ungapped"), KERNEL, {}).ungapped_seeds_host
 
 
 def search_case(seed: int, task: str, query_lengths: list, reward: int, penalty: int):
