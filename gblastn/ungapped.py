@@ -234,16 +234,25 @@ class HashChains:
     def chunk_offsets(self, chunk_length: np.ndarray) -> tuple:
         """The subject offset and the reset count each of these chunks, the next ones in
         database order, is walked with, and (offset, resets) after them: the rule of
-        _extend_into's chunk loop (past HASH_OFFSET_LIMIT the hash is emptied)."""
-        offsets = np.empty(chunk_length.size, dtype=np.int64)
-        epochs = np.empty(chunk_length.size, dtype=np.int32)
-        offset, resets = self.offset, self.resets
-        for c, length in enumerate(chunk_length.tolist()):
-            offsets[c], epochs[c] = offset, resets
-            if offset >= HASH_OFFSET_LIMIT:
+        _extend_into's chunk loop (the offset grows by each chunk's length and the window;
+        a chunk walked at HASH_OFFSET_LIMIT or beyond empties the hash after it), a run of
+        chunks between two resets at a time."""
+        n = int(chunk_length.size)
+        steps = np.asarray(chunk_length, dtype=np.int64) + self.window
+        offsets = np.empty(n, dtype=np.int64)
+        epochs = np.empty(n, dtype=np.int32)
+        offset, resets, first = self.offset, self.resets, 0
+        while first < n:
+            starts = offset + np.concatenate(([0], np.cumsum(steps[first:n - 1])))
+            over = np.flatnonzero(starts >= HASH_OFFSET_LIMIT)
+            end = first + (int(over[0]) + 1 if over.size else starts.size)
+            offsets[first:end] = starts[:end - first]
+            epochs[first:end] = resets
+            if over.size:
                 offset, resets = self.window, resets + 1
             else:
-                offset += length + self.window
+                offset = int(starts[-1] + steps[n - 1])
+            first = end
         return offsets, epochs, (offset, resets)
 
 

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 import gblastn
+from gblastn import ungapped
 from gblastn.layouts import HIT_FIELDS, SEED_FIELDS
 from gblastn.lookup import build_lookup
 from gblastn.options import make_options
@@ -19,15 +22,17 @@ from gblastn.query import Query, build_batch
 from gblastn.scan import Seeds
 from gblastn.scan.cpu import find_seeds
 from gblastn.scan.gpu import diagonals_defines
-from gblastn.ungapped import (CHAIN_CELLS, HASH_OFFSET_LIMIT, DiagonalHash, InitialHits,
-                              UngappedAhead, diagonal_pass, extend_seeds, initial_hits_of_rows,
-                              joined_initial_hits, sort_initial_hits, uses_diag_hash)
+from gblastn.ungapped import (CHAIN_CELLS, HASH_OFFSET_LIMIT, DiagonalHash, HashChains,
+                              InitialHits, UngappedAhead, diagonal_pass, extend_seeds,
+                              initial_hits_of_rows, joined_initial_hits, sort_initial_hits,
+                              uses_diag_hash)
 
 from test_scan import pack_chunks
 from test_ungapped_kernel import (CASES, host_kernel, host_library, kernel_rows,  # noqa: F401
                                   rules_of, search_case)
 
 KERNEL = Path(gblastn.__file__).parent / "cuda" / "diagonals.cu"
+LIMIT = 300  # HASH_OFFSET_LIMIT in test_chunk_offsets_follow_the_hosts_chunk_loop
 FIELDS = ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s")
 
 
@@ -197,3 +202,27 @@ def test_crowded_buckets_reuse_the_cells_blast_reuses(host_pass, window, seed):
     assert 0 < len(expected) < n
     for f in FIELDS:
         assert np.array_equal(getattr(expected, f), getattr(got, f)), f
+
+
+@given(st.lists(st.integers(0, 90), max_size=40), st.integers(0, 200), st.integers(0, 2),
+       st.sampled_from([0, 40]))
+@example([100, 100, 5, 7], 100, 0, 0)  # a chunk walked at the limit exactly
+def test_chunk_offsets_follow_the_hosts_chunk_loop(lengths, offset, resets, window):
+    """HashChains.chunk_offsets, a run between resets at a time, gives each chunk the offset
+    and reset count of _extend_into's loop over the chunks, one after the other (the limit
+    lowered to LIMIT, so that a few short chunks reach it)."""
+    chains = HashChains(window)
+    chains.offset, chains.resets = offset, resets
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ungapped, "HASH_OFFSET_LIMIT", LIMIT)
+        offsets, epochs, after = chains.chunk_offsets(np.array(lengths, dtype=np.int32))
+    want_offsets, want_epochs = [], []
+    for length in lengths:
+        want_offsets.append(offset)
+        want_epochs.append(resets)
+        if offset >= LIMIT:
+            offset, resets = window, resets + 1
+        else:
+            offset += length + window
+    assert offsets.tolist() == want_offsets and epochs.tolist() == want_epochs
+    assert after == (offset, resets)
