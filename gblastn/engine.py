@@ -617,12 +617,7 @@ def joined_volume_hits(parts: list) -> "VolumeHits":
 
     if len(parts) == 1 and parts[0][0] == 0:
         return parts[0][1]
-    hits = joined_initial_hits([(first, found.hits) for first, found in parts])
-    # a slice without hits has no extensions made (None), which leaves the others' good
-    made = [found.ahead for _, found in parts if len(found.hits)]
-    ahead = None if not made or any(a is None for a in made) else \
-        ExtensionsAhead(np.concatenate([a.extensions for a in made]))
-    return VolumeHits(hits, ahead)
+    return VolumeHits(joined_initial_hits([(first, found.hits) for first, found in parts]))
 
 
 
@@ -650,18 +645,18 @@ class Engine:
         extend the seeds, and file the subjects' preliminary HSPs per query, with the
         traceback searches made ahead for them. The chunks' gapped extensions run on
         `pool`. `ungapped_done(extensions)`, when given, is told the ungapped stage's kept
-        extensions before the gapped stage starts (the next batch's size needs no more)."""
-        gapped = self.initial_hits(plan, volume, pool, **part)
+        extensions before the gapped stage starts, the GPU's extensions made ahead included
+        (the next batch's size needs no more, so its scan overlaps this batch's gapped
+        stage)."""
+        gapped = self.initial_hits(plan, volume, pool, ungapped_done=ungapped_done, **part)
         prelim = PrelimHits(extensions=gapped.extensions())
-        if ungapped_done is not None:
-            ungapped_done(prelim.extensions)
         gapped.file_subjects(gapped.subject_hits(gapped.extend_later(pool)(), pool)(), prelim)
         prelim.tails = self.tails_ahead(prelim.by_query, plan)
         return prelim
 
     def initial_hits(self, plan: BatchPlan, volume, pool=INLINE, threads: int | None = None,
                      subjects: range | None = None, once_per_volume=None, ungapped_turn=None,
-                     scan_turn=None) -> "VolumeGapped":
+                     scan_turn=None, ungapped_done=None) -> "VolumeGapped":
         """prelim_search's scan and ungapped stages (in the calling thread), slice after
         slice (sliced_initial_hits; stopping_initial_hits where the scan stops at a seed
         budget); its gapped stage is returned, ready to run on `pool`.
@@ -678,7 +673,8 @@ class Engine:
         volume does not). `ungapped_turn` and `scan_turn` are context managers that wait
         for this job's turn at those stages (ungapped_in_database_order), each taken once
         per volume: the scan's at the first slice's scan, the ungapped stage's from the
-        first slice's extension to the last's (TurnsOnce)."""
+        first slice's extension to the last's (TurnsOnce). `ungapped_done(extensions)` is
+        told the initial hits' count before their extensions are made ahead."""
         from .gapped import hit_contexts
         from .scan import Seeds
         from .scan.masked import find_masked_seeds
@@ -742,7 +738,7 @@ class Engine:
                                         options.reward, options.penalty, threads,
                                         plan.diag_hash, spread, options.window_size,
                                         scanned.ahead, carry, cut)
-            return VolumeHits(hits, self.extensions_ahead(hits, part, subject_buffer, plan))
+            return VolumeHits(hits)
 
         # the scan stops at a seed budget where it can (not through a masked database's
         # ranges, nor discontiguous words)
@@ -756,16 +752,27 @@ class Engine:
                 return sliced_initial_hits(part, scan, extend,
                                            DEVICE_SLICE_SEEDS if walk is not None else None)
 
+        def made_ahead(found: VolumeHits, part) -> VolumeHits:
+            return VolumeHits(found.hits, self.extensions_ahead(found.hits, part,
+                                                                subject_buffer, plan))
+
         last_chunk = first_chunk + len(chunks.length)
         if once_per_volume is None:
             found = initial_hits(chunks)
         elif ungapped_in_database_order(table):
-            found = once_per_volume(volume, "initial hits", lambda: initial_hits(every_chunk))
-            found = found.of_chunks(first_chunk, last_chunk)
+            whole = once_per_volume(volume, "initial hits", lambda: initial_hits(every_chunk))
+            found = whole.of_chunks(first_chunk, last_chunk)
         else:
             seeds = once_per_volume(volume, "seeds", lambda: scan(every_chunk))
             with turns:
                 found = extend(seeds.of_chunks(first_chunk, last_chunk), chunks)
+        if ungapped_done is not None:
+            ungapped_done(len(found.hits))
+        if once_per_volume is not None and ungapped_in_database_order(table):
+            found = once_per_volume(volume, "made ahead", lambda: made_ahead(
+                whole, every_chunk)).of_chunks(first_chunk, last_chunk)
+        else:
+            found = made_ahead(found, chunks)
         hits = found.hits
         bounds = np.searchsorted(hits.chunk, np.arange(len(chunks.length) + 1))
         cuts = pieces_per_chunk(found.ahead, bounds, options.greedy, pool.threads)

@@ -275,35 +275,6 @@ def test_volumes_scanned_and_extended_in_slices_give_identical_output(case, monk
             assert len(extended) > 2
 
 
-def test_a_slice_without_hits_keeps_the_other_slices_extensions_made_ahead():
-    """A slice with no initial hits has no extensions made ahead (None); the volume's
-    joined hits keep the other slices' extensions, else the gapped stage would make every
-    one of them again on the CPU."""
-    from gblastn.engine import ExtensionsAhead, VolumeHits, joined_volume_hits
-    from gblastn.layouts import GAPPED_FIELDS
-    from gblastn.ungapped import InitialHits
-
-    def hits(chunks):
-        fields = [np.asarray(chunks, dtype=np.int32)] + \
-            [np.arange(len(chunks), dtype=np.int32)] * 6
-        return InitialHits(*fields)
-
-    def made(n, first):
-        rows = np.arange(first, first + n, dtype=np.int64)[:, None]
-        return ExtensionsAhead(np.repeat(rows, GAPPED_FIELDS + 1, axis=1))
-
-    parts = [(0, VolumeHits(hits([0, 1, 1]), made(3, 0))), (2, VolumeHits(hits([]), None)),
-             (3, VolumeHits(hits([0]), made(1, 3)))]
-    joined = joined_volume_hits(parts)
-    assert joined.hits.chunk.tolist() == [0, 1, 1, 3]
-    assert joined.ahead.extensions[:, 0].tolist() == [0, 1, 2, 3]
-    # a slice with hits but nothing made ahead: the volume has none
-    parts[1] = (2, VolumeHits(hits([0]), None))
-    assert joined_volume_hits(parts).ahead is None
-    assert joined_volume_hits([(0, VolumeHits(hits([]), None)),
-                               (1, VolumeHits(hits([]), None))]).ahead is None
-
-
 class UngappedAheadScans(WholeVolumeScans):
     """The CPU backend, declared to make every seed's ungapped extension ahead (as the GPU
     backend does), making them with ungapped.py's functions; `damage` alters them."""
@@ -445,6 +416,32 @@ def test_dp_extensions_made_ahead_are_looked_up_for_identical_output(case, monke
     assert runs and max(runs) > 1
     assert search(case, "serial", 1, "dp-damaged.out", DpAheadScans(5),
                   task="blastn") != reference
+
+
+def test_the_next_batch_is_sized_before_the_extensions_ahead_are_made(case, monkeypatch):
+    """A batch's size waits for the previous batch's ungapped stage; the GPU's extensions
+    ahead come after that count, made once per volume after all of its slices, so the next
+    batch is planned and scanned while they are made."""
+    from gblastn import engine
+    from gblastn.drivers import pipeline
+
+    events = []
+    real_count = pipeline._ReportedSizes.count
+    monkeypatch.setattr(pipeline._ReportedSizes, "count", lambda self, batch, extensions:
+                        events.append("counted") or real_count(self, batch, extensions))
+    monkeypatch.setattr(engine, "FIRST_SLICE_LETTERS", 1)
+    monkeypatch.setattr(engine, "SLICE_SEEDS", 200)
+
+    class Recording(DpAheadScans):
+        def dp_extensions(self, *args):
+            events.append("made")
+            return super().dp_extensions(*args)
+
+    assert search(case, "pipeline", 1, "dp-after-count.out", Recording(), task="blastn") == \
+        search(case, "serial", 1, "dp-after-count-ref.out", task="blastn")
+    assert events.count("made") >= 2
+    assert all(before == "counted" for before, event in zip(events, events[1:])
+               if event == "made")
 
 
 def test_failing_stage_stops_the_run_and_leaves_no_output(case, monkeypatch):
