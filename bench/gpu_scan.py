@@ -199,7 +199,7 @@ def main():
                 dt = time.perf_counter() - t0
                 print(f"{name:34} {dt:7.3f} {bases / dt / 1e9:9.1f} {backend.stats['hits']:>11} "
                       f"{len(seeds):>10}", flush=True)
-                # host sort of the same keys, for comparison with the GPU bitonic sort
+                # host sort of the same keys, for comparison with the GPU's radix sort
                 keys = np.random.default_rng(0).permutation(len(seeds)).astype(np.uint64)
                 t0 = time.perf_counter()
                 np.argsort(keys)

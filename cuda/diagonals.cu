@@ -19,8 +19,9 @@ typedef long long i64;
 typedef unsigned long long u64;
 
 // The kernels' tuning (gblastn.scan.gpu.diagonals_defines): COMPACT_THREADS threads a block
-// of the compaction and the counting sort.
-#if !defined(COMPACT_THREADS)
+// of the compaction and the counting sorts; RADIX_BITS bits of a key sorted by each pass of
+// the radix sort.
+#if !defined(COMPACT_THREADS) || !defined(RADIX_BITS)
 #error "the pass's defines are missing: compile with gblastn.scan.gpu.nvcc_options"
 #endif
 // the records exchanged with the host, from gblastn/layouts.py
@@ -171,18 +172,14 @@ HD void write_hit(const int* rows, const int* ahead, i64 n, i64 i, int* hits, i6
 
 #ifdef __CUDACC__
 
-// keys[i] = group << index_bits | i for the n seeds, ~0 (sorting last) up to sort_len;
-// order[i] = i.
+// keys[i] = group << index_bits | i and order[i] = i for the n seeds.
 extern "C" __global__ void diagonal_keys(const int* __restrict__ rows, i64 n, int chunk_base,
                                          int use_hash, i64 diag_len, int index_bits,
-                                         u64* __restrict__ keys, unsigned* __restrict__ order,
-                                         i64 sort_len) {
+                                         u64* __restrict__ keys, unsigned* __restrict__ order) {
     const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= sort_len) return;
+    if (i >= n) return;
     order[i] = (unsigned)i;
-    keys[i] = i < n
-        ? (seed_group(rows, n, i, chunk_base, use_hash, diag_len) << index_bits) | (u64)i
-        : ~0ull;
+    keys[i] = (seed_group(rows, n, i, chunk_base, use_hash, diag_len) << index_bits) | (u64)i;
 }
 
 // The hash's keys without a comparison sort: a stable counting sort by bucket, in blocks of
@@ -220,6 +217,54 @@ bucket_scatter(const int* __restrict__ rows, i64 n, i64 blocks, int index_bits,
                 keys[at] = ((u64)bucket << index_bits) | (u64)i;
                 __syncwarp(peers);
                 if (lane == __ffs(peers) - 1) next[bucket] += __popc(peers);
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// A stable radix sort of (key, value) pairs by a range of the keys' bits, the lowest
+// RADIX_BITS first (the last pass's `bits` may be fewer; gblastn.scan.gpu's radix_sort), each
+// pass a counting sort as the hash's above: digit_counts counts each block's keys of each digit, the scan below turns the counts
+// into where each goes, and digit_scatter moves the pairs there, a block's warps one after
+// the other so that equal digits keep their order.
+#define RADIX_DIGITS (1 << RADIX_BITS)
+
+extern "C" __global__ void __launch_bounds__(COMPACT_THREADS)
+digit_counts(const u64* __restrict__ keys, i64 n, i64 blocks, int shift, int bits,
+             i64* __restrict__ counts) {
+    __shared__ int own[RADIX_DIGITS];
+    for (int d = threadIdx.x; d < RADIX_DIGITS; d += COMPACT_THREADS) own[d] = 0;
+    __syncthreads();
+    const i64 i = (i64)blockIdx.x * COMPACT_THREADS + threadIdx.x;
+    if (i < n) atomicAdd(own + (int)((keys[i] >> shift) & ((1u << bits) - 1)), 1);
+    __syncthreads();
+    for (int d = threadIdx.x; d < RADIX_DIGITS; d += COMPACT_THREADS)
+        counts[d * blocks + blockIdx.x] = own[d];
+}
+
+extern "C" __global__ void __launch_bounds__(COMPACT_THREADS)
+digit_scatter(const u64* __restrict__ keys, const unsigned* __restrict__ values, i64 n,
+              i64 blocks, int shift, int bits, const i64* __restrict__ starts,
+              u64* __restrict__ keys_out,
+              unsigned* __restrict__ values_out) {
+    __shared__ i64 next[RADIX_DIGITS];
+    for (int d = threadIdx.x; d < RADIX_DIGITS; d += COMPACT_THREADS)
+        next[d] = starts[d * blocks + blockIdx.x];
+    __syncthreads();
+    const i64 i = (i64)blockIdx.x * COMPACT_THREADS + threadIdx.x;
+    const u64 key = i < n ? keys[i] : 0;
+    const int digit = i < n ? (int)((key >> shift) & ((1u << bits) - 1)) : -1;
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (unsigned w = 0; w < COMPACT_THREADS / 32; ++w) {
+        if (warp == w) {
+            const unsigned peers = __match_any_sync(0xffffffffu, digit);
+            if (digit >= 0) {
+                const i64 at = next[digit] + __popc(peers & ((1u << lane) - 1));
+                keys_out[at] = key;
+                values_out[at] = values[i];
+                __syncwarp(peers);
+                if (lane == __ffs(peers) - 1) next[digit] += __popc(peers);
             }
         }
         __syncthreads();

@@ -7,7 +7,10 @@
 //   extend_hits   one thread per recorded probe: every query offset the table lists for the
 //                 word, the mini-extension to W, s_TypeOfWord; a survivor is written with its
 //                 sort key (probe number << rank_bits | rank of the offset in the table's list).
-//   bitonic_*     sort (key, index) pairs so survivors come out in the CPU backend's order.
+//                 One thread writes a probe's survivors, in rank order (its atomicAdds on one
+//                 counter return increasing slots), which the host's stable sort by probe keeps.
+//   init_order    the survivors' indices, which the host sorts by their keys (a radix sort,
+//                 diagonals.cu) so that they come out in the CPU backend's order.
 //   gather_seeds  survivors in key order, as SEED_FIELDS int32 rows.
 //
 // Probe numbering: the probes of chunk c are probe_start[c] .. probe_start[c + 1] - 1, probe
@@ -28,9 +31,9 @@
     !defined(FLUSH_SLOTS)
 #error "the scan's tuning defines are missing: compile with gblastn.scan.gpu.nvcc_options"
 #endif
-// the seeds' rows and the sort's block, from gblastn/layouts.py
+// the seeds' rows, from gblastn/layouts.py
 #if !defined(SEED_CHUNK) || !defined(SEED_Q_OFF) || !defined(SEED_S_OFF) || \
-    !defined(SEED_S_FIRST) || !defined(SEED_HIT_S) || !defined(SORT_LOCAL)
+    !defined(SEED_S_FIRST) || !defined(SEED_HIT_S)
 #error "gblastn.layouts' defines are missing: compile with gblastn.scan.gpu.nvcc_options"
 #endif
 
@@ -266,70 +269,10 @@ extend_hits(const int2* __restrict__ hits, u64 num_hits,
 #endif
 }
 
-// ---------------------------------------------------------------------------------------
-// bitonic sort of (key, index) pairs, ascending; n is a power of two, padding keys are ~0;
-// a block sorts SORT_LOCAL elements in shared memory (SORT_LOCAL / 2 threads)
-
-static_assert((SORT_LOCAL & (SORT_LOCAL - 1)) == 0, "SORT_LOCAL is a power of two");
-
-__device__ __forceinline__ void order_pair(u64& ka, unsigned& va, u64& kb, unsigned& vb,
-                                           bool ascending) {
-    if ((ka > kb) == ascending) {
-        u64 k = ka; ka = kb; kb = k;
-        unsigned v = va; va = vb; vb = v;
-    }
-}
-
-// One merge step with partner distance j >= SORT_LOCAL / 2 ... any j, global memory.
-extern "C" __global__ void bitonic_global(u64* __restrict__ keys, unsigned* __restrict__ vals,
-                                          u64 k, u64 j) {
-    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;  // one thread per pair
-    u64 i = 2 * j * (t / j) + (t % j);
-    u64 p = i + j;
-    u64 ka = keys[i], kb = keys[p];
-    unsigned va = vals[i], vb = vals[p];
-    bool ascending = (i & k) == 0;
-    if ((ka > kb) == ascending) {
-        keys[i] = kb; keys[p] = ka;
-        vals[i] = vb; vals[p] = va;
-    }
-}
-
-// Steps j = j_start, j_start / 2, ..., 1 of merge stage k for each SORT_LOCAL-element
-// block in shared memory; with k = 0 it sorts each block fully (stages 2 .. SORT_LOCAL).
-extern "C" __global__ void __launch_bounds__(SORT_LOCAL / 2)
-bitonic_local(u64* __restrict__ keys, unsigned* __restrict__ vals, u64 k, u64 j_start) {
-    __shared__ u64 sk[SORT_LOCAL];
-    __shared__ unsigned sv[SORT_LOCAL];
-    const u64 base = (u64)blockIdx.x * SORT_LOCAL;
-    const int t = threadIdx.x;
-    sk[t] = keys[base + t];
-    sv[t] = vals[base + t];
-    sk[t + SORT_LOCAL / 2] = keys[base + t + SORT_LOCAL / 2];
-    sv[t + SORT_LOCAL / 2] = vals[base + t + SORT_LOCAL / 2];
-    __syncthreads();
-    u64 k_first = k ? k : 2, k_last = k ? k : SORT_LOCAL;
-    for (u64 kk = k_first; kk <= k_last; kk <<= 1) {
-        for (u64 j = k ? j_start : kk >> 1; j > 0; j >>= 1) {
-            int i = 2 * j * (t / j) + (t % j);
-            bool ascending = ((base + i) & kk) == 0;
-            order_pair(sk[i], sv[i], sk[i + j], sv[i + j], ascending);
-            __syncthreads();
-        }
-    }
-    keys[base + t] = sk[t];
-    vals[base + t] = sv[t];
-    keys[base + t + SORT_LOCAL / 2] = sk[t + SORT_LOCAL / 2];
-    vals[base + t + SORT_LOCAL / 2] = sv[t + SORT_LOCAL / 2];
-}
-
-// order[i] = i; keys past the n survivors become padding that sorts last.
-extern "C" __global__ void init_order(u64* __restrict__ keys, unsigned* __restrict__ order,
-                                      u64 n, u64 sort_len) {
+// order[i] = i: the survivors' places before the host's radix sort of their keys.
+extern "C" __global__ void init_order(unsigned* __restrict__ order, u64 n) {
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= sort_len) return;
-    order[i] = (unsigned)i;
-    if (i >= n) keys[i] = ~0ull;
+    if (i < n) order[i] = (unsigned)i;
 }
 
 // rows[f * n + i] = field f of survivor order[i] (gblastn.layouts' SEED_* rows).

@@ -58,10 +58,6 @@ HIT_SEED_Q = 5
 HIT_SEED_S = 6
 HIT_FIELDS = 7
 
-# keys one block of seeds.cu's bitonic_local sorts in shared memory (SORT_LOCAL / 2 threads);
-# the host pads what it sorts to a power of two of at least this many
-SORT_LOCAL = 1024
-
 # -- HSP rows (gblastn.hsp.hsp_rows; greedy.cu's greedy_tails reads them): int64 [n, 8] ------
 HSP_CONTEXT = 0
 HSP_Q_START = 1         # context-relative

@@ -10,7 +10,7 @@ Per (query batch, volume):
 2. ``scan_probes`` probes every chunk at the scan step and records the probes whose word the
    table lists; ``extend_hits`` expands each to its query offsets, mini-extends to W and runs
    s_TypeOfWord; survivors carry a 64-bit key (probe number, rank within the word's list), so
-   a bitonic sort of the keys gives exactly the CPU backend's order (chunk, hit_s, table
+   a radix sort of the keys gives exactly the CPU backend's order (chunk, hit_s, table
    order). The probe number is global within one launch group of chunks; groups are
    contiguous, so their results concatenate in order.
 3. Buffers that fill up are grown and the launch is run again (no hit is lost).
@@ -36,7 +36,7 @@ from ..cuda_context import close_device_files, page_locked_buffer, reset_primary
 from ..db.format import parse_size
 from ..errors import GpuUnavailableError, OptionsError
 from ..layouts import CHAIN_CELL_BYTES, GAPPED_FIELDS, HASH_BUCKETS, HIT_FIELDS, HSP_FIELDS, \
-    SCRIPT_RUNS, SEED_FIELDS, SORT_LOCAL, STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, \
+    SCRIPT_RUNS, SEED_FIELDS, STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, \
     TEMPLATES_MAX, UNGAPPED_FIELDS, WALK_FIELDS, kernel_defines
 from ..lookup import LookupTable, kept_letters
 from ..timing import StageTimes
@@ -63,6 +63,7 @@ TAIL_MAX_DISTANCE = 1000
 HIT_MAX_DISTANCE = 1 << 62
 UNGAPPED_THREADS = 128     # seeds per block of ungapped.cu's kernel (a thread each)
 COMPACT_THREADS = 1024     # seeds per block of diagonals.cu's compaction of the kept seeds
+RADIX_BITS = 8             # bits of the keys sorted by each pass of diagonals.cu's radix sort
 CHAIN_THREADS = 32         # threads of a block of diagonals.cu's walk_hash (one bucket)
 CHAIN_SHARED_BYTES = 48 << 10  # a chain up to this size is walked in shared memory
 # A launch group's seeds are sorted by 64-bit keys (group << index bits | seed index); with the
@@ -151,7 +152,7 @@ def greedy_defines(row_cells: int = GREEDY_ROW_CELLS) -> dict:
 
 def diagonals_defines() -> dict:
     """The compile-time defines of diagonals.cu's kernels."""
-    return {"COMPACT_THREADS": COMPACT_THREADS}
+    return {"COMPACT_THREADS": COMPACT_THREADS, "RADIX_BITS": RADIX_BITS}
 
 
 def dp_defines(band_columns: int | None = None) -> dict:
@@ -743,14 +744,14 @@ class GpuBackend(Backend):
                        chunk_base: int, chunk_length: np.ndarray, taken: list) -> np.ndarray:
         """HIT_FIELDS int32 rows (staged on `taken`): the initial hits of a launch group's n
         seeds (rows_dev) given their extensions (ahead_dev), in seed order
-        (cuda/diagonals.cu). The seeds are sorted by their state's group (seeds.cu's
-        bitonic sort) and each group walked by a thread."""
+        (cuda/diagonals.cu). The seeds are sorted by their state's group (a counting or
+        radix sort) and each group walked by a thread."""
         self.times.count("gpu in-order seeds", n)
         index_bits = max(1, (n - 1).bit_length())
         kernels = self.module(diagonals_defines(), "diagonals.cu")
         with self.synchronized("gpu diagonal sort"):
             if walk.chains is None:
-                keys = self._cell_keys(mod, kernels, rows_dev, n, chunk_base, walk.diag_len,
+                keys = self._cell_keys(kernels, rows_dev, n, chunk_base, walk.diag_len,
                                        index_bits)
             else:
                 keys = self._bucket_keys(kernels, rows_dev, n, index_bits)
@@ -776,19 +777,42 @@ class GpuBackend(Backend):
                                 kept)
         return self._kept_hits(kernels, kept, n, rows_dev, ahead_dev, taken)
 
-    def _cell_keys(self, mod, kernels, rows_dev, n: int, chunk_base: int, diag_len: int,
+    def _cell_keys(self, kernels, rows_dev, n: int, chunk_base: int, diag_len: int,
                    index_bits: int):
         """The seeds' keys (chunk and cell of the diagonal array, seed index) sorted: many
-        groups, so seeds.cu's bitonic sort."""
-        sort_len = max(SORT_LOCAL, 1 << (n - 1).bit_length())
-        keys = self.buffer("keys", 8 * sort_len)
-        order = self.buffer("order", 4 * sort_len)
+        groups (fewer than ARRAY_GROUP_SLOTS), so a radix sort of the groups' bits (the keys
+        come in seed order)."""
+        keys = self.buffer("keys", 8 * n)
+        order = self.buffer("order", 4 * n)
         kernels.get_function("diagonal_keys")(
             rows_dev, np.int64(n), np.int32(chunk_base), np.int32(0), np.int64(diag_len),
-            np.int32(index_bits), keys, order, np.int64(sort_len), block=(256, 1, 1),
-            grid=((sort_len + 255) // 256, 1))
-        bitonic_sort(mod, keys, order, sort_len)
-        return keys
+            np.int32(index_bits), keys, order, block=(256, 1, 1),
+            grid=((n + 255) // 256, 1))
+        group_bits = (ARRAY_GROUP_SLOTS - 1).bit_length()
+        return self.radix_sort(kernels, keys, order, n, index_bits, index_bits + group_bits)[0]
+
+    def radix_sort(self, kernels, keys, values, n: int, low_bit: int, high_bit: int) -> tuple:
+        """n (uint64 key, uint32 value) pairs on the device sorted stably by bits
+        [low_bit, high_bit) of their keys (diagonals.cu's digit_counts and digit_scatter,
+        RADIX_BITS a pass); returns the buffers that hold them, the given ones or their
+        spares."""
+        blocks = (n + COMPACT_THREADS - 1) // COMPACT_THREADS
+        entries = (1 << RADIX_BITS) * blocks
+        counts = self.buffer("radix_counts", 8 * (entries + 1))
+        spare_keys, spare_values = self.buffer("radix_keys", 8 * n), \
+            self.buffer("radix_values", 4 * n)
+        launch = {"block": (COMPACT_THREADS, 1, 1), "grid": (blocks, 1)}
+        for shift in range(low_bit, high_bit, RADIX_BITS):
+            digit = (np.int32(shift), np.int32(min(RADIX_BITS, high_bit - shift)))
+            kernels.get_function("digit_counts")(keys, np.int64(n), np.int64(blocks), *digit,
+                                                 counts, **launch)
+            self._counts_to_starts(kernels, counts, entries)
+            kernels.get_function("digit_scatter")(
+                keys, values, np.int64(n), np.int64(blocks), *digit, counts, spare_keys,
+                spare_values, **launch)
+            keys, spare_keys = spare_keys, keys
+            values, spare_values = spare_values, values
+        return keys, values
 
     def _bucket_keys(self, kernels, rows_dev, n: int, index_bits: int):
         """The seeds' keys (bucket of the diagonal hash, seed index) sorted: HASH_BUCKETS
@@ -1068,7 +1092,7 @@ class GpuBackend(Backend):
             if num_seeds == 0:
                 return none
             with self.synchronized("gpu seed sort"):
-                rows_dev = self._sorted_rows(mod, num_seeds)
+                rows_dev = self._sorted_rows(mod, num_seeds, total, rank_bits)
             if extend is None:
                 return self._rows_back(rows_dev, SEED_FIELDS, num_seeds, taken), NOTHING_AHEAD
             ahead_dev = extend(rows_dev, num_seeds, chunk_base, d_offset, d_length)
@@ -1108,8 +1132,7 @@ class GpuBackend(Backend):
         grid = (num_hits + EXTEND_THREADS - 1) // EXTEND_THREADS
         while True:
             cap = self.seed_capacity
-            sort_len = max(SORT_LOCAL, 1 << (cap - 1).bit_length())
-            keys = self.buffer("keys", 8 * sort_len)
+            keys = self.buffer("keys", 8 * cap)
             fields = [self.buffer(f"seed_{name}", 4 * cap)
                       for name in ("q", "s", "first", "chunk", "hit")]
             drv.memset_d32(counter, 0, 2)
@@ -1134,15 +1157,18 @@ class GpuBackend(Backend):
         self.drv.memcpy_dtoh(out, counter)
         return int(out[0])
 
-    def _sorted_rows(self, mod, n: int):
-        """Survivors in key order as int32 rows (chunk, q_off, s_off, s_first, hit_s) on the
-        device."""
-        sort_len = max(SORT_LOCAL, 1 << (n - 1).bit_length())
+    def _sorted_rows(self, mod, n: int, probes: int, rank_bits: int):
+        """Survivors in key order (probe, then rank in the word's list) as int32 rows
+        (chunk, q_off, s_off, s_first, hit_s) on the device. A probe's survivors are written
+        by one thread in rank order (seeds.cu's extend_hits), so a stable sort by the probe
+        number alone puts them in key order."""
         keys = self.buffers["keys"][0]
-        order = self.buffer("order", 4 * sort_len)
-        mod.get_function("init_order")(keys, order, np.uint64(n), np.uint64(sort_len),
-                                       block=(256, 1, 1), grid=((sort_len + 255) // 256, 1))
-        bitonic_sort(mod, keys, order, sort_len)
+        order = self.buffer("order", 4 * n)
+        mod.get_function("init_order")(order, np.uint64(n), block=(256, 1, 1),
+                                       grid=((n + 255) // 256, 1))
+        kernels = self.module(diagonals_defines(), "diagonals.cu")
+        probe_bits = max(1, (probes - 1).bit_length())
+        order = self.radix_sort(kernels, keys, order, n, rank_bits, rank_bits + probe_bits)[1]
         rows_dev = self.buffer("rows", 4 * SEED_FIELDS * n)
         fields = [self.buffers[f"seed_{name}"][0] for name in ("q", "s", "first", "chunk", "hit")]
         mod.get_function("gather_seeds")(order, np.uint64(n), *fields, rows_dev,
@@ -1188,24 +1214,6 @@ def _doubled_costs(xdrop: int, reward: int, penalty: int) -> list:
     odd reward."""
     factor = 2 if reward % 2 == 1 else 1
     return [np.int64(factor * xdrop), np.int64(factor * reward), np.int64(-factor * penalty)]
-
-
-def bitonic_sort(mod, keys, order, n: int) -> None:
-    """Sort n (a power of two, >= SORT_LOCAL) (key, order) pairs ascending on the GPU."""
-    local = mod.get_function("bitonic_local")
-    step = mod.get_function("bitonic_global")
-    blocks = n // SORT_LOCAL
-    local(keys, order, np.uint64(0), np.uint64(0), block=(SORT_LOCAL // 2, 1, 1), grid=(blocks, 1))
-    k = 2 * SORT_LOCAL
-    while k <= n:
-        j = k // 2
-        while j >= SORT_LOCAL:
-            step(keys, order, np.uint64(k), np.uint64(j), block=(256, 1, 1),
-                 grid=(n // 2 // 256, 1))
-            j //= 2
-        local(keys, order, np.uint64(k), np.uint64(j), block=(SORT_LOCAL // 2, 1, 1),
-              grid=(blocks, 1))
-        k *= 2
 
 
 _BACKENDS = {}

@@ -247,6 +247,40 @@ def test_counts_become_starts_on_the_device(gpu, entries):
     assert np.array_equal(got, want)
 
 
+@pytest.mark.parametrize("n, low_bit, high_bit", [
+    (1, 0, 8), (1023, 3, 20), (1025, 20, 44), (300_001, 11, 38), (2_000_000, 0, 64)])
+def test_the_radix_sort_on_the_device_is_numpys_stable_sort(gpu, n, low_bit, high_bit):
+    """diagonals.cu's radix sort orders (key, value) pairs by bits [low_bit, high_bit) of the
+    keys as numpy's stable sort does: pairs whose bits tie keep their order (the seeds' sort
+    relies on it), whatever the other bits."""
+    from gblastn.scan.gpu import diagonals_defines
+
+    rng = np.random.default_rng(n)
+    keys = rng.integers(0, 2**63, n, dtype=np.uint64) | \
+        (rng.integers(0, 2, n, dtype=np.uint64) << np.uint64(63))
+    width = high_bit - low_bit
+    tied = rng.integers(0, 1 << min(width, 12), n, dtype=np.uint64) << np.uint64(low_bit)
+    mask = np.uint64(((1 << width) - 1) << low_bit) if width < 64 else np.uint64(2**64 - 1)
+    keys = (keys & ~mask) | (tied & mask)  # few distinct values in the sorted bits: many ties
+    values = rng.permutation(n).astype(np.uint32)
+    with gpu:
+        kernels = gpu.module(diagonals_defines(), "diagonals.cu")
+        keys_dev, values_dev = gpu.upload(keys), gpu.upload(values)
+        try:
+            got_keys, got_values = gpu.radix_sort(kernels, keys_dev, values_dev, n, low_bit,
+                                                  high_bit)
+            sorted_keys = np.empty(n, dtype=np.uint64)
+            sorted_values = np.empty(n, dtype=np.uint32)
+            gpu.drv.memcpy_dtoh(sorted_keys, got_keys)
+            gpu.drv.memcpy_dtoh(sorted_values, got_values)
+        finally:
+            keys_dev.free()
+            values_dev.free()
+    order = np.argsort(keys & mask, kind="stable")
+    assert np.array_equal(sorted_keys, keys[order])
+    assert np.array_equal(sorted_values, values[order])
+
+
 def test_primary_context_reference_taken_outside_pycuda_is_dropped_cleanly(gpu, case):
     """The backend has the driver make the primary context (GIL released) before pycuda
     retains it, then drops its own reference: taking and dropping one more leaves pycuda's
@@ -260,8 +294,9 @@ def test_primary_context_reference_taken_outside_pycuda_is_dropped_cleanly(gpu, 
 
 
 def test_kernels_compile_once_then_load_from_the_cache(case, tmp_path, monkeypatch):
-    """A fresh cache: the first backend calls nvcc, a second one in the same cache reads the
-    cubin and scans exactly as the CPU does; a damaged cubin is compiled again."""
+    """A fresh cache: the first backend calls nvcc for each of the scan's two modules
+    (seeds.cu; diagonals.cu's radix sort), a second one in the same cache reads the cubins and
+    scans exactly as the CPU does; damaged cubins are compiled again."""
     from gblastn.scan import gpu as gpu_module
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -278,13 +313,15 @@ def test_kernels_compile_once_then_load_from_the_cache(case, tmp_path, monkeypat
             pytest.skip(str(exc))
         assert_same(backend, table, packed, chunks)
         backend.release()
-    assert len(compiled) == 1
-    (cached,) = (tmp_path / "gblastn" / "cubin").glob("*.cubin")
-    cached.write_bytes(b"not a cubin")  # a damaged cache: compiled again, then right
+    assert len(compiled) == 2
+    cached = sorted((tmp_path / "gblastn" / "cubin").glob("*.cubin"))
+    assert len(cached) == 2
+    for cubin in cached:
+        cubin.write_bytes(b"not a cubin")  # a damaged cache: compiled again, then right
     backend = gpu_module.GpuBackend(0)
     assert_same(backend, table, packed, chunks)
     backend.release()
-    assert len(compiled) == 2 and cached.read_bytes() != b"not a cubin"
+    assert len(compiled) == 4 and all(c.read_bytes() != b"not a cubin" for c in cached)
 
 
 def test_many_short_subjects(gpu, case):
