@@ -271,6 +271,47 @@ digit_scatter(const u64* __restrict__ keys, const unsigned* __restrict__ values,
     }
 }
 
+// The initial hits (HIT_FIELDS int32 rows of n, in seed order) into the host's order
+// (ungapped.sort_initial_hits) by radix sorts of one field at a time (gblastn.scan.gpu's
+// _sorted_hits): hit_maxima gives each field's largest value (how many bits its sort needs),
+// hit_sort_keys each hit's key for one field in the order so far (descending keys reversed
+// within the field's bits), and gather_hits the rows in the final order.
+extern "C" __global__ void hit_maxima(const int* __restrict__ hits, i64 n,
+                                      int* __restrict__ maxima) {
+    const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned lane = threadIdx.x & 31;
+    for (int f = 0; f < HIT_FIELDS; ++f) {
+        int value = i < n ? hits[f * n + i] : 0;
+        for (int step = 16; step > 0; step >>= 1)
+            value = max(value, __shfl_down_sync(0xffffffffu, value, step));
+        if (lane == 0) atomicMax(maxima + f, value);
+    }
+}
+
+extern "C" __global__ void identity_order(unsigned* __restrict__ order, i64 n) {
+    const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) order[i] = (unsigned)i;
+}
+
+extern "C" __global__ void hit_sort_keys(const int* __restrict__ hits, i64 n, int field,
+                                         int descending, int bits,
+                                         const unsigned* __restrict__ order,
+                                         u64* __restrict__ keys) {
+    const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const u64 value = (u64)hits[field * n + order[i]];
+    keys[i] = descending ? ((1ull << bits) - 1) - value : value;
+}
+
+extern "C" __global__ void gather_hits(const int* __restrict__ hits, i64 n,
+                                       const unsigned* __restrict__ order,
+                                       int* __restrict__ sorted) {
+    const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const i64 from = order[i];
+    for (int f = 0; f < HIT_FIELDS; ++f) sorted[f * n + i] = hits[f * n + from];
+}
+
 extern "C" __global__ void walk_records(const u64* __restrict__ keys, i64 n, int index_bits,
                                         const int* __restrict__ rows,
                                         const int* __restrict__ ahead, int chunk_base,

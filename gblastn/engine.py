@@ -678,7 +678,7 @@ class Engine:
         from .gapped import hit_contexts
         from .scan import Seeds
         from .scan.masked import find_masked_seeds
-        from .ungapped import diagonal_pass, extend_seeds, sort_initial_hits, ungapped_rules
+        from .ungapped import diagonal_pass, extend_seeds, ungapped_rules
 
         subject_buffer = self.buffers.of(volume)
         buffer = subject_buffer.packed
@@ -730,7 +730,7 @@ class Engine:
             turns.enter_ungapped()
             with self.times.stage("ungapped"):
                 if scanned.hits is not None:
-                    hits = sort_initial_hits(scanned.hits)
+                    hits = scanned.hits  # in sort_initial_hits' order (Backend.initial_hits)
                 else:
                     hits = extend_seeds(scanned.seeds, table, buffer, part.byte_offset,
                                         part.length, stats.ungapped_xdrop,

@@ -85,6 +85,8 @@ class Backend:
 
     def initial_hits(self, table, subjects: SubjectBuffer, chunk_byte_offset: np.ndarray,
                      chunk_length: np.ndarray, rules, walk) -> tuple:
+        """The initial hits of the ungapped stage's in-order pass, in
+        ungapped.sort_initial_hits' order, and the number of seeds."""
         raise NotImplementedError(f"the {self.name} backend makes no in-order pass")
 
     def greedy_extensions(self, subjects: SubjectBuffer, chunk_byte_offset, chunk_length,

@@ -35,7 +35,8 @@ from ..cuda_context import close_device_files, page_locked_buffer, reset_primary
     retain_primary_context
 from ..db.format import parse_size
 from ..errors import GpuUnavailableError, OptionsError
-from ..layouts import CHAIN_CELL_BYTES, GAPPED_FIELDS, HASH_BUCKETS, HIT_FIELDS, HSP_FIELDS, \
+from ..layouts import CHAIN_CELL_BYTES, GAPPED_FIELDS, HASH_BUCKETS, HIT_CHUNK, HIT_FIELDS, \
+    HIT_LENGTH, HIT_Q_START, HIT_S_START, HIT_SCORE, HSP_FIELDS, \
     SCRIPT_RUNS, SEED_FIELDS, STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, \
     TEMPLATES_MAX, UNGAPPED_FIELDS, WALK_FIELDS, kernel_defines
 from ..lookup import LookupTable, kept_letters
@@ -64,6 +65,9 @@ HIT_MAX_DISTANCE = 1 << 62
 UNGAPPED_THREADS = 128     # seeds per block of ungapped.cu's kernel (a thread each)
 COMPACT_THREADS = 1024     # seeds per block of diagonals.cu's compaction of the kept seeds
 RADIX_BITS = 8             # bits of the keys sorted by each pass of diagonals.cu's radix sort
+# ungapped.sort_initial_hits' keys, the least significant first, and whether each descends
+HIT_SORT_KEYS = ((HIT_Q_START, False), (HIT_LENGTH, True), (HIT_S_START, False),
+                 (HIT_SCORE, True), (HIT_CHUNK, False))
 CHAIN_THREADS = 32         # threads of a block of diagonals.cu's walk_hash (one bucket)
 CHAIN_SHARED_BYTES = 48 << 10  # a chain up to this size is walked in shared memory
 # A launch group's seeds are sorted by 64-bit keys (group << index bits | seed index); with the
@@ -656,8 +660,8 @@ class GpuBackend(Backend):
                      rules: UngappedRules, walk: DiagonalPass) -> tuple:
         """The seeds extended as extended_seeds extends them, and put through the ungapped
         stage's in-order pass on the device (cuda/diagonals.cu): the initial hits
-        ungapped.extend_seeds finds, in the order it finds them (before its sort), and the
-        number of seeds. `walk` carries the diagonal hash's chains from call to call; the
+        ungapped.extend_seeds finds, in its order (sort_initial_hits, made on the device),
+        and the number of seeds. `walk` carries the diagonal hash's chains from call to call; the
         calls of one batch must come in database order."""
         return self._seeds(table, subjects, chunk_byte_offset, chunk_length, rules, walk)
 
@@ -789,13 +793,14 @@ class GpuBackend(Backend):
             np.int32(index_bits), keys, order, block=(256, 1, 1),
             grid=((n + 255) // 256, 1))
         group_bits = (ARRAY_GROUP_SLOTS - 1).bit_length()
-        return self.radix_sort(kernels, keys, order, n, index_bits, index_bits + group_bits)[0]
+        self.radix_sort(kernels, keys, order, n, index_bits, index_bits + group_bits)
+        return keys
 
-    def radix_sort(self, kernels, keys, values, n: int, low_bit: int, high_bit: int) -> tuple:
-        """n (uint64 key, uint32 value) pairs on the device sorted stably by bits
+    def radix_sort(self, kernels, keys, values, n: int, low_bit: int, high_bit: int) -> None:
+        """n (uint64 key, uint32 value) pairs on the device sorted in place, stably by bits
         [low_bit, high_bit) of their keys (diagonals.cu's digit_counts and digit_scatter,
-        RADIX_BITS a pass); returns the buffers that hold them, the given ones or their
-        spares."""
+        RADIX_BITS a pass)."""
+        given = keys, values
         blocks = (n + COMPACT_THREADS - 1) // COMPACT_THREADS
         entries = (1 << RADIX_BITS) * blocks
         counts = self.buffer("radix_counts", 8 * (entries + 1))
@@ -812,7 +817,9 @@ class GpuBackend(Backend):
                 spare_values, **launch)
             keys, spare_keys = spare_keys, keys
             values, spare_values = spare_values, values
-        return keys, values
+        if keys is not given[0]:  # an odd number of passes
+            self.drv.memcpy_dtod(given[0], keys, 8 * n)
+            self.drv.memcpy_dtod(given[1], values, 4 * n)
 
     def _bucket_keys(self, kernels, rows_dev, n: int, index_bits: int):
         """The seeds' keys (bucket of the diagonal hash, seed index) sorted: HASH_BUCKETS
@@ -895,10 +902,34 @@ class GpuBackend(Backend):
         kernels.get_function("write_hits")(kept, np.int64(n), counts, rows_dev, ahead_dev,
                                            hits_dev, np.int64(found),
                                            block=(COMPACT_THREADS, 1, 1), grid=(blocks, 1))
+        hits_dev = self._sorted_hits(kernels, hits_dev, found)
         out = self.staged((HIT_FIELDS, found), taken)
         with self.times.stage("gpu hits back"):
             self.drv.memcpy_dtoh(out, hits_dev)
         return out
+
+    def _sorted_hits(self, kernels, hits_dev, n: int):
+        """The n hits' HIT_FIELDS int32 rows (in seed order) in ungapped.sort_initial_hits'
+        order: stable radix sorts by its keys, the least significant first (equal hits keep
+        seed order, as the host's sort keeps it), each by as many bits as the key's largest
+        value needs. Returns the sorted rows' buffer."""
+        maxima = self.buffer("hit_maxima", 4 * HIT_FIELDS)
+        self.drv.memset_d32(maxima, 0, HIT_FIELDS)
+        launch = {"block": (256, 1, 1), "grid": ((n + 255) // 256, 1)}
+        kernels.get_function("hit_maxima")(hits_dev, np.int64(n), maxima, **launch)
+        largest = np.zeros(HIT_FIELDS, dtype=np.int32)
+        self.drv.memcpy_dtoh(largest, maxima)
+        keys, order = self.buffer("hit_keys", 8 * n), self.buffer("hit_order", 4 * n)
+        kernels.get_function("identity_order")(order, np.int64(n), **launch)
+        for field, descending in HIT_SORT_KEYS:
+            bits = max(1, int(largest[field]).bit_length())
+            kernels.get_function("hit_sort_keys")(hits_dev, np.int64(n), np.int32(field),
+                                                  np.int32(descending), np.int32(bits), order,
+                                                  keys, **launch)
+            self.radix_sort(kernels, keys, order, n, 0, bits)
+        sorted_dev = self.buffer("hit_rows_sorted", 4 * HIT_FIELDS * n)
+        kernels.get_function("gather_hits")(hits_dev, np.int64(n), order, sorted_dev, **launch)
+        return sorted_dev
 
     def greedy_extensions(self, subjects: SubjectBuffer, chunk_byte_offset, chunk_length,
                           hit_chunk, hit_q_start, hit_s_start, hit_length, hit_context, batch,
@@ -1168,7 +1199,7 @@ class GpuBackend(Backend):
                                        grid=((n + 255) // 256, 1))
         kernels = self.module(diagonals_defines(), "diagonals.cu")
         probe_bits = max(1, (probes - 1).bit_length())
-        order = self.radix_sort(kernels, keys, order, n, rank_bits, rank_bits + probe_bits)[1]
+        self.radix_sort(kernels, keys, order, n, rank_bits, rank_bits + probe_bits)
         rows_dev = self.buffer("rows", 4 * SEED_FIELDS * n)
         fields = [self.buffers[f"seed_{name}"][0] for name in ("q", "s", "first", "chunk", "hit")]
         mod.get_function("gather_seeds")(order, np.uint64(n), *fields, rows_dev,

@@ -193,7 +193,7 @@ def test_initial_hits_on_the_device_are_the_cpu_pass(gpu, case, window):
     from test_ungapped_kernel import numba_rows
 
     from gblastn.ungapped import (DiagonalHash, UngappedAhead, diagonal_pass, extend_seeds,
-                                  sort_initial_hits, ungapped_rules, uses_diag_hash)
+                                  ungapped_rules, uses_diag_hash)
 
     rng, batch, table = case
     packed, chunks = volume(rng, batch, [3001, 17, 2500, 999, 1, 8, 40000, 64, 5, 777],
@@ -220,7 +220,7 @@ def test_initial_hits_on_the_device_are_the_cpu_pass(gpu, case, window):
                                            chunks.length, rules, walk)
         finally:
             gpu.max_group_probes = 1 << 32
-        got = sort_initial_hits(hits)
+        got = hits  # sorted on the device as the host sorts them
         assert count == len(seeds) and len(want) > 0
         for f in ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s"):
             assert np.array_equal(getattr(want, f), getattr(got, f)), f
@@ -267,18 +267,45 @@ def test_the_radix_sort_on_the_device_is_numpys_stable_sort(gpu, n, low_bit, hig
         kernels = gpu.module(diagonals_defines(), "diagonals.cu")
         keys_dev, values_dev = gpu.upload(keys), gpu.upload(values)
         try:
-            got_keys, got_values = gpu.radix_sort(kernels, keys_dev, values_dev, n, low_bit,
-                                                  high_bit)
+            gpu.radix_sort(kernels, keys_dev, values_dev, n, low_bit, high_bit)
             sorted_keys = np.empty(n, dtype=np.uint64)
             sorted_values = np.empty(n, dtype=np.uint32)
-            gpu.drv.memcpy_dtoh(sorted_keys, got_keys)
-            gpu.drv.memcpy_dtoh(sorted_values, got_values)
+            gpu.drv.memcpy_dtoh(sorted_keys, keys_dev)
+            gpu.drv.memcpy_dtoh(sorted_values, values_dev)
         finally:
             keys_dev.free()
             values_dev.free()
     order = np.argsort(keys & mask, kind="stable")
     assert np.array_equal(sorted_keys, keys[order])
     assert np.array_equal(sorted_values, values[order])
+
+
+@pytest.mark.parametrize("n", [1, 257, 70_001])
+def test_hits_sorted_on_the_device_are_in_the_hosts_order(gpu, n):
+    """The device's sort of the initial hits (diagonals.cu, one field at a time) gives
+    ungapped.sort_initial_hits' order, hits equal in every key keeping their order."""
+    from gblastn.layouts import HIT_FIELDS
+    from gblastn.scan.gpu import diagonals_defines
+    from gblastn.ungapped import initial_hits_of_rows, sort_initial_hits
+
+    rng = np.random.default_rng(n)
+    # few distinct values: many ties in each key, some hits equal in all of them
+    rows = np.stack([rng.integers(0, 3 if f < 5 else 1 << 20, n) * (7 if f == 0 else 1)
+                     + (1 << 20 if f in (1, 2) else 0) for f in range(HIT_FIELDS)])
+    rows = np.ascontiguousarray(rows.astype(np.int32))
+    with gpu:
+        kernels = gpu.module(diagonals_defines(), "diagonals.cu")
+        hits_dev = gpu.upload(rows)
+        try:
+            sorted_dev = gpu._sorted_hits(kernels, hits_dev, n)
+            got = np.empty_like(rows)
+            gpu.drv.memcpy_dtoh(got, sorted_dev)
+        finally:
+            hits_dev.free()
+    want = sort_initial_hits(initial_hits_of_rows(rows))
+    for f, name in enumerate(("chunk", "q_start", "s_start", "length", "score", "seed_q",
+                              "seed_s")):
+        assert np.array_equal(got[f], getattr(want, name)), name
 
 
 def test_primary_context_reference_taken_outside_pycuda_is_dropped_cleanly(gpu, case):

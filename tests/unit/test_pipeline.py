@@ -328,7 +328,7 @@ class DevicePassScans(UngappedAheadScans):
     def initial_hits(self, table, subjects, chunk_byte_offset, chunk_length, rules, walk):
         from test_diagonals_kernel import run_launch
 
-        from gblastn.ungapped import joined_initial_hits
+        from gblastn.ungapped import joined_initial_hits, sort_initial_hits
 
         seeds, ahead = self.extended_seeds(table, subjects, chunk_byte_offset, chunk_length,
                                            rules)
@@ -336,7 +336,7 @@ class DevicePassScans(UngappedAheadScans):
         half = chunk_length.size // 2
         parts = [(0, run_launch(self.host_pass, seeds, ahead, first, end, walk, chunk_length))
                  for first, end in ((0, half), (half, chunk_length.size))]
-        return joined_initial_hits(parts), len(seeds)
+        return sort_initial_hits(joined_initial_hits(parts)), len(seeds)
 
 
 @pytest.mark.parametrize("task", ["megablast", "blastn"])
