@@ -32,7 +32,7 @@ typedef unsigned long long u64;
     !defined(WALK_HIT_END) || !defined(WALK_CHUNK) || !defined(WALK_SEED) || \
     !defined(WALK_FIELDS) || !defined(HIT_CHUNK) || !defined(HIT_Q_START) || \
     !defined(HIT_S_START) || !defined(HIT_LENGTH) || !defined(HIT_SCORE) || \
-    !defined(HIT_SEED_Q) || !defined(HIT_SEED_S)
+    !defined(HIT_SEED_Q) || !defined(HIT_SEED_S) || !defined(HIT_FIELDS)
 #error "gblastn.layouts' defines are missing: compile with gblastn.scan.gpu.nvcc_options"
 #endif
 
