@@ -65,6 +65,11 @@ def stages_before_search(task: str, device: str, word_size: int | None,
     them, which the search calls once its outputs and database are found in order.
     `backend`: the Future of the scan backend's set-up."""
     if task not in TASKS or device not in DEVICES or is_compiled(task, device):
+        # numba's import and its loads make most of the objects (about a million) that the
+        # search's modules hold, none of them garbage: the collector's passes over them as
+        # they are made (0.04-0.06 CPU-s) are left out until the stages are loaded and
+        # frozen (or a compilation, which makes garbage, starts after all)
+        gc.disable()
         threading.Thread(target=_load_stages, name="gblastn-warm-up", daemon=True,
                          args=(task, word_size, query_letters, backend, True, True)).start()
         return None
@@ -116,18 +121,23 @@ def _load_stages(task: str, word_size: int | None, query_letters: int | None, ba
                  trace: bool, announce: bool = False) -> None:
     """engine.warm_up's made-up search with the task's tables and aligners, and the stages
     that `backend` calls for: numba's first call in a process sets up its type system,
-    and each stage's first call loads its machine code (or compiles it). With `announce`,
-    a compilation after all says so."""
+    and each stage's first call loads its machine code (or compiles it). With `announce`
+    (stages_before_search's loading), a compilation after all says so, and the collector,
+    paused meanwhile, resumes at the end."""
     from .engine import warm_up
     from .numba_start import lighten_numba_start
 
-    lighten_numba_start()
-    if announce:
-        announce_compilations(task)
-    warm_up(make_options(task, word_size=word_size), query_letters, backend, trace)
-    # the imported modules' and numba's objects (about a million) never become garbage:
-    # kept out of the collector's full passes, each of which held the GIL for tens of ms
-    gc.freeze()
+    try:
+        lighten_numba_start()
+        if announce:
+            announce_compilations(task)
+        warm_up(make_options(task, word_size=word_size), query_letters, backend, trace)
+    finally:
+        # the imported modules' and numba's objects (about a million) never become garbage:
+        # kept out of the collector's full passes, each of which held the GIL for tens of ms
+        gc.freeze()
+        if announce:
+            gc.enable()
 
 
 def _device_of(backend) -> str:
@@ -149,6 +159,7 @@ def announce_compilations(task: str) -> None:
         def on_start(self, ev):
             if not self.said:
                 FirstCompilation.said = True
+                gc.enable()
                 print(notice(task), file=sys.stderr, flush=True)
 
         def on_end(self, ev):

@@ -48,6 +48,7 @@ class SourceKeys:
         self.sources = _read_sources(package, folder)
         self.salt = salt or _versions()
         self._keys: dict = {}
+        self._imported: dict = {}  # each module's imports, parsed once for every closure
 
     def key(self, module: str) -> str:
         """The module's key: its source, its package imports' sources, the versions."""
@@ -75,7 +76,9 @@ class SourceKeys:
             if name in seen or name not in self.sources:
                 continue
             seen.add(name)
-            todo.extend(self._imports(name))
+            if name not in self._imported:
+                self._imported[name] = self._imports(name)
+            todo.extend(self._imported[name])
         return seen
 
     def _imports(self, module: str) -> set:

@@ -159,6 +159,10 @@ def xdrop_score_in(band, rows, row_origin, row_step, m, rows_packed,
                 next_score = np.int64(band[u]) + matrix[matrix_row, letter]
                 if score < score_gap_col:
                     score = score_gap_col
+                # the row gap opened from the diagonal or column gap alone: opening it from
+                # the row gap itself never wins (gap_open >= 0), and this keeps the cell's
+                # maximum off the chain from one cell's row gap to the next one's
+                open_row_gap = score - gap_open_extend
                 if score < score_gap_row:
                     score = score_gap_row
                 if score < floor:
@@ -178,8 +182,8 @@ def xdrop_score_in(band, rows, row_origin, row_step, m, rows_packed,
                     score_gap_col -= gap_extend
                     band[u + one] = open_gap if open_gap > score_gap_col else score_gap_col
                     score_gap_row -= gap_extend
-                    if score_gap_row < open_gap:
-                        score_gap_row = open_gap
+                    if score_gap_row < open_row_gap:
+                        score_gap_row = open_row_gap
                     band[u] = score
                 score = next_score
             if stop == b_size:

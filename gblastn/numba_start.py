@@ -340,7 +340,7 @@ def _one_signature_dispatcher():
     from . import linked_code
 
     linked_code.install()
-    _slice_size_errors_unformatted()
+    _at_first_compilation(_slice_size_errors_unformatted)
     _flags_compared_quickly()
 
     class OneSignatureDispatcher(CPUDispatcher):
@@ -392,12 +392,37 @@ def _one_signature_dispatcher():
     return OneSignatureDispatcher
 
 
+def _at_first_compilation(step) -> None:
+    """`step()` as numba starts its first compilation in this process, before any typing:
+    a search whose compiled code all comes from the cache never runs it. At once where
+    numba announces no compilations."""
+    from numba.core import event
+
+    if not (hasattr(event, "Listener") and hasattr(event, "register")):
+        step()
+        return
+    done = []
+
+    class FirstCompilation(event.Listener):
+        def on_start(self, ev):
+            if not done:
+                done.append(True)
+                step()
+
+        def on_end(self, ev):
+            pass
+
+    event.register("numba:compile", FirstCompilation())
+
+
 def _slice_size_errors_unformatted() -> None:
     """An assignment of an array to a slice checks the sizes, and numba's CPU target words
     its error with the shapes, formatting strings in compiled code: the first such
     assignment in a process compiled numba's string functions (about 2 s for each of 1 and
     2 dimensions, in each compiling process). Its generic target's error says the same
-    without the shapes; a wrong size is a bug in gblastn, never bad input."""
+    without the shapes; a wrong size is a bug in gblastn, never bad input. Done at the
+    first compilation: it imports numba's array implementations (0.02 CPU-s), which
+    loading cached code does not need."""
     from numba.core.typing.templates import builtin_registry
     from numba.np import arrayobj
 

@@ -1,6 +1,6 @@
-"""Array views that numba does not reference-count (for hot loops over tables). Its own
-module: it imports numba, which gblastn.arrays' users (the output's line writer in a
-process that only formats, say) must not."""
+"""Array views that numba does not reference-count, and cache prefetches (for hot loops over
+tables). Its own module: it imports numba, which gblastn.arrays' users (the output's line
+writer in a process that only formats, say) must not."""
 
 from numba import types
 from numba.core import cgutils
@@ -27,3 +27,26 @@ def borrowed(typingctx, array):
         return view._getvalue()
 
     return array(array), codegen
+
+
+@intrinsic
+def prefetch(typingctx, array, index):
+    """A hint to bring array[index]'s cache line in ahead of its use (LLVM's prefetch for
+    reading: it never faults, so any index is safe)."""
+    if not isinstance(array, types.Array) or not isinstance(index, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        from llvmlite import ir
+
+        view = context.make_array(array)(context, builder, value=args[0])
+        address = builder.gep(view.data, [args[1]])
+        int32 = ir.IntType(32)
+        hint = builder.module.declare_intrinsic(
+            "llvm.prefetch", [cgutils.voidptr_t],
+            ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t, int32, int32, int32]))
+        builder.call(hint, [builder.bitcast(address, cgutils.voidptr_t), int32(0), int32(3),
+                            int32(1)])
+        return context.get_dummy_value()
+
+    return types.none(array, index), codegen

@@ -56,7 +56,7 @@ from .layouts import HASH_BUCKETS, HIT_FIELDS, HSP_CONTEXT, HSP_FIELDS, HSP_Q_EN
 from .lookup import LookupTable
 from .numba_start import njit
 from .pools import in_turn
-from .refcounts import borrowed
+from .refcounts import borrowed, prefetch
 from .scan import Seeds
 from .scan.cpu import _split_chunks, context_of, subject_base, subject_byte
 
@@ -498,6 +498,13 @@ def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, f
             backbone, cell_diag, cell_level, cell_saved, cell_next, occupancy, offset)
 
 
+# how many seeds ahead the seed loop asks for the query's letters: the seeds come in subject
+# order, so their query offsets jump about a query set of megabytes, and each extension
+# waited for its first letters (kleb q_medium's ungapped samples: about -10 %; 16 ahead no
+# better)
+PREFETCH_SEEDS = 8
+
+
 @njit(cache=True, nogil=True)
 def _extend_into(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, first_chunk,
                  first_at, last_chunk, last_cut, sequence, q_bytes, context_offset, packed,
@@ -519,9 +526,15 @@ def _extend_into(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, fi
     for c in range(first_chunk, last_chunk):
         byte_off = chunk_byte_offset[c]
         s_len = np.int64(chunk_length[c])
-        for at in range(first_at if c == first_chunk else chunk_bounds[c], chunk_bounds[c + 1]):
+        chunk_end = chunk_bounds[c + 1]
+        for at in range(first_at if c == first_chunk else chunk_bounds[c], chunk_end):
             if n_out == o_chunk.size or (use_hash and occupancy == cell_diag.size):
                 return c, at, n_out, occupancy, offset
+            if at + PREFETCH_SEEDS < chunk_end:
+                later = seed_order[at + PREFETCH_SEEDS] if ordered else at + PREFETCH_SEEDS
+                q_later = np.int64(seed_q[later])
+                prefetch(q_bytes, q_later)
+                prefetch(sequence, q_later)
             i = seed_order[at] if ordered else at
             q_off = np.int64(seed_q[i])
             s_off = np.int64(seed_s[i])

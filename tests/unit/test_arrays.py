@@ -1,11 +1,12 @@
-"""Arrays in compiled code: a borrowed view is the array itself, minus its reference count."""
+"""Arrays in compiled code: a borrowed view is the array itself, minus its reference count;
+a prefetch changes nothing, whatever its index."""
 
 import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
 from gblastn.arrays import grown
-from gblastn.refcounts import borrowed
+from gblastn.refcounts import borrowed, prefetch
 
 
 @intrinsic
@@ -49,6 +50,23 @@ def test_borrowed_reads_and_writes_the_array():
 
 def test_borrowed_view_carries_no_reference_count():
     assert _counted_plain_and_borrowed(np.zeros(3)) == (True, False)
+
+
+@njit
+def _sum_prefetching(values, distance):
+    total = 0
+    for i in range(values.size):
+        prefetch(values, i + distance)  # past either end too: a hint never faults
+        total += values[i]
+    return total
+
+
+def test_prefetch_is_only_a_hint():
+    values = np.arange(1 << 16, dtype=np.int64)
+    before = values.copy()
+    for distance in (-(1 << 40), -8, 0, 8, 1 << 40):
+        assert _sum_prefetching(values, distance) == int(before.sum())
+    assert np.array_equal(values, before)
 
 
 def test_grown_keeps_the_rows():

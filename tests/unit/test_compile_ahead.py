@@ -1,6 +1,8 @@
 """Compiling ahead: the traceback's declared argument types are a search's own, a first
-search says once that it compiles, `gblastn warmup` compiles ahead, `-version`."""
+search says once that it compiles, `gblastn warmup` compiles ahead, `-version`, the
+collector resumes after a search's background load."""
 
+import gc
 import os
 import re
 import shutil
@@ -130,6 +132,31 @@ def test_compilation_runs_below_a_frame_reserving_a_stack_chunk():
 
     assert on_one_stack_chunk(divmod, 7, 2) == (3, 1)
     assert on_one_stack_chunk(reserved_below) * 8 > 1 << 20
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_collector_resumes_after_the_background_load(monkeypatch, fails):
+    """stages_before_search pauses the collector for the stages' loading: it resumes when
+    they are loaded, and when the loading fails."""
+    from gblastn import compile_ahead, engine
+
+    def made_up_search(*args):
+        if fails:
+            raise RuntimeError("no stages")
+
+    monkeypatch.setattr(engine, "warm_up", made_up_search)
+    monkeypatch.setattr(compile_ahead, "announce_compilations", lambda task: None)
+    gc.disable()
+    try:
+        if fails:
+            with pytest.raises(RuntimeError):
+                compile_ahead._load_stages("megablast", None, None, None, True, True)
+        else:
+            compile_ahead._load_stages("megablast", None, None, None, True, True)
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()  # the load froze the test process's objects
+        gc.enable()
 
 
 def test_tasks_are_the_searchs():

@@ -223,6 +223,7 @@ from gblastn.compile_cache import install_locator
 from gblastn.numba_start import _make_dispatcher
 install_locator()
 made = _make_dispatcher(lambda x: x, {})
+made(1)  # the slices' errors are replaced as the first compilation starts
 from numba.core.typing.templates import builtin_registry
 from numba.np import arrayobj
 slice_errors = [template._overload_func for value, function in builtin_registry.globals
