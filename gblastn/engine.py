@@ -757,9 +757,11 @@ class Engine:
                                                                 subject_buffer, plan))
 
         last_chunk = first_chunk + len(chunks.length)
+        # the whole volume's hits, made once for its jobs (their extensions ahead too)
+        volume_once = once_per_volume is not None and ungapped_in_database_order(table)
         if once_per_volume is None:
             found = initial_hits(chunks)
-        elif ungapped_in_database_order(table):
+        elif volume_once:
             whole = once_per_volume(volume, "initial hits", lambda: initial_hits(every_chunk))
             found = whole.of_chunks(first_chunk, last_chunk)
         else:
@@ -768,7 +770,7 @@ class Engine:
                 found = extend(seeds.of_chunks(first_chunk, last_chunk), chunks)
         if ungapped_done is not None:
             ungapped_done(len(found.hits))
-        if once_per_volume is not None and ungapped_in_database_order(table):
+        if volume_once:
             found = once_per_volume(volume, "made ahead", lambda: made_ahead(
                 whole, every_chunk)).of_chunks(first_chunk, last_chunk)
         else:

@@ -661,8 +661,8 @@ class GpuBackend(Backend):
         """The seeds extended as extended_seeds extends them, and put through the ungapped
         stage's in-order pass on the device (cuda/diagonals.cu): the initial hits
         ungapped.extend_seeds finds, in its order (sort_initial_hits, made on the device),
-        and the number of seeds. `walk` carries the diagonal hash's chains from call to call; the
-        calls of one batch must come in database order."""
+        and the number of seeds. `walk` carries the diagonal hash's chains from call to call;
+        the calls of one batch must come in database order."""
         return self._seeds(table, subjects, chunk_byte_offset, chunk_length, rules, walk)
 
     def _seeds(self, table, subjects, chunk_byte_offset, chunk_length, rules,
@@ -747,7 +747,7 @@ class GpuBackend(Backend):
     def _diagonal_pass(self, mod, table, tab, walk: DiagonalPass, rows_dev, ahead_dev, n: int,
                        chunk_base: int, chunk_length: np.ndarray, taken: list) -> np.ndarray:
         """HIT_FIELDS int32 rows (staged on `taken`): the initial hits of a launch group's n
-        seeds (rows_dev) given their extensions (ahead_dev), in seed order
+        seeds (rows_dev) given their extensions (ahead_dev), in sort_initial_hits' order
         (cuda/diagonals.cu). The seeds are sorted by their state's group (a counting or
         radix sort) and each group walked by a thread."""
         self.times.count("gpu in-order seeds", n)
@@ -887,7 +887,8 @@ class GpuBackend(Backend):
                 alloc.free()
 
     def _kept_hits(self, kernels, kept, n: int, rows_dev, ahead_dev, taken: list) -> np.ndarray:
-        """The kept seeds' hits as HIT_FIELDS int32 rows in seed order, staged on `taken`."""
+        """The kept seeds' hits as HIT_FIELDS int32 rows in sort_initial_hits' order, staged
+        on `taken`."""
         blocks = (n + COMPACT_THREADS - 1) // COMPACT_THREADS
         counts = self.buffer("kept_counts", 8 * (blocks + 1))
         kernels.get_function("count_kept")(kept, np.int64(n), counts,
