@@ -213,36 +213,39 @@ struct Hits {
     const unsigned char* volume;
 };
 
-// Hit i's extension into found[GAPPED_FIELDS * i], the cells it computed into cells[i] (all
-// of them, or those until its band or budget gave out).
-HD bool dp_extend_hit(const Hits& h, int i, const int* matrix, int gap_open, int gap_extend,
+// Hit i's extension into row i of found (GAPPED_AHEAD_FIELDS values, GAPPED_MADE 1 where it
+// was made), the cells it computed into cells[i] (all of them, or those until its band or
+// budget gave out).
+HD void dp_extend_hit(const Hits& h, int i, const int* matrix, int gap_open, int gap_extend,
                       int gap_x_dropoff, i64 budget, i64* found, i64* cells) {
     const int ctx = LOAD(h.context + i);
     const int c = LOAD(h.chunk + i);
     const i64 base = LOAD(h.context_offset + ctx);
     i64 left = budget;
+    i64* row = found + (i64)GAPPED_AHEAD_FIELDS * i;
     const bool made = dp_extend(
         h.query + base, LOAD(h.context_length + ctx), h.volume + LOAD(h.chunk_byte_offset + c),
         LOAD(h.chunk_length + c), LOAD(h.seed_q + i) - base, LOAD(h.seed_s + i),
         LOAD(h.s_start + i), LOAD(h.length + i), LOAD(h.score + i), matrix, gap_open,
-        gap_extend, gap_x_dropoff, &left, found + (i64)GAPPED_FIELDS * i);
+        gap_extend, gap_x_dropoff, &left, row);
+    row[GAPPED_MADE] = made ? 1 : 0;
     cells[i] = budget - left;
-    return made;
 }
 
 #ifdef __CUDACC__
 
-// Thread t extends hit order[t]: the host lists the hits likeliest to take longest first, so
-// that a warp's threads finish together (a warp lasts as long as its longest extension).
-// found: int64 [n, GAPPED_FIELDS]; done[i] 1 where hit i was extended here; cells[i] the DP
-// cells its extension computed.
+// Thread t extends hit order[t]: the hits by descending ungapped score, the likeliest to extend
+// longest first, so that a warp's threads finish together (a warp lasts as long as its
+// longest extension).
+// found: int64 [n, GAPPED_AHEAD_FIELDS], as engine.ExtensionsAhead holds them; cells[i] the DP
+// cells hit i's extension computed.
 extern "C" __global__ void dp_hits(
         int n, const int* order, const int* q_start, const int* s_start, const int* length, const int* score,
         const int* seed_q, const int* seed_s, const int* chunk, const int* context,
         const i64* context_offset, const i64* context_length, const i64* chunk_byte_offset,
         const i64* chunk_length, const unsigned char* query, const unsigned char* volume,
         const int* matrix, int gap_open, int gap_extend, int gap_x_dropoff, i64 budget,
-        i64* found, unsigned char* done, i64* cells) {
+        i64* found, i64* cells) {
     __shared__ int shared_matrix[BLASTNA_LETTERS * BLASTNA_LETTERS];
     for (int k = threadIdx.x; k < BLASTNA_LETTERS * BLASTNA_LETTERS; k += blockDim.x)
         shared_matrix[k] = matrix[k];
@@ -252,9 +255,8 @@ extern "C" __global__ void dp_hits(
                     volume};
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n) return;
-    const int i = order[t];
-    done[i] = dp_extend_hit(h, i, shared_matrix, gap_open, gap_extend, gap_x_dropoff, budget,
-                            found, cells) ? 1 : 0;
+    dp_extend_hit(h, order[t], shared_matrix, gap_open, gap_extend, gap_x_dropoff, budget,
+                  found, cells);
 }
 
 #else
@@ -265,13 +267,13 @@ extern "C" void dp_hits_host(
         const i64* context_offset, const i64* context_length, const i64* chunk_byte_offset,
         const i64* chunk_length, const unsigned char* query, const unsigned char* volume,
         const int* matrix, int gap_open, int gap_extend, int gap_x_dropoff, i64 budget,
-        i64* found, unsigned char* done, i64* cells) {
+        i64* found, i64* cells) {
     const Hits h = {q_start, s_start, length, score, seed_q, seed_s, chunk, context,
                     context_offset, context_length, chunk_byte_offset, chunk_length, query,
                     volume};
     for (int t = 0; t < n; ++t)
-        done[order[t]] = dp_extend_hit(h, order[t], matrix, gap_open, gap_extend,
-                                       gap_x_dropoff, budget, found, cells) ? 1 : 0;
+        dp_extend_hit(h, order[t], matrix, gap_open, gap_extend, gap_x_dropoff, budget, found,
+                      cells);
 }
 
 #endif

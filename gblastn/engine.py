@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from .hsp import Hsps, QueryResult, SubjectHits, query_coverage, score_order
-from .layouts import GAPPED_FIELDS
+from .layouts import GAPPED_AHEAD_FIELDS, GAPPED_MADE
 from .options import SearchOptions
 from .pools import INLINE, beside, on_threads, runs_of
 from .scan.backend import Backend, BackendPlan, Capabilities, SubjectBuffer
@@ -412,7 +412,7 @@ class SubjectBuffers:
 class ExtensionsAhead:
     """The initial hits' score-only gapped extensions, greedy or DP, made by the backend
     ahead of the gapped stage (GpuBackend.greedy_extensions, GpuBackend.dp_extensions):
-    int64 [n, GAPPED_FIELDS + 1], a row per initial hit, the last column 0 where the hit
+    int64 [n, GAPPED_AHEAD_FIELDS], a row per initial hit, GAPPED_MADE 0 where the hit
     was left for the CPU."""
 
     extensions: np.ndarray
@@ -1118,7 +1118,7 @@ def pieces_per_chunk(ahead: ExtensionsAhead | None, bounds: np.ndarray, greedy: 
         return np.maximum(threads, -(-counts // PIECE_HITS))
     cuts = np.full(counts.size, threads, dtype=np.int64)
     if not greedy:
-        undone = np.cumsum(np.concatenate([[0], ahead.extensions[:, GAPPED_FIELDS] == 0]))
+        undone = np.cumsum(np.concatenate([[0], ahead.extensions[:, GAPPED_MADE] == 0]))
         cuts[undone[bounds[1:]] == undone[bounds[:-1]]] = 1
     return cuts
 
@@ -1525,8 +1525,8 @@ class WarmUpDevice(Backend):
 
     def greedy_extensions(self, subjects, chunk_byte_offset, chunk_length, hit_chunk, *args,
                           **kwargs) -> np.ndarray:
-        return np.zeros((len(hit_chunk), GAPPED_FIELDS + 1), dtype=np.int64)
+        return np.zeros((len(hit_chunk), GAPPED_AHEAD_FIELDS), dtype=np.int64)
 
     def dp_extensions(self, subjects, chunk_byte_offset, chunk_length, hits, *args,
                       **kwargs) -> np.ndarray:
-        return np.zeros((len(hits), GAPPED_FIELDS + 1), dtype=np.int64)
+        return np.zeros((len(hits), GAPPED_AHEAD_FIELDS), dtype=np.int64)

@@ -18,10 +18,10 @@ from .alphabet import score_matrix
 from .dynprog import prelim_dp_extend_in
 from .greedy import greedy_gapped_alignment
 from .hsp import Hsps, alloc_tree, chunk_rows, hsps_from_rows, tree_add, tree_contains
-from .layouts import GAPPED_FIELDS, GAPPED_Q_END, GAPPED_Q_GAPPED_START, GAPPED_Q_START, \
-    GAPPED_SCORE, GAPPED_S_END, GAPPED_S_GAPPED_START, GAPPED_S_START, HSP_CONTEXT, HSP_FIELDS, \
-    HSP_Q_END, HSP_Q_GAPPED_START, HSP_Q_START, HSP_SCORE, HSP_S_END, HSP_S_GAPPED_START, \
-    HSP_S_START
+from .layouts import GAPPED_AHEAD_FIELDS, GAPPED_FIELDS, GAPPED_MADE, GAPPED_Q_END, \
+    GAPPED_Q_GAPPED_START, GAPPED_Q_START, GAPPED_SCORE, GAPPED_S_END, GAPPED_S_GAPPED_START, \
+    GAPPED_S_START, HSP_CONTEXT, HSP_FIELDS, HSP_Q_END, HSP_Q_GAPPED_START, HSP_Q_START, \
+    HSP_SCORE, HSP_S_END, HSP_S_GAPPED_START, HSP_S_START
 from .numba_start import njit
 from .refcounts import borrowed
 
@@ -236,7 +236,7 @@ def _extend_hits_given(extensions, q_start, s_start, length, score, context, con
     rows = np.empty((n, HSP_FIELDS), dtype=np.int64)
     origin = np.empty(n, dtype=np.int64)
     tree = alloc_tree(n, min_diag_separation)
-    candidates = np.flatnonzero(extensions[:, GAPPED_FIELDS])
+    candidates = np.flatnonzero(extensions[:, GAPPED_MADE])
     found = np.empty((candidates.size, GAPPED_FIELDS), dtype=np.int64)
     for k in range(candidates.size):
         found[k] = extensions[candidates[k], :GAPPED_FIELDS]
@@ -323,7 +323,7 @@ def _extend_hits_dp(extensions, q_start, s_start, length, score, seed_q, seed_s,
                     xdrop, matrix, gap_open, gap_extend, min_diag_separation):
     """As _extend_hits, with DP from each hit's seed (concatenated seed_q, chunk seed_s);
     the stored gapped start is the seed, moved +3 when the DP moved it. `extensions`: the
-    hits' DP extensions made ahead (as a GPU makes them, int64 [n, GAPPED_FIELDS + 1]), or
+    hits' DP extensions made ahead (as a GPU makes them, int64 [n, GAPPED_AHEAD_FIELDS]), or
     no rows: the in-order pass takes those marked made and extends the others itself."""
     n = q_start.size
     ahead = extensions.shape[0] == n
@@ -346,7 +346,7 @@ def _extend_hits_dp(extensions, q_start, s_start, length, score, seed_q, seed_s,
         if tree_contains(tree, held, ctx, qs, qs + ln, ss, ss + ln, score[i],
                          min_diag_separation):
             continue
-        if ahead and extensions[i, GAPPED_FIELDS] != 0:
+        if ahead and extensions[i, GAPPED_MADE] != 0:
             found[:] = extensions[i, :GAPPED_FIELDS]
         else:
             query = sequence[base:base + context_length[ctx]]
@@ -425,7 +425,7 @@ def extend_hits(hits_q_start, hits_s_start, hits_length, hits_score, batch, pack
     seed_s = s_start if hits_seed_s is None else \
         np.ascontiguousarray(hits_seed_s, dtype=np.int64)
     matrix = score_matrix(options.reward, options.penalty).astype(np.int64)
-    ahead = np.zeros((0, GAPPED_FIELDS + 1), dtype=np.int64) if extensions is None else \
+    ahead = np.zeros((0, GAPPED_AHEAD_FIELDS), dtype=np.int64) if extensions is None else \
         np.ascontiguousarray(extensions, dtype=np.int64)
     return _extend_hits_dp(
         ahead, q_start, s_start, length, score, seed_q, seed_s, context, offsets, lengths, sequence,

@@ -79,6 +79,10 @@ GAPPED_S_END = 4
 GAPPED_Q_GAPPED_START = 5  # the start point _best_start_point picked
 GAPPED_S_GAPPED_START = 6
 GAPPED_FIELDS = 7
+# a score-only extension made ahead on the GPU (engine.ExtensionsAhead): its GAPPED_FIELDS
+# values, then 1 where it was made there, 0 where the CPU must make it
+GAPPED_MADE = GAPPED_FIELDS
+GAPPED_AHEAD_FIELDS = GAPPED_FIELDS + 1
 
 # -- edit scripts: runs of one operation -----------------------------------------------------
 OP_SUB = 0  # aligned pair (match or mismatch): one query letter, one subject letter

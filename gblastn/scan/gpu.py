@@ -35,7 +35,7 @@ from ..cuda_context import close_device_files, page_locked_buffer, reset_primary
     retain_primary_context
 from ..db.format import parse_size
 from ..errors import GpuUnavailableError, OptionsError
-from ..layouts import CHAIN_CELL_BYTES, GAPPED_FIELDS, HASH_BUCKETS, HIT_CHUNK, HIT_FIELDS, \
+from ..layouts import CHAIN_CELL_BYTES, GAPPED_AHEAD_FIELDS, GAPPED_FIELDS, HASH_BUCKETS, HIT_CHUNK, HIT_FIELDS, \
     HIT_LENGTH, HIT_Q_START, HIT_S_START, HIT_SCORE, HSP_FIELDS, \
     SCRIPT_RUNS, SEED_FIELDS, STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, \
     TEMPLATES_MAX, UNGAPPED_FIELDS, WALK_FIELDS, kernel_defines
@@ -80,6 +80,7 @@ DP_BAND_COLUMNS = 128      # columns of a DP extension's band on the GPU (a wide
 # extensions start from hits inside an HSP that an earlier hit finds, which the CPU's
 # in-order pass skips, while a launch lasts as long as its longest thread.
 DP_CELL_BUDGET = 1 << 20
+DP_SCORE_ARGUMENT = 3  # the hits' ungapped scores among dp_hit_arrays'
 # the traceback searches' warps at once, each keeping its rows in STORE_WORDS ints of device
 # memory (9,216 ints, 36 kB; 8,192 warps hold 302 MB), about as many as the GPU keeps running
 TAIL_WARPS = 8192
@@ -909,6 +910,21 @@ class GpuBackend(Backend):
             self.drv.memcpy_dtoh(out, hits_dev)
         return out
 
+    def _descending_order(self, values, n: int, largest: int):
+        """The order of n non-negative int32 values on the device (none above `largest`),
+        the largest first, equal ones in index order: dynprog.cu's threads take the hits
+        with the highest ungapped scores first, the likeliest to extend longest, so that the
+        threads of a warp take about as long. A uint32 buffer of the device."""
+        kernels = self.module(diagonals_defines(), "diagonals.cu")
+        keys, order = self.buffer("hit_keys", 8 * n), self.buffer("hit_order", 4 * n)
+        launch = {"block": (256, 1, 1), "grid": ((n + 255) // 256, 1)}
+        bits = max(1, largest.bit_length())
+        kernels.get_function("identity_order")(order, np.int64(n), **launch)
+        kernels.get_function("hit_sort_keys")(values, np.int64(n), np.int32(0), np.int32(1),
+                                              np.int32(bits), order, keys, **launch)
+        self.radix_sort(kernels, keys, order, n, 0, bits)
+        return order
+
     def _sorted_hits(self, kernels, hits_dev, n: int):
         """The n hits' HIT_FIELDS int32 rows (in seed order) in ungapped.sort_initial_hits'
         order: stable radix sorts by its keys, the least significant first (equal hits keep
@@ -960,27 +976,30 @@ class GpuBackend(Backend):
                       xdrop: int, budget: int = DP_CELL_BUDGET) -> np.ndarray:
         """The score-only DP extensions (blastn, blastn-short) of a volume's initial hits
         (an InitialHits with their chunks, seeds and `contexts`), each as
-        dynprog.prelim_dp_extend makes it: int64 [n, GAPPED_FIELDS + 1], the last column 0
+        dynprog.prelim_dp_extend makes it: int64 [n, GAPPED_AHEAD_FIELDS], GAPPED_MADE 0
         where the extension's band outgrew dynprog.cu's ring or it took more than `budget`
-        cells (the CPU extends those). xdrop: the raw preliminary gapped X-drop."""
+        cells (the CPU extends those). xdrop: the raw preliminary gapped X-drop. The kernel
+        writes the rows as they are returned, so that the host only copies them back."""
         arrays = dp_hit_arrays(hits, contexts, batch, chunk_byte_offset, chunk_length)
         n = int(arrays[0].size)
         if n == 0:
-            return np.zeros((0, GAPPED_FIELDS + 1), dtype=np.int64)
+            return np.zeros((0, GAPPED_AHEAD_FIELDS), dtype=np.int64)
         with self.held("gpu dp"):
             volume = self.resident_volume(subjects)
             letters = self.resident_query_letters(batch)
             kernel = self.module(dp_defines(), "dynprog.cu").get_function("dp_hits")
             matrix, *costs = dp_costs(matrix, gap_open, gap_extend, xdrop, budget)
-            inputs = [self.upload(a) for a in (dp_launch_order(hits), *arrays, matrix)]
+            inputs = [self.upload(a) for a in (*arrays, matrix)]
             try:
-                found = self.buffer("dp_hits_found", 8 * GAPPED_FIELDS * n)
-                done = self.buffer("dp_hits_done", n)
+                order = self._descending_order(inputs[DP_SCORE_ARGUMENT], n,
+                                               int(arrays[DP_SCORE_ARGUMENT].max()))
+                found = self.buffer("dp_hits_found", 8 * GAPPED_AHEAD_FIELDS * n)
                 cells_dev = self.buffer("dp_hits_cells", 8 * n)
-                kernel(np.int32(n), *inputs[:-1], letters, volume, inputs[-1], *costs, found,
-                       done, cells_dev, block=(DP_THREADS, 1, 1),
+                kernel(np.int32(n), order, *inputs[:-1], letters, volume, inputs[-1], *costs,
+                       found, cells_dev, block=(DP_THREADS, 1, 1),
                        grid=((n + DP_THREADS - 1) // DP_THREADS, 1))
-                out = self._copied_back(found, done, n, GAPPED_FIELDS)
+                out = np.empty((n, GAPPED_AHEAD_FIELDS), dtype=np.int64)
+                self.drv.memcpy_dtoh(out, found)
                 cells = np.empty(n, dtype=np.int64)
                 self.drv.memcpy_dtoh(cells, cells_dev)
             finally:
@@ -1215,16 +1234,9 @@ class GpuBackend(Backend):
         return rows
 
 
-def dp_launch_order(hits) -> np.ndarray:
-    """The order dynprog.cu's threads take the hits in: highest ungapped score first, as the
-    likeliest to extend longest (random hits just above the cutoff die within a few rows),
-    so that the threads of a warp take about as long."""
-    return np.argsort(-np.asarray(hits.score, dtype=np.int64), kind="stable").astype(np.int32)
-
-
 def dp_hit_arrays(hits, contexts, batch, chunk_byte_offset, chunk_length) -> list:
     """dynprog.cu's arrays of the hits, the contexts and the chunks, in its arguments'
-    order."""
+    order (the scores at DP_SCORE_ARGUMENT)."""
     arrays = [np.ascontiguousarray(a, dtype=np.int32)
               for a in (hits.q_start, hits.s_start, hits.length, hits.score, hits.seed_q,
                         hits.seed_s, hits.chunk, contexts)]

@@ -16,9 +16,10 @@ import gblastn
 from gblastn.alphabet import encode_blastna, pack_2bit, score_matrix
 from gblastn.dynprog import prelim_dp_extend
 from gblastn.gapped import GAPPED_FIELDS, extend_hits, hit_contexts
+from gblastn.layouts import GAPPED_AHEAD_FIELDS, GAPPED_MADE
 from gblastn.options import make_options
 from gblastn.query import Query, build_batch
-from gblastn.scan.gpu import dp_costs, dp_defines, dp_launch_order, dp_hit_arrays, nvcc_options
+from gblastn.scan.gpu import dp_costs, dp_defines, dp_hit_arrays, nvcc_options
 
 KERNEL = Path(gblastn.__file__).parent / "cuda" / "dynprog.cu"
 # (reward, penalty, gap open, gap extend, raw X-drop): blastn's scorings and their gap costs
@@ -92,18 +93,18 @@ def on_host(kernel, hits, batch, packed, subject_length, stats, options,
                               options.gapextend, int(stats.gap_xdrop), budget)
     n = arrays[0].size
     letters = np.ascontiguousarray(batch.sequence, dtype=np.uint8)
-    found = np.zeros((n, GAPPED_FIELDS), dtype=np.int64)
-    done = np.zeros(n, dtype=np.uint8)
+    found = np.full((n, GAPPED_AHEAD_FIELDS), -1, dtype=np.int64)
     cells = np.full(n, -1, dtype=np.int64)
+    order = np.argsort(-hits.score, kind="stable").astype(np.int32)  # as the device orders them
     pointer = ctypes.c_void_p
-    kernel(ctypes.c_int(n), pointer(dp_launch_order(hits).ctypes.data),
+    kernel(ctypes.c_int(n), pointer(order.ctypes.data),
            *(pointer(a.ctypes.data) for a in arrays),
            pointer(letters.ctypes.data), pointer(packed.ctypes.data),
            pointer(matrix.ctypes.data), *(ctypes.c_int(int(c)) for c in costs[:3]),
            ctypes.c_longlong(int(costs[3])), pointer(found.ctypes.data),
-           pointer(done.ctypes.data), pointer(cells.ctypes.data))
-    assert (cells > 0).all() and (cells[done == 1] <= budget).all()
-    return np.column_stack([found, done]).astype(np.int64)
+           pointer(cells.ctypes.data))
+    assert (cells > 0).all() and (cells[found[:, GAPPED_MADE] == 1] <= budget).all()
+    return found
 
 
 def on_cpu(hits, batch, packed, subject_length, stats, options) -> np.ndarray:
@@ -135,7 +136,7 @@ def test_a_band_too_wide_or_a_budget_spent_is_left_to_the_cpu(host_kernel, scori
     want = on_cpu(*case)
     for kernel, budget in ((host_kernel(16), 1 << 40), (host_kernel(128), 20_000)):
         got = on_host(kernel, *case, budget=budget)
-        made = got[:, GAPPED_FIELDS] == 1
+        made = got[:, GAPPED_MADE] == 1
         assert 0 < made.sum() < made.size
         assert np.array_equal(got[made], want[made])
 
