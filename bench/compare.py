@@ -94,15 +94,16 @@ def work_done(stderr: str) -> dict:
 
 
 def device_rates(times: dict, tallies: dict) -> str:
-    """The GPU kernels' rates per second the device was held for them: ungapped extensions
-    per second and DP cells per second (GCUPS), with the counts."""
+    """The GPU kernels' rates: ungapped extensions per second the device was held for them,
+    DP cells per second of the DP kernel (GCUPS, which runs on a stream of its own), with
+    the counts."""
     rates = []
     extensions, held = tallies.get("gpu ungapped extensions"), times.get("gpu ungapped")
     if extensions and held:
         rates.append(f"{extensions:,} ungapped extensions in {held:.2f} s "
                      f"({extensions / held / 1e6:.0f} M/s)")
     hits, cells, held = (tallies.get("gpu dp extensions"), tallies.get("gpu dp cells"),
-                         times.get("gpu dp"))
+                         times.get("gpu dp kernel"))
     if hits and cells and held:
         rates.append(f"{hits:,} DP extensions, {cells:,} cells in {held:.2f} s "
                      f"({cells / held / 1e9:.2f} GCUPS)")

@@ -1,13 +1,15 @@
 """Where one search's time goes, thread by thread: a timeline of its timed stages.
 
-    python3 bench/timeline.py record TIMELINE.tsv -- search -db DB -query Q.fa [options]
+    python3 bench/timeline.py record TIMELINE.tsv [--calls MODULE:NAME,...] -- search -db DB
+                                 -query Q.fa [options]
     python3 bench/timeline.py show TIMELINE.tsv [--step 0.05] [--threads]
 
 `record` runs `gblastn ARGS` in this process, as `python -m gblastn` does (the device's
 context is begun first), and writes one line per timed stage entered by any thread: thread,
 stage, start, end (seconds from the process's start). It also records the imports of the
-heavy modules, each `plan_batch` (a batch's masks, statistics and table) and the process's
-resource use at its exit. `show` prints, per stage (and per kind of thread with --threads),
+heavy modules, each `plan_batch` (a batch's masks, statistics and table), each call of the
+functions `--calls` names (`gblastn.engine:joined_volume_hits`, a method as
+`gblastn.engine:Engine.extensions_ahead`) and the process's resource use at its exit. `show` prints, per stage (and per kind of thread with --threads),
 how many threads were in it in each time step: which stages overlap, and what waits on what.
 """
 
@@ -27,7 +29,7 @@ TIMED_IMPORTS = ("numpy", "numba", "pycuda.driver", "lmdb", "typer", "gblastn.qu
                  "gblastn.drivers.pipeline", "gblastn.ungapped", "gblastn.dust", "gblastn.traceback", "gblastn.output.tabular")
 
 
-def record(path: str, args: list) -> None:
+def record(path: str, args: list, calls: tuple = ()) -> None:
     events = []
 
     def add_event(stage: str, start: float, end: float) -> None:
@@ -35,6 +37,8 @@ def record(path: str, args: list) -> None:
 
     _time_imports(add_event)
     _time_stages(add_event)
+    for call in ("gblastn.engine:plan_batch", *calls):
+        _time_calls(call, add_event)
     real_exit = os._exit
 
     def leave(code):  # the command line leaves through os._exit once its output is complete
@@ -67,18 +71,29 @@ def _time_stages(add_event) -> None:
 
     StageTimes.add = add
 
-    def plan_batch_timed(module):
-        real = module.plan_batch
 
-        def plan_batch(*args, **kwargs):
+def _time_calls(call: str, add_event) -> None:
+    """Each call of `call` ("module:name" or "module:Class.method") as an event named after
+    the function: the module's attribute is replaced once it is imported, so calls that look
+    the name up when they run (a module's globals, a class's methods) are timed."""
+    module_name, _, qualname = call.partition(":")
+    *owner_path, name = qualname.split(".")
+
+    def wrap(module):
+        owner = module
+        for part in owner_path:
+            owner = getattr(owner, part)
+        real = getattr(owner, name)
+
+        def timed(*args, **kwargs):
             start = time.perf_counter()
             try:
                 return real(*args, **kwargs)
             finally:
-                add_event("plan_batch", start, time.perf_counter())
-        module.plan_batch = plan_batch
+                add_event(name, start, time.perf_counter())
+        setattr(owner, name, timed)
 
-    _after_import("gblastn.engine", plan_batch_timed)
+    _after_import(module_name, wrap)
 
 
 def _time_imports(add_event) -> None:
@@ -156,7 +171,10 @@ def _thread_kind(name: str) -> str:
 
 
 def main() -> None:
-    if len(sys.argv) >= 4 and sys.argv[1] == "record" and sys.argv[3] == "--":
+    if len(sys.argv) >= 6 and sys.argv[1] == "record" and sys.argv[3] == "--calls" \
+            and sys.argv[5] == "--":
+        record(sys.argv[2], sys.argv[6:], tuple(sys.argv[4].split(",")))
+    elif len(sys.argv) >= 4 and sys.argv[1] == "record" and sys.argv[3] == "--":
         record(sys.argv[2], sys.argv[4:])
     elif len(sys.argv) >= 3 and sys.argv[1] == "show":
         import argparse

@@ -24,8 +24,9 @@ typedef long long i64;
 // the records exchanged with the host and the constants of dynprog.py, from gblastn/layouts.py
 #if !defined(GAPPED_SCORE) || !defined(GAPPED_Q_START) || !defined(GAPPED_Q_END) || \
     !defined(GAPPED_S_START) || !defined(GAPPED_S_END) || !defined(GAPPED_Q_GAPPED_START) || \
-    !defined(GAPPED_S_GAPPED_START) || !defined(GAPPED_FIELDS) || !defined(MININT) || \
-    !defined(PACK_RATIO) || !defined(BLASTNA_LETTERS)
+    !defined(GAPPED_S_GAPPED_START) || !defined(GAPPED_MADE) || \
+    !defined(GAPPED_AHEAD_FIELDS) || !defined(MININT) || !defined(PACK_RATIO) || \
+    !defined(BLASTNA_LETTERS)
 #error "gblastn.layouts' defines are missing: compile with gblastn.scan.gpu.nvcc_options"
 #endif
 
@@ -150,7 +151,7 @@ HD bool xdrop_extent(const unsigned char* subject, i64 row_origin, int row_step,
     return true;
 }
 
-// dynprog.py's prelim_dp_extend_in for one hit, into found[0:GAPPED_FIELDS]. query: the hit's
+// dynprog.py's prelim_dp_extend_in for one hit, into its row of found. query: the hit's
 // context (blastna codes); seed_q context-relative; subject: the chunk's packed bases.
 HD bool dp_extend(const unsigned char* query, i64 query_length, const unsigned char* subject,
                   i64 subject_length, i64 seed_q, i64 seed_s, i64 ungapped_s_start,

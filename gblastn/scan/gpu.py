@@ -80,6 +80,7 @@ DP_BAND_COLUMNS = 128      # columns of a DP extension's band on the GPU (a wide
 # extensions start from hits inside an HSP that an earlier hit finds, which the CPU's
 # in-order pass skips, while a launch lasts as long as its longest thread.
 DP_CELL_BUDGET = 1 << 20
+CU_STREAM_NON_BLOCKING = 1  # a stream that does not wait for the default stream's work
 DP_SCORE_ARGUMENT = 3  # the hits' ungapped scores among dp_hit_arrays'
 # the traceback searches' warps at once, each keeping its rows in STORE_WORDS ints of device
 # memory (9,216 ints, 36 kB; 8,192 warps hold 302 MB), about as many as the GPU keeps running
@@ -334,6 +335,15 @@ class GpuBackend(Backend):
         self.staging_lock = threading.Lock()
         self.stats = {}         # last call's counts and grow events, for tests and benches
         self.retired = False    # the context is torn down (retire)
+        # the DP's kernel runs on a stream of its own with the device let go (dp_extensions):
+        # one DP at a time; its stream and events, made once (pycuda cannot drop an event
+        # from a thread where its context is not current); the allocations freed meanwhile
+        self.dp_lock = threading.Lock()
+        self.dp_stream = None
+        self.dp_events = ()
+        self.dp_running = False
+        self.freed_after_dp = []
+        self.calls_done = None  # an event that marks the calls queued on the default stream
 
     # -- context ----------------------------------------------------------------------------
 
@@ -348,10 +358,23 @@ class GpuBackend(Backend):
     @contextmanager
     def synchronized(self, stage: str):
         """A stage of the device's calls whose time is its kernels': it waits for them at
-        its end (the host would wait at its next copy anyway)."""
+        its end (the host would wait at its next copy anyway), not for a DP kernel running
+        beside them on its own stream."""
         with self.times.stage(stage):
             yield
-            self.drv.Context.synchronize()
+            if self.calls_done is None:
+                self.calls_done = self.drv.Event()
+            self.calls_done.record()
+            self.calls_done.synchronize()
+
+    def free(self, alloc) -> None:
+        """Free a device allocation, once the DP kernel running on its own stream, if any,
+        is done: freeing waits for every stream's work, and would hold the scans up behind
+        it."""
+        if self.dp_running:
+            self.freed_after_dp.append(alloc)
+        else:
+            alloc.free()
 
     @contextmanager
     def held(self, stage: str):
@@ -421,7 +444,7 @@ class GpuBackend(Backend):
         held = self.buffers.get(name)
         if held is None or held[1] < nbytes:
             if held is not None:
-                held[0].free()
+                self.free(held[0])
             alloc = self.drv.mem_alloc(max(int(nbytes), 8))
             self.buffers[name] = held = (alloc, max(int(nbytes), 8))
         return held[0]
@@ -441,6 +464,8 @@ class GpuBackend(Backend):
         packed = np.ascontiguousarray(subjects.packed, dtype=np.uint8)
         nbytes = int(packed.nbytes)
         budget = self.volume_budget()
+        if self.volumes and self._resident_bytes() + nbytes > budget:
+            self._dp_settled()  # their memory is needed now: no kernel may still read them
         while self.volumes and self._resident_bytes() + nbytes > budget:
             oldest = next(iter(self.volumes))
             self.volumes.pop(oldest)[0].free()
@@ -580,7 +605,7 @@ class GpuBackend(Backend):
         if self.table_key is not None and self.table_key[0] is table:
             return self.table_arrays
         for alloc in self.table_arrays.values():
-            alloc.free()
+            self.free(alloc)
         arrays = {
             "backbone": np.ascontiguousarray(table.backbone, dtype=np.int16),
             "overflow": np.ascontiguousarray(table.overflow, dtype=np.int16),
@@ -605,7 +630,7 @@ class GpuBackend(Backend):
         if self.words_key is not None and self.words_key[0] is batch:
             return self.words_arrays
         for alloc in self.words_arrays:
-            alloc.free()
+            self.free(alloc)
         self.words_arrays = tuple(self.upload(words) for words in batch.query_words)
         self.words_key = (batch,)
         return self.words_arrays
@@ -615,7 +640,7 @@ class GpuBackend(Backend):
         if self.letters_key is not None and self.letters_key[0] is batch:
             return self.letters_array
         if self.letters_array is not None:
-            self.letters_array.free()
+            self.free(self.letters_array)
         self.letters_array = self.upload(np.ascontiguousarray(batch.sequence, dtype=np.uint8))
         self.letters_key = (batch,)
         return self.letters_array
@@ -722,7 +747,7 @@ class GpuBackend(Backend):
                         for first, last in groups]
             finally:
                 for alloc in inputs:
-                    alloc.free()
+                    self.free(alloc)
 
     def _ungapped_launch(self, table, tab, dev_packed, packed_size, rules: list):
         """A function of (device seed rows, their count, the group's first chunk, its chunk
@@ -770,7 +795,7 @@ class GpuBackend(Backend):
                     np.int32(table.context_offset.size), cutoff, np.int32(walk.word_size),
                     records, block=(256, 1, 1), grid=((n + 255) // 256, 1))
             finally:
-                cutoff.free()
+                self.free(cutoff)
             kept = self.buffer("kept", n)
             if walk.chains is None:
                 self.drv.memset_d8(kept, 0, n)
@@ -885,7 +910,7 @@ class GpuBackend(Backend):
             chains.offset, chains.resets = after
         finally:
             for alloc in arrays:
-                alloc.free()
+                self.free(alloc)
 
     def _kept_hits(self, kernels, kept, n: int, rows_dev, ahead_dev, taken: list) -> np.ndarray:
         """The kept seeds' hits as HIT_FIELDS int32 rows in sort_initial_hits' order, staged
@@ -916,7 +941,8 @@ class GpuBackend(Backend):
         with the highest ungapped scores first, the likeliest to extend longest, so that the
         threads of a warp take about as long. A uint32 buffer of the device."""
         kernels = self.module(diagonals_defines(), "diagonals.cu")
-        keys, order = self.buffer("hit_keys", 8 * n), self.buffer("hit_order", 4 * n)
+        # its own buffers: the order is read by the DP kernel while the scans go on
+        keys, order = self.buffer("dp_keys", 8 * n), self.buffer("dp_order", 4 * n)
         launch = {"block": (256, 1, 1), "grid": ((n + 255) // 256, 1)}
         bits = max(1, largest.bit_length())
         kernels.get_function("identity_order")(order, np.int64(n), **launch)
@@ -984,30 +1010,80 @@ class GpuBackend(Backend):
         n = int(arrays[0].size)
         if n == 0:
             return np.zeros((0, GAPPED_AHEAD_FIELDS), dtype=np.int64)
-        with self.held("gpu dp"):
-            volume = self.resident_volume(subjects)
-            letters = self.resident_query_letters(batch)
-            kernel = self.module(dp_defines(), "dynprog.cu").get_function("dp_hits")
-            matrix, *costs = dp_costs(matrix, gap_open, gap_extend, xdrop, budget)
-            inputs = [self.upload(a) for a in (*arrays, matrix)]
+        with self.dp_lock:
+            inputs = []
             try:
-                order = self._descending_order(inputs[DP_SCORE_ARGUMENT], n,
-                                               int(arrays[DP_SCORE_ARGUMENT].max()))
-                found = self.buffer("dp_hits_found", 8 * GAPPED_AHEAD_FIELDS * n)
-                cells_dev = self.buffer("dp_hits_cells", 8 * n)
-                kernel(np.int32(n), order, *inputs[:-1], letters, volume, inputs[-1], *costs,
-                       found, cells_dev, block=(DP_THREADS, 1, 1),
-                       grid=((n + DP_THREADS - 1) // DP_THREADS, 1))
-                out = np.empty((n, GAPPED_AHEAD_FIELDS), dtype=np.int64)
-                self.drv.memcpy_dtoh(out, found)
-                cells = np.empty(n, dtype=np.int64)
-                self.drv.memcpy_dtoh(cells, cells_dev)
+                with self.held("gpu dp"):
+                    volume = self.resident_volume(subjects)
+                    letters = self.resident_query_letters(batch)
+                    kernel = self.module(dp_defines(), "dynprog.cu").get_function("dp_hits")
+                    matrix, *costs = dp_costs(matrix, gap_open, gap_extend, xdrop, budget)
+                    inputs = [self.upload(a) for a in (*arrays, matrix)]
+                    order = self._descending_order(inputs[DP_SCORE_ARGUMENT], n,
+                                                   int(arrays[DP_SCORE_ARGUMENT].max()))
+                    found = self.buffer("dp_hits_found", 8 * GAPPED_AHEAD_FIELDS * n)
+                    cells_dev = self.buffer("dp_hits_cells", 8 * n)
+                    stream, queued, ran = self._dp_stream()
+                    queued.record()  # after the uploads and the order, on the default stream
+                    stream.wait_for_event(queued)
+                    kernel(np.int32(n), order, *inputs[:-1], letters, volume, inputs[-1],
+                           *costs, found, cells_dev, block=(DP_THREADS, 1, 1),
+                           grid=((n + DP_THREADS - 1) // DP_THREADS, 1), stream=stream)
+                    ran.record(stream)
+                    self.dp_running = True
+                self._wait_for(ran)  # the device let go: the next scans run beside the kernel
+                with self.held("gpu dp"):
+                    out = np.empty((n, GAPPED_AHEAD_FIELDS), dtype=np.int64)
+                    self.drv.memcpy_dtoh(out, found)
+                    cells = np.empty(n, dtype=np.int64)
+                    self.drv.memcpy_dtoh(cells, cells_dev)
+                    kernel_seconds = ran.time_since(queued) / 1000
             finally:
-                for alloc in inputs:
-                    alloc.free()
+                self._dp_ended(inputs)
+        self.times.add("gpu dp kernel", kernel_seconds)
         self.times.count("gpu dp extensions", n)
         self.times.count("gpu dp cells", int(cells.sum()))
         return out
+
+    def _dp_stream(self) -> tuple:
+        """The DP kernel's stream (it runs beside the default stream's calls, and they
+        beside it) and two events (its inputs queued, its kernel run), made once."""
+        if self.dp_stream is None:
+            self.dp_stream = self.drv.Stream(flags=CU_STREAM_NON_BLOCKING)
+            self.dp_events = (self.drv.Event(), self.drv.Event())
+        return (self.dp_stream, *self.dp_events)
+
+    def _wait_for(self, event) -> None:
+        """Wait for `event` without holding the device (the wait lets go of the GIL)."""
+        self.context.push()
+        try:
+            event.synchronize()
+        finally:
+            self.drv.Context.pop()
+
+    def _dp_settled(self) -> None:
+        """With the device held: wait for a DP kernel running on its own stream, and free
+        what waited for it."""
+        if not self.dp_running:
+            return
+        self.dp_events[1].synchronize()
+        freed, self.freed_after_dp = self.freed_after_dp, []
+        for alloc in freed:
+            alloc.free()
+
+    def _dp_ended(self, inputs: list) -> None:
+        """The DP's inputs and what was freed while its kernel ran, freed now."""
+        with self.lock:
+            self.dp_running = False
+            if self.retired:
+                return
+            freed, self.freed_after_dp = [*inputs, *self.freed_after_dp], []
+            self.context.push()
+            try:
+                for alloc in freed:
+                    alloc.free()
+            finally:
+                self.drv.Context.pop()
 
     def _copied_back(self, found, done, n: int, width: int) -> np.ndarray:
         """A launch's `width` int64 values per item (`found`) and its done flags (`done`,
@@ -1115,7 +1191,7 @@ class GpuBackend(Backend):
             return self._copied_back(found, done, n, width)
         finally:
             for alloc in inputs:
-                alloc.free()
+                self.free(alloc)
 
     def _group(self, mod, table, tab, dev_packed, packed_size, byte_offset, length, probes,
                chunk_base, rank_bits, extend, passed, taken):
@@ -1154,7 +1230,7 @@ class GpuBackend(Backend):
                     self._rows_back(ahead_dev, UNGAPPED_FIELDS, num_seeds, taken))
         finally:
             for alloc in (d_offset, d_length, d_start):
-                alloc.free()
+                self.free(alloc)
 
     def _scan(self, mod, tab, dev_packed, d_offset, d_start, num_chunks, total) -> int:
         drv = self.drv
