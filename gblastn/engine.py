@@ -325,16 +325,17 @@ class BatchPlan:
 
 
 def plan_batch(queries: list, first_index: int, db, options: SearchOptions,
-               times: StageTimes, pool=INLINE) -> BatchPlan:
+               times: StageTimes, pool=INLINE, masks_found: list | None = None) -> BatchPlan:
     """Contexts, masks, statistics and the lookup table of one batch of queries; the masks
-    and the table are made on the threads of `pool`. It needs no backend: a driver plans
-    the first batch while the GPU is set up."""
+    (but those in `masks_found`: query.build_batch) and the table are made on the threads
+    of `pool`. It needs no backend: a driver plans the first batch while the GPU is set
+    up."""
     from .lookup import build_lookup
     from .query import build_batch
     from .stats import prepare_statistics
 
     with times.stage("query setup"):
-        batch = build_batch(queries, options, pool)
+        batch = build_batch(queries, options, pool, masks_found)
         plan = BatchPlan(queries, first_index, batch)
         if len(batch.lookup_segments):
             from .ungapped import DiagonalHash, hash_parts
@@ -525,13 +526,14 @@ DEVICE_SLICE_SEEDS = 1 << 24
 
 
 def sliced_initial_hits(chunks: SubjectChunks, scan, extend,
-                        slice_seeds: int | None = None) -> "VolumeHits":
+                        slice_seeds: int | None = None, counted=None) -> "VolumeHits":
     """The initial hits of `chunks` (VolumeHits), as extend(scan(chunks), chunks) gives
     them, made slice after slice in chunk order (the hits are in chunk order, and the
     diagonal hash, which extend carries from one call to the next, sees the chunks in the
     same order), each aimed at `slice_seeds` seeds (SLICE_SEEDS unless given). The next
     slice is scanned while this one is extended: the scan and the extension run on
-    different devices, or on different threads (pools.beside)."""
+    different devices, or on different threads (pools.beside). `counted(hits)`, when
+    given, is told their number before the slices' hits are joined."""
     slice_seeds = SLICE_SEEDS if slice_seeds is None else slice_seeds
     total = len(chunks.length)
     if total == 0:
@@ -557,6 +559,8 @@ def sliced_initial_hits(chunks: SubjectChunks, scan, extend,
             first, last, part = following, end, next_part
         else:
             first = total
+    if counted is not None:
+        counted(sum(len(found.hits) for _, found in parts))
     return joined_volume_hits(parts)
 
 
@@ -745,30 +749,42 @@ class Engine:
         stops = self.backend_plan.stops_scans and every_chunk.ranges is None and \
             not table.template_length and rules is None
 
-        def initial_hits(part) -> VolumeHits:
+        told = []  # whether ungapped_done was told already
+
+        def tell(count: int) -> None:
+            told.append(count)
+            ungapped_done(count)
+
+        def initial_hits(part, counted=None) -> VolumeHits:
             with turns:
                 if stops and len(part.length):
                     return stopping_initial_hits(part, scan_from, extend)
                 return sliced_initial_hits(part, scan, extend,
-                                           DEVICE_SLICE_SEEDS if walk is not None else None)
+                                           DEVICE_SLICE_SEEDS if walk is not None else None,
+                                           counted)
 
         def made_ahead(found: VolumeHits, part) -> VolumeHits:
             return VolumeHits(found.hits, self.extensions_ahead(found.hits, part,
                                                                 subject_buffer, plan))
 
         last_chunk = first_chunk + len(chunks.length)
+        # the count is told as soon as it is known, before the slices' hits are joined, where
+        # this job's hits are all those found (the next batch is planned from it)
+        counted = None if ungapped_done is None else tell
         # the whole volume's hits, made once for its jobs (their extensions ahead too)
         volume_once = once_per_volume is not None and ungapped_in_database_order(table)
         if once_per_volume is None:
-            found = initial_hits(chunks)
+            found = initial_hits(chunks, counted)
         elif volume_once:
-            whole = once_per_volume(volume, "initial hits", lambda: initial_hits(every_chunk))
+            every = len(chunks.length) == len(every_chunk.length)  # then the volume's only job
+            whole = once_per_volume(volume, "initial hits", lambda: initial_hits(
+                every_chunk, counted if every else None))
             found = whole.of_chunks(first_chunk, last_chunk)
         else:
             seeds = once_per_volume(volume, "seeds", lambda: scan(every_chunk))
             with turns:
                 found = extend(seeds.of_chunks(first_chunk, last_chunk), chunks)
-        if ungapped_done is not None:
+        if ungapped_done is not None and not told:
             ungapped_done(len(found.hits))
         if volume_once:
             found = once_per_volume(volume, "made ahead", lambda: made_ahead(

@@ -295,11 +295,32 @@ def _balanced_shares(lengths: list, parts: int) -> list:
     return [share for share in shares if share]
 
 
-def build_batch(queries: list, options: SearchOptions, pool=INLINE) -> QueryBatch:
+def query_masks(queries: list, options: SearchOptions, pool=INLINE) -> list:
+    """The masked ranges build_batch finds for each query (its searched letters, plus
+    strand): a function of the query and the options alone, so that a driver may find them
+    ahead of its batches."""
+    return _all_masks([query.searched() for query in queries], options, pool)
+
+
+def _masks_of(queries: list, options: SearchOptions, pool, found: list | None) -> list:
+    """The searched queries' plus-strand masks: those in `found` (None where not found
+    yet), the others found now on `pool`."""
+    if found is None:
+        return _all_masks(queries, options, pool)
+    missing = [i for i, mask in enumerate(found) if mask is None]
+    masks = list(found)
+    for i, mask in zip(missing, _all_masks([queries[i] for i in missing], options, pool)):
+        masks[i] = mask
+    return masks
+
+
+def build_batch(queries: list, options: SearchOptions, pool=INLINE,
+                masks_found: list | None = None) -> QueryBatch:
     """Concatenate the queries' contexts (the letters each one searches), find their masks
-    (DUST on `pool`) and lookup segments."""
+    (DUST on `pool`; those in `masks_found`, query_masks' for each query or None, are taken
+    as found) and lookup segments."""
     queries = [query.searched() for query in queries]
-    plus_masks = _all_masks(queries, options, pool)
+    plus_masks = _masks_of(queries, options, pool, masks_found)
     if not queries:
         empty = np.zeros(0, dtype=np.int32)
         return QueryBatch([], np.full(1, SENTINEL, dtype=np.uint8), empty, empty, [],

@@ -79,6 +79,8 @@ class InitialHits:
 
     def of_chunks(self, first: int, end: int) -> "InitialHits":
         """The hits of chunks [first, end), renumbered from 0 (hits are in chunk order)."""
+        if first == 0 and (self.chunk.size == 0 or int(self.chunk[-1]) < end):
+            return self  # every hit, numbered as they are
         lo, hi = np.searchsorted(self.chunk, [first, end])
         return InitialHits(self.chunk[lo:hi] - np.int32(first), self.q_start[lo:hi],
                            self.s_start[lo:hi], self.length[lo:hi], self.score[lo:hi],

@@ -44,11 +44,13 @@ class Search:
         if self.buffers is None:
             self.buffers = SubjectBuffers(self.times)
 
-    def plan(self, queries: list, first_index: int, pool):
-        """A batch's masks, statistics and table (engine.plan_batch): no backend needed."""
+    def plan(self, queries: list, first_index: int, pool, masks_found: list | None = None):
+        """A batch's masks (but those found ahead, as engine.plan_batch takes them),
+        statistics and table: no backend needed."""
         from ..engine import plan_batch
 
-        return plan_batch(queries, first_index, self.db, self.options, self.times, pool)
+        return plan_batch(queries, first_index, self.db, self.options, self.times, pool,
+                          masks_found)
 
     def batch_sizes(self):
         """The sizes of blastn's query batches for this search (engine.QueryBatchSizes),

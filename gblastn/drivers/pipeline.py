@@ -53,6 +53,7 @@ class Pipeline:
         threads = search.options.num_threads
         self.search, self.queries = search, queries
         self.read_order = collections.deque()  # the numbers read and not yet written
+        self.masks_ahead: dict = {}  # query number -> its masks, found by the reader
         self.db, self.options = search.db, search.options
         self.settings = settings
         self.render = render  # [(query, result), ...] -> the queries' output texts
@@ -121,9 +122,15 @@ class Pipeline:
     # -- stages ----------------------------------------------------------------------------
 
     def _reader(self):
+        """Reads the queries, and finds each one's masks after handing it on: a batch is
+        planned once the batch before has counted its extensions (blastn's batch sizes), and
+        the masks of the queries read ahead are then found already."""
+        from ..query import query_masks
+
         for number, query in enumerate(self.queries):
             self.read_order.append(number)
             self._put(self.query_q, (number, query))
+            self.masks_ahead[number] = query_masks([query], self.options)[0]
         self._put(self.query_q, _END)
 
     def _planner(self):
@@ -137,7 +144,8 @@ class Pipeline:
         for items in query_batches(queries(), self.batch_sizes.next_letters,
                                    size=lambda item: len(item[1])):
             first = items[0][0]
-            plan = self.search.plan([q for _, q in items], first, self.pool)
+            plan = self.search.plan([q for _, q in items], first, self.pool,
+                                    [self.masks_ahead.pop(n, None) for n, _ in items])
             engine = self._make_jobs() if plan.table is not None else None
             self.batch_sizes.expect(batch_id, len(self.jobs) if plan.table is not None else 0)
             self._put(self.prelim_q, ("batch", batch_id, plan))

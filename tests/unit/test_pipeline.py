@@ -444,6 +444,26 @@ def test_the_next_batch_is_sized_before_the_extensions_ahead_are_made(case, monk
                if event == "made")
 
 
+def test_the_count_is_told_before_the_slices_hits_are_joined(case, monkeypatch):
+    """The next batch is planned from this batch's count of initial hits, which is known
+    once the last slice is extended: it is told before the slices' hits are joined."""
+    from gblastn import engine
+    from gblastn.drivers import pipeline
+
+    events = []
+    real_count, real_join = pipeline._ReportedSizes.count, engine.joined_volume_hits
+    monkeypatch.setattr(pipeline._ReportedSizes, "count", lambda self, batch, extensions:
+                        events.append("counted") or real_count(self, batch, extensions))
+    monkeypatch.setattr(engine, "joined_volume_hits", lambda parts: events.append(
+        "joined" if len(parts) > 1 else "one slice") or real_join(parts))
+    monkeypatch.setattr(engine, "FIRST_SLICE_LETTERS", 1)
+    monkeypatch.setattr(engine, "SLICE_SEEDS", 200)
+    assert search(case, "pipeline", 1, "told-early.out", DpAheadScans(), task="blastn") == \
+        search(case, "serial", 1, "told-early-ref.out", task="blastn")
+    joins = [k for k, event in enumerate(events) if event == "joined"]
+    assert joins and all(events[k - 1] == "counted" for k in joins)
+
+
 def test_failing_stage_stops_the_run_and_leaves_no_output(case, monkeypatch):
     from gblastn import engine
     from gblastn.options import make_options

@@ -139,3 +139,30 @@ def test_a_pickled_query_takes_five_eighths_of_a_byte_a_letter():
 
     query = Query("q2", "", np.full(4000, 3, dtype=np.uint8), np.zeros(4000, dtype=bool))
     assert len(pickle.dumps(query)) < 4000 * 5 // 8 + 300
+
+
+def _batch_fields(batch) -> tuple:
+    return (batch.sequence.tolist(), batch.unmasked_sequence.tolist(),
+            [m.tolist() for m in batch.masks], batch.lookup_segments.tolist())
+
+
+@settings(max_examples=100, deadline=None)
+@given(query_sets(), st.lists(st.booleans(), min_size=8, max_size=8))
+def test_masks_found_ahead_make_the_same_batch(queries, known):
+    """A driver may find some queries' masks ahead (query_masks, query by query): the batch
+    is the one that finds them all itself."""
+    from gblastn.query import build_batch, query_masks
+    options = make_options("blastn", lcase_masking=True)
+    found = [query_masks([q], options)[0] if known[k % len(known)] else None
+             for k, q in enumerate(queries)]
+    assert _batch_fields(build_batch(queries, options, masks_found=found)) == \
+        _batch_fields(build_batch(queries, options))
+
+
+def test_masks_found_ahead_are_taken_as_found():
+    from gblastn.query import build_batch
+    codes = np.zeros(100, dtype=np.uint8)
+    query = Query("q", "", codes, np.zeros(100, dtype=bool))
+    batch = build_batch([query], make_options("blastn"),
+                        masks_found=[np.array([[10, 30]], dtype=np.int32)])
+    assert batch.masks[0].tolist() == [[10, 30]]
