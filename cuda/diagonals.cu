@@ -106,40 +106,12 @@ struct Chain {
     int capacity;
 };
 
-// The latest of a chain's first `count` cells that holds diagonal d, or, with `or_stale`,
-// whose level is more than stale_window behind s_first_pos; -1 where none does. On the
-// device the warp's 32 lanes test 32 cells at a time (the whole warp calls it, alike).
-HD int latest_cell(const Chain& h, int count, int d, bool or_stale, i64 s_first_pos,
-                   i64 stale_window) {
-#ifdef __CUDA_ARCH__
-    const int lane = threadIdx.x & 31;
-    for (int top = count - 1; top >= 0; top -= 32) {
-        const int k = top - lane;
-        const bool match = k >= 0 && (h.diag[k] == d ||
-                                      (or_stale && s_first_pos - h.level[k] > stale_window));
-        const unsigned matched = __ballot_sync(0xffffffffu, match);
-        if (matched) return top - (__ffs(matched) - 1);
-    }
-#else
-    for (int k = count - 1; k >= 0; --k)
-        if (h.diag[k] == d || (or_stale && s_first_pos - h.level[k] > stale_window)) return k;
-#endif
-    return -1;
-}
-
 // One bucket's seeds, sorted positions [lo, hi), in seed order, through its chain
 // (s_BlastDiagHashRetrieve, then s_BlastDiagHashInsert: the diagonal's own cell, else the
-// latest stale one, else a new one). Returns false when the chain would outgrow its capacity.
-// On the device a warp walks it: every lane takes every step alike (the chain's searches
-// are spread over them), and lane 0 writes the chain.
+// first stale one, else a new one). Returns false when the chain would outgrow its capacity.
 HD bool walk_hash_bucket(const int* walk, i64 n, i64 lo, i64 hi, Chain h,
                          const i64* chunk_offset, const int* chunk_epoch, int window,
                          int word_size, unsigned char* kept) {
-#ifdef __CUDA_ARCH__
-    const bool writes = (threadIdx.x & 31) == 0;
-#else
-    const bool writes = true;
-#endif
     const i64 stale_window = window + (window - word_size < 0 ? window - word_size : 0) + 1;
     int count = *h.count, epoch = *h.epoch;
     for (i64 p = lo; p < hi; ++p) {
@@ -150,29 +122,32 @@ HD bool walk_hash_bucket(const int* walk, i64 n, i64 lo, i64 hi, Chain h,
         }
         const i64 offset = LOAD(chunk_offset + c);
         const int d = walk[WALK_DIAG * n + p];
-        const int own = latest_cell(h, count, d, false, 0, 0);
-        i64 level = own >= 0 ? h.level[own] : 0;
-        int saved = own >= 0 ? h.saved[own] : 0;
+        i64 level = 0;
+        int saved = 0;
+        for (int k = count - 1; k >= 0; --k)
+            if (h.diag[k] == d) {
+                level = h.level[k];
+                saved = h.saved[k];
+                break;
+            }
         if (!step_seed(walk, n, p, offset, window, &level, &saved, kept)) continue;
         const i64 s_first_pos = walk[WALK_S_FIRST * n + p] + offset;
-        int at = latest_cell(h, count, d, true, s_first_pos, stale_window);
-        if (at < 0) {
+        int at = count;
+        for (int k = count - 1; k >= 0; --k)
+            if (h.diag[k] == d || s_first_pos - h.level[k] > stale_window) {
+                at = k;
+                break;
+            }
+        if (at == count) {
             if (count == h.capacity) return false;
-            at = count++;
+            ++count;
         }
-        if (writes) {
-            h.diag[at] = d;
-            h.level[at] = level;
-            h.saved[at] = saved;
-        }
-#ifdef __CUDA_ARCH__
-        __syncwarp();  // the lanes read the cell lane 0 wrote
-#endif
+        h.diag[at] = d;
+        h.level[at] = level;
+        h.saved[at] = saved;
     }
-    if (writes) {
-        *h.count = count;
-        *h.epoch = epoch;
-    }
+    *h.count = count;
+    *h.epoch = epoch;
     return true;
 }
 
@@ -372,10 +347,10 @@ __device__ i64 first_of_group(const u64* keys, i64 n, int index_bits, u64 group)
     return lo;
 }
 
-// A block per bucket, its chain walked by the block's one warp: the walk is a chain of
-// dependent steps, and the lanes share each step's searches of the chain. When `in_shared`,
-// the chain is copied into shared memory (CHAIN_CELL_BYTES a cell; the launch gives it
-// `capacity` cells) for the walk, else walked where it is. *overflow is set when a chain outgrew its capacity (the host
+// A block per bucket, its chain walked by one thread: the walk is a chain of dependent steps,
+// which other threads of a warp would only hold back. When `in_shared`, the chain is copied
+// into shared memory (CHAIN_CELL_BYTES a cell; the launch gives it `capacity` cells) for the
+// walk, else walked where it is. *overflow is set when a chain outgrew its capacity (the host
 // then runs the pass again from the chains it sent, with room for more).
 extern "C" __global__ void walk_hash(const u64* __restrict__ keys, i64 n, int index_bits,
                                      const int* __restrict__ walk,
@@ -404,11 +379,11 @@ extern "C" __global__ void walk_hash(const u64* __restrict__ keys, i64 n, int in
         }
         __syncthreads();
     }
-    if (threadIdx.x < 32) {
+    if (threadIdx.x == 0) {
         const i64 lo = first_of_group(keys, n, index_bits, (u64)b);
         const i64 hi = first_of_group(keys, n, index_bits, (u64)b + 1);
         if (!walk_hash_bucket(walk, n, lo, hi, own, chunk_offset, chunk_epoch, window,
-                              word_size, kept) && threadIdx.x == 0)
+                              word_size, kept))
             atomicExch(overflow, 1);
     }
     if (!in_shared) return;

@@ -343,7 +343,6 @@ class GpuBackend(Backend):
         self.dp_events = ()
         self.dp_running = False
         self.freed_after_dp = []
-        self.dp_staging = None  # page-locked (buffer, free) the DP's results come back into
         self.calls_done = None  # an event that marks the calls queued on the default stream
 
     # -- context ----------------------------------------------------------------------------
@@ -662,9 +661,6 @@ class GpuBackend(Backend):
                 for _, free in self.staging:
                     free()
                 self.staging = []
-            if self.dp_staging is not None:
-                self.dp_staging[1]()
-                self.dp_staging = None
             self.volumes, self.table_arrays, self.buffers, self.table_key = {}, {}, {}, None
             self.words_key, self.words_arrays = None, ()
             self.letters_key, self.letters_array = None, None
@@ -1027,58 +1023,41 @@ class GpuBackend(Backend):
                                                    int(arrays[DP_SCORE_ARGUMENT].max()))
                     found = self.buffer("dp_hits_found", 8 * GAPPED_AHEAD_FIELDS * n)
                     cells_dev = self.buffer("dp_hits_cells", 8 * n)
-                    rows, cells = self._dp_staging(n)
-                    stream, queued, ran, copied = self._dp_stream()
+                    stream, queued, ran = self._dp_stream()
                     queued.record()  # after the uploads and the order, on the default stream
                     stream.wait_for_event(queued)
                     kernel(np.int32(n), order, *inputs[:-1], letters, volume, inputs[-1],
                            *costs, found, cells_dev, block=(DP_THREADS, 1, 1),
                            grid=((n + DP_THREADS - 1) // DP_THREADS, 1), stream=stream)
                     ran.record(stream)
-                    self.drv.memcpy_dtoh_async(rows, found, stream)
-                    self.drv.memcpy_dtoh_async(cells, cells_dev, stream)
-                    copied.record(stream)
                     self.dp_running = True
-                # the device let go: the next scans run beside the kernel and its copies
-                kernel_seconds = self._dp_waited(queued, ran, copied)
-                out, cells_made = rows.copy(), int(cells.sum())  # the staging is the next DP's
+                self._wait_for(ran)  # the device let go: the next scans run beside the kernel
+                with self.held("gpu dp"):
+                    out = np.empty((n, GAPPED_AHEAD_FIELDS), dtype=np.int64)
+                    self.drv.memcpy_dtoh(out, found)
+                    cells = np.empty(n, dtype=np.int64)
+                    self.drv.memcpy_dtoh(cells, cells_dev)
+                    kernel_seconds = ran.time_since(queued) / 1000
             finally:
                 self._dp_ended(inputs)
         self.times.add("gpu dp kernel", kernel_seconds)
         self.times.count("gpu dp extensions", n)
-        self.times.count("gpu dp cells", cells_made)
+        self.times.count("gpu dp cells", int(cells.sum()))
         return out
 
     def _dp_stream(self) -> tuple:
         """The DP kernel's stream (it runs beside the default stream's calls, and they
-        beside it) and three events (its inputs queued, its kernel run, its results copied
-        back), made once."""
+        beside it) and two events (its inputs queued, its kernel run), made once."""
         if self.dp_stream is None:
             self.dp_stream = self.drv.Stream(flags=CU_STREAM_NON_BLOCKING)
-            self.dp_events = (self.drv.Event(), self.drv.Event(), self.drv.Event())
+            self.dp_events = (self.drv.Event(), self.drv.Event())
         return (self.dp_stream, *self.dp_events)
 
-    def _dp_staging(self, n: int) -> tuple:
-        """Page-locked int64 views for n hits' DP rows and cells, which the DP's stream
-        copies back into while the device does other work; kept for the next DP (grown
-        when too small)."""
-        nbytes = 8 * (GAPPED_AHEAD_FIELDS + 1) * n
-        if self.dp_staging is None or self.dp_staging[0].size < nbytes:
-            if self.dp_staging is not None:
-                self.dp_staging[1]()
-            self.dp_staging = self._page_locked(nbytes)
-        split = 8 * GAPPED_AHEAD_FIELDS * n
-        buffer = self.dp_staging[0]
-        return (buffer[:split].view(np.int64).reshape(n, GAPPED_AHEAD_FIELDS),
-                buffer[split:nbytes].view(np.int64))
-
-    def _dp_waited(self, queued, ran, copied) -> float:
-        """Wait for the DP's copies back without holding the device (the wait lets go of
-        the GIL); returns its kernel's seconds."""
+    def _wait_for(self, event) -> None:
+        """Wait for `event` without holding the device (the wait lets go of the GIL)."""
         self.context.push()
         try:
-            copied.synchronize()
-            return ran.time_since(queued) / 1000
+            event.synchronize()
         finally:
             self.drv.Context.pop()
 
@@ -1087,7 +1066,7 @@ class GpuBackend(Backend):
         what waited for it."""
         if not self.dp_running:
             return
-        self.dp_events[2].synchronize()
+        self.dp_events[1].synchronize()
         freed, self.freed_after_dp = self.freed_after_dp, []
         for alloc in freed:
             alloc.free()
