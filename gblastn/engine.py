@@ -749,10 +749,11 @@ class Engine:
         stops = self.backend_plan.stops_scans and every_chunk.ranges is None and \
             not table.template_length and rules is None
 
-        told = []  # whether ungapped_done was told already
+        told = False  # ungapped_done told already, before the slices' hits were joined
 
         def tell(count: int) -> None:
-            told.append(count)
+            nonlocal told
+            told = True
             ungapped_done(count)
 
         def initial_hits(part, counted=None) -> VolumeHits:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 POLL_SECONDS = 0.1  # how often a blocked thread looks at the stop flag
 TRACE_BACKLOG = 8  # traceback groups waiting per CPU thread, at most
 WHOLE_VOLUME_JOBS = 1  # jobs per volume when the backend scans whole volumes
+MASK_AHEAD_LETTERS = 20_000  # the reader finds the masks of about this many letters a call
 
 
 class _Stop(Exception):
@@ -54,6 +55,8 @@ class Pipeline:
         self.search, self.queries = search, queries
         self.read_order = collections.deque()  # the numbers read and not yet written
         self.masks_ahead: dict = {}  # query number -> its masks, found by the reader
+        self.planned_through = -1  # the last query number planned
+        self.masks_lock = threading.Lock()
         self.db, self.options = search.db, search.options
         self.settings = settings
         self.render = render  # [(query, result), ...] -> the queries' output texts
@@ -122,16 +125,39 @@ class Pipeline:
     # -- stages ----------------------------------------------------------------------------
 
     def _reader(self):
-        """Reads the queries, and finds each one's masks after handing it on: a batch is
-        planned once the batch before has counted its extensions (blastn's batch sizes), and
-        the masks of the queries read ahead are then found already."""
-        from ..query import query_masks
-
+        """Reads the queries, and finds their masks once handed on, MASK_AHEAD_LETTERS at a
+        time: a batch is planned once the batch before has counted its extensions (blastn's
+        batch sizes), and the masks of the queries read ahead are then found already."""
+        handed, letters = [], 0
         for number, query in enumerate(self.queries):
             self.read_order.append(number)
             self._put(self.query_q, (number, query))
-            self.masks_ahead[number] = query_masks([query], self.options)[0]
+            handed.append((number, query))
+            letters += len(query)
+            if letters >= MASK_AHEAD_LETTERS:
+                self._mask_ahead(handed)
+                handed, letters = [], 0
         self._put(self.query_q, _END)
+        self._mask_ahead(handed)
+
+    def _mask_ahead(self, handed: list) -> None:
+        """The masks of queries handed on (number, query), kept for the planner unless it
+        has planned them meanwhile."""
+        from ..query import query_masks
+
+        if not handed:
+            return
+        masks = query_masks([query for _, query in handed], self.options)
+        with self.masks_lock:
+            for (number, _), mask in zip(handed, masks):
+                if number > self.planned_through:
+                    self.masks_ahead[number] = mask
+
+    def _masks_found(self, items: list) -> list:
+        """The masks the reader found for a batch's (number, query) items (None where not)."""
+        with self.masks_lock:
+            self.planned_through = items[-1][0]
+            return [self.masks_ahead.pop(number, None) for number, _ in items]
 
     def _planner(self):
         from ..engine import query_batches, ungapped_in_database_order
@@ -145,7 +171,7 @@ class Pipeline:
                                    size=lambda item: len(item[1])):
             first = items[0][0]
             plan = self.search.plan([q for _, q in items], first, self.pool,
-                                    [self.masks_ahead.pop(n, None) for n, _ in items])
+                                    self._masks_found(items))
             engine = self._make_jobs() if plan.table is not None else None
             self.batch_sizes.expect(batch_id, len(self.jobs) if plan.table is not None else 0)
             self._put(self.prelim_q, ("batch", batch_id, plan))

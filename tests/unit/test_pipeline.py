@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -17,6 +18,8 @@ from hypothesis import strategies as st
 from golden import megablast_case, mutate, random_dna, write_fasta
 from test_diagonals_kernel import host_pass  # noqa: F401 - the fixture
 
+from gblastn.options import make_options
+from gblastn.query import Query
 from gblastn.scan.backend import Capabilities, CpuBackend
 
 COLUMNS = "7 qseqid sseqid pident length mismatch gapopen qstart qend sstart send evalue bitscore score"
@@ -462,6 +465,43 @@ def test_the_count_is_told_before_the_slices_hits_are_joined(case, monkeypatch):
         search(case, "serial", 1, "told-early-ref.out", task="blastn")
     joins = [k for k, event in enumerate(events) if event == "joined"]
     assert joins and all(events[k - 1] == "counted" for k in joins)
+
+
+def test_masks_found_by_the_reader_give_identical_output(case, monkeypatch):
+    """The reader finds the queries' masks a query at a time here, the planner takes those
+    found and finds the rest: the output is the serial driver's."""
+    from gblastn import query
+    from gblastn.drivers import pipeline
+
+    monkeypatch.setattr(pipeline, "MASK_AHEAD_LETTERS", 1)
+    taken = []
+    real = query._masks_of
+    monkeypatch.setattr(query, "_masks_of", lambda queries, options, pool, found: taken.append(
+        found is not None and any(mask is not None for mask in found)) or
+        real(queries, options, pool, found))
+    reference = search(case, "serial", 1, "masks-serial.out", task="blastn")
+    for threads in (1, 4):
+        taken.clear()
+        assert search(case, "pipeline", threads, f"masks-ahead{threads}.out",
+                      task="blastn") == reference
+        assert any(taken)  # the batches after the first find their masks found
+
+
+def test_the_planner_takes_the_masks_the_reader_kept():
+    """Masks found for queries already planned are not kept (nothing would take them)."""
+    from gblastn.drivers.pipeline import Pipeline
+
+    reader = Pipeline.__new__(Pipeline)
+    reader.masks_ahead, reader.planned_through = {}, -1
+    reader.masks_lock = threading.Lock()
+    reader.options = make_options("blastn")
+    queries = [(k, Query(f"q{k}", "", np.full(60, 3, dtype=np.uint8), np.zeros(60, bool)))
+               for k in range(4)]
+    assert reader._masks_found(queries[:2]) == [None, None]
+    reader._mask_ahead(queries)
+    assert sorted(reader.masks_ahead) == [2, 3]
+    found = reader._masks_found(queries[2:])
+    assert all(mask.tolist() == [[0, 60]] for mask in found) and not reader.masks_ahead
 
 
 def test_failing_stage_stops_the_run_and_leaves_no_output(case, monkeypatch):
