@@ -277,7 +277,7 @@ def type_of_word(check_masks, kind, backbone, overflow, hashtable, next_pos, cel
     return True, q_off, s_off
 
 
-SCAN_BLOCK = 32  # scan positions whose table entries are fetched before any is extended
+SCAN_BLOCK = 256  # scan positions whose table entries are fetched before any is extended
 
 
 @njit(cache=True, nogil=True)
