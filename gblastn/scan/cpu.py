@@ -226,7 +226,7 @@ def mini_extend(extend_kind, sequence, context_offset, context_length, packed, b
     return True, q0 - left, s0 - left
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def type_of_word(check_masks, kind, backbone, overflow, hashtable, next_pos, cell_start,
                  offsets, pv, pv_bts, context_offset, context_length, packed, byte_off,
                  s_range, q_off, s_off, word_size, width, s_listed):
@@ -235,7 +235,10 @@ def type_of_word(check_masks, kind, backbone, overflow, hashtable, next_pos, cel
 
     s_listed: a subject offset on the seed's diagonal whose w-mer the table is known to list
     (the scan hit the seed came from), or -1; table look-ups there, and repeats of a look-up
-    that already passed, are skipped (their answer is known)."""
+    that already passed, are skipped (their answer is known).
+
+    Inlined where it is called: a call, with its ten arrays' reference counts, cost about
+    60 ns a seed, a quarter of a masked batch's scan (docs/perf/whole-search.md)."""
     if word_size == width:
         return True, q_off, s_off
     q_end = q_off + word_size
