@@ -162,7 +162,7 @@ def basewise_seed(q_bases, q_ambig, s_bases, s_bytes, s_range, q_hit, s_hit, ext
     return True, q_hit - left, s_hit - left
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def mini_extend(extend_kind, sequence, context_offset, context_length, packed, byte_off,
                 s_range, q_hit, s_hit, word_size, width, q_bases, q_ambig):
     """Extend a w-mer hit to a W-mer as BLAST's chosen routine does.
@@ -283,12 +283,14 @@ def type_of_word(check_masks, kind, backbone, overflow, hashtable, next_pos, cel
 SCAN_BLOCK = 256  # scan positions whose table entries are fetched before any is extended
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _emit(extend_kind, check_masks, kind, backbone, overflow, hashtable, next_pos, cell_start,
           offsets, pv, pv_bts, sequence, context_offset, context_length, packed, byte_off,
           s_range, q_hit, s_hit, word_size, width, c, out, n, q_bases, q_ambig):
     """Mini-extension and s_TypeOfWord of one table hit; the seed, if any, goes to out[:, n].
-    Returns the new seed count, or -1 when out is full."""
+    Returns the new seed count, or -1 when out is full. Inlined, with mini_extend, where it
+    is called: a call for each table hit, with its arrays' reference counts, held a small
+    table's scan at 1.7 times its time (docs/perf/whole-search.md)."""
     ok, q_seed, s_seed = mini_extend(extend_kind, sequence, context_offset, context_length,
                                      packed, byte_off, s_range, q_hit, s_hit, word_size, width,
                                      q_bases, q_ambig)
