@@ -225,9 +225,9 @@ bucket_scatter(const int* __restrict__ rows, i64 n, i64 blocks, int index_bits,
 
 // A stable radix sort of (key, value) pairs by a range of the keys' bits, the lowest
 // RADIX_BITS first (the last pass's `bits` may be fewer; gblastn.scan.gpu's radix_sort), each
-// pass a counting sort as the hash's above: digit_counts counts each block's keys of each digit, the scan below turns the counts
-// into where each goes, and digit_scatter moves the pairs there, a block's warps one after
-// the other so that equal digits keep their order.
+// pass a counting sort as the hash's above: digit_counts counts each block's keys of each
+// digit, the scan below turns the counts into where each goes, and digit_scatter moves the
+// pairs there, a block's warps one after the other so that equal digits keep their order.
 #define RADIX_DIGITS (1 << RADIX_BITS)
 
 extern "C" __global__ void __launch_bounds__(COMPACT_THREADS)

@@ -35,10 +35,10 @@ from ..cuda_context import close_device_files, page_locked_buffer, reset_primary
     retain_primary_context
 from ..db.format import parse_size
 from ..errors import GpuUnavailableError, OptionsError
-from ..layouts import CHAIN_CELL_BYTES, GAPPED_AHEAD_FIELDS, GAPPED_FIELDS, HASH_BUCKETS, HIT_CHUNK, HIT_FIELDS, \
-    HIT_LENGTH, HIT_Q_START, HIT_S_START, HIT_SCORE, HSP_FIELDS, \
-    SCRIPT_RUNS, SEED_FIELDS, STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, \
-    TEMPLATES_MAX, UNGAPPED_FIELDS, WALK_FIELDS, kernel_defines
+from ..layouts import CHAIN_CELL_BYTES, GAPPED_AHEAD_FIELDS, GAPPED_FIELDS, HASH_BUCKETS, \
+    HIT_CHUNK, HIT_FIELDS, HIT_LENGTH, HIT_Q_START, HIT_S_START, HIT_SCORE, HSP_FIELDS, \
+    SCRIPT_RUNS, SEED_FIELDS, STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, TEMPLATES_MAX, \
+    UNGAPPED_FIELDS, WALK_FIELDS, kernel_defines
 from ..lookup import LookupTable, kept_letters
 from ..timing import StageTimes
 from ..ungapped import NOTHING_AHEAD, DiagonalPass, InitialHits, UngappedAhead, \
