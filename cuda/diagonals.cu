@@ -63,32 +63,22 @@ HD void walk_record(const int* rows, const int* ahead, i64 n, i64 i, i64 p, int 
     walk[WALK_SEED * n + p] = (int)i;
 }
 
-// The walk's fields of the seed at sorted position p.
-struct WalkSeed {
-    int chunk, diag, s_first, word_end, hit_end, seed;
-};
-
-HD WalkSeed walk_seed(const int* walk, i64 n, i64 p) {
-    return WalkSeed{walk[WALK_CHUNK * n + p], walk[WALK_DIAG * n + p],
-                    walk[WALK_S_FIRST * n + p], walk[WALK_WORD_END * n + p],
-                    walk[WALK_HIT_END * n + p], walk[WALK_SEED * n + p]};
-}
-
 // What one seed does to its diagonal's state (level, saved), BLAST's rules: dropped when its
 // unslid start lies before the level; else extended (two-hit: only as the second hit within
 // the window of an unsaved first one), an initial hit when the extension reaches the
 // context's cutoff. Returns whether the seed wrote the state (dropped seeds do not), with the
 // new level and flag in *level, *saved, and marks kept[seed].
-HD bool step_seed(const WalkSeed& seed, i64 offset, int window, i64* level, int* saved,
-                  unsigned char* kept) {
-    const i64 s_first_pos = seed.s_first + offset;
+HD bool step_seed(const int* walk, i64 n, i64 p, i64 offset, int window, i64* level,
+                  int* saved, unsigned char* kept) {
+    const i64 s_first_pos = walk[WALK_S_FIRST * n + p] + offset;
     if (s_first_pos < *level) return false;
-    i64 s_end_pos = seed.word_end + offset;
+    i64 s_end_pos = walk[WALK_WORD_END * n + p] + offset;
+    const int hit_end = walk[WALK_HIT_END * n + p];
     int ready = 0;
-    if (window == 0 || (*saved == 0 && s_end_pos <= *level + window)) ready = seed.hit_end >= 0;
+    if (window == 0 || (*saved == 0 && s_end_pos <= *level + window)) ready = hit_end >= 0;
     if (ready) {
-        kept[seed.seed] = 1;
-        s_end_pos = seed.hit_end + offset;
+        kept[walk[WALK_SEED * n + p]] = 1;
+        s_end_pos = hit_end + offset;
     }
     *level = s_end_pos;
     *saved = ready;
@@ -101,8 +91,7 @@ HD void walk_array_cell(const int* walk, i64 n, i64 lo, i64 hi, int window,
                         unsigned char* kept) {
     i64 level = 0;
     int saved = 0;
-    for (i64 p = lo; p < hi; ++p)
-        step_seed(walk_seed(walk, n, p), window, window, &level, &saved, kept);
+    for (i64 p = lo; p < hi; ++p) step_seed(walk, n, p, window, window, &level, &saved, kept);
 }
 
 // One bucket's chain: its cells [0, *count) in the order they were added (the chain's head
@@ -120,35 +109,32 @@ struct Chain {
 // One bucket's seeds, sorted positions [lo, hi), in seed order, through its chain
 // (s_BlastDiagHashRetrieve, then s_BlastDiagHashInsert: the diagonal's own cell, else the
 // first stale one, else a new one). Returns false when the chain would outgrow its capacity.
-// The walk is one chain of dependent steps: each seed's record is read a step ahead, so that
-// its loads are under way while the step before searches the chain.
 HD bool walk_hash_bucket(const int* walk, i64 n, i64 lo, i64 hi, Chain h,
                          const i64* chunk_offset, const int* chunk_epoch, int window,
                          int word_size, unsigned char* kept) {
     const i64 stale_window = window + (window - word_size < 0 ? window - word_size : 0) + 1;
     int count = *h.count, epoch = *h.epoch;
-    WalkSeed next = lo < hi ? walk_seed(walk, n, lo) : WalkSeed{};
     for (i64 p = lo; p < hi; ++p) {
-        const WalkSeed seed = next;
-        if (p + 1 < hi) next = walk_seed(walk, n, p + 1);
-        if (LOAD(chunk_epoch + seed.chunk) != epoch) {  // the hash was emptied since
-            epoch = LOAD(chunk_epoch + seed.chunk);
+        const int c = walk[WALK_CHUNK * n + p];
+        if (LOAD(chunk_epoch + c) != epoch) {  // the hash was emptied since
+            epoch = LOAD(chunk_epoch + c);
             count = 0;
         }
-        const i64 offset = LOAD(chunk_offset + seed.chunk);
+        const i64 offset = LOAD(chunk_offset + c);
+        const int d = walk[WALK_DIAG * n + p];
         i64 level = 0;
         int saved = 0;
         for (int k = count - 1; k >= 0; --k)
-            if (h.diag[k] == seed.diag) {
+            if (h.diag[k] == d) {
                 level = h.level[k];
                 saved = h.saved[k];
                 break;
             }
-        if (!step_seed(seed, offset, window, &level, &saved, kept)) continue;
-        const i64 s_first_pos = seed.s_first + offset;
+        if (!step_seed(walk, n, p, offset, window, &level, &saved, kept)) continue;
+        const i64 s_first_pos = walk[WALK_S_FIRST * n + p] + offset;
         int at = count;
         for (int k = count - 1; k >= 0; --k)
-            if (h.diag[k] == seed.diag || s_first_pos - h.level[k] > stale_window) {
+            if (h.diag[k] == d || s_first_pos - h.level[k] > stale_window) {
                 at = k;
                 break;
             }
@@ -156,7 +142,7 @@ HD bool walk_hash_bucket(const int* walk, i64 n, i64 lo, i64 hi, Chain h,
             if (count == h.capacity) return false;
             ++count;
         }
-        h.diag[at] = seed.diag;
+        h.diag[at] = d;
         h.level[at] = level;
         h.saved[at] = saved;
     }
