@@ -20,8 +20,8 @@ typedef unsigned long long u64;
 
 // The kernels' tuning (gblastn.scan.gpu.diagonals_defines): COMPACT_THREADS threads a block
 // of the compaction and the counting sorts; RADIX_BITS bits of a key sorted by each pass of
-// the radix sort; REGISTER_CELLS cells of a hash chain walked in registers.
-#if !defined(COMPACT_THREADS) || !defined(RADIX_BITS) || !defined(REGISTER_CELLS)
+// the radix sort.
+#if !defined(COMPACT_THREADS) || !defined(RADIX_BITS)
 #error "the pass's defines are missing: compile with gblastn.scan.gpu.nvcc_options"
 #endif
 // the records exchanged with the host, from gblastn/layouts.py
@@ -106,85 +106,19 @@ struct Chain {
     int capacity;
 };
 
-// walk_hash_bucket's loop with the chain's cells [0, *count) held in registers: the
-// searches are unrolled over all REGISTER_CELLS slots (constant indices keep them out of
-// local memory), the head-most match winning as in the loop over memory. Returns the sorted
-// position where the walk stopped: hi, or the seed that needs a cell beyond the registers
-// (not yet stepped), with the chain written back to memory either way (*count, *epoch).
-HD i64 walk_chain_in_registers(const int* walk, i64 n, i64 lo, i64 hi, Chain h, int* count_,
-                               int* epoch_, const i64* chunk_offset, const int* chunk_epoch,
-                               int window, i64 stale_window, unsigned char* kept) {
-    int cell_diag[REGISTER_CELLS], cell_saved[REGISTER_CELLS];
-    i64 cell_level[REGISTER_CELLS];
-    int count = *count_, epoch = *epoch_;
-#pragma unroll
-    for (int k = 0; k < REGISTER_CELLS; ++k) {
-        cell_diag[k] = k < count ? h.diag[k] : 0;
-        cell_level[k] = k < count ? h.level[k] : 0;
-        cell_saved[k] = k < count ? h.saved[k] : 0;
-    }
-    i64 p = lo;
-    for (; p < hi; ++p) {
+// One bucket's seeds, sorted positions [lo, hi), in seed order, through its chain
+// (s_BlastDiagHashRetrieve, then s_BlastDiagHashInsert: the diagonal's own cell, else the
+// first stale one, else a new one). Returns false when the chain would outgrow its capacity.
+HD bool walk_hash_bucket(const int* walk, i64 n, i64 lo, i64 hi, Chain h,
+                         const i64* chunk_offset, const int* chunk_epoch, int window,
+                         int word_size, unsigned char* kept) {
+    const i64 stale_window = window + (window - word_size < 0 ? window - word_size : 0) + 1;
+    int count = *h.count, epoch = *h.epoch;
+    for (i64 p = lo; p < hi; ++p) {
         const int c = walk[WALK_CHUNK * n + p];
         if (LOAD(chunk_epoch + c) != epoch) {  // the hash was emptied since
             epoch = LOAD(chunk_epoch + c);
             count = 0;
-        }
-        const i64 offset = LOAD(chunk_offset + c);
-        const int d = walk[WALK_DIAG * n + p];
-        i64 level = 0;
-        int saved = 0;
-        bool found = false;
-#pragma unroll
-        for (int k = REGISTER_CELLS - 1; k >= 0; --k)
-            if (!found && k < count && cell_diag[k] == d) {
-                level = cell_level[k];
-                saved = cell_saved[k];
-                found = true;
-            }
-        const i64 s_first_pos = walk[WALK_S_FIRST * n + p] + offset;
-        int at = -1;
-#pragma unroll
-        for (int k = REGISTER_CELLS - 1; k >= 0; --k)
-            if (at < 0 && k < count &&
-                (cell_diag[k] == d || s_first_pos - cell_level[k] > stale_window))
-                at = k;
-        if (at < 0 && count == REGISTER_CELLS) break;  // this seed goes on in memory
-        if (!step_seed(walk, n, p, offset, window, &level, &saved, kept)) continue;
-        if (at < 0) at = count++;
-#pragma unroll
-        for (int k = 0; k < REGISTER_CELLS; ++k)
-            if (k == at) {
-                cell_diag[k] = d;
-                cell_level[k] = level;
-                cell_saved[k] = saved;
-            }
-    }
-#pragma unroll
-    for (int k = 0; k < REGISTER_CELLS; ++k)
-        if (k < count) {
-            h.diag[k] = cell_diag[k];
-            h.level[k] = cell_level[k];
-            h.saved[k] = cell_saved[k];
-        }
-    *count_ = count;
-    *epoch_ = epoch;
-    return p;
-}
-
-// walk_hash_bucket's loop with the chain in memory, from sorted position p: returns where it
-// stopped, hi or the seed after which the hash was emptied (its chain then empty), or -1
-// when the chain would outgrow its capacity.
-HD i64 walk_chain_in_memory(const int* walk, i64 n, i64 p, i64 hi, Chain h, int* count_,
-                            int* epoch_, const i64* chunk_offset, const int* chunk_epoch,
-                            int window, i64 stale_window, unsigned char* kept) {
-    int count = *count_, epoch = *epoch_;
-    for (; p < hi; ++p) {
-        const int c = walk[WALK_CHUNK * n + p];
-        if (LOAD(chunk_epoch + c) != epoch) {  // the hash was emptied since
-            epoch = LOAD(chunk_epoch + c);
-            count = 0;
-            break;
         }
         const i64 offset = LOAD(chunk_offset + c);
         const int d = walk[WALK_DIAG * n + p];
@@ -205,40 +139,12 @@ HD i64 walk_chain_in_memory(const int* walk, i64 n, i64 p, i64 hi, Chain h, int*
                 break;
             }
         if (at == count) {
-            if (count == h.capacity) return -1;
+            if (count == h.capacity) return false;
             ++count;
         }
         h.diag[at] = d;
         h.level[at] = level;
         h.saved[at] = saved;
-    }
-    *count_ = count;
-    *epoch_ = epoch;
-    return p;
-}
-
-// One bucket's seeds, sorted positions [lo, hi), in seed order, through its chain
-// (s_BlastDiagHashRetrieve, then s_BlastDiagHashInsert: the diagonal's own cell, else the
-// first stale one, else a new one). Returns false when the chain would outgrow its capacity.
-// A walk is one thread's chain of dependent steps (about 1,000 cycles a seed with the chain
-// in memory, whose searches are loops of loads), so a chain of up to REGISTER_CELLS cells
-// (most hold one to three) is walked in registers, in memory while it has more, until the
-// hash is emptied.
-HD bool walk_hash_bucket(const int* walk, i64 n, i64 lo, i64 hi, Chain h,
-                         const i64* chunk_offset, const int* chunk_epoch, int window,
-                         int word_size, unsigned char* kept) {
-    const i64 stale_window = window + (window - word_size < 0 ? window - word_size : 0) + 1;
-    const bool registers = h.capacity >= REGISTER_CELLS;
-    int count = *h.count, epoch = *h.epoch;
-    for (i64 p = lo; p < hi;) {
-        if (registers && count <= REGISTER_CELLS) {
-            p = walk_chain_in_registers(walk, n, p, hi, h, &count, &epoch, chunk_offset,
-                                        chunk_epoch, window, stale_window, kept);
-            if (p == hi) break;
-        }
-        p = walk_chain_in_memory(walk, n, p, hi, h, &count, &epoch, chunk_offset, chunk_epoch,
-                                 window, stale_window, kept);
-        if (p < 0) return false;
     }
     *h.count = count;
     *h.epoch = epoch;

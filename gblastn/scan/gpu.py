@@ -69,7 +69,6 @@ RADIX_BITS = 8             # bits of the keys sorted by each pass of diagonals.c
 HIT_SORT_KEYS = ((HIT_Q_START, False), (HIT_LENGTH, True), (HIT_S_START, False),
                  (HIT_SCORE, True), (HIT_CHUNK, False))
 CHAIN_THREADS = 32         # threads of a block of diagonals.cu's walk_hash (one bucket)
-REGISTER_CELLS = 8         # a hash chain's cells walked in registers (most hold 1-3)
 CHAIN_SHARED_BYTES = 48 << 10  # a chain up to this size is walked in shared memory
 # A launch group's seeds are sorted by 64-bit keys (group << index bits | seed index); with the
 # diagonal array a group is a chunk's cell, so a launch group may have at most this many chunks
@@ -159,8 +158,7 @@ def greedy_defines(row_cells: int = GREEDY_ROW_CELLS) -> dict:
 
 def diagonals_defines() -> dict:
     """The compile-time defines of diagonals.cu's kernels."""
-    return {"COMPACT_THREADS": COMPACT_THREADS, "RADIX_BITS": RADIX_BITS,
-            "REGISTER_CELLS": REGISTER_CELLS}
+    return {"COMPACT_THREADS": COMPACT_THREADS, "RADIX_BITS": RADIX_BITS}
 
 
 def dp_defines(band_columns: int | None = None) -> dict:

@@ -1,9 +1,8 @@
 """cuda/diagonals.cu's in-order pass, compiled for the host (no GPU needed), finds exactly
 the initial hits of ungapped.py's pass: the diagonal array and the hash, one-hit and two-hit
 windows, seeds cut into launches that carry the hash's chains from one to the next, chains
-that outgrow their room and the registers they are walked in, a reset of the hash between
-chunks, and buckets crowded with seeds whose cells go stale together (which cell a diagonal
-reuses decides hits there).
+that outgrow their room, a reset of the hash between chunks, and buckets crowded with seeds
+whose cells go stale together (which cell a diagonal reuses decides hits there).
 tests/gpu/test_gpu_backend.py runs the same kernels on a GPU."""
 
 import ctypes
@@ -22,7 +21,7 @@ from gblastn.options import make_options
 from gblastn.query import Query, build_batch
 from gblastn.scan import Seeds
 from gblastn.scan.cpu import find_seeds
-from gblastn.scan.gpu import REGISTER_CELLS, diagonals_defines
+from gblastn.scan.gpu import diagonals_defines
 from gblastn.ungapped import (CHAIN_CELLS, HASH_OFFSET_LIMIT, DiagonalHash, HashChains,
                               InitialHits, UngappedAhead, diagonal_pass, extend_seeds,
                               initial_hits_of_rows, joined_initial_hits, sort_initial_hits,
@@ -37,13 +36,10 @@ LIMIT = 300  # HASH_OFFSET_LIMIT in test_chunk_offsets_follow_the_hosts_chunk_lo
 FIELDS = ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s")
 
 
-@pytest.fixture(scope="module", params=[REGISTER_CELLS, 1], ids=["registers", "one register"])
-def host_pass(tmp_path_factory, request):
-    """The pass as the device runs it, and with one chain cell in registers (a chain of two
-    goes on in memory, and back to registers where the hash is emptied)."""
-    defines = {**diagonals_defines(), "REGISTER_CELLS": request.param}
+@pytest.fixture(scope="module")
+def host_pass(tmp_path_factory):
     function = host_library(tmp_path_factory.mktemp("diagonals"), KERNEL,
-                            defines).diagonal_pass_host
+                            diagonals_defines()).diagonal_pass_host
     function.restype = ctypes.c_longlong
     return function
 
