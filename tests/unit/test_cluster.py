@@ -309,7 +309,14 @@ def killer(cluster):
         client.register_plugin(KillOnExecuting(prefix, marker), name="kill")
 
     yield install
-    client.unregister_worker_plugin("kill")
+    for attempt in range(5):
+        try:
+            client.unregister_worker_plugin("kill")
+            break
+        except OSError:  # the scheduler's call to a worker the plugin was killing broke
+            if attempt == 4:
+                raise
+            time.sleep(1)
     client.wait_for_workers(2, timeout=60)
     client.close()
 
