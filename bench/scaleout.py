@@ -7,13 +7,13 @@ included):
 * one GPU, one process: the reference;
 * for each worker count N of --gpus and each mode of --modes, a local cluster of N workers
   made for the search (`-local_workers N -cluster_mode MODE`; replicate sends whole query
-  batches in turn to workers that each hold the database, each batch formed once the one
-  before is through its preliminary search, as blastn sizes it from that one's extensions,
-  so only a batch's traceback overlaps the next one's preliminary search; shard splits the
-  database);
-* a served cluster of the largest N (`gblastn serve -gpus N`): one search sent first (its
-  workers load their share, compile and copy), then the throughput set timed, and with
-  --latency-queries that smaller set --repeat times, end to end: the resident search;
+  batches to workers that each hold the database, several at once: blastn sizes a batch
+  from the extensions of the one before, so the later ones are forecast and formed again
+  when a count proves them wrong; shard splits the database);
+* a served cluster of each N of --served (`gblastn serve -gpus N`; the largest of --gpus by
+  default): one search sent first (its workers load their share, compile and copy), then
+  the throughput set timed; with --latency-queries, on the largest, that smaller set
+  --repeat times, end to end: the resident search;
 * with --capped-memory SIZE, a local cluster of the largest N in auto mode whose GPUs may
   hold SIZE of volumes (GBLASTN_GPU_MEMORY, forced below the database): the split it chose,
   and its output on the latency set against a one-process search on the CPU.
@@ -22,7 +22,7 @@ the figures the scale-out targets ask for: the throughput of N GPUs against one,
 outputs are identical, and the resident search's end-to-end time.
 
 usage: scaleout.py --db NAME --queries Q.fa [--latency-queries Q220.fa] [--gpus 2,4]
-                   [--modes replicate,shard] [--task megablast] [--threads T] [--repeat 3]
+                   [--modes replicate,shard] [--served 1,2] [--task megablast] [--threads T] [--repeat 3]
                    [--capped-memory 1500MB] [--device gpu|cpu] [--work DIR]
 --device cpu makes the same runs with CPU workers (the bench's own check on a host without
 GPUs). Needs gblastn with the dask extra.
@@ -128,7 +128,7 @@ def local_runs(bench: Bench, single: str, reference: float) -> list:
     args = bench.args
     rows = []
     for workers in args.gpu_counts:
-        for mode in args.modes.split(","):
+        for mode in filter(None, args.modes.split(",")):
             out = bench.path(f"local-{workers}-{mode}.out")
             took, _ = bench.search(args.queries, out, "-device", args.device,
                                    "-local_workers", str(workers), "-cluster_mode", mode)
@@ -138,23 +138,32 @@ def local_runs(bench: Bench, single: str, reference: float) -> list:
 
 
 def served_runs(bench: Bench, single: str, reference: float) -> tuple:
-    """The served cluster's throughput row, and with --latency-queries its latency (workers,
-    the seconds of each repeat, identical)."""
+    """A served cluster of each size of --served: its throughput row (the second search of
+    the throughput set: the first loads the workers' share); with --latency-queries the
+    largest one's latency (workers, the seconds of each repeat, identical)."""
     args = bench.args
-    workers = max(args.gpu_counts)
-    with Served(bench, workers) as served:
-        sent = ["-scheduler_file", served.file]
-        out = bench.path(f"served-{workers}.out")
-        bench.search(args.queries, out, *sent)  # the workers load their share
-        took, _ = bench.search(args.queries, out, *sent)
-        row = (f"{bench.label(workers)}, served cluster", took, reference / took,
-               same(single, out))
-        if not args.latency_queries:
-            return row, None
-        small = bench.path("latency-served.out")
-        times = [bench.search(args.latency_queries, small, *sent)[0]
-                 for _ in range(args.repeat)]
-        return row, (workers, times, same(bench.path("latency-single.out"), small))
+    rows, latency = [], None
+    for workers in args.served_counts:
+        with Served(bench, workers) as served:
+            sent = ["-scheduler_file", served.file]
+            out = bench.path(f"served-{workers}.out")
+            bench.search(args.queries, out, *sent)
+            took, stderr = bench.search(args.queries, out, *sent, "-stage_times")
+            rows.append((f"{bench.label(workers)}, served cluster", took, reference / took,
+                         same(single, out)))
+            print(f"scaleout.py: served {workers}: {cluster_notes(stderr)}", file=sys.stderr,
+                  flush=True)
+            if args.latency_queries and workers == max(args.served_counts):
+                small = bench.path("latency-served.out")
+                times = [bench.search(args.latency_queries, small, *sent)[0]
+                         for _ in range(args.repeat)]
+                latency = (workers, times, same(bench.path("latency-single.out"), small))
+    return rows, latency
+
+
+def cluster_notes(stderr: str) -> str:
+    """A cluster search's split, batches and workers' shares, from its -stage_times line."""
+    return "; ".join(re.findall(r"(?:cluster|batches|workers): [^;\n]*", stderr))
 
 
 def capped_run(bench: Bench) -> tuple:
@@ -203,7 +212,11 @@ def main() -> None:
     parser.add_argument("--queries", required=True, help="the throughput query set (FASTA)")
     parser.add_argument("--latency-queries", help="the latency query set (e.g. 220 queries)")
     parser.add_argument("--gpus", default="2", help="worker counts, e.g. 2,4")
-    parser.add_argument("--modes", default="replicate,shard")
+    parser.add_argument("--modes", default="replicate,shard",
+                        help="the local clusters' modes ('' for none)")
+    parser.add_argument("--served", default=None,
+                        help="served clusters' worker counts, e.g. 1,2 (default: the largest "
+                        "of --gpus)")
     parser.add_argument("--task", default="megablast")
     parser.add_argument("--threads", type=int, default=0,
                         help="each search's and worker's threads (0: the CPUs over the "
@@ -215,6 +228,8 @@ def main() -> None:
     parser.add_argument("--work", default=None)
     args = parser.parse_args()
     args.gpu_counts = [int(n) for n in args.gpus.split(",")]
+    args.served_counts = [int(n) for n in args.served.split(",")] if args.served else \
+        [max(args.gpu_counts)]
     args.threads = args.threads or max(1, (os.cpu_count() or 1) // max(args.gpu_counts))
     if args.capped_memory and not args.latency_queries:
         parser.error("--capped-memory needs --latency-queries")
@@ -229,7 +244,7 @@ def main() -> None:
         bench.one_process(args.latency_queries, bench.path("latency-single.out"))
     rows += local_runs(bench, single, reference)
     served, latency = served_runs(bench, single, reference)
-    rows.append(served)
+    rows += served
     capped = capped_run(bench) if args.capped_memory else None
     report(bench, rows, latency, latency_single, capped)
 

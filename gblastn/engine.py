@@ -155,6 +155,80 @@ def query_batches(queries, limit: Callable[[], int], size=len):
         yield batch
 
 
+class ForecastBatches:
+    """blastn's query batches (query_batches with `sizes`, a QueryBatchSizes), formed ahead
+    of the extension counts that size them, so that several batches' preliminary searches
+    can run at once on several workers.
+
+    A batch formed before the count of the one before it is in is a forecast: it takes the
+    size of the last batch whose size is known (after the first count; a run of large
+    batches keeps the largest size). Each count, told in batch order, gives the next batch's
+    true size; a forecast holding the queries that size would take stands, any other is
+    dropped with every batch formed after it, and they are formed again. So the batches
+    handed out and kept are always blastn's."""
+
+    def __init__(self, queries, sizes: "QueryBatchSizes", size=len):
+        self.sizes, self._size = sizes, size
+        self._queries = iter(queries)
+        self._read: list = []       # queries read, from the first batch not yet counted on
+        self._letters: list = []    # their letters
+        self._first_index = 0       # the search's index of _read[0]
+        self._formed: list = []     # the queries in each formed batch not yet counted
+        self._counted_once = False
+
+    @property
+    def forecasts(self) -> int:
+        """Formed batches whose size is not known yet (all but the first)."""
+        return max(0, len(self._formed) - 1)
+
+    def next_batch(self, forecast: bool) -> tuple | None:
+        """(the search's index of its first query, the next batch's queries); None when the
+        queries are spent, or when the next batch would be a forecast and `forecast` is
+        false or no count has come yet."""
+        if self._formed and not (forecast and self._counted_once):
+            return None
+        start = sum(self._formed)
+        taken = self._batch_length(start, self.sizes.letters)
+        if taken == 0:
+            return None
+        self._formed.append(taken)
+        return self._first_index + start, self._read[start:start + taken]
+
+    def counted(self, extensions: int) -> int:
+        """The first formed batch kept `extensions` ungapped extensions: the next batch's
+        size is known, and forecasts that do not hold its queries are dropped. Returns how
+        many formed batches were dropped (the last ones)."""
+        done = self._formed.pop(0)
+        del self._read[:done], self._letters[:done]
+        self._first_index += done
+        self.sizes.searched(extensions)
+        self._counted_once = True
+        if self._formed and self._batch_length(0, self.sizes.letters) != self._formed[0]:
+            dropped = len(self._formed)
+            self._formed.clear()
+            return dropped
+        return 0
+
+    def _batch_length(self, start: int, limit: int) -> int:
+        """How many queries, from read query `start`, a batch of `limit` letters holds (the
+        one that crosses it included)."""
+        letters, end = 0, start
+        while letters < limit:
+            if end == len(self._read) and not self._read_one():
+                break
+            letters += self._letters[end]
+            end += 1
+        return end - start
+
+    def _read_one(self) -> bool:
+        query = next(self._queries, None)
+        if query is None:
+            return False
+        self._read.append(query)
+        self._letters.append(self._size(query))
+        return True
+
+
 # ----------------------------------------------------------------------------------------------
 # subject chunks
 

@@ -11,15 +11,18 @@ Two modes:
   subjects (engine.query_result: BLAST's final order, max_target_seqs; max_hsps is cut in
   the traceback). A batch's tasks are submitted as one chain, their data passing from
   worker to worker.
-* replicate: each worker holds the whole database; the batches go to the workers in turn,
-  each searched whole there (its preliminary search, then its traceback beside the next
-  batch's preliminary search); the batches are BLAST's, so the results are the same.
+* replicate: each worker holds the whole database; whole batches go to the workers, each
+  searched there (its preliminary search, then its traceback beside the next batch's
+  preliminary search); the batches are BLAST's, so the results are the same.
 
 blastn sizes each query batch from the ungapped extensions the one before kept
-(engine.QueryBatchSizes), so a batch is formed once the previous one's preliminary search is
-in (only its count of extensions comes back here): preliminary searches follow one another,
-over the shards of the database at once in shard mode, on one worker at a time in replicate
-mode, and each batch's traceback and formatting overlap the next batch's preliminary search.
+(engine.QueryBatchSizes; only the counts come back here). In shard mode a batch is formed
+once the previous one's preliminary search is in, and its preliminary searches run over the
+shards at once. In replicate mode the next batches are forecast (engine.ForecastBatches: a
+run of batches keeps its size) and searched on the other workers meanwhile; a forecast the
+counts prove wrong is cancelled and formed again. Each batch's traceback and formatting
+overlap the next batches' preliminary searches. Auto mode replicates the database where
+every worker's device holds it, and shards it where one does not.
 
 The workers also format each query's output (its text), which this process writes: it
 imports neither numba nor the compiled stages, and waits for nothing but the extension
@@ -46,6 +49,7 @@ from ..options import LOCAL_ONLY_OPTIONS
 
 MODES = ("auto", "shard", "replicate")
 BATCHES_AHEAD = 2            # batches in flight beyond the one waited for, per worker
+PRELIMS_PER_WORKER = 2       # replicate mode: a worker's preliminary searches in flight
 WORKERS_WAIT_SECONDS = 60    # how long a search waits for a cluster's first worker
 CONNECT_SECONDS = 30
 
@@ -216,12 +220,27 @@ class ClusterSearch:
         if self.statistics is None:
             self.statistics = DatabaseStatistics.of(self.db)
         self.workers = worker_addresses(self.client)
-        self.mode = choose_mode(self.spec, self.workers)
+        self.mode = choose_mode(self.spec, self.workers, self._device_memory(),
+                                int(self.db.total_letters) // 4)
         if has_query_filter(self.options):
             self.mode = _mode_for_query_filters(self.spec)
         self.shards = self._shards() if self.mode == "shard" else []
         self.requests_made = 0  # the search's batches so far: their task keys' numbers
+        self.forecasts_dropped = 0
+        self.turn = 0           # the worker whose turn is next (replicate mode)
         self.spent: dict = {}   # worker address -> what its tasks spent (resident.forget_search)
+
+    def _device_memory(self) -> int | None:
+        """The least device memory a worker may hold volumes in, None without GPU workers;
+        asked only where the auto mode needs it."""
+        if self.spec.mode != "auto" or self.spec.shards > 1 or self.spec.assignment is not None \
+                or len(self.workers) < 2:
+            return None
+        from .resident import worker_device_memory
+
+        found = [size for size in self.client.run(worker_device_memory).values()
+                 if size is not None]
+        return min(found) if found else None
 
     def split(self) -> str:
         """How the search is split, in words (for -stage_times)."""
@@ -269,12 +288,16 @@ class ClusterSearch:
     def _outputs(self, queries, report):
         """(queries, their outputs) of each batch in turn: QueryResults, or their texts by
         `report`. Each worker's share of the search is noted at the end."""
-        from ..engine import QueryBatchSizes, query_batches
+        from ..engine import ForecastBatches, QueryBatchSizes, query_batches
 
         sizes = QueryBatchSizes(self.options.task, int(self.db.total_letters))
-        batches = query_batches(queries, lambda: sizes.letters)
+        if self.mode == "replicate":
+            submitted = self._replicated(ForecastBatches(queries, sizes), report)
+        else:
+            submitted = self._sharded(query_batches(queries, lambda: sizes.letters), sizes,
+                                      report)
         try:
-            yield from self._in_flight(self._submitted(batches, sizes, report))
+            yield from self._in_flight(submitted)
         except GblastnError:
             raise
         except Exception as exc:  # noqa: BLE001 - the cluster's failures, as one line
@@ -294,32 +317,71 @@ class ClusterSearch:
         while in_flight:
             yield self._wait(*in_flight.popleft())
 
-    def _submitted(self, batches, sizes, report):
-        """Each batch's tasks, submitted once the batch before has told its extensions
-        (query_batches asks sizes.letters as each batch's first query comes); yields (its
-        queries, the Future of their outputs)."""
-        submit = self._submit_replicated if self.mode == "replicate" else self._submit_sharded
-        for request in self._requests(batches):
-            extensions, outputs = submit(request, report)
+    def _sharded(self, batches, sizes, report):
+        """Each batch's tasks over the shards, submitted once the batch before has told its
+        extensions (query_batches asks sizes.letters as each batch's first query comes);
+        yields (its queries, the Future of their outputs)."""
+        first_index = 0
+        for batch in batches:
+            request = self._request(batch, first_index)
+            first_index += len(batch)
+            extensions, outputs = self._submit_sharded(request, report)
             with self.times.stage("cluster wait"):
                 sizes.searched(sum(self.client.gather(extensions)))
             yield request.queries, outputs
+
+    def _replicated(self, batches, report):
+        """Whole batches on the workers, up to PRELIMS_PER_WORKER preliminary searches a
+        worker at once: the batches after the first uncounted one are forecasts
+        (ForecastBatches), and a forecast the counts prove wrong is cancelled with those
+        after it and formed again. Yields (a batch's queries, the Future of their outputs)
+        for the batches that stand, in order."""
+        depth = PRELIMS_PER_WORKER * len(self.workers)
+        uncounted = deque()  # (request, worker, Future of its extensions, Future of its outputs)
+        while True:
+            while len(uncounted) < depth:
+                formed = batches.next_batch(forecast=True)
+                if formed is None:
+                    break
+                worker = self._free_worker([entry[1] for entry in uncounted])
+                request = self._request(formed[1], formed[0])
+                uncounted.append((request, worker, *self._submit_replicated(request, worker,
+                                                                            report)))
+            if not uncounted:
+                return
+            request, _, extensions, outputs = uncounted.popleft()
+            with self.times.stage("cluster wait"):
+                dropped = batches.counted(extensions.result())
+            for _ in range(dropped):
+                self.forecasts_dropped += 1
+                self.client.cancel(list(uncounted.pop()[2:]))
+            yield request.queries, outputs
+
+    def _free_worker(self, busy: list) -> int:
+        """The worker with the fewest preliminary searches of this search in flight, the
+        next in turn among them."""
+        fewest = min(busy.count(worker) for worker in range(len(self.workers)))
+        for step in range(len(self.workers)):
+            worker = (self.turn + step) % len(self.workers)
+            if busy.count(worker) == fewest:
+                self.turn = worker + 1
+                return worker
+        raise AssertionError("no worker")
 
     def _wait(self, queries: list, future) -> tuple:
         """(a batch's queries, their outputs)."""
         with self.times.stage("cluster wait"):
             return queries, future.result()
 
-    def _requests(self, batches):
-        """A BatchRequest for each batch, numbered across the search."""
+    def _request(self, batch: list, first_index: int):
+        """A BatchRequest for `batch`, numbered across the search (a batch formed again gets
+        a new number)."""
         from .resident import BatchRequest
 
-        first_index = 0
-        for batch in batches:
-            yield BatchRequest(self.search_id, self.requests_made, self.db_name,
+        request = BatchRequest(self.search_id, self.requests_made, self.db_name,
                                self.statistics, self.options, batch, first_index)
-            self.requests_made += 1
-            first_index += len(batch)
+        self.requests_made += 1
+        return request
 
     def _task_key(self, what: str, request, index=None) -> str:
         part = "" if index is None else f"-{index}"
@@ -335,14 +397,12 @@ class ClusterSearch:
                                   key=self._task_key("request", request, worker),
                                   **self._placement(worker))
 
-    def _submit_replicated(self, request, report) -> tuple:
-        """Replicate mode: the batch's preliminary search on the next worker in turn, and its
-        traceback and formatting there after it, which leave the worker's task slot to the
-        next batch's preliminary search. ([the Future of its extensions], the Future of its
-        outputs)."""
+    def _submit_replicated(self, request, worker: int, report) -> tuple:
+        """Replicate mode: the batch's preliminary search on `worker`, and its traceback and
+        formatting there after it, which leave the worker's task slot to the next batch's
+        preliminary search. (the Future of its extensions, the Future of its outputs)."""
         from .resident import replicate_finish, replicate_prelim
 
-        worker = request.number % len(self.workers)
         held = self._held(request, worker)
         prelim = self.client.submit(replicate_prelim, held, pure=False,
                                     key=self._task_key("prelim", request),
@@ -350,7 +410,7 @@ class ClusterSearch:
         outputs = self.client.submit(replicate_finish, held, prelim, report, pure=False,
                                      key=self._task_key("finish", request),
                                      **self._placement(worker))
-        return [prelim], outputs
+        return prelim, outputs
 
     def _submit_sharded(self, request, report) -> tuple:
         """Shard mode: a batch's tasks on the shards, as one chain submitted at once: each
@@ -397,6 +457,9 @@ class ClusterSearch:
                 if spent is not None:
                     _add_spent(self.spent.setdefault(address, {"tasks": 0.0, "stages": {}}),
                                spent)
+        if self.mode == "replicate":
+            self.times.notes["batches"] = (f"{self.requests_made} formed, "
+                                           f"{self.forecasts_dropped} forecasts dropped")
         if self.spent:
             self.times.notes["workers"] = " / ".join(
                 _spent_text(spent) for _, spent in sorted(self.spent.items()))
@@ -430,14 +493,18 @@ def worker_db_name(name) -> str:
     return " ".join(names)
 
 
-def choose_mode(spec: ClusterSpec, workers: list) -> str:
-    """shard or replicate. Forced by -cluster_mode, or shard with -shards; else shard on
-    several workers (blastn's batches follow one another, each sized from the one before,
-    so only the database's split spreads a batch's preliminary search over them) and
-    replicate on one."""
+def choose_mode(spec: ClusterSpec, workers: list, device_memory: int | None = None,
+                db_bytes: int = 0) -> str:
+    """shard or replicate. Forced by -cluster_mode, or shard with -shards; else replicate
+    (whole batches on each worker, several at once: ForecastBatches) where every worker's
+    device holds the whole database's `db_bytes` (`device_memory`: the least a worker's
+    device may hold, None for CPU workers, which read the database from host memory), and
+    shard where one does not."""
     if spec.mode != "auto":
         return spec.mode
-    if spec.shards > 1 or spec.assignment is not None or len(workers) > 1:
+    if spec.shards > 1 or spec.assignment is not None:
+        return "shard"
+    if len(workers) > 1 and device_memory is not None and db_bytes > device_memory:
         return "shard"
     return "replicate"
 

@@ -436,6 +436,13 @@ def _outputs(request: BatchRequest, pairs: list, report) -> list:
         return [text for texts in pool.map(render, runs) for text in texts]
 
 
+def worker_device_memory(dask_worker=None) -> int | None:
+    """Run on every worker (Client.run): the device memory its backend may hold volumes in;
+    None on a CPU worker."""
+    backend = dask_worker.plugins[PLUGIN_NAME].backend()
+    return backend.volume_budget() if backend.capabilities.preloads else None
+
+
 def forget_search(search_id: str, dask_worker=None) -> dict | None:
     """Run on every worker (Client.run): drop what it still holds of a search (a failed
     one's preliminary searches); returns what the search's tasks spent there ({"tasks":

@@ -128,6 +128,30 @@ def test_each_batch_is_sized_from_the_extensions_the_one_before_kept(cluster, ca
     assert counted == in_one_process and len(counted) == 5
 
 
+@pytest.mark.parametrize("largest, dropped", [(6_000, "0"), (None, "[1-9][0-9]*")])
+def test_replicated_batches_formed_ahead_give_the_single_search(cluster, case, monkeypatch,
+                                                                largest, dropped):
+    """Batches of at most 5,000 letters keep their size: the workers search the forecast
+    ones at once and none is dropped. With a target of 3,000 extensions each batch's size
+    changes, the forecasts are dropped and formed again, and the output stays the same."""
+    from gblastn import engine
+    from gblastn.timing import StageTimes
+
+    monkeypatch.setattr(engine, "MIN_TARGET_EXTENSIONS", 3000)
+    if largest is not None:
+        monkeypatch.setitem(engine.QUERY_CHUNK_LETTERS, "blastn", largest)
+    expected = search(case, "mixed", TABULAR, "blastn")
+    times = StageTimes()
+    out = case["folder"] / "forecast.txt"
+    run_search([case["queries"]["mixed"]], case["db"], make_options("blastn"),
+               OutputSpec(TABULAR, str(out), None, "db"),
+               settings=RunSettings(cluster=on(cluster, mode="replicate")), times=times)
+    assert out.read_bytes() == expected
+    formed, forecasts = re.fullmatch(r"(\d+) formed, (\d+) forecasts dropped",
+                                     times.notes["batches"]).groups()
+    assert re.fullmatch(dropped, forecasts) and int(formed) > 3
+
+
 def test_sam_is_formatted_where_its_footer_is_written(cluster, case):
     expected = search(case, "small", "17", max_target_seqs=2)
     assert search(case, "small", "17", spec=on(cluster, shards=2), max_target_seqs=2) == \

@@ -182,11 +182,16 @@ def test_device_memory_cap(monkeypatch):
         memory_cap()
 
 
-def test_auto_mode_shards_on_several_workers():
-    """blastn's batches follow one another (each sized from the one before), so only the
-    database's split keeps several workers busy; one worker searches whole batches."""
+def test_auto_mode_replicates_what_each_device_holds_and_shards_the_rest():
+    """Several workers search whole batches at once (forecast ones) where each device holds
+    the whole database, and split it where one does not; CPU workers (no device memory)
+    replicate; -shards and -cluster_mode decide alone."""
     spec = ClusterSpec(local_workers=2)
-    assert choose_mode(spec, ["tcp://a", "tcp://b"]) == "shard"
-    assert choose_mode(spec, ["tcp://a"]) == "replicate"
-    assert choose_mode(ClusterSpec(local_workers=2, mode="replicate"), ["tcp://a", "tcp://b"]) \
+    two = ["tcp://a", "tcp://b"]
+    assert choose_mode(spec, two, None, 2_000_000_000) == "replicate"
+    assert choose_mode(spec, two, 3_000_000_000, 2_000_000_000) == "replicate"
+    assert choose_mode(spec, two, 1_500_000_000, 2_000_000_000) == "shard"
+    assert choose_mode(spec, ["tcp://a"], 1_500_000_000, 2_000_000_000) == "replicate"
+    assert choose_mode(ClusterSpec(local_workers=2, mode="replicate"), two, 1, 2) \
         == "replicate"
+    assert choose_mode(ClusterSpec(local_workers=2, shards=2), two, None, 2) == "shard"

@@ -1,11 +1,17 @@
 """blastn's query batches: their sizes (blast_app_util's CBatchSizeMixer, as blastn 2.12 sizes
 them for every task) and the grouping of queries into them. The sizes after a batch are those
 blastn chose, read from its CBatchSizeMixer::GetBatchSize under a debugger, with the
-extensions counted there (docs/perf/dc-megablast.md); gblastn's searches count the same."""
+extensions counted there (docs/perf/dc-megablast.md); gblastn's searches count the same. The
+batches formed ahead of their counts (ForecastBatches, for a cluster's workers) are the same
+batches."""
+
+from collections import deque
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gblastn.engine import QueryBatchSizes, query_batches
+from gblastn.engine import ForecastBatches, QueryBatchSizes, query_batches
 
 KLEB_LETTERS = 16_816_000  # under 3 Gbp: the smallest target
 
@@ -60,3 +66,79 @@ def test_a_batch_holds_the_query_that_crosses_its_size_and_sizes_are_asked_as_it
     assert asked == [0]  # the next size is not asked before the next batch starts
     assert list(batches) == [["c", "dd"], ["eee", "f"]]
     assert asked == [0, 1, 2]
+
+
+RATES = [0.0, 0.001, 0.05, 0.3, 2.0]  # extensions per letter a batch may keep
+
+
+def extensions_of(batch: list) -> int:
+    """A batch's extensions, fixed by its queries: some runs of batches keep their size, some
+    change it."""
+    return int(sum(length for _, length in batch) * RATES[batch[0][0] % len(RATES)])
+
+
+def blastns_batches(queries: list, task: str, db_letters: int) -> list:
+    sizes = QueryBatchSizes(task, db_letters)
+    batches = []
+    for batch in query_batches(queries, lambda: sizes.letters, size=lambda query: query[1]):
+        batches.append(batch)
+        sizes.searched(extensions_of(batch))
+    return batches
+
+
+def forecast_batches(queries: list, task: str, db_letters: int, depth: int) -> tuple:
+    """The batches a cluster keeps, forming up to `depth` ahead and counting them in order as
+    cluster.py does: (the batches kept with their first query's index, the forecasts
+    dropped)."""
+    batches = ForecastBatches(iter(queries), QueryBatchSizes(task, db_letters),
+                              size=lambda query: query[1])
+    formed, kept, dropped = deque(), [], 0
+    while True:
+        while len(formed) < depth:
+            batch = batches.next_batch(forecast=True)
+            if batch is None:
+                break
+            formed.append(batch)
+        if not formed:
+            return kept, dropped
+        first, batch = formed.popleft()
+        kept.append((first, batch))
+        for _ in range(batches.counted(extensions_of(batch))):
+            formed.pop()
+            dropped += 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(lengths=st.lists(st.integers(1, 3_000_000), max_size=40),
+       task=st.sampled_from(["megablast", "blastn"]),
+       db_letters=st.sampled_from([16_816_000, 8_000_000_000]),
+       depth=st.integers(1, 6))
+def test_batches_formed_ahead_are_blastns(lengths, task, db_letters, depth):
+    queries = list(enumerate(lengths))
+    expected = blastns_batches(queries, task, db_letters)
+    kept, _ = forecast_batches(queries, task, db_letters, depth)
+    assert [batch for _, batch in kept] == expected
+    assert [first for first, _ in kept] == [batch[0][0] for batch in expected]
+
+
+def test_a_run_of_largest_batches_is_forecast_and_a_change_of_size_drops_the_forecasts():
+    # rate 0.001 (ids 1 mod 5) keeps blastn's batches at the largest size, 999,000 letters;
+    # rate 2.0 (id 4) makes the next batch 500,000 letters, then 714,081 as the rates mix
+    queries = [(1, 5_000), (6, 999_000), (11, 999_000), (4, 999_000)] + \
+        [(n, 300_000) for n in (21, 26, 31, 36, 41, 46)]
+    kept, dropped = forecast_batches(queries, "blastn", 16_816_000, depth=3)
+    assert [[n for n, _ in batch] for _, batch in kept] == \
+        [[1], [6], [11], [4], [21, 26], [31, 36, 41], [46]]
+    assert [first for first, _ in kept] == [0, 1, 2, 3, 4, 6, 9]
+    # the two formed at 999,000 letters after id 4, then the two formed at 500,000
+    assert dropped == 4
+
+
+def test_no_forecast_before_the_first_count():
+    batches = ForecastBatches([("a", 6_000), ("b", 10)], QueryBatchSizes("blastn", 0),
+                              size=lambda query: query[1])
+    assert batches.next_batch(forecast=False) == (0, [("a", 6_000)])  # 5,000 letters
+    assert batches.next_batch(forecast=True) is None
+    assert batches.counted(0) == 0
+    assert batches.next_batch(forecast=False) == (1, [("b", 10)])
+    assert batches.next_batch(forecast=True) is None  # the queries are spent
