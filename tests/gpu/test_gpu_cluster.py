@@ -84,3 +84,29 @@ def test_gpu_workers_give_the_single_search(gpu_cluster, case, mode):
     assert expected.strip()
     spec = ClusterSpec(scheduler=cluster.scheduler_address, device="gpu", mode=mode)
     assert search(case, spec) == expected
+
+
+@pytest.mark.parametrize("largest", [6_000, None])
+def test_gpu_workers_search_forecast_batches_as_the_single_search(gpu_cluster, case,
+                                                                  monkeypatch, largest):
+    """Whole batches on every GPU at once (replicate mode's forecasts), blastn's batches
+    kept at 5,000 letters or sized anew each time (forecasts dropped): the one-process
+    output."""
+    from gblastn import engine
+
+    cluster, _ = gpu_cluster
+    monkeypatch.setattr(engine, "MIN_TARGET_EXTENSIONS", 3000)
+    if largest is not None:
+        monkeypatch.setitem(engine.QUERY_CHUNK_LETTERS, "blastn", largest)
+    mixed = case["folder"] / "q_mixed.fa"
+    small, big = (open(case["queries"][name]).read() for name in ("small", "big"))
+    mixed.write_text(small + big + small + big + small)
+    outputs = []
+    for spec in (None, ClusterSpec(scheduler=cluster.scheduler_address, device="gpu",
+                                   mode="replicate")):
+        out = case["folder"] / "mixed.txt"
+        run_search([str(mixed)], case["db"], make_options("blastn"),
+                   OutputSpec(TABULAR, str(out), None, "db"),
+                   settings=RunSettings(cluster=spec))
+        outputs.append(out.read_bytes())
+    assert outputs[0].strip() and outputs[1] == outputs[0]
