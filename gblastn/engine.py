@@ -56,6 +56,8 @@ order, so the jobs take turns at the ungapped stage, once per volume: TurnsOnce;
 device keeps the hash, the turn starts before the volume's first scan).
 """
 
+import threading
+from collections import deque
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -66,7 +68,7 @@ import numpy as np
 from .hsp import Hsps, QueryResult, SubjectHits, query_coverage, score_order
 from .layouts import GAPPED_AHEAD_FIELDS, GAPPED_MADE
 from .options import SearchOptions
-from .pools import INLINE, beside, on_threads, runs_of
+from .pools import INLINE, beside, done, on_threads, runs_of
 from .scan.backend import Backend, BackendPlan, Capabilities, SubjectBuffer
 from .timing import StageTimes
 
@@ -644,36 +646,130 @@ def sliced_initial_hits(chunks: SubjectChunks, scan, extend,
 # holds two slices at once (one scanned beside the other's extension), and a job waiting for
 # its turn at the diagonal hash one more (docs/perf/blastn-gpu-extensions.md).
 SEED_BUDGET = 1 << 17
+# A job waiting for its turn at the diagonal hash scans on, up to this many slices, so that
+# its turn extends them, its hash's parts side by side on the search's threads (at least
+# SPREAD_SEEDS seeds a slice), instead of scanning them (docs/perf/pipeline.md)
+SCAN_AHEAD_SLICES = 8
+SPREAD_SEEDS = SEED_BUDGET // 4
 
 
-def stopping_initial_hits(chunks: SubjectChunks, scan_from, extend) -> "VolumeHits":
+def stopping_initial_hits(chunks: SubjectChunks, scan_from, extend, ahead: int = 1,
+                          wait_turn=None) -> "VolumeHits":
     """The initial hits of `chunks` (VolumeHits), as sliced_initial_hits gives them, made
     slice after slice where the scan stops: scan_from(chunks from a slice's first on, the
     subject position to start from) gives (ScannedSeeds, stop), stop None at the end, else
-    the (chunk, position) it stopped at; extend(seeds, chunks of the slice, carry, cut)
-    extends a slice's seeds, `cut` when its last chunk goes on in the next slice, `carry`
-    (ungapped.CutChunk) taking that chunk's state from one call to the next. The next slice
-    is scanned while this one is extended (pools.beside)."""
+    the (chunk, position) it stopped at; extend(seeds, chunks, carry, cut) extends the seeds
+    of a run of chunks, `cut` when its last chunk goes on in the next call, `carry`
+    (ungapped.CutChunk) taking that chunk's state from one call to the next.
+
+    The slices are scanned on a thread of their own (pools.beside), up to `ahead` of them
+    waiting for their extension, and each extension takes every slice scanned by then, as
+    one run. `wait_turn()`, when given, waits for this job's turn at the diagonal hash:
+    meanwhile the slices are scanned, and the turn extends them in a few calls, each large
+    enough to spread the hash's parts over the search's threads."""
     from .ungapped import CutChunk
 
     total = len(chunks.length)
     carry = CutChunk()
+    scanned = ScanAhead(ahead)
+    scanning = beside(scanned.fill, lambda first, position: scan_from(
+        _slice(chunks, first, total), position), total)
     parts = []
-    first = 0
-    scanning = beside(scan_from, chunks, 0)
-    while True:
-        scanned, stop = scanning.result()
-        if stop is None:
-            end, cut = total, False
-        else:
-            following, position = first + stop[0], stop[1]
-            end, cut = following + int(position > 0), position > 0
-            scanning = beside(scan_from, _slice(chunks, following, total), position)
-        parts.append((first, extend(scanned, _slice(chunks, first, end), carry, cut)))
-        del scanned
-        if stop is None:
-            return joined_volume_hits(parts)
-        first = following
+    try:
+        if wait_turn is not None:
+            wait_turn()
+        while True:
+            run = scanned.taken()
+            first, end, cut = run[0][0], run[-1][1], run[-1][2]
+            seeds = joined_scanned([(start - first, seeds) for start, _, _, seeds in run])
+            del run
+            parts.append((first, extend(seeds, _slice(chunks, first, end), carry, cut)))
+            del seeds
+            if not cut and end == total:
+                break
+    finally:
+        scanned.close()
+    scanning.result()  # re-raises the scan's error
+    return joined_volume_hits(parts)
+
+
+class ScanAhead:
+    """The slices a job's scan stops at, scanned ahead of their extensions (at most
+    `ahead` waiting): fill() scans them in turn, taken() hands over every one scanned by
+    then (waiting for one); an error in the scan ends both."""
+
+    def __init__(self, ahead: int):
+        self.ahead = max(1, ahead)
+        self.slices: deque = deque()  # (first chunk, end, cut, ScannedSeeds)
+        self.ended = False            # the scan is through (or failed), or closed
+        self.error = None
+        self.changed = threading.Condition()
+
+    def fill(self, scan_from, total: int) -> None:
+        """scan_from(first chunk, position) -> (ScannedSeeds, stop), slice after slice of
+        `total` chunks."""
+        first, position = 0, 0
+        try:
+            while True:
+                with self.changed:
+                    while len(self.slices) >= self.ahead and not self.ended:
+                        self.changed.wait()
+                    if self.ended:
+                        return
+                found, stop = scan_from(first, position)
+                if stop is None:
+                    end, cut, following = total, False, None
+                else:
+                    following, position = first + stop[0], stop[1]
+                    end, cut = following + int(position > 0), position > 0
+                with self.changed:
+                    self.slices.append((first, end, cut, found))
+                    self.changed.notify_all()
+                if following is None:
+                    return
+                first = following
+        except BaseException as exc:  # noqa: BLE001 - handed to the extensions' thread
+            with self.changed:
+                self.error = exc
+                self.changed.notify_all()
+            raise
+        finally:
+            with self.changed:
+                self.ended = True
+                self.changed.notify_all()
+
+    def taken(self) -> list:
+        with self.changed:
+            while not self.slices and self.error is None:
+                if self.ended:
+                    raise RuntimeError("the scan ended before its last slice")
+                self.changed.wait()
+            if self.error is not None:
+                raise self.error
+            run = list(self.slices)
+            self.slices.clear()
+            self.changed.notify_all()
+        return run
+
+    def close(self) -> None:
+        with self.changed:
+            self.ended = True
+            self.changed.notify_all()
+
+
+def joined_scanned(slices: list) -> "ScannedSeeds":
+    """The ScannedSeeds of successive slices (each with its first chunk's place in the
+    run, its seeds' chunks numbered from it) as one run's; seeds only (a stopping scan
+    extends nothing ahead)."""
+    from .scan import Seeds
+
+    if len(slices) == 1:
+        return slices[0][1]
+    seeds = [found.seeds for _, found in slices]
+    chunk = np.concatenate([part.chunk + np.int32(offset)
+                            for (offset, _), part in zip(slices, seeds)])
+    return ScannedSeeds(Seeds(chunk, *(np.concatenate([getattr(part, name) for part in seeds])
+                                       for name in ("q_off", "s_off", "s_first", "hit_s"))))
 
 
 def _slice(chunks: SubjectChunks, first: int, last: int) -> SubjectChunks:
@@ -734,12 +830,15 @@ class Engine:
 
     def initial_hits(self, plan: BatchPlan, volume, pool=INLINE, threads: int | None = None,
                      subjects: range | None = None, once_per_volume=None, ungapped_turn=None,
-                     scan_turn=None, ungapped_done=None) -> "VolumeGapped":
+                     scan_turn=None, ungapped_done=None,
+                     ungapped_threads: int | None = None) -> "VolumeGapped":
         """prelim_search's scan and ungapped stages (in the calling thread), slice after
         slice (sliced_initial_hits; stopping_initial_hits where the scan stops at a seed
         budget); its gapped stage is returned, ready to run on `pool`.
         `threads`: those the scan and the diagonal hash may spread over (options.num_threads
-        unless given).
+        unless given); `ungapped_threads`, when given, those the diagonal hash's parts may
+        spread over in this job's turn at it (the job's scan then goes on, up to
+        SCAN_AHEAD_SLICES slices, while it waits for the turn).
 
         A driver that searches parts of a volume at once (`subjects`) gives
         `once_per_volume(volume, what, make)`, which makes `what` once for the volume
@@ -756,7 +855,7 @@ class Engine:
         from .gapped import hit_contexts
         from .scan import Seeds
         from .scan.masked import find_masked_seeds
-        from .ungapped import diagonal_pass, extend_seeds, ungapped_rules
+        from .ungapped import PARALLEL_SEEDS, diagonal_pass, extend_seeds, ungapped_rules
 
         subject_buffer = self.buffers.of(volume)
         buffer = subject_buffer.packed
@@ -771,6 +870,9 @@ class Engine:
         backend = self.backend_plan.backend
         turns = TurnsOnce(scan_turn, ungapped_turn)
         spread = on_threads(threads)
+        in_turn_spread = ungapped_threads is not None and ungapped_turn is not None
+        hash_threads = ungapped_threads if in_turn_spread else threads
+        hash_spread = on_threads(hash_threads) if in_turn_spread else spread
 
         rules = ungapped_rules(stats.ungapped_xdrop, stats.reduced_cutoff, options.reward,
                                options.penalty) if self.backend_plan.ungapped_ahead else None
@@ -813,9 +915,10 @@ class Engine:
                     hits = extend_seeds(scanned.seeds, table, buffer, part.byte_offset,
                                         part.length, stats.ungapped_xdrop,
                                         stats.ungapped_cutoff, stats.reduced_cutoff,
-                                        options.reward, options.penalty, threads,
-                                        plan.diag_hash, spread, options.window_size,
-                                        scanned.ahead, carry, cut)
+                                        options.reward, options.penalty, hash_threads,
+                                        plan.diag_hash, hash_spread, options.window_size,
+                                        scanned.ahead, carry, cut,
+                                        SPREAD_SEEDS if in_turn_spread else PARALLEL_SEEDS)
             return VolumeHits(hits)
 
         # the scan stops at a seed budget where it can (not through a masked database's
@@ -833,6 +936,9 @@ class Engine:
         def initial_hits(part, counted=None) -> VolumeHits:
             with turns:
                 if stops and len(part.length):
+                    if in_turn_spread:
+                        return stopping_initial_hits(part, scan_from, extend,
+                                                     SCAN_AHEAD_SLICES, turns.enter_ungapped)
                     return stopping_initial_hits(part, scan_from, extend)
                 return sliced_initial_hits(part, scan, extend,
                                            DEVICE_SLICE_SEEDS if walk is not None else None,

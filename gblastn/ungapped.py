@@ -675,15 +675,18 @@ def _place_parts(q_off, s_off, lo, hi, at, order):
         at[p] += 1
 
 
-def _extend_hash_parts(seeds: Seeds, state: DiagonalHash, run, chunks: int, spread) -> list:
+def _extend_hash_parts(seeds: Seeds, state: DiagonalHash, run, chunks: int, spread,
+                       parallel_seeds: int = PARALLEL_SEEDS) -> list:
     """extend_chunks over all chunks for each part of the hash's buckets, with that part's
-    seeds in their order, the parts run by `spread` when there are many seeds; the hits of
-    all parts in the order one pass over every seed finds them."""
+    seeds in their order, the parts run by `spread` when there are at least
+    `parallel_seeds` seeds; the hits of all parts in the order one pass over every seed
+    finds them."""
     if len(state.parts) == 1:
         found = run(NO_ORDER, seeds.chunk, (0, chunks), state.parts[0], NO_ARRAY)
         return list(found[:7])
+    parallel = len(seeds) >= parallel_seeds
     order, bounds = by_hash_part(seeds.q_off, seeds.s_off, len(state.parts),
-                                 spread if len(seeds) >= PARALLEL_SEEDS else None)
+                                 spread if parallel else None)
     found = [None] * len(state.parts)
 
     def run_part(p):
@@ -691,7 +694,7 @@ def _extend_hash_parts(seeds: Seeds, state: DiagonalHash, run, chunks: int, spre
         found[p] = run(part_order, seeds.chunk[part_order], (0, chunks), state.parts[p],
                        NO_ARRAY)
 
-    (spread if len(seeds) >= PARALLEL_SEEDS else in_turn)(run_part, len(state.parts))
+    (spread if parallel else in_turn)(run_part, len(state.parts))
     seed_of = np.concatenate([f[7] for f in found])
     in_order = np.argsort(seed_of, kind="stable")
     return [np.concatenate([f[i] for f in found])[in_order] for i in range(7)]
@@ -819,7 +822,7 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
                  num_threads: int = 1, diag_hash: DiagonalHash | None = None,
                  spread=None, window: int = 0,
                  ahead: UngappedAhead | None = None, carry: CutChunk | None = None,
-                 cut: bool = False) -> InitialHits:
+                 cut: bool = False, parallel_seeds: int = PARALLEL_SEEDS) -> InitialHits:
     """Ungapped extension of all seeds (as ``find_seeds`` returns them).
 
     ``ungapped_xdrop``, ``ungapped_cutoff``, ``reduced_cutoff``: int32 per context (raw X > 0,
@@ -836,6 +839,7 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
     budget, find_seeds_from): `cut` says that the last chunk's seeds go on in the next call,
     and `carry`, the same CutChunk for every call of one sequence of chunks, takes its state
     and hits from this call to the next. A cut chunk's hits come with the call that ends it.
+    `parallel_seeds`: the fewest seeds whose hash parts `spread` runs side by side.
     """
     spread = spread or in_turn
     packed = np.ascontiguousarray(packed, dtype=np.uint8)
@@ -871,7 +875,7 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
         return out[:8]
 
     if use_hash:
-        fields = _extend_hash_parts(seeds, state, run, k, spread)
+        fields = _extend_hash_parts(seeds, state, run, k, spread, parallel_seeds)
     else:
         length = diagonal_array_length(table.sequence.size, window)
         carried = carry.array if carry is not None and carry.open else None

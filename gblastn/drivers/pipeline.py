@@ -228,7 +228,8 @@ class Pipeline:
                     self.batch_sizes.count(batch, extensions),
                 threads=self.options.num_threads if shared else 1, subjects=job.subjects,
                 once_per_volume=shared.once if shared else None, ungapped_turn=turn,
-                scan_turn=job.scan_turns.turn(rank) if shared else None)
+                scan_turn=job.scan_turns.turn(rank) if shared else None,
+                ungapped_threads=None if shared else self.options.num_threads)
             self._put(self.prelim_q, ("volume", job.batch_id, hits))
         self._put(self.prelim_q, _END)
 

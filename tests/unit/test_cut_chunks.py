@@ -1,6 +1,10 @@
 """A scan that stops at a seed budget cuts chunks between slices; the ungapped stage carries a
 cut chunk's diagonal state (array or hash) and hits to the next slice, so the initial hits are
-those of the unsliced search, field by field and in order, for any budget."""
+those of the unsliced search, field by field and in order, for any budget; and the same
+where a job scans slices ahead while it waits for its turn at the diagonal hash, and
+extends them as one run."""
+
+import threading
 
 import numpy as np
 import pytest
@@ -45,17 +49,23 @@ def fresh_hash(offset: int) -> DiagonalHash:
     return state
 
 
-def sliced_hits(table, packed, offsets, lengths, cutoffs, budget: int, hash_offset: int):
+def sliced_hits(table, packed, offsets, lengths, cutoffs, budget: int, hash_offset: int,
+                ahead: int = 1):
     """engine.stopping_initial_hits over the chunks with the CPU scan stopped every `budget`
-    seeds; also the slices, as (seeds, cut) per slice."""
+    seeds; also the runs extended, as (seeds, cut) per run. With `ahead` > 1 the extensions
+    wait (as for a turn at the diagonal hash) until that many slices are scanned, or all."""
     k = lengths.size
     chunks = SubjectChunks(np.arange(k, dtype=np.int32), np.zeros(k, np.int64), offsets, lengths)
     state = fresh_hash(hash_offset)
     slices = []
+    scans, filled = [], threading.Event()
 
     def scan_from(part, position):
         seeds, stop = find_seeds_from(table, packed, part.byte_offset, part.length, position,
                                       budget)
+        scans.append(len(seeds))
+        if len(scans) >= ahead or stop is None:
+            filled.set()
         return ScannedSeeds(seeds), stop
 
     def extend(scanned, part, carry, cut):
@@ -64,7 +74,9 @@ def sliced_hits(table, packed, offsets, lengths, cutoffs, budget: int, hash_offs
                                        part.length, *cutoffs, diag_hash=state, carry=carry,
                                        cut=cut))
 
-    return stopping_initial_hits(chunks, scan_from, extend).hits, slices
+    if ahead == 1:
+        return stopping_initial_hits(chunks, scan_from, extend).hits, slices
+    return stopping_initial_hits(chunks, scan_from, extend, ahead, filled.wait).hits, slices
 
 
 def assert_same_hits(a, b):
@@ -127,3 +139,49 @@ def test_any_seed_budget_gives_the_unsliced_hits(seed, budget, hashed, subject_l
     task, query_lengths = HASH if hashed else ARRAY
     case = searched_case(seed, task, query_lengths, subject_lengths)
     assert_same_hits(sliced_hits(*case, budget, 0)[0], unsliced_hits(*case, 0))
+
+
+@pytest.mark.parametrize("task,query_lengths", [ARRAY, HASH], ids=["array", "hash"])
+def test_slices_scanned_ahead_of_a_turn_are_extended_as_one_run_with_the_unsliced_hits(
+        task, query_lengths):
+    case = searched_case(11, task, query_lengths, [4000, 40, 2500, 6001])
+    reference = unsliced_hits(*case, 0)
+    for budget, ahead in ((7, 3), (7, 50), (64, 4)):
+        hits, runs = sliced_hits(*case, budget, 0, ahead)
+        assert_same_hits(hits, reference)
+        # the first run holds the slices scanned before the turn: `ahead` of them
+        assert len(runs[0][0]) > budget and len(runs) < len(find_seeds(*case[:4])) / budget
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10**6), budget=st.integers(1, 300), hashed=st.booleans(),
+       ahead=st.integers(2, 6),
+       subject_lengths=st.lists(st.integers(1, 3000), min_size=1, max_size=4))
+def test_any_scan_ahead_gives_the_unsliced_hits(seed, budget, hashed, ahead, subject_lengths):
+    task, query_lengths = HASH if hashed else ARRAY
+    case = searched_case(seed, task, query_lengths, subject_lengths)
+    assert_same_hits(sliced_hits(*case, budget, 0, ahead)[0], unsliced_hits(*case, 0))
+
+
+def test_a_failed_scan_ahead_fails_the_extensions():
+    table, packed, offsets, lengths, cutoffs = searched_case(11, *HASH, [4000, 40, 2500, 6001])
+    chunks = SubjectChunks(np.arange(lengths.size, dtype=np.int32),
+                           np.zeros(lengths.size, np.int64), offsets, lengths)
+    scans = []
+
+    def scan_from(part, position):
+        scans.append(position)
+        if len(scans) == 3:
+            raise MemoryError("no room for the seeds")
+        seeds, stop = find_seeds_from(table, packed, part.byte_offset, part.length, position, 7)
+        return ScannedSeeds(seeds), stop
+
+    def extend(scanned, part, carry, cut):
+        return VolumeHits(extend_seeds(scanned.seeds, table, packed, part.byte_offset,
+                                       part.length, *cutoffs, carry=carry, cut=cut))
+
+    with pytest.raises(MemoryError, match="no room"):
+        stopping_initial_hits(chunks, scan_from, extend, 4, lambda: None)
+    with pytest.raises(MemoryError, match="no room"):
+        scans.clear()
+        stopping_initial_hits(chunks, scan_from, extend)
