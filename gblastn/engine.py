@@ -651,6 +651,10 @@ SEED_BUDGET = 1 << 17
 # SPREAD_SEEDS seeds a slice), instead of scanning them (docs/perf/pipeline.md)
 SCAN_AHEAD_SLICES = 8
 SPREAD_SEEDS = SEED_BUDGET // 4
+# ... from this many threads on: with fewer, the job in its turn keeps the cores busy with its
+# own scan beside its extensions, and slices scanned ahead would only take memory (kleb's
+# -task blastn on 2 threads: 298-305 MB against 241-251, for the same time)
+SCAN_AHEAD_THREADS = 4
 
 
 def stopping_initial_hits(chunks: SubjectChunks, scan_from, extend, ahead: int = 1,
@@ -836,9 +840,9 @@ class Engine:
         slice (sliced_initial_hits; stopping_initial_hits where the scan stops at a seed
         budget); its gapped stage is returned, ready to run on `pool`.
         `threads`: those the scan and the diagonal hash may spread over (options.num_threads
-        unless given); `ungapped_threads`, when given, those the diagonal hash's parts may
-        spread over in this job's turn at it (the job's scan then goes on, up to
-        SCAN_AHEAD_SLICES slices, while it waits for the turn).
+        unless given); `ungapped_threads`, when given (at least SCAN_AHEAD_THREADS), those
+        the diagonal hash's parts may spread over in this job's turn at it (the job's scan
+        then goes on, up to SCAN_AHEAD_SLICES slices, while it waits for the turn).
 
         A driver that searches parts of a volume at once (`subjects`) gives
         `once_per_volume(volume, what, make)`, which makes `what` once for the volume
@@ -870,7 +874,8 @@ class Engine:
         backend = self.backend_plan.backend
         turns = TurnsOnce(scan_turn, ungapped_turn)
         spread = on_threads(threads)
-        in_turn_spread = ungapped_threads is not None and ungapped_turn is not None
+        in_turn_spread = ungapped_threads is not None and ungapped_turn is not None and \
+            ungapped_threads >= SCAN_AHEAD_THREADS
         hash_threads = ungapped_threads if in_turn_spread else threads
         hash_spread = on_threads(hash_threads) if in_turn_spread else spread
 
