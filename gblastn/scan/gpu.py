@@ -78,8 +78,10 @@ DP_THREADS = 128           # hits per block of dynprog.cu's kernel (a thread eac
 DP_BAND_COLUMNS = 128      # columns of a DP extension's band on the GPU (a wider one: the CPU)
 # Cells a DP extension computes on the GPU before it is left to the CPU: most long
 # extensions start from hits inside an HSP that an earlier hit finds, which the CPU's
-# in-order pass skips, while a launch lasts as long as its longest thread.
-DP_CELL_BUDGET = 1 << 20
+# in-order pass skips, while a launch lasts as long as its longest thread. 2^20 left the
+# long alignments of diverged 100-kb queries to the CPU's in-order pass, one thread a piece
+# (docs/perf/dc-megablast.md: dc-megablast 15.3 s against 9.6 s with 2^24).
+DP_CELL_BUDGET = 1 << 24
 CU_STREAM_NON_BLOCKING = 1  # a stream that does not wait for the default stream's work
 DP_SCORE_ARGUMENT = 3  # the hits' ungapped scores among dp_hit_arrays'
 # the traceback searches' warps at once, each keeping its rows in STORE_WORDS ints of device
