@@ -178,11 +178,6 @@ class ForecastBatches:
         self._formed: list = []     # the queries in each formed batch not yet counted
         self._counted_once = False
 
-    @property
-    def forecasts(self) -> int:
-        """Formed batches whose size is not known yet (all but the first)."""
-        return max(0, len(self._formed) - 1)
-
     def next_batch(self, forecast: bool) -> tuple | None:
         """(the search's index of its first query, the next batch's queries); None when the
         queries are spent, or when the next batch would be a forecast and `forecast` is
@@ -643,8 +638,8 @@ def sliced_initial_hits(chunks: SubjectChunks, scan, extend,
 # A scan that stops at a seed budget (BackendPlan.stops_scans: the CPU's) cuts the slices
 # itself, inside a chunk where it must: a slice holds at most SEED_BUDGET seeds (20 bytes
 # each), the ungapped stage carrying a cut chunk's diagonal state to the next slice. A job
-# holds two slices at once (one scanned beside the other's extension), and a job waiting for
-# its turn at the diagonal hash one more (docs/perf/blastn-gpu-extensions.md).
+# holds two slices at once (one scanned beside the other's extension;
+# docs/perf/blastn-gpu-extensions.md), more where it scans ahead of its turn (below).
 SEED_BUDGET = 1 << 17
 # A job waiting for its turn at the diagonal hash scans on, up to this many slices, so that
 # its turn extends them, its hash's parts side by side on the search's threads (at least
