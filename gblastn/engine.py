@@ -178,11 +178,10 @@ class ForecastBatches:
         self._formed: list = []     # the queries in each formed batch not yet counted
         self._counted_once = False
 
-    def next_batch(self, forecast: bool) -> tuple | None:
+    def next_batch(self) -> tuple | None:
         """(the search's index of its first query, the next batch's queries); None when the
-        queries are spent, or when the next batch would be a forecast and `forecast` is
-        false or no count has come yet."""
-        if self._formed and not (forecast and self._counted_once):
+        queries are spent, or when the next batch would be a forecast before any count."""
+        if self._formed and not self._counted_once:
             return None
         start = sum(self._formed)
         taken = self._batch_length(start, self.sizes.letters)

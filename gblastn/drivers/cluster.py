@@ -340,7 +340,7 @@ class ClusterSearch:
         uncounted = deque()  # (request, worker, Future of its extensions, Future of its outputs)
         while True:
             while len(uncounted) < depth:
-                formed = batches.next_batch(forecast=True)
+                formed = batches.next_batch()
                 if formed is None:
                     break
                 worker = self._free_worker([entry[1] for entry in uncounted])

@@ -95,7 +95,7 @@ def forecast_batches(queries: list, task: str, db_letters: int, depth: int) -> t
     formed, kept, dropped = deque(), [], 0
     while True:
         while len(formed) < depth:
-            batch = batches.next_batch(forecast=True)
+            batch = batches.next_batch()
             if batch is None:
                 break
             formed.append(batch)
@@ -137,8 +137,8 @@ def test_a_run_of_largest_batches_is_forecast_and_a_change_of_size_drops_the_for
 def test_no_forecast_before_the_first_count():
     batches = ForecastBatches([("a", 6_000), ("b", 10)], QueryBatchSizes("blastn", 0),
                               size=lambda query: query[1])
-    assert batches.next_batch(forecast=False) == (0, [("a", 6_000)])  # 5,000 letters
-    assert batches.next_batch(forecast=True) is None
+    assert batches.next_batch() == (0, [("a", 6_000)])  # 5,000 letters
+    assert batches.next_batch() is None
     assert batches.counted(0) == 0
-    assert batches.next_batch(forecast=False) == (1, [("b", 10)])
-    assert batches.next_batch(forecast=True) is None  # the queries are spent
+    assert batches.next_batch() == (1, [("b", 10)])
+    assert batches.next_batch() is None  # the queries are spent
