@@ -396,8 +396,8 @@ def search_command(
     shards: int = _option(0, "-shards", "On a cluster: split the database into this many "
                           "shards (0: one per worker).", "Default = `0'", click_type=INTEGER),
     cluster_mode: str = _option("auto", "-cluster_mode", "On a cluster: shard (split the "
-                                "database), replicate (whole query batches, in turn) or auto.",
-                                "Default = `auto'"),
+                                "database), replicate (whole query batches, several at "
+                                "once) or auto.", "Default = `auto'"),
 ) -> None:
     from .drivers.run import OutputSpec, RunSettings, query_files, run_search
     from .options import make_options
