@@ -352,10 +352,19 @@ class ClusterSearch:
             request, _, extensions, outputs = uncounted.popleft()
             with self.times.stage("cluster wait"):
                 dropped = batches.counted(extensions.result())
-            for _ in range(dropped):
-                self.forecasts_dropped += 1
-                self.client.cancel(list(uncounted.pop()[2:]))
+            if dropped:
+                self._drop([uncounted.pop() for _ in range(dropped)])
             yield request.queries, outputs
+
+    def _drop(self, forecasts: list) -> None:
+        """Cancel forecast batches the counts proved wrong; their workers keep none of
+        their preliminary searches (a task already running ends, and is not kept)."""
+        from .resident import drop_forecasts
+
+        self.forecasts_dropped += len(forecasts)
+        self.client.cancel([future for forecast in forecasts for future in forecast[2:]])
+        self.client.run(drop_forecasts, self.search_id,
+                        [request.number for request, *_ in forecasts])
 
     def _free_worker(self, busy: list) -> int:
         """The worker with the fewest preliminary searches of this search in flight, the

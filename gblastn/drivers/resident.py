@@ -148,7 +148,31 @@ class ResidentDatabase:
         self.kept: dict = {}      # shard key -> bool per ordinal
         self.contiguous: dict = {}  # shard count -> [Shard]
         self.pending: dict = {}   # (search, batch, shard) -> (plan, PrelimHits)
+        self.dropped: set = set()  # (search, batch, shard) of forecasts the search cancelled
         self._resets = None
+
+    def keep(self, key: tuple, found) -> None:
+        """Keep a preliminary search for its traceback, unless its batch was dropped (a
+        cancelled forecast whose task ran on)."""
+        with self.lock:
+            if key in self.dropped:
+                self.dropped.discard(key)
+            else:
+                self.pending[key] = found
+
+    def drop(self, keys: list) -> None:
+        """Forget the preliminary searches of cancelled batches, kept or still to come."""
+        with self.lock:
+            for key in keys:
+                if self.pending.pop(key, None) is None:
+                    self.dropped.add(key)
+
+    def forget(self, search_id: str) -> None:
+        """Drop what is left of a search."""
+        with self.lock:
+            for key in [key for key in self.pending if key[0] == search_id]:
+                del self.pending[key]
+            self.dropped = {key for key in self.dropped if key[0] != search_id}
 
     def load(self, shard=None) -> None:
         """Make the subject buffers of the shard's volumes (all without one) and copy them to
@@ -246,8 +270,7 @@ def replicate_prelim(request: BatchRequest) -> int:
     plugin, resident = _resident(request)
     with plugin.task(request.search_id) as times:
         found = _replicated_prelim(request, plugin, resident, times)
-        with resident.lock:
-            resident.pending[(request.search_id, request.number, None)] = found
+        resident.keep((request.search_id, request.number, None), found)
         return found[1].extensions
 
 
@@ -436,6 +459,15 @@ def _outputs(request: BatchRequest, pairs: list, report) -> list:
         return [text for texts in pool.map(render, runs) for text in texts]
 
 
+def drop_forecasts(search_id: str, numbers: list, dask_worker=None) -> None:
+    """Run on every worker (Client.run) when a search cancels forecast batches (replicate
+    mode): their preliminary searches, kept already or still running, are not kept for a
+    traceback that will not come."""
+    plugin = dask_worker.plugins.get(PLUGIN_NAME)
+    for resident in getattr(plugin, "databases", {}).values():
+        resident.drop([(search_id, number, None) for number in numbers])
+
+
 def worker_device_memory(dask_worker=None) -> int | None:
     """Run on every worker (Client.run): the device memory its backend may hold volumes in;
     None on a CPU worker."""
@@ -449,9 +481,7 @@ def forget_search(search_id: str, dask_worker=None) -> dict | None:
     wall seconds, "stages": seconds per stage}), None where it ran none."""
     plugin = dask_worker.plugins.get(PLUGIN_NAME)
     for resident in getattr(plugin, "databases", {}).values():
-        with resident.lock:
-            for key in [key for key in resident.pending if key[0] == search_id]:
-                del resident.pending[key]
+        resident.forget(search_id)
     record = plugin.forget(search_id) if plugin is not None else None
     if record is None:
         return None

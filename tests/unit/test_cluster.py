@@ -152,6 +152,33 @@ def test_replicated_batches_formed_ahead_give_the_single_search(cluster, case, m
     assert re.fullmatch(dropped, forecasts) and int(formed) > 3
 
 
+def test_a_cancelled_forecasts_preliminary_search_is_not_kept(case):
+    """A forecast batch cancelled while its task ran, or after, leaves nothing on its
+    worker for a traceback that will not come; the search's end forgets the rest."""
+    from types import SimpleNamespace
+
+    from gblastn.db.reader import open_db
+    from gblastn.drivers.resident import (PLUGIN_NAME, ResidentDatabase, ResidentDatabases,
+                                          drop_forecasts, forget_search)
+
+    plugin = ResidentDatabases("cpu")
+    plugin.setup()
+    resident = plugin.databases["db"] = ResidentDatabase(open_db(case["db"]), plugin)
+    worker = SimpleNamespace(plugins={PLUGIN_NAME: plugin})
+    try:
+        resident.keep(("s", 3, None), "kept before the cancel")
+        resident.keep(("s", 5, None), "a batch that stands")
+        drop_forecasts("s", [3, 4], dask_worker=worker)  # 4 still running
+        resident.keep(("s", 4, None), "its task ended after the cancel")
+        assert resident.pending == {("s", 5, None): "a batch that stands"}
+        assert not resident.dropped
+        drop_forecasts("s", [6], dask_worker=worker)
+        forget_search("s", dask_worker=worker)
+        assert not resident.pending and not resident.dropped
+    finally:
+        resident.db.close()
+
+
 def test_sam_is_formatted_where_its_footer_is_written(cluster, case):
     expected = search(case, "small", "17", max_target_seqs=2)
     assert search(case, "small", "17", spec=on(cluster, shards=2), max_target_seqs=2) == \
