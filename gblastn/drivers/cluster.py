@@ -186,7 +186,10 @@ def refuse_local_only(options) -> None:
 
 
 def worker_addresses(client) -> list:
-    return sorted(client.scheduler_info(n_workers=-1)["workers"])
+    """The cluster's workers as its scheduler knows them now: the client's own list lags
+    behind a worker that its nanny restarted under a new address, and a task placed on an
+    address that is gone waits for it for ever, allow_other_workers or not."""
+    return sorted(client.nthreads())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -323,6 +326,7 @@ class ClusterSearch:
         yields (its queries, the Future of their outputs)."""
         first_index = 0
         for batch in batches:
+            self._live_workers()
             request = self._request(batch, first_index)
             first_index += len(batch)
             extensions, outputs = self._submit_sharded(request, report)
@@ -343,6 +347,7 @@ class ClusterSearch:
                 formed = batches.next_batch()
                 if formed is None:
                     break
+                self._live_workers()
                 worker = self._free_worker([entry[1] for entry in uncounted])
                 request = self._request(formed[1], formed[0])
                 uncounted.append((request, worker, *self._submit_replicated(request, worker,
@@ -455,6 +460,19 @@ class ClusterSearch:
         lost."""
         return {"workers": [self.workers[index % len(self.workers)]],
                 "allow_other_workers": True}
+
+    def _live_workers(self) -> None:
+        """Place the next batch's tasks on the workers alive now (one lost and restarted
+        mid-search has another address)."""
+        workers = worker_addresses(self.client)
+        if not workers:
+            try:
+                self.client.wait_for_workers(1, timeout=WORKERS_WAIT_SECONDS)
+            except TimeoutError:
+                raise ClusterError("the cluster search failed: every worker was lost") \
+                    from None
+            workers = worker_addresses(self.client)
+        self.workers = workers
 
     def _forget(self) -> None:
         """Each worker drops what it still holds of the search and tells what its tasks
