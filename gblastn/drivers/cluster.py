@@ -51,6 +51,7 @@ MODES = ("auto", "shard", "replicate")
 BATCHES_AHEAD = 2            # batches in flight beyond the one waited for, per worker
 PRELIMS_PER_WORKER = 2       # replicate mode: a worker's preliminary searches in flight
 WORKERS_WAIT_SECONDS = 60    # how long a search waits for a cluster's first worker
+STRANDED_CHECK_SECONDS = 10  # how often a waiting search looks for tasks left unrunnable
 CONNECT_SECONDS = 30
 
 
@@ -331,7 +332,7 @@ class ClusterSearch:
             first_index += len(batch)
             extensions, outputs = self._submit_sharded(request, report)
             with self.times.stage("cluster wait"):
-                sizes.searched(sum(self.client.gather(extensions)))
+                sizes.searched(sum(self._results(extensions)))
             yield request.queries, outputs
 
     def _replicated(self, batches, report):
@@ -356,7 +357,7 @@ class ClusterSearch:
                 return
             request, _, extensions, outputs = uncounted.popleft()
             with self.times.stage("cluster wait"):
-                dropped = batches.counted(extensions.result())
+                dropped = batches.counted(self._results([extensions])[0])
             if dropped:
                 self._drop([uncounted.pop() for _ in range(dropped)])
             yield request.queries, outputs
@@ -385,7 +386,7 @@ class ClusterSearch:
     def _wait(self, queries: list, future) -> tuple:
         """(a batch's queries, their outputs)."""
         with self.times.stage("cluster wait"):
-            return queries, future.result()
+            return queries, self._results([future])[0]
 
     def _request(self, batch: list, first_index: int):
         """A BatchRequest for `batch`, numbered across the search (a batch formed again gets
@@ -461,6 +462,23 @@ class ClusterSearch:
         return {"workers": [self.workers[index % len(self.workers)]],
                 "allow_other_workers": True}
 
+    def _results(self, futures: list) -> list:
+        """The futures' results. Dask leaves a task unrunnable where the workers it is placed
+        on are gone (a worker restarted under another address) at a moment no worker runs,
+        allow_other_workers or not: such tasks of this search are sent on (schedule_stranded)
+        whenever the wait lasts STRANDED_CHECK_SECONDS."""
+        results = []
+        for future in futures:
+            while True:
+                try:
+                    results.append(future.result(timeout=STRANDED_CHECK_SECONDS))
+                    break
+                except TimeoutError:
+                    if future.done():  # the task's own error
+                        raise
+                    self.client.run_on_scheduler(schedule_stranded, self.search_id)
+        return results
+
     def _live_workers(self) -> None:
         """Place the next batch's tasks on the workers alive now (one lost and restarted
         mid-search has another address)."""
@@ -518,6 +536,20 @@ def worker_db_name(name) -> str:
         absolute = os.path.abspath(part)
         names.append(absolute if glob.glob(glob.escape(absolute) + "*") else part)
     return " ".join(names)
+
+
+def schedule_stranded(search_id: str, dask_scheduler=None) -> int:
+    """Run on the scheduler (Client.run_on_scheduler): the search's tasks left unrunnable
+    while workers run are sent to processing, where Dask's choice of a worker lets them go
+    to any worker (their restrictions are loose); it re-checks unrunnable tasks only when a
+    worker joins, and then only against their restrictions. Returns how many were sent."""
+    if not dask_scheduler.running:
+        return 0
+    stranded = [ts.key for ts in dask_scheduler.unrunnable if search_id in str(ts.key)]
+    if stranded:
+        dask_scheduler.transitions({key: "processing" for key in stranded},
+                                   stimulus_id=f"gblastn-stranded-{search_id}")
+    return len(stranded)
 
 
 def choose_mode(spec: ClusterSpec, workers: list, device_memory: int | None = None,

@@ -180,6 +180,35 @@ def test_a_cancelled_forecasts_preliminary_search_is_not_kept(case):
         resident.db.close()
 
 
+def task_state(key, dask_scheduler=None) -> str | None:
+    task = dask_scheduler.tasks.get(key)
+    return None if task is None else task.state
+
+
+def test_a_task_placed_on_a_worker_gone_before_any_ran_is_sent_on():
+    """Placed on a worker that no longer exists while none runs, a task stays unrunnable when
+    a worker joins, allow_other_workers or not; schedule_stranded sends a search's such
+    tasks on, to the worker there is."""
+    from gblastn.drivers.cluster import schedule_stranded
+
+    with distributed.LocalCluster(n_workers=0, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0", silence_logs=40) as empty, \
+            distributed.Client(empty, set_as_default=False) as client:
+        future = client.submit(int, "7", key="gblastn-request-s1-0-0",
+                               workers=["tcp://127.0.0.1:9"], allow_other_workers=True)
+        deadline = time.monotonic() + 30
+        while client.run_on_scheduler(task_state, future.key) != "no-worker":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        empty.scale(1)
+        client.wait_for_workers(1, timeout=60)
+        with pytest.raises(TimeoutError):
+            future.result(timeout=1)
+        assert client.run_on_scheduler(schedule_stranded, "another-search") == 0
+        assert client.run_on_scheduler(schedule_stranded, "s1") == 1
+        assert future.result(timeout=30) == 7
+
+
 def test_sam_is_formatted_where_its_footer_is_written(cluster, case):
     expected = search(case, "small", "17", max_target_seqs=2)
     assert search(case, "small", "17", spec=on(cluster, shards=2), max_target_seqs=2) == \
