@@ -68,7 +68,7 @@ import numpy as np
 from .hsp import Hsps, QueryResult, SubjectHits, query_coverage, score_order
 from .layouts import GAPPED_AHEAD_FIELDS, GAPPED_MADE
 from .options import SearchOptions
-from .pools import INLINE, beside, done, on_threads, runs_of
+from .pools import INLINE, beside, on_threads, runs_of
 from .scan.backend import Backend, BackendPlan, Capabilities, SubjectBuffer
 from .timing import StageTimes
 

@@ -110,13 +110,6 @@ def beside(function, *args) -> Future:
     return future
 
 
-def done(value) -> Future:
-    """A Future that holds `value` already."""
-    future = Future()
-    future.set_result(value)
-    return future
-
-
 def in_turn(function, count: int) -> None:
     """function(k) for k in range(count), one after the other in the calling thread: a
     spread without threads."""
