@@ -28,6 +28,7 @@ typedef unsigned long long u64;
 #if !defined(SEED_CHUNK) || !defined(SEED_Q_OFF) || !defined(SEED_S_OFF) || \
     !defined(SEED_S_FIRST) || !defined(UNGAPPED_Q_START) || !defined(UNGAPPED_S_START) || \
     !defined(UNGAPPED_LENGTH) || !defined(UNGAPPED_SCORE) || !defined(HASH_BUCKETS) || \
+    !defined(HASH_LANES) || \
     !defined(WALK_DIAG) || !defined(WALK_S_FIRST) || !defined(WALK_WORD_END) || \
     !defined(WALK_HIT_END) || !defined(WALK_CHUNK) || !defined(WALK_SEED) || \
     !defined(WALK_FIELDS) || !defined(HIT_CHUNK) || !defined(HIT_Q_START) || \
@@ -106,45 +107,67 @@ struct Chain {
     int capacity;
 };
 
-// One bucket's seeds, sorted positions [lo, hi), in seed order, through its chain
+// The chain, of a bucket's `lanes`, that diagonal d belongs to (ungapped.device_hash_lanes:
+// with one lane a bucket's one chain, BLAST's).
+HD int hash_lane(int d, int lanes) {
+    return (int)(((unsigned)d / HASH_BUCKETS) & (unsigned)(lanes - 1));
+}
+
+// Seed p (sorted position) through its chain, whose count and epoch are *count, *epoch
 // (s_BlastDiagHashRetrieve, then s_BlastDiagHashInsert: the diagonal's own cell, else the
 // first stale one, else a new one). Returns false when the chain would outgrow its capacity.
-HD bool walk_hash_bucket(const int* walk, i64 n, i64 lo, i64 hi, Chain h,
+HD bool hash_step(const int* walk, i64 n, i64 p, Chain h, int* count, int* epoch,
+                  const i64* chunk_offset, const int* chunk_epoch, int window,
+                  i64 stale_window, unsigned char* kept) {
+    const int c = walk[WALK_CHUNK * n + p];
+    if (LOAD(chunk_epoch + c) != *epoch) {  // the hash was emptied since
+        *epoch = LOAD(chunk_epoch + c);
+        *count = 0;
+    }
+    const i64 offset = LOAD(chunk_offset + c);
+    const int d = walk[WALK_DIAG * n + p];
+    i64 level = 0;
+    int saved = 0;
+    for (int k = *count - 1; k >= 0; --k)
+        if (h.diag[k] == d) {
+            level = h.level[k];
+            saved = h.saved[k];
+            break;
+        }
+    if (!step_seed(walk, n, p, offset, window, &level, &saved, kept)) return true;
+    const i64 s_first_pos = walk[WALK_S_FIRST * n + p] + offset;
+    int at = *count;
+    for (int k = *count - 1; k >= 0; --k)
+        if (h.diag[k] == d || s_first_pos - h.level[k] > stale_window) {
+            at = k;
+            break;
+        }
+    if (at == *count) {
+        if (*count == h.capacity) return false;
+        ++*count;
+    }
+    h.diag[at] = d;
+    h.level[at] = level;
+    h.saved[at] = saved;
+    return true;
+}
+
+HD i64 hash_stale_window(int window, int word_size) {
+    return window + (window - word_size < 0 ? window - word_size : 0) + 1;
+}
+
+// One bucket's seeds, sorted positions [lo, hi), in seed order: those of chain `lane` of its
+// `lanes` through that chain. Returns false when the chain would outgrow its capacity.
+HD bool walk_hash_bucket(const int* walk, i64 n, i64 lo, i64 hi, Chain h, int lane, int lanes,
                          const i64* chunk_offset, const int* chunk_epoch, int window,
                          int word_size, unsigned char* kept) {
-    const i64 stale_window = window + (window - word_size < 0 ? window - word_size : 0) + 1;
+    const i64 stale_window = hash_stale_window(window, word_size);
     int count = *h.count, epoch = *h.epoch;
     for (i64 p = lo; p < hi; ++p) {
-        const int c = walk[WALK_CHUNK * n + p];
-        if (LOAD(chunk_epoch + c) != epoch) {  // the hash was emptied since
-            epoch = LOAD(chunk_epoch + c);
-            count = 0;
-        }
-        const i64 offset = LOAD(chunk_offset + c);
-        const int d = walk[WALK_DIAG * n + p];
-        i64 level = 0;
-        int saved = 0;
-        for (int k = count - 1; k >= 0; --k)
-            if (h.diag[k] == d) {
-                level = h.level[k];
-                saved = h.saved[k];
-                break;
-            }
-        if (!step_seed(walk, n, p, offset, window, &level, &saved, kept)) continue;
-        const i64 s_first_pos = walk[WALK_S_FIRST * n + p] + offset;
-        int at = count;
-        for (int k = count - 1; k >= 0; --k)
-            if (h.diag[k] == d || s_first_pos - h.level[k] > stale_window) {
-                at = k;
-                break;
-            }
-        if (at == count) {
-            if (count == h.capacity) return false;
-            ++count;
-        }
-        h.diag[at] = d;
-        h.level[at] = level;
-        h.saved[at] = saved;
+        if (lanes > 1 && hash_lane(walk[WALK_DIAG * n + p], lanes) != lane) continue;
+        if (!hash_step(walk, n, p, h, &count, &epoch, chunk_offset, chunk_epoch, window,
+                       stale_window, kept))
+            return false;
     }
     *h.count = count;
     *h.epoch = epoch;
@@ -347,56 +370,93 @@ __device__ i64 first_of_group(const u64* keys, i64 n, int index_bits, u64 group)
     return lo;
 }
 
-// A block per bucket, its chain walked by one thread: the walk is a chain of dependent steps,
-// which other threads of a warp would only hold back. When `in_shared`, the chain is copied
-// into shared memory (CHAIN_CELL_BYTES a cell; the launch gives it `capacity` cells) for the
-// walk, else walked where it is. *overflow is set when a chain outgrew its capacity (the host
-// then runs the pass again from the chains it sent, with room for more).
+#define FULL_WARP 0xffffffffu
+
+// walk_hash_bucket for a warp, lane k walking chain k of HASH_LANES: the bucket's seeds are
+// taken 32 at a time, and each lane steps through those of its chain in order. The lanes'
+// chains never meet, so their dependent steps overlap.
+__device__ bool walk_hash_lanes(const int* walk, i64 n, i64 lo, i64 hi, Chain h,
+                                const i64* chunk_offset, const int* chunk_epoch, int window,
+                                int word_size, unsigned char* kept) {
+    const int lane = threadIdx.x;
+    const i64 stale_window = hash_stale_window(window, word_size);
+    int count = *h.count, epoch = *h.epoch;
+    bool room = true;
+    for (i64 base = lo; base < hi; base += 32) {
+        const i64 p = base + lane;
+        const int of = p < hi ? hash_lane(walk[WALK_DIAG * n + p], HASH_LANES) : -1;
+        unsigned mine = 0;
+        for (int k = 0; k < HASH_LANES; ++k) {
+            const unsigned these = __ballot_sync(FULL_WARP, of == k);
+            if (lane == k) mine = these;
+        }
+        while (mine && room) {
+            const int j = __ffs(mine) - 1;
+            mine &= mine - 1;
+            room = hash_step(walk, n, base + j, h, &count, &epoch, chunk_offset, chunk_epoch,
+                             window, stale_window, kept);
+        }
+    }
+    *h.count = count;
+    *h.epoch = epoch;
+    return room;
+}
+
+// A block of HASH_LANES threads per bucket. With one lane its chain is walked by one thread:
+// the walk is a chain of dependent steps, which other threads of a warp would only hold back;
+// with HASH_LANES, each thread walks one of the bucket's chains (walk_hash_lanes). When
+// `in_shared`, the chains are copied into shared memory (CHAIN_CELL_BYTES a cell; the launch
+// gives it lanes x `capacity` cells) for the walk, else walked where they are. *overflow is
+// set when a chain outgrew its capacity (the host then runs the pass again from the chains
+// it sent, with room for more).
 extern "C" __global__ void walk_hash(const u64* __restrict__ keys, i64 n, int index_bits,
                                      const int* __restrict__ walk,
                                      const i64* __restrict__ chunk_offset,
                                      const int* __restrict__ chunk_epoch, int window,
                                      int word_size, int* diag, i64* level, int* saved,
-                                     int* count, int* epoch, int capacity, int in_shared,
-                                     int* __restrict__ overflow,
+                                     int* count, int* epoch, int capacity, int lanes,
+                                     int in_shared, int* __restrict__ overflow,
                                      unsigned char* __restrict__ kept) {
     extern __shared__ i64 cells[];
-    __shared__ int own_count, own_epoch;
-    const int b = blockIdx.x;
-    const Chain global = bucket_chain(diag, level, saved, count, epoch, capacity, b);
+    __shared__ int own_count[HASH_LANES], own_epoch[HASH_LANES];
+    const int lane = threadIdx.x;
+    const bool walks = lane < lanes;
+    const int chain = blockIdx.x * lanes + (walks ? lane : 0);
+    const Chain global = bucket_chain(diag, level, saved, count, epoch, capacity, chain);
     Chain own = global;
     if (in_shared) {
-        own = Chain{(int*)(cells + capacity), cells, (int*)(cells + capacity) + capacity,
-                    &own_count, &own_epoch, capacity};
-        for (int k = threadIdx.x; k < *global.count; k += blockDim.x) {
-            own.level[k] = global.level[k];
-            own.diag[k] = global.diag[k];
-            own.saved[k] = global.saved[k];
+        const i64 room = (i64)lanes * capacity;
+        own = Chain{(int*)(cells + room) + lane * capacity, cells + lane * capacity,
+                    (int*)(cells + room) + room + lane * capacity, own_count + lane,
+                    own_epoch + lane, capacity};
+        if (walks) {
+            for (int k = 0; k < *global.count; ++k) {
+                own.level[k] = global.level[k];
+                own.diag[k] = global.diag[k];
+                own.saved[k] = global.saved[k];
+            }
+            own_count[lane] = *global.count;
+            own_epoch[lane] = *global.epoch;
         }
-        if (threadIdx.x == 0) {
-            own_count = *global.count;
-            own_epoch = *global.epoch;
-        }
-        __syncthreads();
     }
-    if (threadIdx.x == 0) {
-        const i64 lo = first_of_group(keys, n, index_bits, (u64)b);
-        const i64 hi = first_of_group(keys, n, index_bits, (u64)b + 1);
-        if (!walk_hash_bucket(walk, n, lo, hi, own, chunk_offset, chunk_epoch, window,
-                              word_size, kept))
-            atomicExch(overflow, 1);
-    }
-    if (!in_shared) return;
-    __syncthreads();
-    for (int k = threadIdx.x; k < own_count; k += blockDim.x) {
+    const i64 lo = first_of_group(keys, n, index_bits, (u64)blockIdx.x);
+    const i64 hi = first_of_group(keys, n, index_bits, (u64)blockIdx.x + 1);
+    bool room = true;
+    if (lanes > 1)
+        room = walk_hash_lanes(walk, n, lo, hi, own, chunk_offset, chunk_epoch, window,
+                               word_size, kept);
+    else if (lane == 0)
+        room = walk_hash_bucket(walk, n, lo, hi, own, 0, 1, chunk_offset, chunk_epoch, window,
+                                word_size, kept);
+    if (!room) atomicExch(overflow, 1);
+    if (!in_shared || !walks) return;
+    for (int k = 0; k < *own.count; ++k) {
         global.level[k] = own.level[k];
         global.diag[k] = own.diag[k];
         global.saved[k] = own.saved[k];
     }
-    if (threadIdx.x == 0) {
-        *global.count = own_count;
-        *global.epoch = own_epoch;
-    }
+    *global.count = *own.count;
+    *global.epoch = *own.epoch;
 }
 
 // The kept seeds in seed order: each block of COMPACT_THREADS seeds counts its own, the
@@ -495,7 +555,7 @@ extern "C" i64 diagonal_pass_host(
         const int* rows, const int* ahead, i64 n, int chunk_base, int use_hash, i64 diag_len,
         const int* context_offset, int num_contexts, const int* cutoff, int word_size,
         int window, const i64* chunk_offset, const int* chunk_epoch, int* diag, i64* level,
-        int* saved, int* count, int* epoch, int capacity, int* hits) {
+        int* saved, int* count, int* epoch, int capacity, int lanes, int* hits) {
     std::vector<u64> keys(n);
     int index_bits = 1;
     while (((i64)1 << index_bits) < n) ++index_bits;
@@ -513,11 +573,14 @@ extern "C" i64 diagonal_pass_host(
         while (hi < n && keys[hi] >> index_bits == group) ++hi;
         if (!use_hash)
             walk_array_cell(walk.data(), n, lo, hi, window, kept.data());
-        else if (!walk_hash_bucket(walk.data(), n, lo, hi,
-                                   bucket_chain(diag, level, saved, count, epoch, capacity,
-                                                (int)group),
-                                   chunk_offset, chunk_epoch, window, word_size, kept.data()))
-            return -1;
+        else
+            for (int lane = 0; lane < lanes; ++lane)
+                if (!walk_hash_bucket(walk.data(), n, lo, hi,
+                                      bucket_chain(diag, level, saved, count, epoch, capacity,
+                                                   (int)group * lanes + lane),
+                                      lane, lanes, chunk_offset, chunk_epoch, window,
+                                      word_size, kept.data()))
+                    return -1;
         lo = hi;
     }
     i64 j = 0;

@@ -408,14 +408,16 @@ def plan_batch(queries: list, first_index: int, db, options: SearchOptions,
         batch = build_batch(queries, options, pool, masks_found)
         plan = BatchPlan(queries, first_index, batch)
         if len(batch.lookup_segments):
-            from .ungapped import DiagonalHash, hash_parts
+            from .ungapped import DiagonalHash, device_hash_lanes, hash_parts
             # the table is built in compiled code that lets go of the GIL, the statistics
             # mostly in Python: side by side, they take the time of the longer one
             table = beside(build_lookup, batch, options, pool)
             plan.stats = prepare_statistics(batch, db.stats_letters, db.stats_num_seqs,
                                             options)
             plan.table = table.result()
-            plan.diag_hash = DiagonalHash(hash_parts(options.num_threads), options.window_size)
+            plan.diag_hash = DiagonalHash(
+                hash_parts(options.num_threads), options.window_size,
+                device_hash_lanes(options.window_size, plan.table.word_size))
     return plan
 
 

@@ -39,6 +39,9 @@ UNGAPPED_FIELDS = 4
 
 # -- the ungapped stage's in-order pass on the device (diagonals.cu; gblastn.ungapped) -------
 HASH_BUCKETS = 512    # BLAST's DIAGHASH_NUM_BUCKETS: the diagonal hash's chains
+# chains of each bucket on the device where the two-hit window lets the bucket be split by
+# diagonal (ungapped.device_hash_lanes): one thread of a bucket's warp walks each
+HASH_LANES = 32
 CHAIN_CELL_BYTES = 16  # a chain's cell: level (int64), diagonal and flag (int32)
 # a seed's record in the pass's order: WALK_FIELDS int32 rows, one column per seed
 WALK_DIAG = 0         # s_off - q_off

@@ -50,7 +50,7 @@ import numpy as np
 
 from .alphabet import score_matrix
 from .arrays import grown, joined_fields
-from .layouts import HASH_BUCKETS, HIT_FIELDS, HSP_CONTEXT, HSP_FIELDS, HSP_Q_END, \
+from .layouts import HASH_BUCKETS, HASH_LANES, HIT_FIELDS, HSP_CONTEXT, HSP_FIELDS, HSP_Q_END, \
     HSP_Q_GAPPED_START, HSP_Q_START, HSP_S_END, HSP_S_GAPPED_START, HSP_S_START, HSP_SCORE, \
     UNGAPPED_FIELDS, UNGAPPED_LENGTH, UNGAPPED_Q_START, UNGAPPED_S_START, UNGAPPED_SCORE
 from .lookup import LookupTable
@@ -190,9 +190,9 @@ class DiagonalHash:
     whole hash gives them, and the parts are extended side by side. The cells' numbering
     differs from one hash's, which decides nothing."""
 
-    def __init__(self, parts: int = HASH_PARTS, window: int = 0):
+    def __init__(self, parts: int = HASH_PARTS, window: int = 0, lanes: int = 1):
         self.parts = [HashPart(window) for _ in range(parts)]
-        self.chains = HashChains(window)  # the same hash where a device walks it
+        self.chains = HashChains(window, lanes=lanes)  # the same hash where a device walks it
 
     @property
     def offset(self) -> int:
@@ -202,27 +202,49 @@ class DiagonalHash:
     def offset(self, value: int) -> None:
         for part in self.parts:
             part.offset = value
+        self.chains.offset = value
+
+    def emptied(self) -> "DiagonalHash":
+        """A new, empty hash of this one's kind."""
+        return DiagonalHash(len(self.parts), self.chains.window, self.chains.lanes)
 
 
-CHAIN_CELLS = 16  # cells each bucket's chain has room for on the device at first
+CHAIN_CELLS = 16  # cells each chain has room for on the device at first
+
+
+def device_hash_lanes(window: int, word_size: int) -> int:
+    """How many chains the device splits each bucket of the hash into, by diagonal (1 or
+    HASH_LANES; cuda/diagonals.cu's hash_lane).
+
+    A cell that BLAST reuses is stale: its level lies more than the stale window behind the
+    seed that takes it. With a two-hit window at least the word size, a later seed on the
+    stale cell's diagonal is neither dropped by that level (it starts past it) nor a second
+    hit within the window of it, and so does what it would do with no cell at all: which
+    cells share a chain, and which of them are reused, then decides no hit, and the
+    diagonals of a bucket may go to chains of their own. With one-hit seeds (window 0) a
+    stale cell can still drop a later seed, so the chains stay BLAST's."""
+    return HASH_LANES if word_size <= window else 1
 
 
 class HashChains:
     """The diagonal hash as the device's in-order pass (cuda/diagonals.cu) keeps it from one
-    call to the next: bucket b's chain in row b of `diag`, `level` and `saved`, its first
-    count[b] cells in the order they were added (the chain's head last), epoch[b] the number
-    of resets before it was last written; and the subject offset and the number of resets
-    that the next chunk starts from. The chains are grown when the device finds one full."""
+    call to the next: each bucket's `lanes` chains (bucket b's lane k in row b * lanes + k of
+    `diag`, `level` and `saved`), a chain's first count cells in the order they were added
+    (the chain's head last), its epoch the number of resets before it was last written;
+    and the subject offset and the number of resets that the next chunk starts from. The
+    chains are grown when the device finds one full."""
 
-    def __init__(self, window: int = 0, capacity: int = CHAIN_CELLS):
+    def __init__(self, window: int = 0, capacity: int = CHAIN_CELLS, lanes: int = 1):
         self.window = window
         self.offset = window
         self.resets = 0
-        self.count = np.zeros(HASH_BUCKETS, dtype=np.int32)
-        self.epoch = np.zeros(HASH_BUCKETS, dtype=np.int32)
-        self.diag = np.zeros((HASH_BUCKETS, capacity), dtype=np.int32)
-        self.level = np.zeros((HASH_BUCKETS, capacity), dtype=np.int64)
-        self.saved = np.zeros((HASH_BUCKETS, capacity), dtype=np.int32)
+        self.lanes = lanes
+        chains = HASH_BUCKETS * lanes
+        self.count = np.zeros(chains, dtype=np.int32)
+        self.epoch = np.zeros(chains, dtype=np.int32)
+        self.diag = np.zeros((chains, capacity), dtype=np.int32)
+        self.level = np.zeros((chains, capacity), dtype=np.int64)
+        self.saved = np.zeros((chains, capacity), dtype=np.int32)
 
     @property
     def capacity(self) -> int:

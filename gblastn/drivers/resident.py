@@ -341,7 +341,6 @@ def _shard_prelim(request: BatchRequest, shard, plugin, resident, times) -> tupl
     """(plan, PrelimHits) of the batch against the shard: its subjects' preliminary HSPs as one
     search of the whole database finds them (shards.shard_windows)."""
     from ..engine import PrelimHits, ungapped_in_database_order
-    from ..ungapped import DiagonalHash
 
     options = plugin.options(request.options)
     pool = plugin.pool(options.num_threads)
@@ -355,7 +354,7 @@ def _shard_prelim(request: BatchRequest, shard, plugin, resident, times) -> tupl
     kept = resident.kept_ordinals(shard)
     for window in resident.shard_windows(shard, replay):
         if replay:
-            plan.diag_hash = DiagonalHash(len(plan.diag_hash.parts))
+            plan.diag_hash = plan.diag_hash.emptied()
             plan.diag_hash.offset = window.hash_offset
         for volume, subjects in window.pieces:
             first = volume.first_ordinal

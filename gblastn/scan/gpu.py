@@ -36,9 +36,9 @@ from ..cuda_context import close_device_files, page_locked_buffer, reset_primary
 from ..db.format import parse_size
 from ..errors import GpuUnavailableError, OptionsError
 from ..layouts import CHAIN_CELL_BYTES, GAPPED_AHEAD_FIELDS, GAPPED_FIELDS, HASH_BUCKETS, \
-    HIT_CHUNK, HIT_FIELDS, HIT_LENGTH, HIT_Q_START, HIT_S_START, HIT_SCORE, HSP_FIELDS, \
-    SCRIPT_RUNS, SEED_FIELDS, STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, TEMPLATES_MAX, \
-    UNGAPPED_FIELDS, WALK_FIELDS, kernel_defines
+    HASH_LANES, HIT_CHUNK, HIT_FIELDS, HIT_LENGTH, HIT_Q_START, HIT_S_START, HIT_SCORE, \
+    HSP_FIELDS, SCRIPT_RUNS, SEED_FIELDS, STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, \
+    TEMPLATES_MAX, UNGAPPED_FIELDS, WALK_FIELDS, kernel_defines
 from ..lookup import LookupTable, kept_letters
 from ..timing import StageTimes
 from ..ungapped import NOTHING_AHEAD, DiagonalPass, InitialHits, UngappedAhead, \
@@ -68,7 +68,7 @@ RADIX_BITS = 8             # bits of the keys sorted by each pass of diagonals.c
 # ungapped.sort_initial_hits' keys, the least significant first, and whether each descends
 HIT_SORT_KEYS = ((HIT_Q_START, False), (HIT_LENGTH, True), (HIT_S_START, False),
                  (HIT_SCORE, True), (HIT_CHUNK, False))
-CHAIN_THREADS = 32         # threads of a block of diagonals.cu's walk_hash (one bucket)
+CHAIN_THREADS = HASH_LANES  # threads of a block of diagonals.cu's walk_hash (one bucket)
 CHAIN_SHARED_BYTES = 48 << 10  # a chain up to this size is walked in shared memory
 # A launch group's seeds are sorted by 64-bit keys (group << index bits | seed index); with the
 # diagonal array a group is a chunk's cell, so a launch group may have at most this many chunks
@@ -894,13 +894,14 @@ class GpuBackend(Backend):
                 arrays += state
                 self.drv.memset_d8(kept, 0, n)
                 self.drv.memset_d32(overflow, 0, 1)
-                in_shared = chains.capacity * CHAIN_CELL_BYTES <= CHAIN_SHARED_BYTES
+                shared = chains.lanes * chains.capacity * CHAIN_CELL_BYTES
+                in_shared = shared <= CHAIN_SHARED_BYTES
                 kernels.get_function("walk_hash")(
                     keys, np.int64(n), np.int32(index_bits), records, *arrays[:2],
                     np.int32(walk.window), np.int32(walk.word_size), *state,
-                    np.int32(chains.capacity), np.int32(in_shared), overflow, kept,
-                    block=(CHAIN_THREADS, 1, 1), grid=(HASH_BUCKETS, 1),
-                    shared=chains.capacity * CHAIN_CELL_BYTES if in_shared else 0)
+                    np.int32(chains.capacity), np.int32(chains.lanes), np.int32(in_shared),
+                    overflow, kept, block=(CHAIN_THREADS, 1, 1), grid=(HASH_BUCKETS, 1),
+                    shared=shared if in_shared else 0)
                 full = np.zeros(1, dtype=np.int32)
                 self.drv.memcpy_dtoh(full, overflow)
                 if not full[0]:

@@ -23,7 +23,8 @@ from gblastn.scan import Seeds
 from gblastn.scan.cpu import find_seeds
 from gblastn.scan.gpu import diagonals_defines
 from gblastn.ungapped import (CHAIN_CELLS, HASH_OFFSET_LIMIT, DiagonalHash, HashChains,
-                              InitialHits, UngappedAhead, diagonal_pass, extend_seeds,
+                              InitialHits, UngappedAhead, device_hash_lanes, diagonal_pass,
+                              extend_seeds,
                               initial_hits_of_rows, joined_initial_hits, sort_initial_hits,
                               uses_diag_hash)
 
@@ -70,7 +71,8 @@ def run_launch(host_pass, seeds, ahead, first, end, walk, chunk_length) -> Initi
                           p[2], ctypes.c_int(walk.context_offset.size), p[3],
                           ctypes.c_int(walk.word_size), ctypes.c_int(walk.window), p[4], p[5],
                           p[6], p[7], p[8], p[9], p[10],
-                          ctypes.c_int(chains.capacity if chains else 1), p[11])
+                          ctypes.c_int(chains.capacity if chains else 1),
+                          ctypes.c_int(chains.lanes if chains else 1), p[11])
         if found >= 0:
             break
         chains.grow()
@@ -104,10 +106,15 @@ def test_device_pass_finds_the_hosts_hits(host_kernel, host_pass, task, qlens, r
                             rules.reduced_cutoff, reward, penalty, window=window,
                             diag_hash=DiagonalHash(1, window), ahead=ahead)
     got = device_hits(host_pass, table, seeds, ahead, lengths, cut, window,
-                      DiagonalHash(1, window), groups)
+                      device_hash(window, table), groups)
     assert len(expected) > 0
     for f in FIELDS:
         assert np.array_equal(getattr(expected, f), getattr(got, f)), f
+
+
+def device_hash(window: int, table) -> DiagonalHash:
+    """The hash a search gives the device: its buckets split into lanes where exact."""
+    return DiagonalHash(1, window, device_hash_lanes(window, table.word_size))
 
 
 def hash_case():
@@ -126,21 +133,21 @@ def test_hash_carried_across_calls_and_reset(host_kernel, host_pass, window):  #
     seeds = find_seeds(table, packed, offsets, lengths)
     cut, rules = rules_of(batch, reward, penalty, xdrop, cutoff)
     ahead = UngappedAhead(kernel_rows(host_kernel, table, seeds, packed, offsets, lengths, rules))
-    host_hash, device_hash = DiagonalHash(1, window), DiagonalHash(1, window)
+    host_hash, on_device = DiagonalHash(1, window), device_hash(window, table)
     start = HASH_OFFSET_LIMIT - int(lengths[:3].sum()) - 100
-    host_hash.offset = device_hash.chains.offset = start
-    device_hash.chains.diag, device_hash.chains.level, device_hash.chains.saved = (
-        a[:, :1].copy() for a in (device_hash.chains.diag, device_hash.chains.level,
-                                  device_hash.chains.saved))
+    host_hash.offset = on_device.chains.offset = start
+    on_device.chains.diag, on_device.chains.level, on_device.chains.saved = (
+        a[:, :1].copy() for a in (on_device.chains.diag, on_device.chains.level,
+                                  on_device.chains.saved))
     for _ in range(2):
         expected = extend_seeds(seeds, table, packed, offsets, lengths, rules.xdrop, cut,
                                 rules.reduced_cutoff, reward, penalty, window=window,
                                 diag_hash=host_hash, ahead=ahead)
-        got = device_hits(host_pass, table, seeds, ahead, lengths, cut, window, device_hash, 2)
+        got = device_hits(host_pass, table, seeds, ahead, lengths, cut, window, on_device, 2)
         for f in FIELDS:
             assert np.array_equal(getattr(expected, f), getattr(got, f)), f
-    assert device_hash.chains.resets == 1
-    assert device_hash.chains.offset == host_hash.offset
+    assert on_device.chains.resets == 1
+    assert on_device.chains.offset == host_hash.offset
 
 
 def test_chains_that_outgrow_their_room(host_kernel, host_pass):  # noqa: F811
@@ -167,13 +174,11 @@ def test_chains_that_outgrow_their_room(host_kernel, host_pass):  # noqa: F811
         assert np.array_equal(getattr(expected, f), getattr(got, f)), f
 
 
-@pytest.mark.parametrize("window", [0, 40])
-@pytest.mark.parametrize("seed", range(6))
-def test_crowded_buckets_reuse_the_cells_blast_reuses(host_pass, window, seed):
+def crowded_case(seed: int, window: int) -> tuple:
     """Seeds made up to crowd a few of the hash's buckets, a few letters apart, on diagonals
-    512 apart, their extensions (given ahead) ending near one another: many cells of one
-    chain go stale at once, so which one a new diagonal takes, and which diagonal's level
-    is forgotten, decides hits."""
+    512 apart (so in different lanes of a bucket), their extensions (given ahead) ending
+    near one another: many cells of one chain go stale at once. Returns the table, the
+    seeds, their extensions, the chunk lengths, the cutoff, and the host pass's hits."""
     rng = np.random.default_rng(seed)
     options = make_options("blastn", dust="no")
     query = rng.integers(0, 4, 6000).astype(np.uint8)
@@ -197,11 +202,36 @@ def test_crowded_buckets_reuse_the_cells_blast_reuses(host_pass, window, seed):
     cut = np.full(batch.num_contexts, 20, np.int32)
     expected = extend_seeds(seeds, table, packed, offsets, lengths, cut, cut, cut, 1, -2,
                             window=window, diag_hash=DiagonalHash(1, window), ahead=ahead)
-    got = device_hits(host_pass, table, seeds, ahead, lengths, cut, window,
-                      DiagonalHash(1, window), 1)
     assert 0 < len(expected) < n
-    for f in FIELDS:
-        assert np.array_equal(getattr(expected, f), getattr(got, f)), f
+    return table, seeds, ahead, lengths, cut, expected
+
+
+def same_hits(a, b) -> bool:
+    return all(np.array_equal(getattr(a, f), getattr(b, f)) for f in FIELDS)
+
+
+@pytest.mark.parametrize("window", [0, 11, 40])
+@pytest.mark.parametrize("seed", range(6))
+def test_crowded_buckets_reuse_the_cells_blast_reuses(host_pass, window, seed):
+    """Which cell a new diagonal takes, and which diagonal's level is forgotten, decides hits
+    where BLAST's chains are kept (one-hit seeds, and windows shorter than the word); from a
+    window of the word size on the device splits each bucket into lanes of diagonals."""
+    table, seeds, ahead, lengths, cut, expected = crowded_case(seed, window)
+    lanes = device_hash_lanes(window, table.word_size)
+    assert lanes == (32 if window >= table.word_size else 1)
+    got = device_hits(host_pass, table, seeds, ahead, lengths, cut, window,
+                      DiagonalHash(1, window, lanes), 1)
+    assert same_hits(expected, got)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_one_hit_seeds_need_blasts_chains(host_pass, seed):
+    """Why one-hit seeds keep one chain a bucket: there a stale cell can still drop a later
+    seed of its diagonal, so the bucket split into lanes (cells reused by other diagonals
+    no longer) finds other hits than BLAST."""
+    table, seeds, ahead, lengths, cut, expected = crowded_case(seed, 0)
+    got = device_hits(host_pass, table, seeds, ahead, lengths, cut, 0, DiagonalHash(1, 0, 32), 1)
+    assert not same_hits(expected, got)
 
 
 @given(st.lists(st.integers(0, 90), max_size=40), st.integers(0, 200), st.integers(0, 2),

@@ -188,12 +188,13 @@ def test_seeds_extended_ahead_are_the_cpu_extensions(gpu, case):
 def test_initial_hits_on_the_device_are_the_cpu_pass(gpu, case, window):
     """initial_hits (the in-order pass on the device, cuda/diagonals.cu) finds exactly the
     hits of ungapped.extend_seeds, in its order, with the diagonal array or the hash, one-hit
-    and two-hit; over a volume in several launch groups, and with the hash through two
-    calls (two volumes of a batch), its chains with room for one cell at first."""
+    and two-hit (its buckets in lanes); over a volume in several launch groups, and with the
+    hash through two calls (two volumes of a batch), its chains with room for one cell at
+    first."""
     from test_ungapped_kernel import numba_rows
 
-    from gblastn.ungapped import (DiagonalHash, UngappedAhead, diagonal_pass, extend_seeds,
-                                  ungapped_rules, uses_diag_hash)
+    from gblastn.ungapped import (DiagonalHash, UngappedAhead, device_hash_lanes,
+                                  diagonal_pass, extend_seeds, ungapped_rules, uses_diag_hash)
 
     rng, batch, table = case
     packed, chunks = volume(rng, batch, [3001, 17, 2500, 999, 1, 8, 40000, 64, 5, 777],
@@ -204,7 +205,8 @@ def test_initial_hits_on_the_device_are_the_cpu_pass(gpu, case, window):
     seeds = cpu.find_seeds(table, packed, chunks.byte_offset, chunks.length)
     ahead = UngappedAhead(numba_rows(table, seeds, packed, chunks.byte_offset, chunks.length,
                                      rules))
-    host_hash, device_hash = DiagonalHash(1, window), DiagonalHash(1, window)
+    host_hash = DiagonalHash(1, window)
+    device_hash = DiagonalHash(1, window, device_hash_lanes(window, table.word_size))
     narrow = device_hash.chains
     narrow.diag, narrow.level, narrow.saved = (a[:, :1].copy() for a in
                                                (narrow.diag, narrow.level, narrow.saved))
