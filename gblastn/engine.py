@@ -598,18 +598,24 @@ DEVICE_SLICE_SEEDS = 1 << 24
 
 
 def sliced_initial_hits(chunks: SubjectChunks, scan, extend,
-                        slice_seeds: int | None = None, counted=None) -> "VolumeHits":
+                        slice_seeds: int | None = None, counted=None,
+                        made_ahead=None) -> "VolumeHits":
     """The initial hits of `chunks` (VolumeHits), as extend(scan(chunks), chunks) gives
     them, made slice after slice in chunk order (the hits are in chunk order, and the
     diagonal hash, which extend carries from one call to the next, sees the chunks in the
     same order), each aimed at `slice_seeds` seeds (SLICE_SEEDS unless given). The next
     slice is scanned while this one is extended: the scan and the extension run on
     different devices, or on different threads (pools.beside). `counted(hits)`, when
-    given, is told their number before the slices' hits are joined."""
+    given, is told their number before the slices' hits are joined. With
+    `made_ahead(hits, chunks)` (Engine.extensions_ahead), the hits' gapped extensions are
+    made beside the later slices' scans (ExtensionsBeside) and come with them."""
     slice_seeds = SLICE_SEEDS if slice_seeds is None else slice_seeds
     total = len(chunks.length)
     if total == 0:
-        return extend(scan(chunks), chunks)
+        found = extend(scan(chunks), chunks)
+        return found if made_ahead is None else \
+            VolumeHits(found.hits, made_ahead(found.hits, chunks))
+    extensions = None if made_ahead is None else ExtensionsBeside(chunks, made_ahead)
     parts = []
     letters_seen, seeds_seen = 0, 0
     first, last = 0, slice_end(chunks.length, 0, FIRST_SLICE_LETTERS)
@@ -627,13 +633,69 @@ def sliced_initial_hits(chunks: SubjectChunks, scan, extend,
             scanning = beside(scan, next_part)
         parts.append((first, extend(seeds, part)))
         del seeds
+        if extensions is not None:
+            extensions.add(first, last, parts[-1][1].hits)
         if following < total:
             first, last, part = following, end, next_part
         else:
             first = total
     if counted is not None:
         counted(sum(len(found.hits) for _, found in parts))
-    return joined_volume_hits(parts)
+    joined = joined_volume_hits(parts)
+    return joined if extensions is None else VolumeHits(joined.hits, extensions.joined())
+
+
+# A call of ExtensionsBeside extends at least this many hits (but the last): each call waits
+# for its longest extension and pays its launch (docs/perf/pipeline.md)
+BESIDE_HITS = 1 << 17
+
+
+class ExtensionsBeside:
+    """The gapped extensions of a volume's initial hits made slice by slice, beside the
+    scans of the slices after them: once the last call has ended, one call for all the
+    slices extended since, when they hold BESIDE_HITS hits. Each extension is a function of
+    its hit alone, so they are those of one call for every hit."""
+
+    def __init__(self, chunks: SubjectChunks, made_ahead):
+        self.chunks, self.made_ahead = chunks, made_ahead
+        self.waiting = []   # (first chunk, end chunk, hits numbered from the first)
+        self.running = None
+        self.made = []      # ExtensionsAhead rows, in chunk order
+
+    def add(self, first: int, end: int, hits) -> None:
+        """The hits of chunks [first, end), numbered from `first`: extended in this call if
+        none runs, else with the next."""
+        self.waiting.append((first, end, hits))
+        if self.running is None or self.running.done():
+            self._take()
+            if sum(len(found) for _, _, found in self.waiting) >= BESIDE_HITS:
+                self._start()
+
+    def joined(self) -> "ExtensionsAhead":
+        """Every slice's extensions, in chunk order, once made."""
+        self._take()
+        self._start()
+        self._take()
+        return ExtensionsAhead(np.concatenate(self.made) if self.made else
+                               np.zeros((0, GAPPED_AHEAD_FIELDS), dtype=np.int64))
+
+    def _start(self) -> None:
+        if not self.waiting:
+            return
+        from .ungapped import joined_initial_hits
+
+        start, end = self.waiting[0][0], self.waiting[-1][1]
+        hits = joined_initial_hits([(first - start, found) for first, _, found in
+                                    self.waiting])
+        self.waiting = []
+        self.running = beside(self.made_ahead, hits, _slice(self.chunks, start, end))
+
+    def _take(self) -> None:
+        if self.running is None:
+            return
+        made, self.running = self.running.result(), None
+        if made is not None:
+            self.made.append(made.extensions)
 
 
 # A scan that stops at a seed budget (BackendPlan.stops_scans: the CPU's) cuts the slices
@@ -927,6 +989,13 @@ class Engine:
         stops = self.backend_plan.stops_scans and every_chunk.ranges is None and \
             not table.template_length and rules is None
 
+        # the device's slices have their greedy extensions made beside the later slices'
+        # scans; DP ones there slowed the scans' walk and themselves (docs/perf/pipeline.md)
+        beside_scans = None
+        if walk is not None and self.backend_plan.greedy_ahead and not options.ungapped:
+            def beside_scans(hits, part) -> ExtensionsAhead | None:
+                return self.extensions_ahead(hits, part, subject_buffer, plan)
+
         told = False  # ungapped_done told already, before the slices' hits were joined
 
         def tell(count: int) -> None:
@@ -942,10 +1011,12 @@ class Engine:
                                                      SCAN_AHEAD_SLICES, turns.enter_ungapped)
                     return stopping_initial_hits(part, scan_from, extend)
                 return sliced_initial_hits(part, scan, extend,
-                                           DEVICE_SLICE_SEEDS if walk is not None else None,
-                                           counted)
+                                           None if walk is None else DEVICE_SLICE_SEEDS,
+                                           counted, beside_scans)
 
         def made_ahead(found: VolumeHits, part) -> VolumeHits:
+            if found.ahead is not None:
+                return found
             return VolumeHits(found.hits, self.extensions_ahead(found.hits, part,
                                                                 subject_buffer, plan))
 
