@@ -188,7 +188,8 @@ class DiagonalHash:
     chain of its diagonal's bucket (a cell is reused only within its chain), so the buckets
     fall into `parts` that never meet: each part's seeds, in their order, give the hits the
     whole hash gives them, and the parts are extended side by side. The cells' numbering
-    differs from one hash's, which decides nothing."""
+    differs from one hash's, which decides nothing. `lanes`: the device's chains a bucket
+    (device_hash_lanes)."""
 
     def __init__(self, parts: int = HASH_PARTS, window: int = 0, lanes: int = 1):
         self.parts = [HashPart(window) for _ in range(parts)]
