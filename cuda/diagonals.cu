@@ -11,8 +11,8 @@
 //     With a two-hit window of at least the word size, one lane of a bucket's diagonals
 //     (ungapped.device_hash_lanes: a reused cell is stale, and a stale cell decides nothing).
 // So the seeds are sorted by (group, seed index) and each group is walked by one thread in
-// seed order (a bucket's lanes by a warp's threads). The hits are then written in seed order (the order the host's pass finds
-// them in, which breaks ties of the initial hits' sort).
+// seed order (a bucket's lanes by a warp's threads). The hits are then written in seed order
+// (the order the host's pass finds them in, which breaks ties of the initial hits' sort).
 //
 // The same code compiles as plain C++ (diagonal_pass_host), so that a machine without a GPU
 // can test it against ungapped.py.
