@@ -208,6 +208,19 @@ def test_hash_parts_four_a_thread():
     assert [hash_parts(t) for t in (1, 2, 3, 8, 16, 128)] == [1, 8, 16, 32, 64, 64]
 
 
+def test_an_emptied_hash_keeps_its_kind_and_takes_an_offset_everywhere():
+    """A shard's replay starts an empty hash of the batch's kind at a subject's offset: the
+    CPU's parts and the device's chains alike (window, lanes, offset)."""
+    used = DiagonalHash(4, 40, 32)
+    used.offset = 12345
+    fresh = used.emptied()
+    assert len(fresh.parts) == 4 and fresh.chains.window == 40 and fresh.chains.lanes == 32
+    assert fresh.offset == fresh.chains.offset == 40
+    assert fresh.chains.count.size == 512 * 32 and not fresh.chains.count.any()
+    fresh.offset = 777
+    assert [part.offset for part in fresh.parts] == [777] * 4 and fresh.chains.offset == 777
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.integers(0, 15), min_size=0, max_size=40))
 def test_query_bytes_are_the_packed_groups(letters):
