@@ -121,7 +121,8 @@ def contiguous_shards(db, count: int, resets: "HashResets | None" = None) -> lis
     Where the database has a diagonal-hash reset at a subject's start near each cut, the
     cuts are made there, so that no shard replays another's subjects (shard_windows); else
     at volume boundaries where there are enough, which keep a shard's volumes to itself.
-    `resets`: the database's HashResets, when already made."""
+    `resets`: the database's HashResets of one-hit searches (window 0), when already made;
+    the cuts serve every search, which replays what its own resets ask (shard_windows)."""
     lengths = np.asarray(db.lengths, dtype=np.int64)
     count = contiguous_count(count, lengths.size)
     if count == 1:
@@ -180,14 +181,15 @@ class HashResets:
 
 
 @njit(cache=True, nogil=True)
-def _hash_walk(chunk_subject, chunk_length, first_chunk, limit):
+def _hash_walk(chunk_subject, chunk_length, first_chunk, limit, window):
     """ungapped.extend_chunks' walk of the hash offset over every chunk of the database in
-    order: the offset at each subject's first chunk, and the subject whose chunk is the
+    order (a fresh hash at the two-hit window, each chunk its length and the window further
+    on): the offset at each subject's first chunk, and the subject whose chunk is the
     latest with a fresh hash at or before it."""
     n = first_chunk.size
     offset_at = np.zeros(n, dtype=np.int64)
     replay_from = np.zeros(n, dtype=np.int64)
-    offset = np.int64(0)
+    offset = np.int64(window)
     fresh_subject = np.int64(0)
     subject = -1
     fresh = False
@@ -201,14 +203,15 @@ def _hash_walk(chunk_subject, chunk_length, first_chunk, limit):
             replay_from[s] = fresh_subject
         fresh = offset >= limit
         if fresh:
-            offset = 0
+            offset = window
         else:
-            offset += chunk_length[c]
+            offset += chunk_length[c] + window
     return offset_at, replay_from
 
 
-def hash_resets(db) -> HashResets:
-    """HashResets of every subject of `db`, from its chunks (engine.subject_chunks)."""
+def hash_resets(db, window: int = 0) -> HashResets:
+    """HashResets of every subject of `db`, from its chunks (engine.subject_chunks), for
+    searches with this two-hit window."""
     from .engine import subject_chunks
     from .ungapped import HASH_OFFSET_LIMIT
 
@@ -217,7 +220,7 @@ def hash_resets(db) -> HashResets:
     first_chunk = np.searchsorted(chunks.local_index, np.arange(lengths.size))
     offset, replay_from = _hash_walk(chunks.local_index.astype(np.int64),
                                      chunks.length.astype(np.int64), first_chunk,
-                                     np.int64(HASH_OFFSET_LIMIT))
+                                     np.int64(HASH_OFFSET_LIMIT), np.int64(window))
     return HashResets(offset, replay_from)
 
 

@@ -144,12 +144,12 @@ class ResidentDatabase:
         self.statistics = DatabaseStatistics.of(db)  # once: every task checks against it
         self.buffers = SubjectBuffers(StageTimes())
         self.lock = threading.Lock()
-        self.windows: dict = {}   # (shard key, replay) -> [ShardWindow]
+        self.windows: dict = {}   # (shard key, replay, two-hit window) -> [ShardWindow]
         self.kept: dict = {}      # shard key -> bool per ordinal
         self.contiguous: dict = {}  # shard count -> [Shard]
         self.pending: dict = {}   # (search, batch, shard) -> (plan, PrelimHits)
         self.dropped: set = set()  # (search, batch, shard) of forecasts the search cancelled
-        self._resets = None
+        self._resets: dict = {}   # two-hit window -> the database's HashResets
 
     def keep(self, key: tuple, found) -> None:
         """Keep a preliminary search for its traceback, unless its batch was dropped (a
@@ -194,12 +194,13 @@ class ResidentDatabase:
 
         return Search(self.db, options, times, self.plugin.backend(), self.buffers)
 
-    def resets(self):
+    def resets(self, window: int = 0):
+        """The database's HashResets for searches with this two-hit window."""
         with self.lock:
-            if self._resets is None:
+            if window not in self._resets:
                 from ..shards import hash_resets
-                self._resets = hash_resets(self.db)
-            return self._resets
+                self._resets[window] = hash_resets(self.db, window)
+            return self._resets[window]
 
     def shard(self, shard):
         """The Shard a task names: itself, or the contiguous one it names (ContiguousShard),
@@ -216,11 +217,12 @@ class ResidentDatabase:
                 self.contiguous[shard.count] = made
         return made[shard.index]
 
-    def shard_windows(self, shard, replay: bool) -> list:
+    def shard_windows(self, shard, replay: bool, window: int) -> list:
+        """The ShardWindows a search with this two-hit window searches the shard in."""
         from ..shards import shard_windows
 
-        key = (shard.key, replay)
-        resets = self.resets() if replay else None
+        key = (shard.key, replay, window)
+        resets = self.resets(window) if replay else None
         with self.lock:
             if key not in self.windows:
                 self.windows[key] = shard_windows(self.db, shard.ordinals, replay, resets)
@@ -352,7 +354,7 @@ def _shard_prelim(request: BatchRequest, shard, plugin, resident, times) -> tupl
     engine = search.engine()
     replay = ungapped_in_database_order(plan.table)
     kept = resident.kept_ordinals(shard)
-    for window in resident.shard_windows(shard, replay):
+    for window in resident.shard_windows(shard, replay, options.window_size):
         if replay:
             plan.diag_hash = plan.diag_hash.emptied()
             plan.diag_hash.offset = window.hash_offset

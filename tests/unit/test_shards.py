@@ -4,39 +4,60 @@ stage walks them, the windows a shard searches, and merged lists equal to one se
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gblastn.engine import (RankedSubjects, merged_hit_lists, prelim_hit_lists,
                             prelim_hitlist_size, rank_order)
 from gblastn.options import make_options
+from gblastn import ungapped
 from gblastn.shards import HashResets, _hash_walk, contiguous_shards, shard_windows, shards_of
+from gblastn.ungapped import HashChains
 
 
-def walk_by_hand(chunk_subject, chunk_length, limit):
-    """The ungapped stage's offset rule, chunk by chunk, in Python."""
-    offset_at, replay_from, offset, fresh_subject, fresh = {}, {}, 0, 0, True
+def walk_by_hand(chunk_subject, chunk_length, limit, window):
+    """The ungapped stage's offset rule, chunk by chunk, in Python (_extend_into's loop: a
+    fresh hash at the two-hit window, each chunk its length and the window further on)."""
+    offset_at, replay_from, offset, fresh_subject, fresh = {}, {}, window, 0, True
     for s, length in zip(chunk_subject, chunk_length):
         if fresh:
             fresh_subject = s
         if s not in offset_at:
             offset_at[s], replay_from[s] = offset, fresh_subject
         fresh = offset >= limit
-        offset = 0 if fresh else offset + length
+        offset = window if fresh else offset + length + window
     n = max(chunk_subject) + 1
     return [offset_at[s] for s in range(n)], [replay_from[s] for s in range(n)]
 
 
 @settings(deadline=None)  # the first call loads the compiled walk
 @given(st.lists(st.integers(1, 3), min_size=1, max_size=20),
-       st.lists(st.integers(1, 50), min_size=60, max_size=60), st.integers(1, 120))
-def test_hash_walk_follows_the_ungapped_stage(chunks_per_subject, lengths, limit):
+       st.lists(st.integers(1, 50), min_size=60, max_size=60), st.integers(1, 120),
+       st.sampled_from([0, 40]))
+def test_hash_walk_follows_the_ungapped_stage(chunks_per_subject, lengths, limit, window):
     subject = np.repeat(np.arange(len(chunks_per_subject)), chunks_per_subject)
     length = np.array(lengths[:subject.size], dtype=np.int64)
     first = np.searchsorted(subject, np.arange(len(chunks_per_subject)))
-    offset, replay_from = _hash_walk(subject.astype(np.int64), length, first, np.int64(limit))
-    assert (offset.tolist(), replay_from.tolist()) == walk_by_hand(subject.tolist(),
-                                                                   length.tolist(), limit)
+    offset, replay_from = _hash_walk(subject.astype(np.int64), length, first, np.int64(limit),
+                                     np.int64(window))
+    assert (offset.tolist(), replay_from.tolist()) == walk_by_hand(
+        subject.tolist(), length.tolist(), limit, window)
+
+
+def test_hash_walk_follows_the_hosts_chunk_loop_with_a_window():
+    """The walk's offsets are the ones HashChains.chunk_offsets gives the same chunks (the
+    limit lowered so that short chunks reach it): a two-hit search's replay starts where one
+    search's hash would be."""
+    lengths = np.array([30, 5, 44, 12, 9, 31, 2, 50, 7, 19, 23, 8], dtype=np.int64)
+    window, limit = 40, 150
+    offset, _ = _hash_walk(np.arange(lengths.size, dtype=np.int64), lengths,
+                           np.arange(lengths.size), np.int64(limit), np.int64(window))
+    chains = HashChains(window)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ungapped, "HASH_OFFSET_LIMIT", limit)
+        want, epochs, _ = chains.chunk_offsets(lengths.astype(np.int32))
+    assert offset.tolist() == want.tolist() and epochs.max() > 0
 
 
 def fake_db(lengths, volume_sizes):
