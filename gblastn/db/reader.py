@@ -14,6 +14,7 @@ database replaced by a build while it is being opened is opened again, as the ne
 
 from __future__ import annotations
 
+import gc
 import json
 import mmap
 import os
@@ -206,8 +207,7 @@ class Volume:
         if version >= 2:
             self._check_structure(int(entry["structure_crc"]))
         try:
-            self._env = lmdb.open(path, subdir=False, readonly=True, lock=False, readahead=False,
-                                  max_dbs=0)
+            self._env = _open_environment(path, self._label)
             self._txn = self._env.begin(buffers=True)
             values = {key: self._txn.get(key) for key in fmt.array_keys(version)}
         except lmdb.Error as exc:
@@ -481,6 +481,30 @@ class Volume:
                 pass
             self._env.close()
             self._env = None
+
+
+def _open_environment(path: str, label: str):
+    """The volume's LMDB environment, read-only. LMDB opens a file once per process: a
+    database left open by a search that failed (Database.abandon) holds it until it is
+    collected, which a reference cycle (its traceback's frames) puts off to the next garbage
+    collection, so that collection is made before a second try."""
+    def opened():
+        return lmdb.open(path, subdir=False, readonly=True, lock=False, readahead=False,
+                         max_dbs=0)
+
+    try:
+        return opened()
+    except lmdb.Error as exc:
+        if "already open" not in str(exc):
+            raise
+    gc.collect()
+    try:
+        return opened()
+    except lmdb.Error as exc:
+        if "already open" not in str(exc):
+            raise
+        raise DatabaseError(f"{label}: still open in this process, held by an earlier search "
+                            "that failed") from None
 
 
 def _file_offsets(path: str, addresses: list) -> list | None:

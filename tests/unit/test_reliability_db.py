@@ -4,6 +4,7 @@ databases. The name always holds one complete database; damage is a DatabaseErro
 the database, never different answers."""
 
 import fcntl
+import gc
 import json
 import os
 import shutil
@@ -561,3 +562,26 @@ def test_a_read_only_database_is_searched_and_left_as_it_was(tmp_path):
     rebuilt = run(["makedb", "-in", fasta, "-out", folder / "db"])
     assert_clean_failure(rebuilt, "cannot write the database", 4)
     assert sorted((str(p), p.stat().st_mtime_ns) for p in folder.rglob("*")) == before
+
+
+def test_a_database_a_failed_search_left_open_is_opened_again(tmp_path):
+    """A search that fails leaves its database open (Database.abandon), and LMDB opens a
+    file once per process: held only by a reference cycle (a traceback's frames), it is
+    collected and the database opens again; still held, the error says so."""
+    make_db([str(write_fasta(tmp_path / "a.fa", random_records(1, 3, 500, "s")))],
+            str(tmp_path / "db"), progress=False)
+    left = open_db(str(tmp_path / "db"))
+    left.abandon()
+    cycle = [left]
+    cycle.append(cycle)
+    del left, cycle
+    gc.disable()  # the cycle outlives the open below, as it may between collections
+    try:
+        again = open_db(str(tmp_path / "db"))
+    finally:
+        gc.enable()
+    again.abandon()
+    with pytest.raises(DatabaseError, match="still open in this process"):
+        open_db(str(tmp_path / "db"))
+    again.close()
+    open_db(str(tmp_path / "db")).close()
