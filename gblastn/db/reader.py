@@ -488,23 +488,17 @@ def _open_environment(path: str, label: str):
     database left open by a search that failed (Database.abandon) holds it until it is
     collected, which a reference cycle (its traceback's frames) puts off to the next garbage
     collection, so that collection is made before a second try."""
-    def opened():
-        return lmdb.open(path, subdir=False, readonly=True, lock=False, readahead=False,
-                         max_dbs=0)
-
-    try:
-        return opened()
-    except lmdb.Error as exc:
-        if "already open" not in str(exc):
-            raise
-    gc.collect()
-    try:
-        return opened()
-    except lmdb.Error as exc:
-        if "already open" not in str(exc):
-            raise
-        raise DatabaseError(f"{label}: still open in this process, held by an earlier search "
-                            "that failed") from None
+    for second_try in (False, True):
+        if second_try:
+            gc.collect()
+        try:
+            return lmdb.open(path, subdir=False, readonly=True, lock=False, readahead=False,
+                             max_dbs=0)
+        except lmdb.Error as exc:
+            if "already open" not in str(exc):
+                raise
+    raise DatabaseError(f"{label}: still open in this process, held by an earlier search that "
+                        "failed")
 
 
 def _file_offsets(path: str, addresses: list) -> list | None:
