@@ -33,7 +33,8 @@ Coordinates are 0-based and ends exclusive (as in `gblastn.hsp`).
 import numpy as np
 
 from .arrays import grown
-from .layouts import MININT, OP_DEL, OP_INS, OP_SUB, PACK_RATIO
+from .layouts import CELL_EXTEND_GAP_IN_QUERY, CELL_EXTEND_GAP_IN_SUBJECT, CELL_OP_MASK, MININT, \
+    OP_DEL, OP_INS, OP_SUB, PACK_RATIO
 from .numba_start import njit
 from .refcounts import borrowed
 
@@ -44,10 +45,6 @@ MAX_TOTAL_GAPS = 3000
 # Window (letters) BlastGetOffsetsForGappedAlignment slides along an HSP.
 HSP_MAX_WINDOW = 11
 
-# Traceback cell flags (low bits: the OP_* the cell's best path ends with).
-_OP_MASK = 0x0F
-_EXTEND_GAP_IN_QUERY = 0x10  # the query-gap (OP_DEL) ending here continues one from the left
-_EXTEND_GAP_IN_SUBJECT = 0x40  # the subject-gap (OP_INS) ending here continues one from above
 
 
 @njit(cache=True, nogil=True)
@@ -343,15 +340,15 @@ def align_ex(rows, row_origin, row_step, m, cols, col_origin, col_step, n,
     while a > 0 or b > 0:
         cell = cells[row_start[a] + b - row_first[a]]
         if script == OP_DEL:
-            script = cell & _OP_MASK
-            if cell & _EXTEND_GAP_IN_QUERY:
+            script = cell & CELL_OP_MASK
+            if cell & CELL_EXTEND_GAP_IN_QUERY:
                 script = OP_DEL
         elif script == OP_INS:
-            script = cell & _OP_MASK
-            if cell & _EXTEND_GAP_IN_SUBJECT:
+            script = cell & CELL_OP_MASK
+            if cell & CELL_EXTEND_GAP_IN_SUBJECT:
                 script = OP_INS
         else:
-            script = cell & _OP_MASK
+            script = cell & CELL_OP_MASK
         if script == OP_DEL:
             b -= 1
         elif script == OP_INS:
@@ -429,11 +426,11 @@ def _align_rows(rows, row_origin, row_step, m, cols, col_origin, col_step, n, ma
                         band[u + one] = open_gap
                     else:
                         band[u + one] = score_gap_col
-                        script += _EXTEND_GAP_IN_SUBJECT
+                        script += CELL_EXTEND_GAP_IN_SUBJECT
                     if score_gap_row < open_gap:
                         score_gap_row = open_gap
                     else:
-                        script += _EXTEND_GAP_IN_QUERY
+                        script += CELL_EXTEND_GAP_IN_QUERY
                     band[u] = score
                 score = next_score
                 cells[np.uint64(base + b)] = script

@@ -1085,16 +1085,19 @@ class Engine:
                 int(options.gapextend), int(plan.stats.gap_xdrop)))
 
     def tails_ahead(self, by_query: dict, plan: BatchPlan) -> dict:
-        """The greedy traceback's searches of preliminary HSPs ({query: {ordinal: Hsps}}),
-        made on the GPU before their tracebacks start, when the backend makes them
-        (greedy.cu: linear gap costs, subjects resident on the GPU, windows of bases only):
-        {(query, ordinal): TailsAhead}. With an alignment's edit runs, the CPU only joins
-        and tidies them; without (a search too long to keep its rows), it searches again,
-        knowing the best distances, and stops there: most of a search's time goes past the
-        alignment's end, confirming that nothing better follows."""
+        """The traceback's alignments of preliminary HSPs ({query: {ordinal: Hsps}}), made on
+        the GPU before their tracebacks start, when the backend makes them (subjects
+        resident on the GPU, windows of bases only): {(query, ordinal): TailsAhead}.
+        Greedy ones (greedy.cu: linear gap costs): with an alignment's edit runs, the CPU
+        only joins and tidies them; without (a search too long to keep its rows), it
+        searches again, knowing the best distances, and stops there: most of a search's
+        time goes past the alignment's end, confirming that nothing better follows. X-drop
+        DP ones (dp_traceback.cu): whole alignments, which the CPU takes where its start
+        point is the device's."""
+        from .alphabet import score_matrix
         from .hsp import rows_by_score
         from .layouts import HSP_S_END, HSP_S_START
-        from .traceback import FETCH_MARGIN, TailsAhead
+        from .traceback import FETCH_MARGIN, TailsAhead, dp_tails_ahead
 
         keyed = [((q, ordinal), hsps) for q, subjects in by_query.items()
                  for ordinal, hsps in subjects.items() if hsps.score.size]
@@ -1124,10 +1127,16 @@ class Engine:
                 address[mine] = np.uint64(base) + subjects.byte_offset[local].astype(np.uint64)
                 usable[mine] = volume.bases_only(local, exact[mine, 0], exact[mine, 1])
             exact[~usable] = 0  # a window of no letters: the GPU leaves the search to the CPU
-            ahead, runs = backend.greedy_tails(rows, address, length, exact, plan.batch,
-                                               int(plan.stats.gap_xdrop_final),
-                                               int(options.reward), int(options.penalty))
             ends = np.cumsum(counts).tolist()
+            xdrop = int(plan.stats.gap_xdrop_final)
+            if not options.greedy:
+                ahead, runs = backend.dp_tails(
+                    rows, address, length, exact, plan.batch,
+                    score_matrix(options.reward, options.penalty), int(options.gapopen),
+                    int(options.gapextend), xdrop)
+                return dict(zip((key for key, _ in keyed), dp_tails_ahead(rows, ahead, runs, ends)))
+            ahead, runs = backend.greedy_tails(rows, address, length, exact, plan.batch, xdrop,
+                                               int(options.reward), int(options.penalty))
             return {key: TailsAhead(rows[first:last], ahead[first:last], runs[first:last])
                     for (key, _), first, last in zip(keyed, [0] + ends[:-1], ends)}
 

@@ -105,6 +105,16 @@ TAIL_EXTENTS = 6     # the best alignment's extents: query right, subject right,
 TAIL_RUNS = 10       # the runs of each direction's edit script: right, left (-1: none made)
 TAIL_FIELDS = 12
 SCRIPT_RUNS = 64     # edit runs per direction of a search made ahead (a run ends at a gap)
+
+# -- a traceback's X-drop DP alignment made ahead (dp_traceback.cu's dp_traces;
+# gblastn.traceback): TRACE_FIELDS int64, then the host's done flag. The letters read and the
+# done flag lie where a greedy search's do (letter_spans reads either) ---------------------
+TRACE_START = 0      # the start point: query, subject
+TRACE_SCORE = 2      # the alignment's score (and a spare column)
+TRACE_READ = TAIL_READ  # the subject letters read: [start, end)
+TRACE_EXTENTS = 6    # the alignment: query start, query end, subject start, subject end
+TRACE_RUNS = 10      # its edit script: the first run's index in the runs, the count of runs
+TRACE_FIELDS = TAIL_FIELDS
 # the device memory a warp keeps a search's rows in, for its walk back (greedy.cu's
 # RowStore): STORE_CELLS cells, then STORE_ROWS row starts and STORE_ROWS lowest diagonals
 STORE_CELLS = 8192
@@ -117,6 +127,11 @@ PACKED_STEP = 28     # bases taken from one packed word (at least 29 are valid a
 
 # -- X-drop DP (gblastn.dynprog; dynprog.cu's dp_hits, whose found rows are GAPPED_FIELDS
 # int64 in the GAPPED_* columns, the start point the seed moved as prelim_dp_extend moves it)
+# a traceback cell of ALIGN_EX (dynprog.align_ex, dp_traceback.cu): the OP_* its best path
+# ends with, and whether the gap ending there continues one from the left or from above
+CELL_OP_MASK = 0x0F
+CELL_EXTEND_GAP_IN_QUERY = 0x10    # the query gap (OP_DEL) ending here continues one from the left
+CELL_EXTEND_GAP_IN_SUBJECT = 0x40  # the subject gap (OP_INS) ending here continues one from above
 MININT = -(1 << 30)   # a score below any reachable one; halved so adding a matrix entry cannot overflow
 PACK_RATIO = 4        # letters per byte of a packed subject
 BLASTNA_LETTERS = 16  # the score matrix's side: blastna codes

@@ -17,7 +17,9 @@ paths: greedy (megablast) and X-drop dynamic programming (blastn, dc-megablast, 
 
 With a GPU, each greedy alignment's search was made ahead, score-only (engine.tails_ahead):
 the aligner here stops at the best distance it found instead of going on until the X-drop
-ends the search, and takes the letters that search read for the fence test.
+ends the search, and takes the letters that search read for the fence test. Each DP
+alignment was made ahead whole (dp_traceback.cu): taken where its start point is the one
+found here.
 """
 
 from dataclasses import dataclass
@@ -36,8 +38,9 @@ from .hsp import Hsps, alloc_tree, count_identities, covering, \
     reevaluate_with_ambiguities, score_order, score_order_rows, take_rows, tree_add, \
     tree_contains
 from .layouts import HSP_CONTEXT, HSP_FIELDS, HSP_Q_END, HSP_Q_GAPPED_START, HSP_Q_START, \
-    HSP_SCORE, HSP_S_END, HSP_S_GAPPED_START, HSP_S_START, SCRIPT_RUNS, TAIL_DISTANCES, \
-    TAIL_EXTENTS, TAIL_FIELDS, TAIL_READ, TAIL_RUNS, TAIL_START
+    HSP_SCORE, HSP_S_END, HSP_S_GAPPED_START, HSP_S_START, RUN_COUNT_SHIFT, RUN_OP_MASK, \
+    SCRIPT_RUNS, TAIL_DISTANCES, TAIL_EXTENTS, TAIL_FIELDS, TAIL_READ, TAIL_RUNS, TAIL_START, \
+    TRACE_EXTENTS, TRACE_FIELDS, TRACE_READ, TRACE_RUNS, TRACE_SCORE, TRACE_START
 from .numba_start import njit
 from .output.tabular import COUNT_FIELDS, counts_of_all
 from .refcounts import borrowed
@@ -108,10 +111,15 @@ def traceback_group(hsps_list: list, subjects: list, query_index: list, packed, 
     tracebacks were redone with more letters. `tails_list`: each one's TailsAhead, or None
     where none were made."""
     tails_list = tails_list or [None] * len(hsps_list)
-    rows, ahead, runs = zip(*(_rows_and_ahead(h, t) for h, t in zip(hsps_list, tails_list)))
+    width = 2 * SCRIPT_RUNS if options.greedy else 1
+    rows, ahead, runs = zip(*(_rows_and_ahead(h, t, width) for h, t in zip(hsps_list, tails_list)))
+    all_ahead = np.concatenate(ahead)
+    if not options.greedy:
+        # a DP alignment's runs are counted from its subject's first: from the group's now
+        all_ahead[:, TRACE_RUNS] += np.repeat(_starts(runs)[:-1], [len(a) for a in ahead])
     final = _trace_group(
         np.asarray(subjects, dtype=np.int64), np.asarray(query_index, dtype=np.int64),
-        _starts(rows), np.concatenate(rows), _starts(ahead), np.concatenate(ahead),
+        _starts(rows), np.concatenate(rows), _starts(ahead), all_ahead,
         np.concatenate(runs), *packed, CODE_OF, *batch.query_letters,
         *_batch_args(batch), *_scoring_args(stats, options), *_final_args(stats, options),
         COMPLEMENT_BLASTNA, FETCH_MARGIN, scratch)
@@ -177,7 +185,8 @@ def _trace_group(task_subject, task_query, task_rows, rows, task_ahead, ahead, a
     task_rows[i]:task_rows[i + 1] of `rows` (score order), searches made ahead
     task_ahead[i]:task_ahead[i + 1]. Returns task_start [t + 1] (each task's final HSPs),
     then the final HSPs of all, as _traceback_final_rows gives them, and the count of
-    tracebacks redone."""
+    tracebacks redone. A greedy search made ahead has its edit runs in its row of
+    ahead_runs; a DP alignment's lie in the column ahead_runs[:, 0], from its TRACE_RUNS on."""
     # the volume, the queries and the scoring are shared by the threads: slices and calls
     # counting them in and out per task would bounce their counts' cache lines between the
     # cores (nothing borrowed is returned: the results are copied out)
@@ -209,6 +218,8 @@ def _trace_group(task_subject, task_query, task_rows, rows, task_ahead, ahead, a
         task_ahead_rows = ahead[task_ahead[i]:task_ahead[i + 1]]
         q = task_query[i]
         letters = query_codes[query_start[q]:query_start[q + 1]]
+        runs_from, runs_to = (task_ahead[i], task_ahead[i + 1]) if dp_traceback is None \
+            else (0, ahead_runs.shape[0])
         for attempt in range(2):
             redone += attempt
             spans = letter_spans(task_hsps, task_ahead_rows, context_length, length,
@@ -220,7 +231,7 @@ def _trace_group(task_subject, task_query, task_rows, rows, task_ahead, ahead, a
                     task_hsps, context_offset, context_length, query, unmasked, subject,
                     matrix, dp_traceback, xdrop, reward, penalty, gap_open, gap_extend, min_diag,
                     perc_identity, cutoffs, spans, task_ahead_rows,
-                    ahead_runs[task_ahead[i]:task_ahead[i + 1]], lambdas, log_ks, searchsp,
+                    ahead_runs[runs_from:runs_to], lambdas, log_ks, searchsp,
                     round_down, evalue_max, max_hsps, qcov_percent, letters, complement)
             if complete:
                 break
@@ -316,37 +327,62 @@ def _score_rows(hsps: Hsps) -> np.ndarray:
     return hsp_rows(hsps)[score_order(hsps)]
 
 
-def _ahead_and_runs(ahead, ahead_runs) -> tuple:
+def _ahead_and_runs(ahead, ahead_runs, width: int = 2 * SCRIPT_RUNS) -> tuple:
     """A traceback's searches made ahead and their edit runs as the aligners take them:
-    none made gives no rows; searches without their edit runs are searched again."""
+    none made gives no rows; greedy searches without their edit runs are searched again.
+    `width`: the runs' columns (2 * SCRIPT_RUNS for greedy searches, 1 for DP alignments)."""
     if ahead is None:
         ahead = NOTHING_AHEAD
     if ahead_runs is None:  # searches without their edit runs: the CPU searches again
         ahead = ahead.copy()
         ahead[:, TAIL_RUNS:TAIL_RUNS + 2] = -1
-        ahead_runs = np.zeros((ahead.shape[0], 2 * SCRIPT_RUNS), dtype=np.uint32)
+        ahead_runs = np.zeros((ahead.shape[0] if width > 1 else 0, width), dtype=np.uint32)
     return np.ascontiguousarray(ahead, dtype=np.int64), \
         np.ascontiguousarray(ahead_runs, dtype=np.uint32)
 
 
 @dataclass(frozen=True)
 class TailsAhead:
-    """The greedy traceback's searches of one subject's preliminary HSPs, made ahead of the
-    traceback (GpuBackend.greedy_tails, Engine.tails_ahead): the HSPs as rows in score
-    order (hsp_rows(h)[score_order(h)]), a search per row (TAIL_FIELDS columns and a done
-    flag) and the searches' edit runs."""
+    """The traceback's alignments of one subject's preliminary HSPs, made ahead of the
+    traceback (Engine.tails_ahead): the HSPs as rows in score order
+    (hsp_rows(h)[score_order(h)]), an alignment per row and their edit runs. Greedy
+    searches (GpuBackend.greedy_tails): TAIL_FIELDS columns and a done flag, the runs a
+    row of 2 * SCRIPT_RUNS each. DP alignments (GpuBackend.dp_tails, dp_tails_ahead):
+    TRACE_FIELDS columns and a done flag, the runs one column (uint32 [k, 1]), an
+    alignment's from its TRACE_RUNS on."""
 
     rows: np.ndarray
     searches: np.ndarray
     runs: np.ndarray
 
 
-def _rows_and_ahead(hsps: Hsps, tails: TailsAhead | None) -> tuple:
-    """A subject's HSPs as rows in score order, with their searches made ahead (a row per
-    HSP, or none) and edit runs."""
+def dp_tails_ahead(rows: np.ndarray, searches: np.ndarray, runs: np.ndarray, ends: list) -> list:
+    """A launch's DP alignments (GpuBackend.dp_tails: `searches`, a row per HSP row, and the
+    launch's runs) as a TailsAhead for each subject, whose rows end at `ends`: each with its
+    own runs, its TRACE_RUNS counted from the first of them."""
+    made = searches[:, TRACE_FIELDS] != 0
+    count = np.where(made, searches[:, TRACE_RUNS + 1], 0)
+    start = np.zeros(count.size + 1, dtype=np.int64)
+    np.cumsum(count, out=start[1:])
+    # each made alignment's runs, in row order
+    gathered = runs[np.repeat(searches[:, TRACE_RUNS] - start[:-1], count) +
+                    np.arange(int(start[-1]))].reshape(-1, 1)
+    firsts = [0] + ends[:-1]
+    subject_first = np.repeat(start[firsts], np.diff([0] + ends))
+    searches = searches.copy()
+    searches[:, TRACE_RUNS] = np.where(made, start[:-1] - subject_first, 0)
+    return [TailsAhead(rows[first:last], searches[first:last],
+                       gathered[start[first]:start[last]])
+            for first, last in zip(firsts, ends)]
+
+
+def _rows_and_ahead(hsps: Hsps, tails: TailsAhead | None, width: int = 2 * SCRIPT_RUNS) -> tuple:
+    """A subject's HSPs as rows in score order, with their alignments made ahead (a row per
+    HSP, or none) and edit runs (`width` columns, as _ahead_and_runs)."""
     if tails is None or tails.searches.shape[0] != len(hsps):
-        return (_score_rows(hsps) if tails is None else tails.rows, *_ahead_and_runs(None, None))
-    return tails.rows, *_ahead_and_runs(tails.searches, tails.runs)
+        return (_score_rows(hsps) if tails is None else tails.rows,
+                *_ahead_and_runs(None, None, width))
+    return tails.rows, *_ahead_and_runs(tails.searches, tails.runs, width)
 
 
 def _batch_args(batch) -> tuple:
@@ -441,7 +477,7 @@ def _traceback_rows(rows, context_offset, context_length, query, unmasked, subje
     else:
         complete, rows, op_start, ops, op_len = _dp_traceback_rows(
             rows, context_offset, context_length, query, unmasked, subject, matrix, gap_open,
-            gap_extend, xdrop, min_diag, perc_identity, spans)
+            gap_extend, xdrop, min_diag, perc_identity, spans, ahead, ahead_runs)
     if rows.shape[0] == 0:
         return complete, rows, op_start, ops, op_len
     # step 3: common endpoints trimmed, then rescoring with ambiguities: every HSP after a
@@ -549,12 +585,14 @@ def _greedy_traceback_rows(rows_in, context_offset, context_length, query, subje
 
 @njit(cache=True, nogil=True)
 def _dp_traceback_rows(rows_in, context_offset, context_length, query, unmasked, subject,
-                       matrix, gap_open, gap_extend, xdrop, min_diag, perc_identity, spans):
+                       matrix, gap_open, gap_extend, xdrop, min_diag, perc_identity, spans,
+                       ahead, ahead_runs):
     """The loop of traceback_subject for DP: containment test, start point, ALIGN_EX from
     it, percent identity test (Blast_HSPTestIdentityAndLength, no minimum length), in
-    order. rows_in: int64 [n, HSP_FIELDS] (hsp_rows). Returns complete (as _greedy_traceback_rows),
-    the kept rows [k, HSP_FIELDS] (start point updated) and their edit scripts: op_start [k + 1],
-    ops, op_len."""
+    order. rows_in: int64 [n, HSP_FIELDS] (hsp_rows). An alignment made ahead from the same
+    start point (`ahead`, a row per HSP, or none; its runs in ahead_runs[:, 0]) is taken
+    as made. Returns complete (as _greedy_traceback_rows), the kept rows [k, HSP_FIELDS]
+    (start point updated) and their edit scripts: op_start [k + 1], ops, op_len."""
     n = rows_in.shape[0]
     rows = np.empty((n, HSP_FIELDS), dtype=np.int64)
     op_start = np.zeros(n + 1, dtype=np.int64)
@@ -581,8 +619,19 @@ def _dp_traceback_rows(rows_in, context_offset, context_length, query, unmasked,
                 continue
         else:
             qg, sg = gapped_start_nucl(letters, subject, qs, qe, ss, se, qg, sg)
-        score, q0, q1, s0, s1, script, lens, read_start, read_end = traceback_dp(
-            letters, qg, subject, sg, matrix, gap_open, gap_extend, xdrop)
+        if ahead.shape[0] == n and ahead[i, TRACE_FIELDS] != 0 and \
+                ahead[i, TRACE_START] == qg and ahead[i, TRACE_START + 1] == sg:
+            score, read_start, read_end = ahead[i, TRACE_SCORE], ahead[i, TRACE_READ], \
+                ahead[i, TRACE_READ + 1]
+            q0, q1, s0, s1 = ahead[i, TRACE_EXTENTS], ahead[i, TRACE_EXTENTS + 1], \
+                ahead[i, TRACE_EXTENTS + 2], ahead[i, TRACE_EXTENTS + 3]
+            first = ahead[i, TRACE_RUNS]
+            runs = ahead_runs[first:first + ahead[i, TRACE_RUNS + 1], 0]
+            script = (runs & RUN_OP_MASK).astype(np.uint8)
+            lens = (runs >> RUN_COUNT_SHIFT).astype(np.int32)
+        else:
+            score, q0, q1, s0, s1, script, lens, read_start, read_end = traceback_dp(
+                letters, qg, subject, sg, matrix, gap_open, gap_extend, xdrop)
         if not _within(spans, read_start, read_end):
             return False, rows[:0], op_start[:1], ops[:0], op_len[:0]
         if script.size == 0:

@@ -19,8 +19,9 @@ attributes):
   gapped stage (``greedy_extensions``; linear gap costs only);
 * ``dp_ahead``: it makes their score-only X-drop DP extensions ahead (``dp_extensions``;
   blastn, blastn-short);
-* ``tails_ahead``: it makes the greedy traceback's searches ahead of the traceback, on
-  subjects it holds (``greedy_tails``, ``resident_address``);
+* ``tails_ahead``: it makes the traceback's alignments ahead of the traceback, on
+  subjects it holds: the greedy aligner's searches (``greedy_tails``; linear gap costs
+  only) or the X-drop DP's alignments (``dp_tails``), and ``resident_address``;
 * ``preloads``: it keeps volumes in its own memory, and copies them ahead when asked
   (``preload``);
 * ``retires``: it holds a device that the search may give back before its tracebacks
@@ -103,6 +104,10 @@ class Backend:
                      reward: int, penalty: int) -> tuple:
         raise NotImplementedError(f"the {self.name} backend makes no traceback searches")
 
+    def dp_tails(self, rows, subject_address, subject_length, exact, batch, matrix: np.ndarray,
+                 gap_open: int, gap_extend: int, xdrop: int) -> tuple:
+        raise NotImplementedError(f"the {self.name} backend makes no DP tracebacks")
+
     def resident_address(self, subjects: SubjectBuffer) -> int | None:
         """The device address of a volume's copy, if the backend holds one."""
         return None
@@ -160,4 +165,5 @@ class BackendPlan:
         return cls(backend, caps.scans_whole_volumes, caps.stops_scans, caps.ungapped_ahead,
                    caps.ungapped_ahead and caps.diagonals_on_device,
                    caps.greedy_ahead and linear_greedy,
-                   caps.dp_ahead and not options.greedy, caps.tails_ahead and linear_greedy)
+                   caps.dp_ahead and not options.greedy,
+                   caps.tails_ahead and (linear_greedy or not options.greedy))

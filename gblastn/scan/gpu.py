@@ -37,8 +37,8 @@ from ..db.format import parse_size
 from ..errors import GpuUnavailableError, OptionsError
 from ..layouts import CHAIN_CELL_BYTES, GAPPED_AHEAD_FIELDS, GAPPED_FIELDS, HASH_BUCKETS, \
     HASH_LANES, HIT_CHUNK, HIT_FIELDS, HIT_LENGTH, HIT_Q_START, HIT_S_START, HIT_SCORE, \
-    HSP_FIELDS, SCRIPT_RUNS, SEED_FIELDS, STORE_WORDS, TABLE_SMALL, TAIL_FIELDS, \
-    TEMPLATES_MAX, UNGAPPED_FIELDS, WALK_FIELDS, kernel_defines
+    HSP_FIELDS, HSP_Q_END, HSP_Q_START, SCRIPT_RUNS, SEED_FIELDS, STORE_WORDS, TABLE_SMALL, \
+    TAIL_FIELDS, TEMPLATES_MAX, TRACE_FIELDS, UNGAPPED_FIELDS, WALK_FIELDS, kernel_defines
 from ..lookup import LookupTable, kept_letters
 from ..timing import StageTimes
 from ..ungapped import NOTHING_AHEAD, DiagonalPass, InitialHits, UngappedAhead, \
@@ -82,6 +82,14 @@ DP_BAND_COLUMNS = 128      # columns of a DP extension's band on the GPU (a wide
 # long alignments of diverged 100-kb queries to the CPU's in-order pass, one thread a piece
 # (docs/perf/dc-megablast.md: dc-megablast 15.3 s against 9.6 s with 2^24).
 DP_CELL_BUDGET = 1 << 24
+# The DP tracebacks made ahead (dp_traceback.cu): threads a block, blocks per multiprocessor
+# (a thread takes the next HSP when done, keeping its chains of cell blocks for it), the
+# band's ring, the bytes of a cell block, and the most device memory the cells may take
+TRACE_THREADS = 128
+TRACE_BLOCKS_PER_SM = 2
+TRACE_BAND_COLUMNS = 512
+TRACE_BLOCK_BYTES = 8192
+TRACE_POOL_BYTES = 3 << 30
 CU_STREAM_NON_BLOCKING = 1  # a stream that does not wait for the default stream's work
 DP_SCORE_ARGUMENT = 3  # the hits' ungapped scores among dp_hit_arrays'
 # the traceback searches' warps at once, each keeping its rows in STORE_WORDS ints of device
@@ -166,6 +174,12 @@ def diagonals_defines() -> dict:
 def dp_defines(band_columns: int | None = None) -> dict:
     """The compile-time defines of dynprog.cu's kernel (the module's tuning by default)."""
     return {"BAND_COLUMNS": DP_BAND_COLUMNS if band_columns is None else band_columns}
+
+
+def trace_defines(band_columns: int | None = None, block_bytes: int | None = None) -> dict:
+    """The compile-time defines of dp_traceback.cu's kernel (the module's tuning by default)."""
+    return {"TRACE_BAND_COLUMNS": band_columns or TRACE_BAND_COLUMNS,
+            "TRACE_BLOCK_BYTES": block_bytes or TRACE_BLOCK_BYTES}
 
 
 def nvcc_options(defines: dict) -> list:
@@ -1141,6 +1155,61 @@ class GpuBackend(Backend):
                     first = last
         return request.outcome()
 
+    def dp_tails(self, rows: np.ndarray, subject_address: np.ndarray,
+                 subject_length: np.ndarray, exact: np.ndarray, batch, matrix: np.ndarray,
+                 gap_open: int, gap_extend: int, xdrop: int) -> tuple:
+        """The X-drop DP tracebacks (dynprog.traceback_dp from gapped_start_nucl's start
+        point) of HSPs (rows of hsp.hsp_rows) in resident subjects (device addresses of their
+        packed letters; their letters exact[i, 0]:exact[i, 1] are all bases). Returns int64
+        [n, TRACE_FIELDS + 1], each alignment's start point, score, letters read, extents
+        and edit runs, and 1 where it was made (0: the CPU aligns it); and the edit runs,
+        uint32 (count << RUN_COUNT_SHIFT | op). xdrop: the raw final X-drop."""
+        from ..dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS
+
+        arrays = dp_trace_arrays(rows, subject_address, subject_length, exact, batch)
+        n = int(arrays[1].shape[0])
+        if n == 0:
+            return np.zeros((0, TRACE_FIELDS + 1), dtype=np.int64), np.zeros(0, dtype=np.uint32)
+        runs_size = trace_runs_size(arrays[1])
+        with self.held("gpu tails"):
+            letters = self.resident_query_letters(batch)
+            kernel = self.module(trace_defines(), "dp_traceback.cu").get_function("dp_traces")
+            pool_bytes = min(TRACE_POOL_BYTES, self.drv.mem_get_info()[0] // 4)
+            blocks = self.device.get_attribute(
+                self.drv.device_attribute.MULTIPROCESSOR_COUNT) * TRACE_BLOCKS_PER_SM
+            inputs = [self.upload(a) for a in arrays[:5]]
+            try:
+                matrix_dev = self.upload(np.ascontiguousarray(matrix, dtype=np.int32))
+                inputs.append(matrix_dev)
+                pool = self.buffer("dp_traces_pool", pool_bytes)
+                counters = self.buffer("dp_traces_counters", 24)  # pool, runs, next HSP
+                self.drv.memset_d32(counters, 0, 6)
+                runs = self.buffer("dp_traces_runs", 4 * runs_size)
+                found = self.buffer("dp_traces_found", 8 * TRACE_FIELDS * n)
+                done = self.buffer("dp_traces_done", n)
+                self.drv.memset_d8(done, 0, n)
+                context_offset, context_length = (self.upload(a) for a in arrays[5:])
+                inputs += [context_offset, context_length]
+                kernel(np.int32(n), *inputs[:5], context_offset, context_length, letters,
+                       matrix_dev, np.int32(gap_open), np.int32(gap_extend), np.int32(xdrop),
+                       np.int64(MAX_SUBJECT_OFFSET), np.int64(MAX_TOTAL_GAPS), pool,
+                       np.uint64(pool_bytes), counters, runs, np.uint64(runs_size),
+                       np.uintp(int(counters) + 8), np.uintp(int(counters) + 16), found, done,
+                       block=(TRACE_THREADS, 1, 1),
+                       grid=(min(blocks, -(-n // TRACE_THREADS)), 1))
+                out = self._copied_back(found, done, n, TRACE_FIELDS)
+                used = np.zeros(3, dtype=np.uint64)
+                self.drv.memcpy_dtoh(used, counters)
+                runs_back = np.empty(min(int(used[1]), runs_size), dtype=np.uint32)
+                if runs_back.size:
+                    self.drv.memcpy_dtoh(runs_back, runs)
+            finally:
+                for alloc in inputs:
+                    self.free(alloc)
+        self.times.count("gpu dp tracebacks", n)
+        self.times.count("gpu dp tracebacks made", int(out[:, TRACE_FIELDS].sum()))
+        return out, runs_back
+
     def _greedy_tails(self, rows, subject_address, subject_length, exact, batch, xdrop,
                       reward, penalty, row_cells, max_distance, edit_runs) -> tuple:
         """greedy_tails' launch, the device held."""
@@ -1322,6 +1391,27 @@ def dp_hit_arrays(hits, contexts, batch, chunk_byte_offset, chunk_length) -> lis
     return arrays + [np.ascontiguousarray(a, dtype=np.int64)
                      for a in (batch.context_offset, batch.context_length, chunk_byte_offset,
                                chunk_length)]
+
+
+def dp_trace_arrays(rows, subject_address, subject_length, exact, batch) -> list:
+    """dp_traceback.cu's arrays of the HSPs in its arguments' order: the order it takes them
+    in (the longest first: a launch lasts as long as its longest alignment, and the threads
+    that end early take the short ones), the HSP rows, their subjects, the letters known to
+    be bases, the contexts."""
+    rows = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1, HSP_FIELDS)
+    order = np.argsort(rows[:, HSP_Q_START] - rows[:, HSP_Q_END], kind="stable")
+    return [order.astype(np.int32), rows,
+            np.ascontiguousarray(subject_address, dtype=np.uint64),
+            np.ascontiguousarray(subject_length, dtype=np.int64),
+            np.ascontiguousarray(exact, dtype=np.int64).reshape(-1, 2),
+            np.ascontiguousarray(batch.context_offset, dtype=np.int64),
+            np.ascontiguousarray(batch.context_length, dtype=np.int64)]
+
+
+def trace_runs_size(rows: np.ndarray) -> int:
+    """Room for the tracebacks' edit runs: a run per query letter of each preliminary HSP and
+    a few more (an alignment whose runs find no room is left to the CPU)."""
+    return int((rows[:, HSP_Q_END] - rows[:, HSP_Q_START]).sum()) + 64 * rows.shape[0] + (1 << 16)
 
 
 def dp_costs(matrix: np.ndarray, gap_open: int, gap_extend: int, xdrop: int,

@@ -543,6 +543,36 @@ def test_greedy_tails_are_the_cpu_searches(gpu, seed):
         assert np.array_equal(cut_runs[made], want_runs[made])
 
 
+@pytest.mark.parametrize("seed, scoring", [(1, (2, -3, 5, 2, 110)), (2, (1, -2, 5, 2, 100)),
+                                           (3, (4, -5, 12, 8, 220))])
+def test_dp_tails_are_the_cpu_tracebacks(gpu, seed, scoring):
+    """The traceback's DP alignments made on the GPU, and their edit runs, equal the CPU's;
+    one that reads letters outside the window given as bases only is left to the CPU."""
+    from test_dp_traceback_kernel import assert_made_equal, every_letter, on_cpu, trace_case
+
+    from gblastn.alphabet import score_matrix
+    from gblastn.layouts import TRACE_FIELDS
+
+    rows, subject, batch = trace_case(seed, subject_extra=100_000 if seed == 3 else 0)
+    want = on_cpu(rows, subject, batch, scoring)
+    subjects = on_device(pack_2bit(subject))
+    assert gpu.preload(subjects)
+    n = rows.shape[0]
+    reward, penalty, gap_open, gap_extend, xdrop = scoring
+
+    def on_gpu(exact):
+        return gpu.dp_tails(rows, np.full(n, gpu.resident_address(subjects), dtype=np.uint64),
+                            np.full(n, subject.size), exact, batch,
+                            score_matrix(reward, penalty), gap_open, gap_extend, xdrop)
+
+    got, runs = on_gpu(every_letter(rows, subject))
+    assert assert_made_equal(got, runs, want) == n
+    narrow = np.stack([rows[:, 3] - 20, rows[:, 4] + 20], axis=1)
+    cut, cut_runs = on_gpu(narrow)
+    made = assert_made_equal(cut, cut_runs, want)
+    assert made < n and not cut[:, TRACE_FIELDS].all()
+
+
 def test_greedy_tails_called_from_many_threads_at_once(gpu):
     """Calls waiting for the device while another runs are made in one launch: each thread
     gets its own searches, as from a call alone, whatever the calls made together."""
@@ -588,7 +618,7 @@ def write_fasta(path, records):
                 f.write(seq[i:i + 70] + "\n")
 
 
-@pytest.mark.parametrize("task", ["megablast", "blastn", "blastn-short"])
+@pytest.mark.parametrize("task", ["megablast", "blastn", "blastn-short", "dc-megablast"])
 def test_search_output_identical(gpu, tmp_path, task):
     rng = np.random.default_rng(7)
     letters = np.array(list("ACGT"))

@@ -17,19 +17,20 @@ class Device(Backend):
                                 tails_ahead=True)
 
 
-@pytest.mark.parametrize("backend, task, gaps, ahead", [
-    (CPU, "megablast", {}, False),
-    (Device(), "megablast", {}, True),
-    (Device(), "megablast", {"gapopen": 5, "gapextend": 2}, False),  # affine: the CPU's
-    (Device(), "blastn", {}, False),                                 # DP, not greedy
+@pytest.mark.parametrize("backend, task, gaps, greedy, tails", [
+    (CPU, "megablast", {}, False, False),
+    (Device(), "megablast", {}, True, True),
+    (Device(), "megablast", {"gapopen": 5, "gapextend": 2}, False, False),  # affine: the CPU's
+    (Device(), "blastn", {}, False, True),          # DP, not greedy: its tracebacks ahead
+    (Device(), "dc-megablast", {}, False, True),
 ])
 def test_the_plan_is_what_the_backend_declares_and_the_options_allow(backend, task, gaps,
-                                                                    ahead):
+                                                                    greedy, tails):
     plan = BackendPlan.resolve(backend, make_options(task, **gaps))
     assert plan.backend is backend
     assert plan.scans_whole_volumes == backend.capabilities.scans_whole_volumes
     assert plan.ungapped_ahead == backend.capabilities.ungapped_ahead  # every task's
-    assert plan.greedy_ahead == plan.tails_ahead == ahead
+    assert (plan.greedy_ahead, plan.tails_ahead) == (greedy, tails)
 
 
 def test_a_backend_without_a_capability_is_never_asked_for_it():

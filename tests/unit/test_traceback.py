@@ -1,6 +1,7 @@
 """The traceback (gblastn.traceback): edit scripts consistent with coordinates and scores, a
-golden check against blastn, tracebacks whose greedy searches were made ahead (as the GPU
-makes them) equal to those made in place, and a group's split into each task's HSPs."""
+golden check against blastn, tracebacks whose greedy searches or DP alignments were made ahead
+(as the GPU makes them) equal to those made in place, and a group's split into each task's
+HSPs."""
 
 import shutil
 import subprocess
@@ -157,10 +158,10 @@ def tails_on_cpu(hsps, batch, subject, stats, options):
     return out, runs
 
 
-def traced_case(seed: int):
+def traced_case(seed: int, task: str = "megablast"):
     """Six mutated pieces of a 6 kb query (substitutions and indels) apart in a subject, a
     hit at the start of each, extended: (preliminary HSPs, batch, query codes, subject
-    letters, stats, options) for traceback."""
+    letters, stats, options) for traceback, by `task`'s aligner."""
     from golden import mutate, random_dna
 
     from gblastn.gapped import extend_hits
@@ -177,10 +178,12 @@ def traced_case(seed: int):
         parts += [piece, random_dna(rng, 300)]
         at += piece.size + 300
     subject = encode_blastna(np.concatenate(parts).tobytes().decode())
-    options = make_options("megablast", dust="no")
+    options = make_options(task, dust="no")
     batch = build_batch([Query("q", "q", encode_blastna(query.tobytes().decode()),
                                np.zeros(query.size, bool))], options)
-    stats = SimpleNamespace(gapped_cutoff=np.array([30, 30]), gap_xdrop=13, gap_xdrop_final=54,
+    xdrops = (13, 54) if options.greedy else (30, 110)
+    stats = SimpleNamespace(gapped_cutoff=np.array([30, 30]), gap_xdrop=xdrops[0],
+                            gap_xdrop_final=xdrops[1],
                             lambdas=np.array([1.28, 1.28]), log_ks=np.log([0.46, 0.46]),
                             eff_searchsp=np.array([10 ** 9, 10 ** 9]), round_down=False)
     off = int(batch.context_offset[0])
@@ -260,3 +263,100 @@ def test_a_group_splits_into_each_tasks_hsps():
         assert np.array_equal(hsps.evalue, evalue[a:b])
         assert np.array_equal(hsps.bitscore, bitscore[a:b])
         assert np.array_equal(hsps.counts, counts[a:b])
+
+
+def dp_tails_on_cpu(hsps, batch, subject, stats, options, rng):
+    """The DP tracebacks of `hsps` (in score order) made on the CPU, as GpuBackend.dp_tails
+    gives them: a TRACE_FIELDS row and a done flag per HSP, and the runs of all, each
+    alignment's in a place of its own (shuffled, as the device's threads take room)."""
+    from gblastn.dynprog import gapped_start_nucl, traceback_dp
+    from gblastn.hsp import hsp_rows, score_order
+    from gblastn.layouts import RUN_COUNT_SHIFT, TRACE_FIELDS
+
+    rows = hsp_rows(hsps)[score_order(hsps)]
+    out = np.zeros((rows.shape[0], TRACE_FIELDS + 1), dtype=np.int64)
+    scripts = []
+    matrix = score_matrix(options.reward, options.penalty).astype(np.int64)
+    for i, (ctx, qs, qe, ss, se, _, qg, sg) in enumerate(rows.tolist()):
+        base = int(batch.context_offset[ctx])
+        letters = batch.sequence[base:base + int(batch.context_length[ctx])]
+        qg, sg = gapped_start_nucl(letters, subject, qs, qe, ss, se, qg, sg)
+        score, q0, q1, s0, s1, ops, lens, read_start, read_end = traceback_dp(
+            letters, qg, subject, sg, matrix, options.gapopen, options.gapextend,
+            int(stats.gap_xdrop_final))
+        scripts.append((lens.astype(np.uint32) << RUN_COUNT_SHIFT) | ops)
+        out[i, :10] = (qg, sg, score, 0, read_start, read_end, q0, q1, s0, s1)
+        out[i, TRACE_FIELDS] = 1
+    runs, at = [], 0
+    for i in rng.permutation(len(scripts)):
+        out[i, 10:12] = (at, scripts[i].size)
+        runs.append(scripts[i])
+        at += scripts[i].size
+    return rows, out, np.concatenate(runs)
+
+
+@pytest.mark.parametrize("task", ["dc-megablast", "blastn"])
+def test_dp_alignments_made_ahead_give_the_same_traceback(task):
+    """Taking each DP alignment made ahead (its runs gathered from anywhere in the launch's)
+    gives the same HSPs, scripts and counts; alignments not made, or from another start
+    point, are made in place; a wrong one made ahead would be taken."""
+    from gblastn.layouts import TRACE_FIELDS, TRACE_RUNS, TRACE_SCORE, TRACE_START
+    from gblastn.traceback import dp_tails_ahead, traceback_final
+
+    hsps, batch, codes, subject, stats, options = traced_case(4, task)
+    assert len(hsps) >= 4
+    plain = traceback_final(hsps, batch, codes, subject, stats, options)
+    rows, ahead, runs = dp_tails_on_cpu(hsps, batch, subject, stats, options,
+                                        np.random.default_rng(0))
+    [tails] = dp_tails_ahead(rows, ahead, runs, [rows.shape[0]])
+    assert tails.runs.shape == (runs.size, 1) and tails.searches[0, TRACE_RUNS] == 0
+    partly = tails.searches.copy()
+    partly[::2, TRACE_FIELDS] = 0
+    moved = tails.searches.copy()
+    moved[1::2, TRACE_START] += 1
+    for given in (tails.searches, partly, moved):
+        got = traceback_final(hsps, batch, codes, subject, stats, options, ahead=given,
+                              ahead_runs=tails.runs)
+        for name in ("context", "q_start", "q_end", "s_start", "s_end", "score", "op_start",
+                     "ops", "op_len", "evalue", "counts"):
+            assert np.array_equal(getattr(got, name), getattr(plain, name)), name
+    wrong = tails.searches.copy()
+    wrong[:, TRACE_SCORE] += 7
+    got = traceback_final(hsps, batch, codes, subject, stats, options, ahead=wrong,
+                          ahead_runs=tails.runs)
+    assert not np.array_equal(got.score, plain.score)
+
+
+def test_dp_alignments_split_into_each_subjects_own_runs():
+    """dp_tails_ahead: a launch's alignments for many subjects, each subject's runs gathered
+    in its rows' order, counted from its first; alignments not made take no runs."""
+    from gblastn.layouts import TRACE_FIELDS, TRACE_RUNS
+    from gblastn.traceback import dp_tails_ahead
+
+    rng = np.random.default_rng(5)
+    sizes = rng.integers(1, 5, 40)
+    n = int(sizes.sum())
+    counts = rng.integers(1, 9, n)
+    made = rng.random(n) < 0.8
+    scripts = [rng.integers(0, 1 << 20, c).astype(np.uint32) for c in counts]
+    searches = np.zeros((n, TRACE_FIELDS + 1), dtype=np.int64)
+    searches[:, TRACE_FIELDS] = made
+    searches[~made, TRACE_RUNS:TRACE_RUNS + 2] = -1  # whatever the device left there
+    pool, at = [], 0
+    for i in rng.permutation(n):
+        searches[i, TRACE_RUNS:TRACE_RUNS + 2] = (at, counts[i]) if made[i] else (-1, -1)
+        pool.append(scripts[i])
+        at += counts[i]
+    rows = rng.integers(0, 100, (n, 8))
+    ends = np.cumsum(sizes).tolist()
+    split = dp_tails_ahead(rows, searches, np.concatenate(pool), ends)
+    for tails, first, last in zip(split, [0] + ends[:-1], ends):
+        assert np.array_equal(tails.rows, rows[first:last])
+        at = 0
+        for k, i in enumerate(range(first, last)):
+            if not made[i]:
+                continue
+            assert tails.searches[k, TRACE_RUNS] == at
+            assert np.array_equal(tails.runs[at:at + counts[i], 0], scripts[i])
+            at += counts[i]
+        assert tails.runs.shape == (at, 1)
