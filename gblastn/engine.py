@@ -1093,11 +1093,13 @@ class Engine:
         searches again, knowing the best distances, and stops there: most of a search's
         time goes past the alignment's end, confirming that nothing better follows. X-drop
         DP ones (dp_traceback.cu): whole alignments, which the CPU takes where its start
-        point is the device's."""
+        point is the device's; each may read every letter within the traceback's reach
+        (dp_reach) when those are all bases: a final alignment often runs far past its
+        preliminary HSP."""
         from .alphabet import score_matrix
         from .hsp import rows_by_score
         from .layouts import HSP_S_END, HSP_S_START
-        from .traceback import FETCH_MARGIN, TailsAhead, dp_tails_ahead
+        from .traceback import FETCH_MARGIN, TailsAhead, dp_reach, dp_tails_ahead
 
         keyed = [((q, ordinal), hsps) for q, subjects in by_query.items()
                  for ordinal, hsps in subjects.items() if hsps.score.size]
@@ -1112,6 +1114,8 @@ class Engine:
             length = db.lengths[ordinal]
             exact = np.stack([np.maximum(rows[:, HSP_S_START] - FETCH_MARGIN, 0),
                               np.minimum(rows[:, HSP_S_END] + FETCH_MARGIN, length)], axis=1)
+            reach = None if options.greedy else \
+                dp_reach(rows, length, plan.batch.context_length)
             address = np.zeros(rows.shape[0], dtype=np.uint64)
             usable = np.zeros(rows.shape[0], dtype=bool)
             for volume in db.volumes:
@@ -1126,6 +1130,10 @@ class Engine:
                 local = ordinal[mine] - volume.first_ordinal
                 address[mine] = np.uint64(base) + subjects.byte_offset[local].astype(np.uint64)
                 usable[mine] = volume.bases_only(local, exact[mine, 0], exact[mine, 1])
+                if reach is not None:
+                    whole = volume.bases_only(local, reach[mine, 0], reach[mine, 1])
+                    exact[mine] = np.where(whole[:, None], reach[mine], exact[mine])
+                    usable[mine] |= whole
             exact[~usable] = 0  # a window of no letters: the GPU leaves the search to the CPU
             ends = np.cumsum(counts).tolist()
             xdrop = int(plan.stats.gap_xdrop_final)

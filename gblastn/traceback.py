@@ -356,6 +356,19 @@ class TailsAhead:
     runs: np.ndarray
 
 
+def dp_reach(rows: np.ndarray, subject_length: np.ndarray, context_length: np.ndarray) -> np.ndarray:
+    """Every subject letter the DP traceback of each HSP row may read: int64 [n, 2]. The
+    whole subject when it is shorter than MAX_SUBJECT_OFFSET, else AdjustSubjectRange's
+    window: the start point stays on the HSP's stored diagonal, and the window reaches its
+    context's length plus MAX_TOTAL_GAPS from it."""
+    diagonal = rows[:, HSP_S_GAPPED_START] - rows[:, HSP_Q_GAPPED_START]
+    span = context_length[rows[:, HSP_CONTEXT]] + MAX_TOTAL_GAPS
+    short = subject_length < MAX_SUBJECT_OFFSET
+    start = np.where(short, 0, np.maximum(diagonal - MAX_TOTAL_GAPS, 0))
+    end = np.where(short, subject_length, np.minimum(diagonal + span, subject_length))
+    return np.stack([start, np.maximum(end, start)], axis=1).astype(np.int64)
+
+
 def dp_tails_ahead(rows: np.ndarray, searches: np.ndarray, runs: np.ndarray, ends: list) -> list:
     """A launch's DP alignments (GpuBackend.dp_tails: `searches`, a row per HSP row, and the
     launch's runs) as a TailsAhead for each subject, whose rows end at `ends`: each with its

@@ -11,7 +11,7 @@ import pytest
 
 from gblastn.layouts import TABLE_MEGABLAST, kernel_defines
 from gblastn.scan.gpu import diagonals_defines, dp_defines, greedy_defines, kernel_dir, \
-    kernel_source, nvcc_options, variant_defines
+    kernel_source, nvcc_options, trace_defines, variant_defines
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
@@ -20,7 +20,7 @@ MEGABLAST_TABLE = SimpleNamespace(kind=TABLE_MEGABLAST, width=11, word_size=28, 
 # each kernel source with the defines its loader call gives it (besides gblastn.layouts')
 LOADER_DEFINES = {"seeds.cu": variant_defines(MEGABLAST_TABLE), "greedy.cu": greedy_defines(),
                   "dynprog.cu": dp_defines(), "ungapped.cu": {},
-                  "diagonals.cu": diagonals_defines()}
+                  "diagonals.cu": diagonals_defines(), "dp_traceback.cu": trace_defines()}
 
 
 def compile_kernel(source_text: str, options: list, folder) -> subprocess.CompletedProcess:

@@ -360,3 +360,29 @@ def test_dp_alignments_split_into_each_subjects_own_runs():
             assert np.array_equal(tails.runs[at:at + counts[i], 0], scripts[i])
             at += counts[i]
         assert tails.runs.shape == (at, 1)
+
+
+@pytest.mark.parametrize("extra", [0, 100_000])
+def test_dp_reach_holds_every_letter_a_traceback_reads(extra):
+    """dp_reach: the whole of a short subject; in a long one, AdjustSubjectRange's window
+    around the HSP's diagonal, holding every letter its traceback read."""
+    from gblastn.dynprog import MAX_SUBJECT_OFFSET
+    from gblastn.layouts import TRACE_READ
+    from gblastn.traceback import dp_reach
+
+    hsps, batch, _, subject, stats, options = traced_case(6, "dc-megablast")
+    if extra:
+        pad = encode_blastna("A" * extra)
+        subject = np.concatenate([pad, subject])
+        hsps.s_start += extra
+        hsps.s_end += extra
+        hsps.s_gapped_start += extra
+    rows, ahead, _ = dp_tails_on_cpu(hsps, batch, subject, stats, options,
+                                     np.random.default_rng(1))
+    reach = dp_reach(rows, np.full(rows.shape[0], subject.size), batch.context_length)
+    if subject.size < MAX_SUBJECT_OFFSET:
+        assert (reach == [0, subject.size]).all()
+    else:
+        assert (reach[:, 1] - reach[:, 0] < subject.size).all()
+    assert (reach[:, 0] <= ahead[:, TRACE_READ]).all()
+    assert (ahead[:, TRACE_READ + 1] <= reach[:, 1]).all()
