@@ -32,7 +32,8 @@ typedef unsigned long long u64;
     !defined(TRACE_RUNS) || !defined(TRACE_FIELDS) || !defined(OP_SUB) || !defined(OP_DEL) || \
     !defined(OP_INS) || !defined(RUN_COUNT_SHIFT) || !defined(CELL_OP_MASK) || \
     !defined(CELL_EXTEND_GAP_IN_QUERY) || !defined(CELL_EXTEND_GAP_IN_SUBJECT) || \
-    !defined(MININT) || !defined(BLASTNA_LETTERS)
+    !defined(MININT) || !defined(BLASTNA_LETTERS) || !defined(TRACE_NOT_MADE) || \
+    !defined(TRACE_MADE) || !defined(TRACE_NO_ROOM)
 #error "gblastn.layouts' defines are missing: compile with gblastn.scan.gpu.nvcc_options"
 #endif
 
@@ -158,9 +159,10 @@ struct Aligned {
     i64 row0_columns;  // row 0's b_size: its cells 1.. b_size - 1 are gaps
 };
 
-// dynprog.py's align_ex up to the walk back: the cells into the chain. False when the band
-// outgrew the ring or the pool gave out.
-HD bool align_cells(const Direction& d, Subject& s, const int* matrix, int gap_open,
+// dynprog.py's align_ex up to the walk back: the cells into the chain. TRACE_MADE, or
+// TRACE_NOT_MADE when the band outgrew the ring or a block, TRACE_NO_ROOM when the pool gave
+// out.
+HD int align_cells(const Direction& d, Subject& s, const int* matrix, int gap_open,
                     int gap_extend, int x_dropoff, const Pool& pool, Chain& chain,
                     Aligned* out) {
     int band[2 * TRACE_BAND_COLUMNS];
@@ -172,7 +174,7 @@ HD bool align_cells(const Direction& d, Subject& s, const int* matrix, int gap_o
     out->columns_read = 0;
     out->best_row = NO_BLOCK;
     out->row0_columns = 0;
-    if (d.n <= 0 || d.m <= 0) return true;
+    if (d.n <= 0 || d.m <= 0) return TRACE_MADE;
     const i64 extra = gap_extend > 0 ? x_dropoff / gap_extend + 3 : d.n + 3;
 
     // row 0: only gaps, until they fail the X-drop test
@@ -181,7 +183,7 @@ HD bool align_cells(const Direction& d, Subject& s, const int* matrix, int gap_o
     band[1] = -gap_open_extend;
     i64 b_size = 1;
     while (b_size <= d.n && score >= -x_dropoff) {
-        if (b_size >= TRACE_BAND_COLUMNS - 1) return false;
+        if (b_size >= TRACE_BAND_COLUMNS - 1) return TRACE_NOT_MADE;
         band[2 * b_size] = score;
         band[2 * b_size + 1] = score - gap_open_extend;
         score -= gap_extend;
@@ -193,11 +195,14 @@ HD bool align_cells(const Direction& d, Subject& s, const int* matrix, int gap_o
     i64 best_a = 0, best_b = 0, first_b = 0, columns_read = 0, best_row = NO_BLOCK;
     i64 previous = NO_BLOCK;
     for (i64 a = 1; a <= d.m; ++a) {
-        const i64 row = chain_row(pool, chain, (b_size - first_b) + extra + 2);
-        if (row == NO_BLOCK) return false;
+        const i64 room = (b_size - first_b) + extra + 2;
+        if (ROW_HEADER + room + 15 > TRACE_BLOCK_BYTES) return TRACE_NOT_MADE;
+        const i64 row = chain_row(pool, chain, room);
+        if (row == NO_BLOCK) return TRACE_NO_ROOM;
         unsigned char* cells = pool.bytes + row + ROW_HEADER;
         const i64 orig_first = first_b;
-        const int* matrix_row = matrix + BLASTNA_LETTERS * LOAD(d.query + d.row_origin + d.row_step * a);
+        const int* matrix_row =
+            matrix + BLASTNA_LETTERS * LOAD(d.query + d.row_origin + d.row_step * a);
         int cell = MININT;
         int score_gap_row = MININT;
         i64 last_b = first_b;
@@ -272,7 +277,7 @@ HD bool align_cells(const Direction& d, Subject& s, const int* matrix, int gap_o
         } else {
             // the row ended alive: open the band to the right while the row gap survives
             while (score_gap_row >= best_score - x_dropoff && b_size <= d.n) {
-                if (b_size - first_b >= TRACE_BAND_COLUMNS - 1) return false;
+                if (b_size - first_b >= TRACE_BAND_COLUMNS - 1) return TRACE_NOT_MADE;
                 const int u = 2 * (int)(b_size & BAND_MASK);
                 band[u] = score_gap_row;
                 band[u + 1] = score_gap_row - gap_open_extend;
@@ -287,7 +292,7 @@ HD bool align_cells(const Direction& d, Subject& s, const int* matrix, int gap_o
         header->width = (int)((loop_end > b_size ? loop_end : b_size) - orig_first);
         previous = row;
         if (b_size <= d.n) {
-            if (b_size - first_b >= TRACE_BAND_COLUMNS - 1) return false;
+            if (b_size - first_b >= TRACE_BAND_COLUMNS - 1) return TRACE_NOT_MADE;
             const int u = 2 * (int)(b_size & BAND_MASK);
             band[u] = MININT;
             band[u + 1] = MININT;
@@ -299,7 +304,7 @@ HD bool align_cells(const Direction& d, Subject& s, const int* matrix, int gap_o
     out->columns = best_b;
     out->columns_read = columns_read;
     out->best_row = best_row;
-    return true;
+    return TRACE_MADE;
 }
 
 // align_ex's walk back from the best cell, following gap-extension flags while in a gap:
@@ -339,12 +344,14 @@ HD i64 walk_back(const Pool& pool, const Aligned& al, u32* runs, i64 first, int 
             ++length;
             continue;
         }
-        if (op >= 0 && runs) runs[first + step * (count - 1)] = (u32)(length << RUN_COUNT_SHIFT | op);
+        if (op >= 0 && runs)
+            runs[first + step * (count - 1)] = (u32)(length << RUN_COUNT_SHIFT | op);
         op = script;
         length = 1;
         ++count;
     }
-    if (op >= 0 && runs) runs[first + step * (count - 1)] = (u32)(length << RUN_COUNT_SHIFT | op);
+    if (op >= 0 && runs)
+        runs[first + step * (count - 1)] = (u32)(length << RUN_COUNT_SHIFT | op);
     *last_op = op;
     return count;
 }
@@ -423,22 +430,23 @@ struct Runs {
     u64* used;
 };
 
-// HSP i's traceback into row i of found (TRACE_FIELDS values) and its runs; false where the
-// CPU must make it.
-HD bool trace_hsp(const i64* hsp, const unsigned char* volume_query, const i64* context_offset,
+// HSP i's traceback into row i of found (TRACE_FIELDS values) and its runs: TRACE_MADE, or
+// TRACE_NOT_MADE where the CPU must make it, TRACE_NO_ROOM where the memory ran out (a later
+// launch with fewer alignments may make it).
+HD int trace_hsp(const i64* hsp, const unsigned char* volume_query, const i64* context_offset,
                   const i64* context_length, const unsigned char* subject_bases,
                   i64 subject_length, i64 exact_lo, i64 exact_hi, const Scoring& sc,
                   const Pool& pool, Chain& left_chain, Chain& right_chain, const Runs& out,
                   i64* found) {
     const i64 ctx = hsp[HSP_CONTEXT];
     i64 q_gapped = hsp[HSP_Q_GAPPED_START], s_gapped = hsp[HSP_S_GAPPED_START];
-    if ((q_gapped == 0 && s_gapped == 0) || exact_hi <= exact_lo) return false;
+    if ((q_gapped == 0 && s_gapped == 0) || exact_hi <= exact_lo) return TRACE_NOT_MADE;
     const unsigned char* query = volume_query + LOAD(context_offset + ctx);
     const i64 q_length = LOAD(context_length + ctx);
     Subject s = {subject_bases, subject_length, exact_lo, exact_hi, false};
     start_point(query, s, hsp[HSP_Q_START], hsp[HSP_Q_END], hsp[HSP_S_START], hsp[HSP_S_END],
                 &q_gapped, &s_gapped);
-    if (s.spoiled) return false;
+    if (s.spoiled) return TRACE_NOT_MADE;
 
     // AdjustSubjectRange: a long subject is aligned in a window around the start point
     i64 shift = 0, s_off = s_gapped, s_window = subject_length;
@@ -449,23 +457,25 @@ HD bool trace_hsp(const i64* hsp, const unsigned char* volume_query, const i64* 
             shift = s_gapped - max_left;
             s_off = max_left;
         }
-        s_window = (subject_length < s_gapped + max_right ? subject_length : s_gapped + max_right) - shift;
+        const i64 end = s_gapped + max_right;
+        s_window = (subject_length < end ? subject_length : end) - shift;
     }
 
-    if (!chain_rewind(left_chain) || !chain_rewind(right_chain)) return false;
-    const Direction left_d = {query, q_gapped + 1, -1, q_gapped + 1, shift + s_off + 1, -1, s_off + 1};
+    if (!chain_rewind(left_chain) || !chain_rewind(right_chain)) return TRACE_NO_ROOM;
+    const Direction left_d = {query, q_gapped + 1, -1, q_gapped + 1, shift + s_off + 1, -1,
+                              s_off + 1};
     Aligned left, right;
-    if (!align_cells(left_d, s, sc.matrix, sc.gap_open, sc.gap_extend, sc.x_dropoff, pool,
-                     left_chain, &left))
-        return false;
+    int status = align_cells(left_d, s, sc.matrix, sc.gap_open, sc.gap_extend, sc.x_dropoff,
+                             pool, left_chain, &left);
+    if (status != TRACE_MADE) return status;
     i64 q_start = q_gapped - left.rows + 1, s_start = s_off - left.columns + 1, q_end, s_end;
     const bool rightward = q_gapped < q_length && s_off < s_window;
     if (rightward) {
         const Direction right_d = {query, q_gapped, 1, q_length - q_gapped - 1, shift + s_off, 1,
                                    s_window - s_off - 1};
-        if (!align_cells(right_d, s, sc.matrix, sc.gap_open, sc.gap_extend, sc.x_dropoff,
-                         pool, right_chain, &right))
-            return false;
+        status = align_cells(right_d, s, sc.matrix, sc.gap_open, sc.gap_extend, sc.x_dropoff,
+                             pool, right_chain, &right);
+        if (status != TRACE_MADE) return status;
         q_end = q_gapped + right.rows + 1;
         s_end = s_off + right.columns + 1;
     } else {
@@ -476,18 +486,18 @@ HD bool trace_hsp(const i64* hsp, const unsigned char* volume_query, const i64* 
         q_end = q_gapped - 1;
         s_end = s_off - 1;
     }
-    if (s.spoiled) return false;
+    if (s.spoiled) return TRACE_NOT_MADE;
 
     // the left script reads forward as walked; the right one backward. They are joined,
     // the two runs meeting at the start point merged when of one kind.
     int left_last = -1, right_last = -1;
     const i64 n_left = walk_back(pool, left, nullptr, 0, 1, &left_last);
     const i64 n_right = walk_back(pool, right, nullptr, 0, 1, &right_last);
-    if (n_left < 0 || n_right < 0) return false;
+    if (n_left < 0 || n_right < 0) return TRACE_NOT_MADE;
     const int merged = n_left > 0 && n_right > 0 && left_last == right_last;
     const i64 total = n_left + n_right - merged;
     const u64 first = pool_take(out.used, (u64)total);
-    if (first + total > out.size) return false;
+    if (first + total > out.size) return TRACE_NO_ROOM;
     u32* runs = out.runs + first;
     walk_back(pool, left, runs, 0, 1, &left_last);
     if (n_right > 0) {
@@ -530,7 +540,7 @@ HD bool trace_hsp(const i64* hsp, const unsigned char* volume_query, const i64* 
     found[TRACE_EXTENTS + 3] = s_end + shift;
     found[TRACE_RUNS] = (i64)first + head;
     found[TRACE_RUNS + 1] = tail - head;
-    return true;
+    return TRACE_MADE;
 }
 
 // The HSPs' tracebacks: HSP order[k] is taken k-th (the host orders them longest first, so
@@ -551,12 +561,11 @@ HD void trace_next(const Traces& t, int k, const Scoring& sc, const Pool& pool,
                    Chain& left_chain, Chain& right_chain, const Runs& out, i64* found,
                    unsigned char* done) {
     const int i = LOAD(t.order + k);
-    const bool made = trace_hsp(
+    done[i] = (unsigned char)trace_hsp(
         t.rows + (i64)HSP_FIELDS * i, t.query, t.context_offset, t.context_length,
         (const unsigned char*)LOAD(t.subject_address + i), LOAD(t.subject_length + i),
         LOAD(t.exact + 2 * (i64)i), LOAD(t.exact + 2 * (i64)i + 1), sc, pool, left_chain,
         right_chain, out, found + (i64)TRACE_FIELDS * i);
-    done[i] = made ? 1 : 0;
 }
 
 #ifdef __CUDACC__

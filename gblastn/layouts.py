@@ -115,6 +115,11 @@ TRACE_READ = TAIL_READ  # the subject letters read: [start, end)
 TRACE_EXTENTS = 6    # the alignment: query start, query end, subject start, subject end
 TRACE_RUNS = 10      # its edit script: the first run's index in the runs, the count of runs
 TRACE_FIELDS = TAIL_FIELDS
+# the kernel's done flags: the CPU aligns it, made, or left for want of memory (a later launch
+# with fewer alignments may make it; the host turns those left into TRACE_NOT_MADE)
+TRACE_NOT_MADE = 0
+TRACE_MADE = 1
+TRACE_NO_ROOM = 2
 # the device memory a warp keeps a search's rows in, for its walk back (greedy.cu's
 # RowStore): STORE_CELLS cells, then STORE_ROWS row starts and STORE_ROWS lowest diagonals
 STORE_CELLS = 8192

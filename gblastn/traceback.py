@@ -356,7 +356,8 @@ class TailsAhead:
     runs: np.ndarray
 
 
-def dp_reach(rows: np.ndarray, subject_length: np.ndarray, context_length: np.ndarray) -> np.ndarray:
+def dp_reach(rows: np.ndarray, subject_length: np.ndarray,
+             context_length: np.ndarray) -> np.ndarray:
     """Every subject letter the DP traceback of each HSP row may read: int64 [n, 2]. The
     whole subject when it is shorter than MAX_SUBJECT_OFFSET, else AdjustSubjectRange's
     window: the start point stays on the HSP's stored diagonal, and the window reaches its

@@ -38,7 +38,8 @@ from ..errors import GpuUnavailableError, OptionsError
 from ..layouts import CHAIN_CELL_BYTES, GAPPED_AHEAD_FIELDS, GAPPED_FIELDS, HASH_BUCKETS, \
     HASH_LANES, HIT_CHUNK, HIT_FIELDS, HIT_LENGTH, HIT_Q_START, HIT_S_START, HIT_SCORE, \
     HSP_FIELDS, HSP_Q_END, HSP_Q_START, SCRIPT_RUNS, SEED_FIELDS, STORE_WORDS, TABLE_SMALL, \
-    TAIL_FIELDS, TEMPLATES_MAX, TRACE_FIELDS, UNGAPPED_FIELDS, WALK_FIELDS, kernel_defines
+    TAIL_FIELDS, TEMPLATES_MAX, TRACE_FIELDS, TRACE_MADE, TRACE_NO_ROOM, TRACE_NOT_MADE, \
+    UNGAPPED_FIELDS, WALK_FIELDS, kernel_defines
 from ..lookup import LookupTable, kept_letters
 from ..timing import StageTimes
 from ..ungapped import NOTHING_AHEAD, DiagonalPass, InitialHits, UngappedAhead, \
@@ -89,7 +90,8 @@ TRACE_THREADS = 128
 TRACE_BLOCKS_PER_SM = 2
 TRACE_BAND_COLUMNS = 512
 TRACE_BLOCK_BYTES = 8192
-TRACE_POOL_BYTES = 3 << 30
+TRACE_POOL_BYTES = 16 << 30
+TRACE_LAUNCHES = 4  # launches of the alignments left for want of memory, at most
 CU_STREAM_NON_BLOCKING = 1  # a stream that does not wait for the default stream's work
 DP_SCORE_ARGUMENT = 3  # the hits' ungapped scores among dp_hit_arrays'
 # the traceback searches' warps at once, each keeping its rows in STORE_WORDS ints of device
@@ -1177,10 +1179,9 @@ class GpuBackend(Backend):
             pool_bytes = min(TRACE_POOL_BYTES, self.drv.mem_get_info()[0] // 4)
             blocks = self.device.get_attribute(
                 self.drv.device_attribute.MULTIPROCESSOR_COUNT) * TRACE_BLOCKS_PER_SM
-            inputs = [self.upload(a) for a in arrays[:5]]
+            inputs = [self.upload(a) for a in arrays[1:]]
             try:
-                matrix_dev = self.upload(np.ascontiguousarray(matrix, dtype=np.int32))
-                inputs.append(matrix_dev)
+                inputs.append(self.upload(np.ascontiguousarray(matrix, dtype=np.int32)))
                 pool = self.buffer("dp_traces_pool", pool_bytes)
                 counters = self.buffer("dp_traces_counters", 24)  # pool, runs, next HSP
                 self.drv.memset_d32(counters, 0, 6)
@@ -1188,16 +1189,31 @@ class GpuBackend(Backend):
                 found = self.buffer("dp_traces_found", 8 * TRACE_FIELDS * n)
                 done = self.buffer("dp_traces_done", n)
                 self.drv.memset_d8(done, 0, n)
-                context_offset, context_length = (self.upload(a) for a in arrays[5:])
-                inputs += [context_offset, context_length]
-                kernel(np.int32(n), *inputs[:5], context_offset, context_length, letters,
-                       matrix_dev, np.int32(gap_open), np.int32(gap_extend), np.int32(xdrop),
-                       np.int64(MAX_SUBJECT_OFFSET), np.int64(MAX_TOTAL_GAPS), pool,
-                       np.uint64(pool_bytes), counters, runs, np.uint64(runs_size),
-                       np.uintp(int(counters) + 8), np.uintp(int(counters) + 16), found, done,
-                       block=(TRACE_THREADS, 1, 1),
-                       grid=(min(blocks, -(-n // TRACE_THREADS)), 1))
-                out = self._copied_back(found, done, n, TRACE_FIELDS)
+                flags = np.empty(n, dtype=np.uint8)
+
+                def launch(pending: np.ndarray) -> np.ndarray:
+                    order = self.upload(pending)
+                    try:
+                        self.drv.memset_d32(counters, 0, 2)  # an empty pool
+                        self.drv.memset_d32(int(counters) + 16, 0, 2)
+                        kernel(np.int32(pending.size), order, *inputs[:6], letters, inputs[6],
+                               np.int32(gap_open), np.int32(gap_extend), np.int32(xdrop),
+                               np.int64(MAX_SUBJECT_OFFSET), np.int64(MAX_TOTAL_GAPS), pool,
+                               np.uint64(pool_bytes), counters, runs, np.uint64(runs_size),
+                               np.uintp(int(counters) + 8), np.uintp(int(counters) + 16),
+                               found, done, block=(TRACE_THREADS, 1, 1),
+                               grid=(min(blocks, -(-pending.size // TRACE_THREADS)), 1))
+                        self.drv.memcpy_dtoh(flags, done)
+                    finally:
+                        self.free(order)
+                    return flags
+
+                made = launched_until_made(launch, arrays[0])
+                out = np.empty((n, TRACE_FIELDS + 1), dtype=np.int64)
+                out[:, TRACE_FIELDS] = made
+                fields = np.empty((n, TRACE_FIELDS), dtype=np.int64)
+                self.drv.memcpy_dtoh(fields, found)
+                out[:, :TRACE_FIELDS] = fields
                 used = np.zeros(3, dtype=np.uint64)
                 self.drv.memcpy_dtoh(used, counters)
                 runs_back = np.empty(min(int(used[1]), runs_size), dtype=np.uint32)
@@ -1406,6 +1422,24 @@ def dp_trace_arrays(rows, subject_address, subject_length, exact, batch) -> list
             np.ascontiguousarray(exact, dtype=np.int64).reshape(-1, 2),
             np.ascontiguousarray(batch.context_offset, dtype=np.int64),
             np.ascontiguousarray(batch.context_length, dtype=np.int64)]
+
+
+def launched_until_made(launch, order: np.ndarray, launches: int = TRACE_LAUNCHES) -> np.ndarray:
+    """The done flags of dp_traceback.cu's HSPs (TRACE_MADE or TRACE_NOT_MADE): `launch(pending)`
+    runs the kernel over the HSPs `pending` (int32 indices, the longest first) with an
+    empty pool, and returns the flags of all. The first launch's threads each keep the cells
+    of one of the longest alignments at once, which can spend the pool: those left for
+    want of memory go again, fewer at a time, while launches make some, then fall to the
+    CPU."""
+    pending = order
+    for _ in range(launches):
+        flags = launch(pending).copy()
+        left = pending[flags[pending] == TRACE_NO_ROOM]
+        if not left.size or not (flags[pending] == TRACE_MADE).any():
+            break
+        pending = left
+    flags[flags == TRACE_NO_ROOM] = TRACE_NOT_MADE
+    return flags
 
 
 def trace_runs_size(rows: np.ndarray) -> int:

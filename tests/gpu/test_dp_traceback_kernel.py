@@ -17,7 +17,8 @@ from gblastn.layouts import HSP_FIELDS, RUN_COUNT_SHIFT, RUN_OP_MASK, TRACE_EXTE
     TRACE_FIELDS, TRACE_READ, TRACE_RUNS, TRACE_SCORE, TRACE_START
 from gblastn.options import make_options
 from gblastn.query import Query, build_batch
-from gblastn.scan.gpu import dp_trace_arrays, trace_defines, trace_runs_size
+from gblastn.scan.gpu import dp_trace_arrays, launched_until_made, trace_defines, \
+    trace_runs_size
 from test_ungapped_kernel import host_library
 
 KERNEL = Path(gblastn.__file__).parent / "cuda" / "dp_traceback.cu"
@@ -75,7 +76,7 @@ def trace_case(seed: int, subject_extra: int = 0, n: int = 120):
 
 def host_traces(kernel, rows, subject_codes, exact, batch, scoring,
                 pool_bytes: int = 1 << 26, runs_size: int | None = None) -> tuple:
-    """The kernel's tracebacks, as GpuBackend.dp_tails returns them."""
+    """The kernel's tracebacks, as GpuBackend.dp_tails returns them (its launches too)."""
     reward, penalty, gap_open, gap_extend, xdrop = scoring
     packed = pack_2bit(subject_codes)
     n = rows.shape[0]
@@ -88,19 +89,26 @@ def host_traces(kernel, rows, subject_codes, exact, batch, scoring,
     pool = np.zeros(pool_bytes, dtype=np.uint8)
     runs = np.zeros(runs_size, dtype=np.uint32)
     counters = np.zeros(3, dtype=np.uint64)
-    next_hsp = np.zeros(1, dtype=np.int32)
     found = np.full((n, TRACE_FIELDS), -1, dtype=np.int64)
     done = np.zeros(n, dtype=np.uint8)
     pointer = ctypes.c_void_p
-    kernel(ctypes.c_int(n), *(pointer(a.ctypes.data) for a in arrays),
-           pointer(letters.ctypes.data), pointer(matrix.ctypes.data),
-           *(ctypes.c_int(int(c)) for c in (gap_open, gap_extend, xdrop)),
-           ctypes.c_longlong(MAX_SUBJECT_OFFSET), ctypes.c_longlong(MAX_TOTAL_GAPS),
-           pointer(pool.ctypes.data), ctypes.c_ulonglong(pool_bytes),
-           pointer(counters.ctypes.data), pointer(runs.ctypes.data),
-           ctypes.c_ulonglong(runs_size), pointer(counters[1:].ctypes.data),
-           pointer(next_hsp.ctypes.data), pointer(found.ctypes.data), pointer(done.ctypes.data))
-    out = np.concatenate([found, done[:, None].astype(np.int64)], axis=1)
+
+    def launch(pending):
+        counters[0] = counters[2] = 0  # an empty pool, from the first HSP
+        kernel(ctypes.c_int(pending.size), pointer(pending.ctypes.data),
+               *(pointer(a.ctypes.data) for a in arrays[1:]),
+               pointer(letters.ctypes.data), pointer(matrix.ctypes.data),
+               *(ctypes.c_int(int(c)) for c in (gap_open, gap_extend, xdrop)),
+               ctypes.c_longlong(MAX_SUBJECT_OFFSET), ctypes.c_longlong(MAX_TOTAL_GAPS),
+               pointer(pool.ctypes.data), ctypes.c_ulonglong(pool_bytes),
+               pointer(counters.ctypes.data), pointer(runs.ctypes.data),
+               ctypes.c_ulonglong(runs_size), pointer(counters[1:].ctypes.data),
+               pointer(counters[2:].ctypes.data), pointer(found.ctypes.data),
+               pointer(done.ctypes.data))
+        return done
+
+    made = launched_until_made(launch, arrays[0])
+    out = np.concatenate([found, made[:, None].astype(np.int64)], axis=1)
     return out, runs[:min(int(counters[1]), runs_size)]
 
 
@@ -200,3 +208,33 @@ def test_an_hsp_without_a_stored_start_is_left_to_the_cpu(host_kernel):
     found, runs = host_traces(host_kernel(), rows, subject_codes,
                               every_letter(rows, subject_codes), batch, SCORINGS[0])
     assert found[3, TRACE_FIELDS] == 0 and found[:3, TRACE_FIELDS].all()
+
+
+def test_alignments_left_for_want_of_memory_go_again_while_launches_make_some():
+    """launched_until_made: each launch here has memory for three alignments; the others go
+    again, fewer at a time, up to the launches allowed, then fall to the CPU. A launch that
+    makes none ends the tries."""
+    from gblastn.layouts import TRACE_MADE, TRACE_NO_ROOM, TRACE_NOT_MADE
+
+    calls = []
+    flags = np.zeros(20, dtype=np.uint8)
+    flags[[4, 9]] = TRACE_NOT_MADE
+
+    def launch(pending, room=3):
+        calls.append(pending.tolist())
+        for i in pending:
+            if flags[i] == TRACE_NOT_MADE and i in (4, 9):
+                continue
+            flags[i] = TRACE_MADE if room > 0 else TRACE_NO_ROOM
+            room -= flags[i] == TRACE_MADE
+        return flags
+
+    order = np.arange(20, dtype=np.int32)[::-1].copy()
+    made = launched_until_made(launch, order, launches=4)
+    assert len(calls) == 4 and calls[1] == [i for i in calls[0][3:] if i not in (4, 9)]
+    assert len(calls[3]) == len(calls[2]) - 3
+    assert (made == TRACE_MADE).sum() == 12 and not (made == TRACE_NO_ROOM).any()
+    calls.clear()
+    flags[:] = 0
+    made = launched_until_made(lambda pending: launch(pending, room=0), order)
+    assert len(calls) == 1 and (made == TRACE_NOT_MADE).all()
