@@ -5,7 +5,9 @@
 // joined and its end gaps dropped); the two must stay in step. The CPU's traceback takes the
 // result where its own start point is the same (gblastn.traceback); an HSP the device could not
 // align (its letters not all bases, its band wider than the ring, the memory for its cells
-// spent) is aligned there.
+// spent) is aligned there, and so is one of more cells than the host's budget: a thread steps
+// through its cells far slower than a CPU core does, and a launch lasts as long as its
+// longest alignment.
 //
 // ALIGN_EX keeps a byte per cell of every row it computes, for the walk back from the best
 // cell. Here a row's bytes lie in a chain of blocks taken from one pool (a thread reuses its
@@ -160,11 +162,11 @@ struct Aligned {
 };
 
 // dynprog.py's align_ex up to the walk back: the cells into the chain. TRACE_MADE, or
-// TRACE_NOT_MADE when the band outgrew the ring or a block, TRACE_NO_ROOM when the pool gave
-// out.
+// TRACE_NOT_MADE when the band outgrew the ring or a block, or the cells counted down in
+// *budget ran out, TRACE_NO_ROOM when the pool gave out.
 HD int align_cells(const Direction& d, Subject& s, const int* matrix, int gap_open,
-                    int gap_extend, int x_dropoff, const Pool& pool, Chain& chain,
-                    Aligned* out) {
+                   int gap_extend, int x_dropoff, const Pool& pool, Chain& chain, i64* budget,
+                   Aligned* out) {
     int band[2 * TRACE_BAND_COLUMNS];
     const int gap_open_extend = gap_open + gap_extend;
     if (x_dropoff < gap_open_extend) x_dropoff = gap_open_extend;
@@ -195,6 +197,8 @@ HD int align_cells(const Direction& d, Subject& s, const int* matrix, int gap_op
     i64 best_a = 0, best_b = 0, first_b = 0, columns_read = 0, best_row = NO_BLOCK;
     i64 previous = NO_BLOCK;
     for (i64 a = 1; a <= d.m; ++a) {
+        *budget -= b_size - first_b;
+        if (*budget < 0) return TRACE_NOT_MADE;
         const i64 room = (b_size - first_b) + extra + 2;
         if (ROW_HEADER + room + 15 > TRACE_BLOCK_BYTES) return TRACE_NOT_MADE;
         const i64 row = chain_row(pool, chain, room);
@@ -422,6 +426,7 @@ struct Scoring {
     const int* matrix;
     int gap_open, gap_extend, x_dropoff;
     i64 max_subject_offset, max_total_gaps;
+    i64 cell_budget;  // the cells an alignment may compute on the device (a thread is slow)
 };
 
 struct Runs {
@@ -465,8 +470,9 @@ HD int trace_hsp(const i64* hsp, const unsigned char* volume_query, const i64* c
     const Direction left_d = {query, q_gapped + 1, -1, q_gapped + 1, shift + s_off + 1, -1,
                               s_off + 1};
     Aligned left, right;
+    i64 budget = sc.cell_budget;
     int status = align_cells(left_d, s, sc.matrix, sc.gap_open, sc.gap_extend, sc.x_dropoff,
-                             pool, left_chain, &left);
+                             pool, left_chain, &budget, &left);
     if (status != TRACE_MADE) return status;
     i64 q_start = q_gapped - left.rows + 1, s_start = s_off - left.columns + 1, q_end, s_end;
     const bool rightward = q_gapped < q_length && s_off < s_window;
@@ -474,7 +480,7 @@ HD int trace_hsp(const i64* hsp, const unsigned char* volume_query, const i64* c
         const Direction right_d = {query, q_gapped, 1, q_length - q_gapped - 1, shift + s_off, 1,
                                    s_window - s_off - 1};
         status = align_cells(right_d, s, sc.matrix, sc.gap_open, sc.gap_extend, sc.x_dropoff,
-                             pool, right_chain, &right);
+                             pool, right_chain, &budget, &right);
         if (status != TRACE_MADE) return status;
         q_end = q_gapped + right.rows + 1;
         s_end = s_off + right.columns + 1;
@@ -575,7 +581,7 @@ extern "C" __global__ void dp_traces(
         const i64* subject_length, const i64* exact, const i64* context_offset,
         const i64* context_length, const unsigned char* query, const int* matrix, int gap_open,
         int gap_extend, int x_dropoff, i64 max_subject_offset, i64 max_total_gaps,
-        unsigned char* pool_bytes, u64 pool_size, u64* pool_used, u32* runs, u64 runs_size,
+        i64 cell_budget, unsigned char* pool_bytes, u64 pool_size, u64* pool_used, u32* runs, u64 runs_size,
         u64* runs_used, int* next, i64* found, unsigned char* done) {
     __shared__ int shared_matrix[BLASTNA_LETTERS * BLASTNA_LETTERS];
     for (int k = threadIdx.x; k < BLASTNA_LETTERS * BLASTNA_LETTERS; k += blockDim.x)
@@ -584,7 +590,7 @@ extern "C" __global__ void dp_traces(
     const Traces t = {n, order, rows, subject_address, subject_length, exact, context_offset,
                       context_length, query};
     const Scoring sc = {shared_matrix, gap_open, gap_extend, x_dropoff, max_subject_offset,
-                        max_total_gaps};
+                        max_total_gaps, cell_budget};
     const Pool pool = {pool_bytes, pool_size, pool_used};
     const Runs out = {runs, runs_size, runs_used};
     Chain left_chain = new_chain(pool), right_chain = new_chain(pool);
@@ -599,12 +605,12 @@ extern "C" void dp_traces_host(
         const i64* subject_length, const i64* exact, const i64* context_offset,
         const i64* context_length, const unsigned char* query, const int* matrix, int gap_open,
         int gap_extend, int x_dropoff, i64 max_subject_offset, i64 max_total_gaps,
-        unsigned char* pool_bytes, u64 pool_size, u64* pool_used, u32* runs, u64 runs_size,
+        i64 cell_budget, unsigned char* pool_bytes, u64 pool_size, u64* pool_used, u32* runs, u64 runs_size,
         u64* runs_used, int* next, i64* found, unsigned char* done) {
     const Traces t = {n, order, rows, subject_address, subject_length, exact, context_offset,
                       context_length, query};
     const Scoring sc = {matrix, gap_open, gap_extend, x_dropoff, max_subject_offset,
-                        max_total_gaps};
+                        max_total_gaps, cell_budget};
     const Pool pool = {pool_bytes, pool_size, pool_used};
     const Runs out = {runs, runs_size, runs_used};
     Chain left_chain = new_chain(pool), right_chain = new_chain(pool);

@@ -92,6 +92,10 @@ TRACE_BAND_COLUMNS = 512
 TRACE_BLOCK_BYTES = 8192
 TRACE_POOL_BYTES = 16 << 30
 TRACE_LAUNCHES = 4  # launches of the alignments left for want of memory, at most
+# Cells a DP traceback computes on the GPU before it is left to the CPU: a thread's cells
+# take about 100 times a CPU core's time, and a launch lasts as long as its longest
+# alignment (docs/perf/dc-megablast.md)
+TRACE_CELL_BUDGET = 1 << 19
 CU_STREAM_NON_BLOCKING = 1  # a stream that does not wait for the default stream's work
 DP_SCORE_ARGUMENT = 3  # the hits' ungapped scores among dp_hit_arrays'
 # the traceback searches' warps at once, each keeping its rows in STORE_WORDS ints of device
@@ -1159,15 +1163,19 @@ class GpuBackend(Backend):
 
     def dp_tails(self, rows: np.ndarray, subject_address: np.ndarray,
                  subject_length: np.ndarray, exact: np.ndarray, batch, matrix: np.ndarray,
-                 gap_open: int, gap_extend: int, xdrop: int) -> tuple:
+                 gap_open: int, gap_extend: int, xdrop: int,
+                 budget: int = TRACE_CELL_BUDGET) -> tuple:
         """The X-drop DP tracebacks (dynprog.traceback_dp from gapped_start_nucl's start
         point) of HSPs (rows of hsp.hsp_rows) in resident subjects (device addresses of their
         packed letters; their letters exact[i, 0]:exact[i, 1] are all bases). Returns int64
         [n, TRACE_FIELDS + 1], each alignment's start point, score, letters read, extents
         and edit runs, and 1 where it was made (0: the CPU aligns it); and the edit runs,
-        uint32 (count << RUN_COUNT_SHIFT | op). xdrop: the raw final X-drop."""
+        uint32 (count << RUN_COUNT_SHIFT | op). xdrop: the raw final X-drop. An alignment
+        of more than `budget` cells, or one its HSP's length says will be, is left to the
+        CPU (trace_cells)."""
         from ..dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS
 
+        exact = np.where((trace_cells(rows, xdrop, gap_extend) > budget)[:, None], 0, exact)
         arrays = dp_trace_arrays(rows, subject_address, subject_length, exact, batch)
         n = int(arrays[1].shape[0])
         if n == 0:
@@ -1198,7 +1206,8 @@ class GpuBackend(Backend):
                         self.drv.memset_d32(int(counters) + 16, 0, 2)
                         kernel(np.int32(pending.size), order, *inputs[:6], letters, inputs[6],
                                np.int32(gap_open), np.int32(gap_extend), np.int32(xdrop),
-                               np.int64(MAX_SUBJECT_OFFSET), np.int64(MAX_TOTAL_GAPS), pool,
+                               np.int64(MAX_SUBJECT_OFFSET), np.int64(MAX_TOTAL_GAPS),
+                               np.int64(budget), pool,
                                np.uint64(pool_bytes), counters, runs, np.uint64(runs_size),
                                np.uintp(int(counters) + 8), np.uintp(int(counters) + 16),
                                found, done, block=(TRACE_THREADS, 1, 1),
@@ -1440,6 +1449,12 @@ def launched_until_made(launch, order: np.ndarray, launches: int = TRACE_LAUNCHE
         pending = left
     flags[flags == TRACE_NO_ROOM] = TRACE_NOT_MADE
     return flags
+
+
+def trace_cells(rows: np.ndarray, xdrop: int, gap_extend: int) -> np.ndarray:
+    """At least how many cells each HSP's DP traceback computes: a row per query letter of
+    its preliminary extent, each at least as wide as a gap the X-drop lets run."""
+    return (rows[:, HSP_Q_END] - rows[:, HSP_Q_START]) * (xdrop // max(gap_extend, 1))
 
 
 def trace_runs_size(rows: np.ndarray) -> int:

@@ -75,7 +75,8 @@ def trace_case(seed: int, subject_extra: int = 0, n: int = 120):
 
 
 def host_traces(kernel, rows, subject_codes, exact, batch, scoring,
-                pool_bytes: int = 1 << 26, runs_size: int | None = None) -> tuple:
+                pool_bytes: int = 1 << 26, runs_size: int | None = None,
+                budget: int = 1 << 40) -> tuple:
     """The kernel's tracebacks, as GpuBackend.dp_tails returns them (its launches too)."""
     reward, penalty, gap_open, gap_extend, xdrop = scoring
     packed = pack_2bit(subject_codes)
@@ -100,7 +101,8 @@ def host_traces(kernel, rows, subject_codes, exact, batch, scoring,
                pointer(letters.ctypes.data), pointer(matrix.ctypes.data),
                *(ctypes.c_int(int(c)) for c in (gap_open, gap_extend, xdrop)),
                ctypes.c_longlong(MAX_SUBJECT_OFFSET), ctypes.c_longlong(MAX_TOTAL_GAPS),
-               pointer(pool.ctypes.data), ctypes.c_ulonglong(pool_bytes),
+               ctypes.c_longlong(budget), pointer(pool.ctypes.data),
+               ctypes.c_ulonglong(pool_bytes),
                pointer(counters.ctypes.data), pointer(runs.ctypes.data),
                ctypes.c_ulonglong(runs_size), pointer(counters[1:].ctypes.data),
                pointer(counters[2:].ctypes.data), pointer(found.ctypes.data),
@@ -186,18 +188,19 @@ def test_letters_not_vouched_for_leave_the_alignment_to_the_cpu(host_kernel):
             assert read_start >= row[TRACE_READ] and read_end <= row[TRACE_READ + 1]
 
 
-@pytest.mark.parametrize("columns, pool_bytes, runs_size, some_made", [
-    (64, 1 << 26, None, False),      # a ring narrower than the X-drop's bands
-    (512, 2 * 8192, None, False),    # a block for each direction, none to grow into
-    (512, 1 << 26, 300, True),       # room for the first few scripts
+@pytest.mark.parametrize("columns, pool_bytes, runs_size, budget, some_made", [
+    (64, 1 << 26, None, 1 << 40, False),    # a ring narrower than the X-drop's bands
+    (512, 2 * 8192, None, 1 << 40, False),  # a block for each direction, none to grow into
+    (512, 1 << 26, 300, 1 << 40, True),     # room for the first few scripts
+    (512, 1 << 26, None, 40_000, True),     # cells for the shorter alignments only
 ])
 def test_what_does_not_fit_is_left_to_the_cpu(host_kernel, columns, pool_bytes, runs_size,
-                                              some_made):
+                                              budget, some_made):
     scoring = SCORINGS[0]
     rows, subject_codes, batch = trace_case(5)
     found, runs = host_traces(host_kernel(columns), rows, subject_codes,
                               every_letter(rows, subject_codes), batch, scoring, pool_bytes,
-                              runs_size)
+                              runs_size, budget)
     made = assert_made_equal(found, runs, on_cpu(rows, subject_codes, batch, scoring))
     assert made < rows.shape[0] and (made > 0) == some_made
 

@@ -560,13 +560,16 @@ def test_dp_tails_are_the_cpu_tracebacks(gpu, seed, scoring):
     n = rows.shape[0]
     reward, penalty, gap_open, gap_extend, xdrop = scoring
 
-    def on_gpu(exact):
+    def on_gpu(exact, **budget):
         return gpu.dp_tails(rows, np.full(n, gpu.resident_address(subjects), dtype=np.uint64),
                             np.full(n, subject.size), exact, batch,
-                            score_matrix(reward, penalty), gap_open, gap_extend, xdrop)
+                            score_matrix(reward, penalty), gap_open, gap_extend, xdrop, **budget)
 
     got, runs = on_gpu(every_letter(rows, subject))
     assert assert_made_equal(got, runs, want) == n
+    for budget in (20_000, 60_000):  # the alignments of fewer cells only
+        cut, cut_runs = on_gpu(every_letter(rows, subject), budget=budget)
+        assert 0 < assert_made_equal(cut, cut_runs, want) < n
     narrow = np.stack([rows[:, 3] - 20, rows[:, 4] + 20], axis=1)
     cut, cut_runs = on_gpu(narrow)
     made = assert_made_equal(cut, cut_runs, want)
