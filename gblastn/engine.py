@@ -1577,13 +1577,17 @@ class TraceTask:
 
 
 TASK_FIXED_WORK = 1000  # a task's work beyond its HSPs' query letters
+# A letter a DP traceback aligns on the CPU counts this many times one whose alignment was
+# made ahead on the GPU (the CPU only tidies and counts it): the threads' shares stay even
+UNMADE_DP_WEIGHT = 20
 
 
 def trace_tasks(prelim: PrelimHits, options: SearchOptions, query_lengths: list) -> list:
     """The TraceTasks of a batch: each query's best prelim_hitlist_size subjects, the most
     work first, so that long tracebacks start first rather than one started last deciding
     when the batch ends. A task's work is the query letters its HSPs align plus a share for
-    the fixed costs, reckoned for all tasks at once. With culling or the best-hit filter,
+    the fixed costs, reckoned for all tasks at once (a DP alignment left to the CPU weighs
+    UNMADE_DP_WEIGHT times one made ahead on the GPU). With culling or the best-hit filter,
     the preliminary HSPs go through it first (query_lengths: the batch's queries'
     letters); culling keeps every subject with HSPs left, as blastn's culling writer."""
     from .hspfilters import has_query_filter, prelim_filtered
@@ -1601,9 +1605,28 @@ def trace_tasks(prelim: PrelimHits, options: SearchOptions, query_lengths: list)
     aligned = np.concatenate([hsps.q_end for _, _, hsps in picked]).astype(np.int64) - \
         np.concatenate([hsps.q_start for _, _, hsps in picked])
     work = np.add.reduceat(aligned, np.cumsum(sizes) - sizes) + TASK_FIXED_WORK
+    tails = [prelim.tails.get(key[:2]) for key in picked]
+    if not options.greedy:
+        work += (UNMADE_DP_WEIGHT - 1) * (work - TASK_FIXED_WORK - _letters_made_ahead(tails))
     works = work.tolist()
-    return [TraceTask(*picked[i], works[i], prelim.tails.get(picked[i][:2]))
+    return [TraceTask(*picked[i], works[i], tails[i])
             for i in np.argsort(-work, kind="stable").tolist()]
+
+
+def _letters_made_ahead(tails: list) -> np.ndarray:
+    """Each task's query letters whose DP alignments were made ahead (its TailsAhead's made
+    rows; none without one)."""
+    from .layouts import HSP_Q_END, HSP_Q_START, TRACE_FIELDS
+
+    made = np.zeros(len(tails), dtype=np.int64)
+    have = [i for i, t in enumerate(tails) if t is not None and len(t.rows)]
+    if have:
+        rows = np.concatenate([tails[i].rows for i in have])
+        flags = np.concatenate([tails[i].searches[:, TRACE_FIELDS] for i in have]) != 0
+        letters = np.where(flags, rows[:, HSP_Q_END] - rows[:, HSP_Q_START], 0)
+        sizes = np.array([len(tails[i].rows) for i in have])
+        made[have] = np.add.reduceat(letters, np.cumsum(sizes) - sizes)
+    return made
 
 
 TRACE_GROUP_TASKS = 16  # traceback tasks in one compiled call, at most

@@ -386,3 +386,31 @@ def test_dp_reach_holds_every_letter_a_traceback_reads(extra):
         assert (reach[:, 1] - reach[:, 0] < subject.size).all()
     assert (reach[:, 0] <= ahead[:, TRACE_READ]).all()
     assert (ahead[:, TRACE_READ + 1] <= reach[:, 1]).all()
+
+
+def test_a_dp_alignment_left_to_the_cpu_weighs_more_than_one_made_ahead():
+    """trace_tasks: of two subjects with HSPs of the same letters, the one whose DP alignments
+    the GPU made comes after the one left to the CPU, its work UNMADE_DP_WEIGHT times less
+    (apart from the fixed share); without DP tails the letters alone count."""
+    from gblastn.engine import TASK_FIXED_WORK, UNMADE_DP_WEIGHT, PrelimHits, trace_tasks
+    from gblastn.hsp import hsp_rows, hsps_from_rows
+    from gblastn.layouts import TRACE_FIELDS
+    from gblastn.traceback import TailsAhead
+
+    rows = np.zeros((2, 8), dtype=np.int64)
+    rows[:, 2] = [300, 200]  # query ends: 500 letters in all
+    rows[:, 5] = [90, 80]
+    prelim = PrelimHits()
+    for ordinal in (1, 2):
+        hsps = hsps_from_rows(rows.copy())
+        hsps.evalue = np.array([1e-30, 1e-20])
+        prelim.add(0, ordinal, hsps)
+    searches = np.zeros((2, TRACE_FIELDS + 1), dtype=np.int64)
+    searches[:, TRACE_FIELDS] = 1
+    prelim.tails[0, 2] = TailsAhead(hsp_rows(prelim.by_query[0][2]), searches, None)
+    tasks = trace_tasks(prelim, make_options("dc-megablast"), [1000])
+    assert [task.ordinal for task in tasks] == [1, 2]
+    assert tasks[0].work - TASK_FIXED_WORK == UNMADE_DP_WEIGHT * (tasks[1].work - TASK_FIXED_WORK)
+    assert tasks[1].tails is prelim.tails[0, 2] and tasks[0].tails is None
+    greedy = trace_tasks(prelim, make_options("megablast"), [1000])
+    assert greedy[0].work == greedy[1].work == 500 + TASK_FIXED_WORK
