@@ -567,7 +567,7 @@ def test_dp_tails_are_the_cpu_tracebacks(gpu, seed, scoring):
 
     got, runs = on_gpu(every_letter(rows, subject))
     assert assert_made_equal(got, runs, want) == n
-    for budget in (20_000, 60_000):  # the alignments of fewer cells only
+    for budget in (40_000, 60_000):  # the alignments of fewer cells only
         cut, cut_runs = on_gpu(every_letter(rows, subject), budget=budget)
         assert 0 < assert_made_equal(cut, cut_runs, want) < n
     narrow = np.stack([rows[:, 3] - 20, rows[:, 4] + 20], axis=1)
