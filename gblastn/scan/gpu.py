@@ -25,6 +25,7 @@ import re
 import shutil
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -1181,59 +1182,81 @@ class GpuBackend(Backend):
         if n == 0:
             return np.zeros((0, TRACE_FIELDS + 1), dtype=np.int64), np.zeros(0, dtype=np.uint32)
         runs_size = trace_runs_size(arrays[1])
-        with self.held("gpu tails"):
-            letters = self.resident_query_letters(batch)
-            kernel = self.module(trace_defines(), "dp_traceback.cu").get_function("dp_traces")
-            pool_bytes = min(TRACE_POOL_BYTES, self.drv.mem_get_info()[0] // 4)
-            blocks = self.device.get_attribute(
-                self.drv.device_attribute.MULTIPROCESSOR_COUNT) * TRACE_BLOCKS_PER_SM
-            inputs = [self.upload(a) for a in arrays[1:]]
+        with self.dp_lock:
+            inputs = []
             try:
-                inputs.append(self.upload(np.ascontiguousarray(matrix, dtype=np.int32)))
-                pool = self.buffer("dp_traces_pool", pool_bytes)
-                counters = self.buffer("dp_traces_counters", 24)  # pool, runs, next HSP
-                self.drv.memset_d32(counters, 0, 6)
-                runs = self.buffer("dp_traces_runs", 4 * runs_size)
-                found = self.buffer("dp_traces_found", 8 * TRACE_FIELDS * n)
-                done = self.buffer("dp_traces_done", n)
-                self.drv.memset_d8(done, 0, n)
-                flags = np.empty(n, dtype=np.uint8)
-
-                def launch(pending: np.ndarray) -> np.ndarray:
-                    order = self.upload(pending)
-                    try:
-                        self.drv.memset_d32(counters, 0, 2)  # an empty pool
-                        self.drv.memset_d32(int(counters) + 16, 0, 2)
-                        kernel(np.int32(pending.size), order, *inputs[:6], letters, inputs[6],
-                               np.int32(gap_open), np.int32(gap_extend), np.int32(xdrop),
-                               np.int64(MAX_SUBJECT_OFFSET), np.int64(MAX_TOTAL_GAPS),
-                               np.int64(budget), pool,
-                               np.uint64(pool_bytes), counters, runs, np.uint64(runs_size),
-                               np.uintp(int(counters) + 8), np.uintp(int(counters) + 16),
-                               found, done, block=(TRACE_THREADS, 1, 1),
-                               grid=(min(blocks, -(-pending.size // TRACE_THREADS)), 1))
-                        self.drv.memcpy_dtoh(flags, done)
-                    finally:
-                        self.free(order)
-                    return flags
-
-                made = launched_until_made(launch, arrays[0])
-                out = np.empty((n, TRACE_FIELDS + 1), dtype=np.int64)
-                out[:, TRACE_FIELDS] = made
-                fields = np.empty((n, TRACE_FIELDS), dtype=np.int64)
-                self.drv.memcpy_dtoh(fields, found)
-                out[:, :TRACE_FIELDS] = fields
-                used = np.zeros(3, dtype=np.uint64)
-                self.drv.memcpy_dtoh(used, counters)
-                runs_back = np.empty(min(int(used[1]), runs_size), dtype=np.uint32)
-                if runs_back.size:
-                    self.drv.memcpy_dtoh(runs_back, runs)
+                with self.held("gpu tails"):
+                    inputs += [self.upload(a) for a in arrays[1:]]
+                    inputs.append(self.upload(np.ascontiguousarray(matrix, dtype=np.int32)))
+                    letters = self.resident_query_letters(batch)
+                    pool_bytes = min(TRACE_POOL_BYTES, self.drv.mem_get_info()[0] // 4)
+                    buffers = TraceBuffers(self.buffer("dp_traces_pool", pool_bytes), pool_bytes,
+                                           self.buffer("dp_traces_counters", 24),
+                                           self.buffer("dp_traces_runs", 4 * runs_size),
+                                           runs_size,
+                                           self.buffer("dp_traces_found", 8 * TRACE_FIELDS * n),
+                                           self.buffer("dp_traces_done", n), n)
+                    self.drv.memset_d32(buffers.counters, 0, 6)
+                    self.drv.memset_d8(buffers.done, 0, n)
+                arguments = (*inputs[:6], letters, inputs[6], np.int32(gap_open),
+                             np.int32(gap_extend), np.int32(xdrop),
+                             np.int64(MAX_SUBJECT_OFFSET), np.int64(MAX_TOTAL_GAPS),
+                             np.int64(budget))
+                made = launched_until_made(
+                    lambda pending: self._trace_launch(pending, arguments, buffers, inputs),
+                    arrays[0])
+                with self.held("gpu tails"):
+                    out, runs_back = self._traces_back(buffers, n, made)
             finally:
-                for alloc in inputs:
-                    self.free(alloc)
+                self._dp_ended(inputs)
         self.times.count("gpu dp tracebacks", n)
         self.times.count("gpu dp tracebacks made", int(out[:, TRACE_FIELDS].sum()))
         return out, runs_back
+
+    def _trace_launch(self, pending: np.ndarray, arguments: tuple, buffers: "TraceBuffers",
+                      inputs: list) -> np.ndarray:
+        """One launch of dp_traceback.cu's kernel over the HSPs `pending`, with an empty pool,
+        on the DP's stream: the device is let go while it runs, so that the next batch's
+        scans go on beside it. Returns the done flags of all HSPs."""
+        b = buffers
+        with self.held("gpu tails"):
+            kernel = self.module(trace_defines(), "dp_traceback.cu").get_function("dp_traces")
+            blocks = self.device.get_attribute(
+                self.drv.device_attribute.MULTIPROCESSOR_COUNT) * TRACE_BLOCKS_PER_SM
+            order = self.upload(pending)
+            inputs.append(order)  # freed once no launch may read it (_dp_ended)
+            self.drv.memset_d32(b.counters, 0, 2)  # an empty pool
+            self.drv.memset_d32(int(b.counters) + 16, 0, 2)  # from the first HSP
+            stream, queued, ran = self._dp_stream()
+            queued.record()  # after the uploads and the counters, on the default stream
+            stream.wait_for_event(queued)
+            kernel(np.int32(pending.size), order, *arguments, b.pool, np.uint64(b.pool_bytes),
+                   b.counters, b.runs, np.uint64(b.runs_size), np.uintp(int(b.counters) + 8),
+                   np.uintp(int(b.counters) + 16), b.found, b.done,
+                   block=(TRACE_THREADS, 1, 1),
+                   grid=(min(blocks, -(-pending.size // TRACE_THREADS)), 1), stream=stream)
+            ran.record(stream)
+            self.dp_running = True
+        self._wait_for(ran)
+        with self.held("gpu tails"):
+            flags = np.empty(b.hsps, dtype=np.uint8)
+            self.drv.memcpy_dtoh(flags, b.done)
+            self.times.add("gpu tails kernel", ran.time_since(queued) / 1000)
+        return flags
+
+    def _traces_back(self, b: "TraceBuffers", n: int, made: np.ndarray) -> tuple:
+        """The launches' alignments (made: their done flags) and edit runs, copied back."""
+        out = np.empty((n, TRACE_FIELDS + 1), dtype=np.int64)
+        fields = np.empty((n, TRACE_FIELDS), dtype=np.int64)
+        self.drv.memcpy_dtoh(fields, b.found)
+        out[:, :TRACE_FIELDS] = fields
+        out[:, TRACE_FIELDS] = made
+        used = np.zeros(3, dtype=np.uint64)
+        self.drv.memcpy_dtoh(used, b.counters)
+        runs = np.empty(min(int(used[1]), b.runs_size), dtype=np.uint32)
+        if runs.size:
+            self.drv.memcpy_dtoh(runs, b.runs)
+        return out, runs
 
     def _greedy_tails(self, rows, subject_address, subject_length, exact, batch, xdrop,
                       reward, penalty, row_cells, max_distance, edit_runs) -> tuple:
@@ -1431,6 +1454,22 @@ def dp_trace_arrays(rows, subject_address, subject_length, exact, batch) -> list
             np.ascontiguousarray(exact, dtype=np.int64).reshape(-1, 2),
             np.ascontiguousarray(batch.context_offset, dtype=np.int64),
             np.ascontiguousarray(batch.context_length, dtype=np.int64)]
+
+
+@dataclass(frozen=True)
+class TraceBuffers:
+    """dp_traceback.cu's device buffers for one call of dp_tails: the cells' pool, the
+    counters (the pool's bytes taken, the runs taken, the next HSP), the runs, and a row of
+    found values and a done flag for each of its HSPs."""
+
+    pool: object
+    pool_bytes: int
+    counters: object
+    runs: object
+    runs_size: int
+    found: object
+    done: object
+    hsps: int
 
 
 def launched_until_made(launch, order: np.ndarray, launches: int = TRACE_LAUNCHES) -> np.ndarray:
