@@ -1095,10 +1095,13 @@ class Engine:
         DP ones (dp_traceback.cu): whole alignments, which the CPU takes where its start
         point is the device's; each may read every letter within the traceback's reach
         (dp_reach) when those are all bases: a final alignment often runs far past its
-        preliminary HSP."""
+        preliminary HSP. Only for a batch whose DP tracebacks would keep the CPU's threads
+        busy for a while (TAILS_MIN_CELLS_PER_THREAD): a smaller batch's are done beside the
+        next batch's scans, and a launch would only hold them up."""
         from .alphabet import score_matrix
         from .hsp import rows_by_score
         from .layouts import HSP_S_END, HSP_S_START
+        from .scan.gpu import trace_cells
         from .traceback import FETCH_MARGIN, TailsAhead, dp_reach, dp_tails_ahead
 
         keyed = [((q, ordinal), hsps) for q, subjects in by_query.items()
@@ -1138,6 +1141,9 @@ class Engine:
             ends = np.cumsum(counts).tolist()
             xdrop = int(plan.stats.gap_xdrop_final)
             if not options.greedy:
+                if trace_cells(rows, xdrop, int(options.gapextend)).sum() < \
+                        TAILS_MIN_CELLS_PER_THREAD * options.num_threads:
+                    return {}
                 ahead, runs = backend.dp_tails(
                     rows, address, length, exact, plan.batch,
                     score_matrix(options.reward, options.penalty), int(options.gapopen),
@@ -1577,6 +1583,11 @@ class TraceTask:
 
 
 TASK_FIXED_WORK = 1000  # a task's work beyond its HSPs' query letters
+# The DP cells (at least, scan.gpu.trace_cells) a batch's tracebacks must compute per thread
+# for the GPU to make them ahead: about 0.25 s of a CPU thread, a launch's time. -task blastn's
+# passes over the database (about 1.5 thread-seconds of tracebacks each on synth 1G's
+# q_medium) were slower with them, dc-megablast's large batch (50) faster (docs/perf)
+TAILS_MIN_CELLS_PER_THREAD = 50_000_000
 # A letter a DP traceback aligns on the CPU counts this many times one whose alignment was
 # made ahead on the GPU (the CPU only tidies and counts it): the threads' shares stay even
 UNMADE_DP_WEIGHT = 20

@@ -77,41 +77,15 @@ def trace_case(seed: int, subject_extra: int = 0, n: int = 120):
 def host_traces(kernel, rows, subject_codes, exact, batch, scoring,
                 pool_bytes: int = 1 << 26, runs_size: int | None = None,
                 budget: int = 1 << 40) -> tuple:
-    """The kernel's tracebacks, as GpuBackend.dp_tails returns them (its launches too)."""
-    reward, penalty, gap_open, gap_extend, xdrop = scoring
+    """The kernel's tracebacks of HSP rows in one subject, as GpuBackend.dp_tails returns
+    them (its launches too)."""
     packed = pack_2bit(subject_codes)
     n = rows.shape[0]
     address = np.full(n, packed.ctypes.data, dtype=np.uint64)
     length = np.full(n, subject_codes.size, dtype=np.int64)
     arrays = dp_trace_arrays(rows, address, length, exact, batch)
-    letters = np.ascontiguousarray(batch.sequence, dtype=np.uint8)
-    matrix = np.ascontiguousarray(score_matrix(reward, penalty), dtype=np.int32)
-    runs_size = trace_runs_size(arrays[1]) if runs_size is None else runs_size
-    pool = np.zeros(pool_bytes, dtype=np.uint8)
-    runs = np.zeros(runs_size, dtype=np.uint32)
-    counters = np.zeros(3, dtype=np.uint64)
-    found = np.full((n, TRACE_FIELDS), -1, dtype=np.int64)
-    done = np.zeros(n, dtype=np.uint8)
-    pointer = ctypes.c_void_p
-
-    def launch(pending):
-        counters[0] = counters[2] = 0  # an empty pool, from the first HSP
-        kernel(ctypes.c_int(pending.size), pointer(pending.ctypes.data),
-               *(pointer(a.ctypes.data) for a in arrays[1:]),
-               pointer(letters.ctypes.data), pointer(matrix.ctypes.data),
-               *(ctypes.c_int(int(c)) for c in (gap_open, gap_extend, xdrop)),
-               ctypes.c_longlong(MAX_SUBJECT_OFFSET), ctypes.c_longlong(MAX_TOTAL_GAPS),
-               ctypes.c_longlong(budget), pointer(pool.ctypes.data),
-               ctypes.c_ulonglong(pool_bytes),
-               pointer(counters.ctypes.data), pointer(runs.ctypes.data),
-               ctypes.c_ulonglong(runs_size), pointer(counters[1:].ctypes.data),
-               pointer(counters[2:].ctypes.data), pointer(found.ctypes.data),
-               pointer(done.ctypes.data))
-        return done
-
-    made = launched_until_made(launch, arrays[0])
-    out = np.concatenate([found, made[:, None].astype(np.int64)], axis=1)
-    return out, runs[:min(int(counters[1]), runs_size)]
+    return launch_host(kernel, arrays, batch, scoring, score_matrix(*scoring[:2]), pool_bytes,
+                       runs_size, budget)
 
 
 def on_cpu(rows, subject_codes, batch, scoring) -> list:
@@ -241,3 +215,112 @@ def test_alignments_left_for_want_of_memory_go_again_while_launches_make_some():
     flags[:] = 0
     made = launched_until_made(lambda pending: launch(pending, room=0), order)
     assert len(calls) == 1 and (made == TRACE_NOT_MADE).all()
+
+
+class HostTails:
+    """The CPU's backend, with its DP tracebacks made ahead by the host-compiled kernel, as
+    the GPU makes them (its subjects' packed letters read where the host keeps them)."""
+
+    def __init__(self, kernel):
+        from gblastn.scan.backend import Capabilities, CpuBackend
+
+        outer = self
+
+        class Backend(CpuBackend):
+            capabilities = Capabilities(stops_scans=True, tails_ahead=True)
+
+            def resident_address(self, subjects):
+                outer.held.append(subjects.packed)
+                return subjects.packed.ctypes.data
+
+            def dp_tails(self, rows, address, length, exact, batch, matrix, gap_open,
+                         gap_extend, xdrop):
+                outer.calls += 1
+                return outer.traces(rows, address, length, exact, batch,
+                                    (0, 0, gap_open, gap_extend, xdrop), matrix)
+
+        self.kernel, self.held, self.calls, self.backend = kernel, [], 0, Backend()
+
+    def traces(self, rows, address, length, exact, batch, scoring, matrix):
+        arrays = dp_trace_arrays(rows, address, length, exact, batch)
+        return launch_host(self.kernel, arrays, batch, scoring, matrix)
+
+
+def launch_host(kernel, arrays, batch, scoring, matrix, pool_bytes=1 << 26, runs_size=None,
+                budget=1 << 40):
+    """dp_traces_host over dp_trace_arrays' `arrays`, launched as GpuBackend.dp_tails
+    launches it: (alignments with done flags, runs)."""
+    _, _, gap_open, gap_extend, xdrop = scoring
+    n = arrays[1].shape[0]
+    letters = np.ascontiguousarray(batch.sequence, dtype=np.uint8)
+    matrix = np.ascontiguousarray(matrix, dtype=np.int32)
+    runs_size = trace_runs_size(arrays[1]) if runs_size is None else runs_size
+    pool = np.zeros(pool_bytes, dtype=np.uint8)
+    runs = np.zeros(runs_size, dtype=np.uint32)
+    counters = np.zeros(3, dtype=np.uint64)
+    found = np.full((n, TRACE_FIELDS), -1, dtype=np.int64)
+    done = np.zeros(n, dtype=np.uint8)
+    pointer = ctypes.c_void_p
+
+    def launch(pending):
+        counters[0] = counters[2] = 0  # an empty pool, from the first HSP
+        kernel(ctypes.c_int(pending.size), pointer(pending.ctypes.data),
+               *(pointer(a.ctypes.data) for a in arrays[1:]),
+               pointer(letters.ctypes.data), pointer(matrix.ctypes.data),
+               *(ctypes.c_int(int(c)) for c in (gap_open, gap_extend, xdrop)),
+               ctypes.c_longlong(MAX_SUBJECT_OFFSET), ctypes.c_longlong(MAX_TOTAL_GAPS),
+               ctypes.c_longlong(budget), pointer(pool.ctypes.data),
+               ctypes.c_ulonglong(pool_bytes),
+               pointer(counters.ctypes.data), pointer(runs.ctypes.data),
+               ctypes.c_ulonglong(runs_size), pointer(counters[1:].ctypes.data),
+               pointer(counters[2:].ctypes.data), pointer(found.ctypes.data),
+               pointer(done.ctypes.data))
+        return done
+
+    made = launched_until_made(launch, arrays[0])
+    out = np.concatenate([found, made[:, None].astype(np.int64)], axis=1)
+    return out, runs[:min(int(counters[1]), runs_size)]
+
+
+@pytest.mark.parametrize("task", ["dc-megablast", "blastn"])
+def test_a_search_taking_the_kernels_tracebacks_writes_the_cpus_output(host_kernel, tmp_path,
+                                                                       monkeypatch, task):
+    """A whole search (several subjects and queries, both strands, the traceback in groups)
+    whose DP tracebacks the kernel made ahead writes the CPU's output byte for byte; a batch
+    with fewer cells to align than TAILS_MIN_CELLS_PER_THREAD asks for none."""
+    import gblastn.engine as engine
+    from golden import mutate, random_dna, write_fasta
+
+    from gblastn.db.writer import make_db
+    from gblastn.drivers.run import OutputSpec, run_search
+
+    rng = np.random.default_rng(8)
+    queries = [random_dna(rng, n) for n in (2500, 1200, 700)]
+    subjects = []
+    for i in range(30):
+        q = queries[i % 3]
+        a = int(rng.integers(0, q.size - 300))
+        piece = mutate(rng, q[a:a + int(rng.integers(200, q.size - a + 1))], 0.12, 0.01)
+        if i % 2:
+            piece = np.frombuffer(piece.tobytes().decode()[::-1].translate(
+                str.maketrans("ACGT", "TGCA")).encode(), dtype=piece.dtype)
+        subjects.append(np.concatenate([random_dna(rng, 400), piece, random_dna(rng, 300)]))
+    write_fasta(tmp_path / "db.fa", [(f"s{i}", s.tobytes().decode())
+                                     for i, s in enumerate(subjects)])
+    write_fasta(tmp_path / "q.fa", [(f"q{i}", q.tobytes().decode())
+                                    for i, q in enumerate(queries)])
+    db = make_db([str(tmp_path / "db.fa")], str(tmp_path / "db"), progress=False)
+    options = make_options(task)
+
+    def searched(backend=None) -> str:
+        out = tmp_path / "out.tsv"
+        run_search([str(tmp_path / "q.fa")], db, options, OutputSpec("6", str(out), None, db),
+                   backend)
+        return out.read_text()
+
+    plain = searched()
+    assert plain.count("\n") >= 30
+    tails = HostTails(host_kernel())
+    assert searched(tails.backend) == plain and tails.calls == 0
+    monkeypatch.setattr(engine, "TAILS_MIN_CELLS_PER_THREAD", 0)
+    assert searched(tails.backend) == plain and tails.calls >= 1
