@@ -37,7 +37,9 @@ Call hierarchy (each stage its own module):
                                                         subject merged; E-values, reap, split
                                                         by query
         tails_ahead -> TailsAhead        (here)         on a GPU: the traceback's greedy
-                                                        searches, score-only, for where they stop
+                                                        searches, score-only, for where they
+                                                        stop, or its DP alignments whole
+                                                        (cuda/greedy.cu, cuda/dp_traceback.cu)
       trace_tasks, trace_groups          (here)         the (query, subject) tasks, in groups of
                                                         one volume, the most work first
       trace_group                        (here)
