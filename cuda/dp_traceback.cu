@@ -45,16 +45,19 @@ typedef unsigned long long u64;
 
 #include "device_host.cuh"
 
+// Shared counters, taken from by all the threads on the device, by one on the host.
 #ifdef __CUDACC__
 __device__ __forceinline__ u64 pool_take(u64* used, u64 bytes) {
     return atomicAdd((unsigned long long*)used, (unsigned long long)bytes);
 }
+__device__ __forceinline__ int next_hsp(int* next) { return atomicAdd(next, 1); }
 #else
 static inline u64 pool_take(u64* used, u64 bytes) {
     const u64 at = *used;
     *used += bytes;
     return at;
 }
+static inline int next_hsp(int* next) { return (*next)++; }
 #endif
 
 HD int packed_base(const unsigned char* bases, i64 pos) {
@@ -574,39 +577,17 @@ HD void trace_next(const Traces& t, int k, const Scoring& sc, const Pool& pool,
         right_chain, out, found + (i64)TRACE_FIELDS * i);
 }
 
-#ifdef __CUDACC__
+// Every HSP's traceback (the HSPs order[0..n) into their rows of found and done), the HSPs
+// taken in turn by the threads that run this; `matrix` as each thread reads it.
+#define TRACE_ARGUMENTS \
+        int n, const int* order, const i64* rows, const u64* subject_address, \
+        const i64* subject_length, const i64* exact, const i64* context_offset, \
+        const i64* context_length, const unsigned char* query, const int* matrix, int gap_open, \
+        int gap_extend, int x_dropoff, i64 max_subject_offset, i64 max_total_gaps, \
+        i64 cell_budget, unsigned char* pool_bytes, u64 pool_size, u64* pool_used, u32* runs, \
+        u64 runs_size, u64* runs_used, int* next, i64* found, unsigned char* done
 
-extern "C" __global__ void dp_traces(
-        int n, const int* order, const i64* rows, const u64* subject_address,
-        const i64* subject_length, const i64* exact, const i64* context_offset,
-        const i64* context_length, const unsigned char* query, const int* matrix, int gap_open,
-        int gap_extend, int x_dropoff, i64 max_subject_offset, i64 max_total_gaps,
-        i64 cell_budget, unsigned char* pool_bytes, u64 pool_size, u64* pool_used, u32* runs, u64 runs_size,
-        u64* runs_used, int* next, i64* found, unsigned char* done) {
-    __shared__ int shared_matrix[BLASTNA_LETTERS * BLASTNA_LETTERS];
-    for (int k = threadIdx.x; k < BLASTNA_LETTERS * BLASTNA_LETTERS; k += blockDim.x)
-        shared_matrix[k] = matrix[k];
-    __syncthreads();
-    const Traces t = {n, order, rows, subject_address, subject_length, exact, context_offset,
-                      context_length, query};
-    const Scoring sc = {shared_matrix, gap_open, gap_extend, x_dropoff, max_subject_offset,
-                        max_total_gaps, cell_budget};
-    const Pool pool = {pool_bytes, pool_size, pool_used};
-    const Runs out = {runs, runs_size, runs_used};
-    Chain left_chain = new_chain(pool), right_chain = new_chain(pool);
-    for (int k = atomicAdd(next, 1); k < n; k = atomicAdd(next, 1))
-        trace_next(t, k, sc, pool, left_chain, right_chain, out, found, done);
-}
-
-#else
-
-extern "C" void dp_traces_host(
-        int n, const int* order, const i64* rows, const u64* subject_address,
-        const i64* subject_length, const i64* exact, const i64* context_offset,
-        const i64* context_length, const unsigned char* query, const int* matrix, int gap_open,
-        int gap_extend, int x_dropoff, i64 max_subject_offset, i64 max_total_gaps,
-        i64 cell_budget, unsigned char* pool_bytes, u64 pool_size, u64* pool_used, u32* runs, u64 runs_size,
-        u64* runs_used, int* next, i64* found, unsigned char* done) {
+HD void trace_hsps(TRACE_ARGUMENTS) {
     const Traces t = {n, order, rows, subject_address, subject_length, exact, context_offset,
                       context_length, query};
     const Scoring sc = {matrix, gap_open, gap_extend, x_dropoff, max_subject_offset,
@@ -614,8 +595,30 @@ extern "C" void dp_traces_host(
     const Pool pool = {pool_bytes, pool_size, pool_used};
     const Runs out = {runs, runs_size, runs_used};
     Chain left_chain = new_chain(pool), right_chain = new_chain(pool);
-    for (int k = (*next)++; k < n; k = (*next)++)
+    for (int k = next_hsp(next); k < n; k = next_hsp(next))
         trace_next(t, k, sc, pool, left_chain, right_chain, out, found, done);
+}
+
+#ifdef __CUDACC__
+
+extern "C" __global__ void dp_traces(TRACE_ARGUMENTS) {
+    __shared__ int shared_matrix[BLASTNA_LETTERS * BLASTNA_LETTERS];
+    for (int k = threadIdx.x; k < BLASTNA_LETTERS * BLASTNA_LETTERS; k += blockDim.x)
+        shared_matrix[k] = matrix[k];
+    __syncthreads();
+    trace_hsps(n, order, rows, subject_address, subject_length, exact, context_offset,
+               context_length, query, shared_matrix, gap_open, gap_extend, x_dropoff,
+               max_subject_offset, max_total_gaps, cell_budget, pool_bytes, pool_size,
+               pool_used, runs, runs_size, runs_used, next, found, done);
+}
+
+#else
+
+extern "C" void dp_traces_host(TRACE_ARGUMENTS) {
+    trace_hsps(n, order, rows, subject_address, subject_length, exact, context_offset,
+               context_length, query, matrix, gap_open, gap_extend, x_dropoff,
+               max_subject_offset, max_total_gaps, cell_budget, pool_bytes, pool_size,
+               pool_used, runs, runs_size, runs_used, next, found, done);
 }
 
 #endif
