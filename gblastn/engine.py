@@ -1103,8 +1103,7 @@ class Engine:
         from .alphabet import score_matrix
         from .hsp import rows_by_score
         from .layouts import HSP_S_END, HSP_S_START
-        from .scan.gpu import trace_cells
-        from .traceback import FETCH_MARGIN, TailsAhead, dp_reach, dp_tails_ahead
+        from .traceback import FETCH_MARGIN, TailsAhead, dp_reach, dp_tails_ahead, trace_cells
 
         keyed = [((q, ordinal), hsps) for q, subjects in by_query.items()
                  for ordinal, hsps in subjects.items() if hsps.score.size]
@@ -1585,7 +1584,7 @@ class TraceTask:
 
 
 TASK_FIXED_WORK = 1000  # a task's work beyond its HSPs' query letters
-# The DP cells (at least, scan.gpu.trace_cells) a batch's tracebacks must compute per thread
+# The DP cells (at least, traceback.trace_cells) a batch's tracebacks must compute per thread
 # for the GPU to make them ahead: about 0.25 s of a CPU thread, a launch's time. -task blastn's
 # passes over the database (about 1.5 thread-seconds of tracebacks each on synth 1G's
 # q_medium) were slower with them, dc-megablast's large batch (50) faster (docs/perf)

@@ -356,6 +356,12 @@ class TailsAhead:
     runs: np.ndarray
 
 
+def trace_cells(rows: np.ndarray, xdrop: int, gap_extend: int) -> np.ndarray:
+    """At least how many cells each HSP's DP traceback computes: a row per query letter of
+    its preliminary extent, each at least as wide as a gap the X-drop lets run."""
+    return (rows[:, HSP_Q_END] - rows[:, HSP_Q_START]) * (xdrop // max(gap_extend, 1))
+
+
 def dp_reach(rows: np.ndarray, subject_length: np.ndarray,
              context_length: np.ndarray) -> np.ndarray:
     """Every subject letter the DP traceback of each HSP row may read: int64 [n, 2]. The

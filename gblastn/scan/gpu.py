@@ -1175,6 +1175,7 @@ class GpuBackend(Backend):
         of more than `budget` cells, or one its HSP's length says will be, is left to the
         CPU (trace_cells)."""
         from ..dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS
+        from ..traceback import trace_cells
 
         exact = np.where((trace_cells(rows, xdrop, gap_extend) > budget)[:, None], 0, exact)
         arrays = dp_trace_arrays(rows, subject_address, subject_length, exact, batch)
@@ -1488,12 +1489,6 @@ def launched_until_made(launch, order: np.ndarray, launches: int = TRACE_LAUNCHE
         pending = left
     flags[flags == TRACE_NO_ROOM] = TRACE_NOT_MADE
     return flags
-
-
-def trace_cells(rows: np.ndarray, xdrop: int, gap_extend: int) -> np.ndarray:
-    """At least how many cells each HSP's DP traceback computes: a row per query letter of
-    its preliminary extent, each at least as wide as a gap the X-drop lets run."""
-    return (rows[:, HSP_Q_END] - rows[:, HSP_Q_START]) * (xdrop // max(gap_extend, 1))
 
 
 def trace_runs_size(rows: np.ndarray) -> int:
