@@ -109,6 +109,11 @@ class LookupTable:
     sequence: np.ndarray        # uint8 blastna, QueryBatch.sequence
     context_offset: np.ndarray  # int32
     context_length: np.ndarray  # int32
+    # s_TypeOfWord's look-ups (check_masks only; empty otherwise): the word the table lists
+    # each query offset under, -1 where it lists none. The table lists an offset under its
+    # own w-mer at most, so "word lists q" is listed_word[q] == word: a read of a query-sized
+    # array instead of a random walk through a 4^w table (an L3 miss a look-up)
+    listed_word: np.ndarray     # int32 [len(sequence)]
 
     @cached_property
     def query_words(self) -> tuple:
@@ -116,6 +121,18 @@ class LookupTable:
         the CPU scan's mini-extension compares with packed subjects a word at a time."""
         from .wordrun import pack_query_words
         return pack_query_words(self.sequence)
+
+    @cached_property
+    def query_quads(self) -> np.ndarray:
+        """scan.cpu.query_quads of `sequence`, for the CPU scan's mini-extensions."""
+        from .scan.cpu import query_quads
+        return query_quads(self.sequence)
+
+    @cached_property
+    def offset_contexts(self) -> np.ndarray:
+        """scan.cpu.offset_contexts: each query offset's context, for the CPU scan."""
+        from .scan.cpu import offset_contexts
+        return offset_contexts(self.context_offset, self.sequence.size)
 
     @property
     def blast_length(self) -> int:
@@ -127,16 +144,18 @@ class LookupTable:
         stages read the query (`sequence`, the contexts) only, and a batch waits for its
         tracebacks long after its scan (tens of MB a batch)."""
         for name in ("backbone", "overflow", "hashtable", "next_pos", "cell_start", "offsets",
-                     "pv", "hashtable2", "next_pos2"):
+                     "pv", "hashtable2", "next_pos2", "listed_word"):
             setattr(self, name, _NO_WORDS[name])
-        self.__dict__.pop("query_words", None)
+        for name in ("query_words", "query_quads", "offset_contexts"):
+            self.__dict__.pop(name, None)
 
 
 # drop_words' empty arrays, of each field's type
 _NO_WORDS = {name: np.zeros(0, dtype=dtype) for name, dtype in (
     ("backbone", np.int16), ("overflow", np.int16), ("hashtable", np.int32),
     ("next_pos", np.int32), ("cell_start", np.int32), ("offsets", np.int32),
-    ("pv", np.uint32), ("hashtable2", np.int32), ("next_pos2", np.int32))}
+    ("pv", np.uint32), ("hashtable2", np.int32), ("next_pos2", np.int32),
+    ("listed_word", np.int32))}
 
 
 def estimate_entries(segments: np.ndarray) -> tuple:
@@ -461,7 +480,7 @@ def _build_discontiguous(batch: QueryBatch, options: SearchOptions, segments: np
                        empty16, empty16, tables[0][0], tables[0][1], empty32, empty32, pv,
                        int(pv_bts), length, shifts, masks, hashtable2, next_pos2, sequence,
                        np.ascontiguousarray(batch.context_offset, dtype=np.int32),
-                       np.ascontiguousarray(batch.context_length, dtype=np.int32))
+                       np.ascontiguousarray(batch.context_length, dtype=np.int32), empty32)
 
 
 def megablast_pv_shape(width: int, entries: int) -> tuple:
@@ -519,12 +538,24 @@ def build_lookup(batch: QueryBatch, options: SearchOptions, pool=INLINE) -> Look
         check = word_size > width and has_segments
     else:
         check = word_size > width and has_segments and bool(options.soft_masking)
+    listed = empty32
+    if check:
+        if kind == TABLE_MEGABLAST:
+            index, offset = _list_words(sequence, segments, word_size, width)
+        listed = _listed_words(sequence.size, index, offset)
     return LookupTable(kind, word_size, width, word_size - width + 1, bool(check), entries,
                        max_q_off, int(longest), backbone, overflow, hashtable, next_pos,
                        cell_start, offsets, pv, int(pv_bts), 0, NO_TEMPLATE, NO_TEMPLATE,
                        empty32, empty32, sequence,
                        np.ascontiguousarray(batch.context_offset, dtype=np.int32),
-                       np.ascontiguousarray(batch.context_length, dtype=np.int32))
+                       np.ascontiguousarray(batch.context_length, dtype=np.int32), listed)
+
+
+def _listed_words(size: int, index: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """LookupTable.listed_word from the table's (word, offset) entries (_list_words)."""
+    listed = np.full(size, -1, dtype=np.int32)
+    listed[offset] = index
+    return listed
 
 
 def words_of(table: LookupTable, word: int) -> np.ndarray:

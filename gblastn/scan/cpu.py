@@ -101,47 +101,50 @@ def query_quad(sequence, i):
 
 @njit(cache=True, nogil=True)
 def context_of(context_offset, q):
-    """BSearchContextInfo: the last context starting at or before q."""
-    lo, hi = 0, context_offset.size
-    while lo < hi - 1:
-        mid = (lo + hi) // 2
-        if context_offset[mid] > q:
-            hi = mid
-        else:
-            lo = mid
+    """BSearchContextInfo: the last context starting at or before q (0 when none does).
+    Each step halves the range with a conditional move, not a branch: the seeds' contexts
+    are random, and a mispredicted branch a step cost more than the step."""
+    lo, size = 0, context_offset.size
+    while size > 1:
+        half = size >> 1
+        lo = lo + half if context_offset[lo + half] <= q else lo
+        size -= half
     return lo
 
 
+QUAD_PAD = 4  # query_quads' index of query offset 0
+
+
 @njit(cache=True, nogil=True)
-def word_has_offset(kind, backbone, overflow, hashtable, next_pos, cell_start, offsets,
-                    pv, pv_bts, word, q):
-    """Whether the table lists query offset q for this word (s_SmallNaLookup, s_MBLookup,
-    s_NaLookup)."""
-    if kind == TABLE_SMALL:
-        v = np.int64(backbone[word])
-        if v == q:
-            return True
-        if v >= -1:
-            return False
-        k = -v
-        while overflow[k] >= 0:
-            if overflow[k] == q:
-                return True
-            k += 1
-        return False
-    if (pv[word >> pv_bts] >> (word & 31)) & 1 == 0:
-        return False
-    if kind == TABLE_MEGABLAST:
-        p = hashtable[word]
-        while p != 0:
-            if p == q:
-                return True
-            p = next_pos[p]
-        return False
-    for j in range(cell_start[word], cell_start[word + 1]):
-        if offsets[j] == q:
-            return True
-    return False
+def query_quads(sequence):
+    """query_quad at every offset from -QUAD_PAD to the query's end, at index offset +
+    QUAD_PAD (BLAST's compressed_nuc_seq): the mini-extensions compare one byte a hit
+    instead of packing four letters."""
+    out = np.zeros(sequence.size + QUAD_PAD, dtype=np.uint8)
+    for i in range(-QUAD_PAD, sequence.size):
+        out[i + QUAD_PAD] = query_quad(sequence, i)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def offset_contexts(context_offset, size):
+    """context_of at every query offset below `size`: the mini-extensions' bounds cost a
+    load a hit instead of a binary search's unpredictable branches."""
+    out = np.zeros(size, dtype=np.int32)
+    ctx = 0
+    for q in range(size):
+        while ctx + 1 < context_offset.size and context_offset[ctx + 1] <= q:
+            ctx += 1
+        out[q] = ctx
+    return out
+
+
+@njit(cache=True, nogil=True, inline="always")
+def context_at(contexts, context_offset, q):
+    """context_of(context_offset, q), read from offset_contexts' array where it reaches."""
+    if 0 <= q < contexts.size:
+        return np.int64(contexts[q])
+    return context_of(context_offset, q)
 
 
 @njit(cache=True, nogil=True)
@@ -163,8 +166,8 @@ def basewise_seed(q_bases, q_ambig, s_bases, s_bytes, s_range, q_hit, s_hit, ext
 
 
 @njit(cache=True, nogil=True, inline="always")
-def mini_extend(extend_kind, sequence, context_offset, context_length, packed, byte_off,
-                s_range, q_hit, s_hit, word_size, width, q_bases, q_ambig):
+def mini_extend(extend_kind, sequence, context_offset, context_length, quads, contexts, packed,
+                byte_off, s_range, q_hit, s_hit, word_size, width, q_bases, q_ambig):
     """Extend a w-mer hit to a W-mer as BLAST's chosen routine does.
     Returns (accepted, q_seed, s_seed). q_bases/q_ambig: addresses of the batch's packed
     query (wordrun.pack_query_words, past its WORD_PAD), for the base-wise routine, whose
@@ -176,18 +179,19 @@ def mini_extend(extend_kind, sequence, context_offset, context_length, packed, b
     if extend_kind == EXTEND_BASEWISE:
         return basewise_seed(q_bases, q_ambig, packed.ctypes.data + byte_off,
                              packed.size - byte_off, s_range, q_hit, s_hit, ext_to, width)
-    ctx = context_of(context_offset, q_hit)
+    ctx = context_at(contexts, context_offset, q_hit)
     q_start = context_offset[ctx]
     q_range = q_start + context_length[ctx]
     if extend_kind == EXTEND_SMALL_ONE_BYTE:
         left = 0
         # BLAST: s_offset > 0 && q_offset > 0 (its q_offset is ours - 1)
         if s_hit > 0 and q_hit > 1:
-            x = query_quad(sequence, q_hit - 4) ^ subject_byte(packed, byte_off, (s_hit >> 2) - 1)
+            x = quads[q_hit - 4 + QUAD_PAD] ^ subject_byte(packed, byte_off, (s_hit >> 2) - 1)
             left = min(min(MATCH_LEFT[x], ext_to), q_hit - q_start)
         # BLAST: q_offset + w < query->length, i.e. ours q + w < len(sequence) - 1
         if left < ext_to and q_hit + width < sequence.size - 1:
-            x = query_quad(sequence, q_hit + width) ^ subject_byte(packed, byte_off, (s_hit + width) >> 2)
+            x = quads[q_hit + width + QUAD_PAD] ^ subject_byte(packed, byte_off,
+                                                              (s_hit + width) >> 2)
             right = min(min(MATCH_RIGHT[x], s_range - (s_hit + width)), q_range - (q_hit + width))
             if left + right < ext_to:
                 return False, 0, 0
@@ -201,7 +205,7 @@ def mini_extend(extend_kind, sequence, context_offset, context_length, packed, b
     left = 0
     s_pos, q_pos = s0, q0
     while left < ext_max:
-        x = query_quad(sequence, q_pos - 4) ^ subject_byte(packed, byte_off, (s_pos >> 2) - 1)
+        x = quads[q_pos - 4 + QUAD_PAD] ^ subject_byte(packed, byte_off, (s_pos >> 2) - 1)
         bases = MATCH_LEFT[x]
         left += bases
         if bases < 4:
@@ -213,7 +217,7 @@ def mini_extend(extend_kind, sequence, context_offset, context_length, packed, b
     right = 0
     s_pos, q_pos = s0, q0
     while right < ext_max:
-        x = query_quad(sequence, q_pos) ^ subject_byte(packed, byte_off, s_pos >> 2)
+        x = quads[q_pos + QUAD_PAD] ^ subject_byte(packed, byte_off, s_pos >> 2)
         bases = MATCH_RIGHT[x]
         right += bases
         if bases < 4:
@@ -227,9 +231,15 @@ def mini_extend(extend_kind, sequence, context_offset, context_length, packed, b
 
 
 @njit(cache=True, nogil=True, inline="always")
-def type_of_word(check_masks, kind, backbone, overflow, hashtable, next_pos, cell_start,
-                 offsets, pv, pv_bts, context_offset, context_length, packed, byte_off,
-                 s_range, q_off, s_off, word_size, width, s_listed):
+def listed_at(listed, word, q):
+    """Whether the table lists query offset q under `word` (s_SmallNaLookup, s_MBLookup,
+    s_NaLookup), read from LookupTable.listed_word."""
+    return 0 <= q < listed.size and listed[q] == word
+
+
+@njit(cache=True, nogil=True, inline="always")
+def type_of_word(check_masks, listed, context_offset, context_length, contexts, packed,
+                 byte_off, s_range, q_off, s_off, word_size, width, s_listed):
     """BLAST's s_TypeOfWord for one-hit search. Returns (accepted, q_off, s_off): the left
     end slides right to the first w-mer the table lists at that exact query offset.
 
@@ -237,26 +247,23 @@ def type_of_word(check_masks, kind, backbone, overflow, hashtable, next_pos, cel
     (the scan hit the seed came from), or -1; table look-ups there, and repeats of a look-up
     that already passed, are skipped (their answer is known).
 
-    Inlined where it is called: a call, with its ten arrays' reference counts, cost about
+    Inlined where it is called: a call, with its arrays' reference counts, cost about
     60 ns a seed, a quarter of a masked batch's scan (docs/perf/whole-search.md)."""
     if word_size == width:
         return True, q_off, s_off
     q_end = q_off + word_size
     s_end = s_off + word_size
-    ctx = context_of(context_offset, q_end)
+    ctx = context_at(contexts, context_offset, q_end)
     q_range = context_offset[ctx] + context_length[ctx]
     s_passed = s_listed
     if check_masks:
         if s_end - width != s_listed:
-            word = subject_word(packed, byte_off, s_end - width, width)
-            if not word_has_offset(kind, backbone, overflow, hashtable, next_pos, cell_start,
-                                   offsets, pv, pv_bts, word, q_end - width):
+            if not listed_at(listed, subject_word(packed, byte_off, s_end - width, width),
+                             q_end - width):
                 return False, 0, 0
             s_passed = s_end - width
         while s_off != s_listed:
-            word = subject_word(packed, byte_off, s_off, width)
-            if word_has_offset(kind, backbone, overflow, hashtable, next_pos, cell_start,
-                               offsets, pv, pv_bts, word, q_off):
+            if listed_at(listed, subject_word(packed, byte_off, s_off, width), q_off):
                 break
             s_off += 1
             q_off += 1
@@ -271,9 +278,7 @@ def type_of_word(check_masks, kind, backbone, overflow, hashtable, next_pos, cel
         q_pos = q_end - width
         while s_pos > s_off:
             if s_pos != s_listed and s_pos != s_passed:
-                word = subject_word(packed, byte_off, s_pos, width)
-                if not word_has_offset(kind, backbone, overflow, hashtable, next_pos,
-                                       cell_start, offsets, pv, pv_bts, word, q_pos):
+                if not listed_at(listed, subject_word(packed, byte_off, s_pos, width), q_pos):
                     return False, 0, 0
             s_pos -= width
             q_pos -= width
@@ -284,22 +289,20 @@ SCAN_BLOCK = 256  # scan positions whose table entries are fetched before any is
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _emit(extend_kind, check_masks, kind, backbone, overflow, hashtable, next_pos, cell_start,
-          offsets, pv, pv_bts, sequence, context_offset, context_length, packed, byte_off,
-          s_range, q_hit, s_hit, word_size, width, c, out, n, q_bases, q_ambig):
+def _emit(extend_kind, check_masks, listed, sequence, context_offset, context_length, quads,
+          contexts, packed, byte_off, s_range, q_hit, s_hit, word_size, width, c, out, n,
+          q_bases, q_ambig):
     """Mini-extension and s_TypeOfWord of one table hit; the seed, if any, goes to out[:, n].
     Returns the new seed count, or -1 when out is full. Inlined, with mini_extend, where it
     is called: a call for each table hit, with its arrays' reference counts, held a small
     table's scan at 1.7 times its time (docs/perf/whole-search.md)."""
     ok, q_seed, s_seed = mini_extend(extend_kind, sequence, context_offset, context_length,
-                                     packed, byte_off, s_range, q_hit, s_hit, word_size, width,
+                                     quads, contexts, packed, byte_off, s_range, q_hit, s_hit, word_size, width,
                                      q_bases, q_ambig)
     if not ok:
         return n
-    ok, q_fin, s_fin = type_of_word(check_masks, kind, backbone, overflow, hashtable, next_pos,
-                                    cell_start, offsets, pv, pv_bts, context_offset,
-                                    context_length, packed, byte_off, s_range, q_seed, s_seed,
-                                    word_size, width, s_hit)
+    ok, q_fin, s_fin = type_of_word(check_masks, listed, context_offset, context_length,
+                                    contexts, packed, byte_off, s_range, q_seed, s_seed, word_size, width, s_hit)
     if not ok:
         return n
     if n == out.shape[1]:
@@ -339,9 +342,9 @@ def _block_words(packed, byte_off, s, scan_step, m, width, words):
 @njit(cache=True, nogil=True)
 def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
               backbone, overflow, hashtable, next_pos, cell_start, offsets, pv, pv_bts,
-              sequence, context_offset, context_length, query_bases, query_ambig,
-              packed, chunk_byte_offset, chunk_length, first_chunk, first_s, last_chunk,
-              out, n):
+              sequence, context_offset, context_length, listed, quads, contexts, query_bases,
+              query_ambig, packed, chunk_byte_offset, chunk_length, first_chunk, first_s,
+              last_chunk, out, n):
     """Seeds from position first_s of chunk first_chunk up to chunk last_chunk, in BLAST's
     order, written to out[:, n:] (rows: chunk, q_off, s_off, s_first, hit_s).
 
@@ -356,9 +359,11 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
     cell_start, offsets, pv = borrowed(cell_start), borrowed(offsets), borrowed(pv)
     sequence, context_offset = borrowed(sequence), borrowed(context_offset)
     context_length, packed, out = borrowed(context_length), borrowed(packed), borrowed(out)
+    listed, quads, contexts = borrowed(listed), borrowed(quads), borrowed(contexts)
     words = np.zeros(SCAN_BLOCK, dtype=np.int64)
     heads = np.zeros(SCAN_BLOCK, dtype=np.int64)
     follow = np.zeros(SCAN_BLOCK, dtype=np.int64)
+    present = np.zeros(SCAN_BLOCK, dtype=np.int64)  # megablast: the block's listed positions
     q_bases = query_bases.ctypes.data + WORD_PAD
     q_ambig = query_ambig.ctypes.data + WORD_PAD
     for c in range(first_chunk, last_chunk):
@@ -377,13 +382,19 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
                 for i in range(m):
                     heads[i] = backbone[words[i]]
             elif kind == TABLE_MEGABLAST:
+                # the positions the presence vector lists, gathered without a branch, then
+                # their chains' heads in a loop of their own: a head is a cache miss in a
+                # 4^w table, and only a loop of nothing but such loads keeps many in flight
+                k = 0
                 for i in range(m):
                     word = words[i]
-                    h = 0
-                    if (pv[word >> pv_bts] >> (word & 31)) & 1:
-                        h = np.int64(hashtable[word])
-                    heads[i] = h
-                    follow[i] = next_pos[h] if h != 0 else 0
+                    present[k] = i
+                    k += np.int64((pv[word >> pv_bts] >> (word & 31)) & 1)
+                for j in range(k):
+                    heads[j] = hashtable[words[present[j]]]
+                for j in range(k):
+                    h = heads[j]
+                    follow[j] = next_pos[h] if h != 0 else 0
             else:
                 for i in range(m):
                     word = words[i]
@@ -392,11 +403,11 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
             if kind == TABLE_MEGABLAST and word_size == width:
                 # a hit is the seed (s_BlastNaExtendDirect; s_TypeOfWord has nothing to
                 # check): written here, sparing a call with every table per hit
-                for i in range(m):
-                    s_hit = s + i * scan_step
+                for j in range(k):
+                    s_hit = s + present[j] * scan_step
                     n0 = n
-                    q_hit = heads[i]
-                    nxt = follow[i]
+                    q_hit = heads[j]
+                    nxt = follow[j]
                     while q_hit != 0:
                         if n == out.shape[1]:
                             return n0, c, s_hit
@@ -408,11 +419,11 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
             elif kind == TABLE_MEGABLAST:
                 # the base-wise extension of every hit takes no table; only a seed that
                 # passes it calls s_TypeOfWord with the tables, and only with masks
-                for i in range(m):
-                    s_hit = s + i * scan_step
+                for j in range(k):
+                    s_hit = s + present[j] * scan_step
                     n0 = n
-                    q_hit = heads[i]
-                    nxt = follow[i]
+                    q_hit = heads[j]
+                    nxt = follow[j]
                     while q_hit != 0:
                         ok, q_seed, s_seed = basewise_seed(q_bases, q_ambig, s_bases, s_bytes,
                                                            s_range, q_hit, s_hit,
@@ -420,10 +431,9 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
                         q_fin, s_fin = q_seed, s_seed
                         if ok and check_masks:
                             ok, q_fin, s_fin = type_of_word(
-                                check_masks, kind, backbone, overflow, hashtable, next_pos,
-                                cell_start, offsets, pv, pv_bts, context_offset,
-                                context_length, packed, byte_off, s_range, q_seed, s_seed,
-                                word_size, width, s_hit)
+                                check_masks, listed, context_offset, context_length, contexts,
+                                packed, byte_off, s_range, q_seed, s_seed, word_size, width,
+                                s_hit)
                         if ok:
                             if n == out.shape[1]:
                                 return n0, c, s_hit
@@ -438,18 +448,16 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
                     n0 = n
                     v = heads[i]
                     if v >= 0:
-                        n = _emit(extend_kind, check_masks, kind, backbone, overflow, hashtable,
-                                  next_pos, cell_start, offsets, pv, pv_bts, sequence,
-                                  context_offset, context_length, packed, byte_off, s_range,
+                        n = _emit(extend_kind, check_masks, listed, sequence, context_offset,
+                                  context_length, quads, contexts, packed, byte_off, s_range,
                                   v, s_hit, word_size, width, c, out, n, q_bases, q_ambig)
                         if n < 0:
                             return n0, c, s_hit
                     elif v < -1:
                         k = -v
                         while overflow[k] >= 0:
-                            n = _emit(extend_kind, check_masks, kind, backbone, overflow,
-                                      hashtable, next_pos, cell_start, offsets, pv, pv_bts,
-                                      sequence, context_offset, context_length, packed,
+                            n = _emit(extend_kind, check_masks, listed, sequence,
+                                      context_offset, context_length, quads, contexts, packed,
                                       byte_off, s_range, np.int64(overflow[k]), s_hit,
                                       word_size, width, c, out, n, q_bases, q_ambig)
                             if n < 0:
@@ -462,9 +470,8 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
                     word = heads[i]
                     if word >= 0:
                         for j in range(cell_start[word], cell_start[word + 1]):
-                            n = _emit(extend_kind, check_masks, kind, backbone, overflow,
-                                      hashtable, next_pos, cell_start, offsets, pv, pv_bts,
-                                      sequence, context_offset, context_length, packed,
+                            n = _emit(extend_kind, check_masks, listed, sequence,
+                                      context_offset, context_length, quads, contexts, packed,
                                       byte_off, s_range, np.int64(offsets[j]), s_hit,
                                       word_size, width, c, out, n, q_bases, q_ambig)
                             if n < 0:
@@ -476,8 +483,8 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
 @njit(cache=True, nogil=True)
 def scan_chunks(kind, extend_kind, check_masks, word_size, width, scan_step,
                 backbone, overflow, hashtable, next_pos, cell_start, offsets, pv, pv_bts,
-                sequence, context_offset, context_length, query_bases, query_ambig,
-                packed, chunk_byte_offset, chunk_length, first_chunk, last_chunk):
+                sequence, context_offset, context_length, listed, quads, contexts, query_bases,
+                query_ambig, packed, chunk_byte_offset, chunk_length, first_chunk, last_chunk):
     """Seeds of chunks [first_chunk, last_chunk), in BLAST's order: (chunk, q_off, s_off,
     s_first, hit_s) arrays."""
     out = np.empty((SEED_FIELDS, 4096), dtype=np.int32)
@@ -485,9 +492,9 @@ def scan_chunks(kind, extend_kind, check_masks, word_size, width, scan_step,
     while True:
         n, c, s = scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
                             backbone, overflow, hashtable, next_pos, cell_start, offsets, pv,
-                            pv_bts, sequence, context_offset, context_length, query_bases,
-                            query_ambig, packed, chunk_byte_offset, chunk_length, c, s,
-                            last_chunk, out, n)
+                            pv_bts, sequence, context_offset, context_length, listed, quads,
+                            contexts, query_bases, query_ambig, packed, chunk_byte_offset,
+                            chunk_length, c, s, last_chunk, out, n)
         if c == last_chunk:
             break
         bigger = np.empty((SEED_FIELDS, 2 * out.shape[1]), dtype=np.int32)
@@ -571,7 +578,8 @@ def _table_args(table: LookupTable) -> tuple:
     return (table.kind, choose_extend(table), table.check_masks, table.word_size, table.width,
             table.scan_step, table.backbone, table.overflow, table.hashtable, table.next_pos,
             table.cell_start, table.offsets, table.pv, table.pv_bts, table.sequence,
-            table.context_offset, table.context_length, *table.query_words)
+            table.context_offset, table.context_length, table.listed_word, table.query_quads,
+            table.offset_contexts, *table.query_words)
 
 
 def _split_chunks(chunk_length: np.ndarray, parts: int) -> list:

@@ -33,24 +33,23 @@ def masked_extend(table: LookupTable) -> int:
 @njit(cache=True, nogil=True)
 def _emit_position(kind, extend_kind, check_masks, word_size, width, backbone, overflow,
                    hashtable, next_pos, cell_start, offsets, pv, pv_bts, sequence,
-                   context_offset, context_length, packed, byte_off, s_range, s_hit, c, out, n,
-                   q_bases, q_ambig):
+                   context_offset, context_length, listed, quads, contexts, packed, byte_off,
+                   s_range, s_hit, c, out, n, q_bases, q_ambig):
     """The seeds of the table hits of the w-mer at s_hit, in table order, into out[:, n:].
     Returns the new count, or -1 when out filled up."""
     word = subject_word(packed, byte_off, s_hit, width)
     if kind == TABLE_SMALL:
         v = np.int64(backbone[word])
         if v >= 0:
-            return _emit(extend_kind, check_masks, kind, backbone, overflow, hashtable,
-                         next_pos, cell_start, offsets, pv, pv_bts, sequence, context_offset,
-                         context_length, packed, byte_off, s_range, v, s_hit, word_size,
-                         width, c, out, n, q_bases, q_ambig)
+            return _emit(extend_kind, check_masks, listed, sequence, context_offset,
+                         context_length, quads, contexts, packed, byte_off, s_range, v, s_hit,
+                         word_size, width, c, out, n, q_bases, q_ambig)
         k = -v
         while v < -1 and overflow[k] >= 0:
-            n = _emit(extend_kind, check_masks, kind, backbone, overflow, hashtable, next_pos,
-                      cell_start, offsets, pv, pv_bts, sequence, context_offset,
-                      context_length, packed, byte_off, s_range, np.int64(overflow[k]), s_hit,
-                      word_size, width, c, out, n, q_bases, q_ambig)
+            n = _emit(extend_kind, check_masks, listed, sequence, context_offset,
+                      context_length, quads, contexts, packed, byte_off, s_range,
+                      np.int64(overflow[k]), s_hit, word_size, width, c, out, n, q_bases,
+                      q_ambig)
             if n < 0:
                 return n
             k += 1
@@ -60,19 +59,17 @@ def _emit_position(kind, extend_kind, check_masks, word_size, width, backbone, o
     if kind == TABLE_MEGABLAST:
         q_hit = np.int64(hashtable[word])
         while q_hit != 0:
-            n = _emit(extend_kind, check_masks, kind, backbone, overflow, hashtable, next_pos,
-                      cell_start, offsets, pv, pv_bts, sequence, context_offset,
-                      context_length, packed, byte_off, s_range, q_hit, s_hit, word_size,
-                      width, c, out, n, q_bases, q_ambig)
+            n = _emit(extend_kind, check_masks, listed, sequence, context_offset,
+                      context_length, quads, contexts, packed, byte_off, s_range, q_hit, s_hit,
+                      word_size, width, c, out, n, q_bases, q_ambig)
             if n < 0:
                 return n
             q_hit = np.int64(next_pos[q_hit])
         return n
     for j in range(cell_start[word], cell_start[word + 1]):
-        n = _emit(extend_kind, check_masks, kind, backbone, overflow, hashtable, next_pos,
-                  cell_start, offsets, pv, pv_bts, sequence, context_offset, context_length,
-                  packed, byte_off, s_range, np.int64(offsets[j]), s_hit, word_size, width, c,
-                  out, n, q_bases, q_ambig)
+        n = _emit(extend_kind, check_masks, listed, sequence, context_offset, context_length,
+                  quads, contexts, packed, byte_off, s_range, np.int64(offsets[j]), s_hit,
+                  word_size, width, c, out, n, q_bases, q_ambig)
         if n < 0:
             return n
     return n
@@ -81,8 +78,9 @@ def _emit_position(kind, extend_kind, check_masks, word_size, width, backbone, o
 @njit(cache=True, nogil=True)
 def scan_ranges(kind, extend_kind, check_masks, word_size, width, scan_step,
                 backbone, overflow, hashtable, next_pos, cell_start, offsets, pv, pv_bts,
-                sequence, context_offset, context_length, query_bases, query_ambig,
-                packed, chunk_byte_offset, range_chunk, range_left, range_right, first, last):
+                sequence, context_offset, context_length, listed, quads, contexts, query_bases,
+                query_ambig, packed, chunk_byte_offset, range_chunk, range_left, range_right,
+                first, last):
     """Seeds of scan ranges [first, last): range r covers [range_left[r], range_right[r])
     of chunk range_chunk[r]. Returns scan_chunks' arrays."""
     out = np.empty((SEED_FIELDS, 4096), dtype=np.int32)
@@ -98,8 +96,9 @@ def scan_ranges(kind, extend_kind, check_masks, word_size, width, scan_step,
             n0 = n
             n = _emit_position(kind, extend_kind, check_masks, word_size, width, backbone,
                                overflow, hashtable, next_pos, cell_start, offsets, pv, pv_bts,
-                               sequence, context_offset, context_length, packed, byte_off,
-                               s_range, s, c, out, n0, q_bases, q_ambig)
+                               sequence, context_offset, context_length, listed, quads,
+                               contexts, packed, byte_off, s_range, s, c, out, n0, q_bases,
+                               q_ambig)
             if n < 0:  # out is full: grown, and this position's seeds made again
                 bigger = np.empty((SEED_FIELDS, 2 * out.shape[1]), dtype=np.int32)
                 bigger[:, :n0] = out[:, :n0]
@@ -146,7 +145,8 @@ def find_masked_seeds(table: LookupTable, packed: np.ndarray, chunk_byte_offset:
         args = (table.kind, masked_extend(table), table.check_masks, table.word_size,
                 table.width, table.scan_step, table.backbone, table.overflow, table.hashtable,
                 table.next_pos, table.cell_start, table.offsets, table.pv, table.pv_bts,
-                table.sequence, table.context_offset, table.context_length, *table.query_words)
+                table.sequence, table.context_offset, table.context_length, table.listed_word,
+                table.query_quads, table.offset_contexts, *table.query_words)
     total = int(chunk.size)
     groups = max(1, int(num_threads)) * 4 if num_threads > 1 else 1
     bounds = np.unique(np.linspace(0, total, groups + 1).astype(np.int64))

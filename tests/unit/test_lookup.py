@@ -101,6 +101,18 @@ def check_contents(table, batch):
             assert table.pv[word >> table.pv_bts] >> (word & 31) & 1
     else:
         assert int((np.diff(table.cell_start) > 0).sum()) == len(seen)
+    check_listed_words(table, expected)
+
+
+def check_listed_words(table, expected):
+    """listed_word, s_TypeOfWord's view of the table: each listed offset's word, and -1
+    at every offset the table lists under no word."""
+    if not table.check_masks:
+        assert table.listed_word.size == 0
+        return
+    listed = {q: word for word, offs in expected.items() for q in offs}
+    assert table.listed_word.size == table.sequence.size
+    assert {q: int(w) for q, w in enumerate(table.listed_word) if w >= 0} == listed
 
 
 def with_ambiguity(rng, n):

@@ -13,7 +13,8 @@ from gblastn.options import make_options
 from gblastn.pools import on_threads
 from gblastn.query import Query, build_batch
 from gblastn.layouts import SEED_FIELDS
-from gblastn.scan.cpu import _table_args, choose_extend, find_seeds, scan_chunks, scan_into
+from gblastn.scan.cpu import QUAD_PAD, _table_args, choose_extend, context_of, find_seeds, \
+    offset_contexts, query_quad, query_quads, scan_chunks, scan_into
 
 
 def make_case(rng, query_lengths, subject_lengths, task, n_plants=6, **kw):
@@ -153,6 +154,28 @@ def test_masked_query_seeds_slide_and_stay_in_table():
     for qo, so, sf in zip(seeds.q_off, seeds.s_off, seeds.s_first):
         assert so >= sf
         assert not masked & set(range(qo, qo + 28))  # the W-seed avoids the masked letters
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 60), min_size=1, max_size=40), st.integers(-5, 70))
+def test_context_of_is_the_last_context_starting_at_or_before(starts, q):
+    offsets = np.array(sorted(starts), dtype=np.int32)
+    expected = max(0, int(np.searchsorted(offsets, q, side="right")) - 1)
+    assert context_of(offsets, q) == expected
+
+
+def test_per_offset_reads_are_the_computed_ones():
+    """query_quads and offset_contexts, the mini-extensions' per-hit reads, hold what
+    query_quad and context_of compute at every offset."""
+    rng = np.random.default_rng(13)
+    batch, options, _ = make_case(rng, [37, 5, 120], [10], "blastn")
+    sequence = batch.sequence.copy()
+    sequence[rng.integers(1, sequence.size - 1, 6)] = 14
+    quads = query_quads(sequence)
+    assert [int(quads[i + QUAD_PAD]) for i in range(-QUAD_PAD, sequence.size)] == \
+        [query_quad(sequence, i) for i in range(-QUAD_PAD, sequence.size)]
+    contexts = offset_contexts(batch.context_offset, sequence.size)
+    assert list(contexts) == [context_of(batch.context_offset, q) for q in range(sequence.size)]
 
 
 @settings(max_examples=8, deadline=None)
