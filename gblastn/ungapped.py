@@ -152,15 +152,18 @@ def uses_diag_hash(table: LookupTable) -> bool:
 HASH_PARTS = 64     # the most parts of the buckets, each extended on its own (a power of two)
 NO_ORDER = np.zeros(0, dtype=np.int64)  # extend_chunks' seeds in their own order
 PARALLEL_SEEDS = 1 << 18  # fewer seeds are extended part after part in the calling thread
+SERIAL_HASH_THREADS = 2  # with this many threads or fewer, the hash is one part
 
 
 def hash_parts(num_threads: int) -> int:
     """How many parts a batch's hash has: four per thread (a power of two, at most
-    HASH_PARTS) for the threads to share out, and one without threads. Each part's seeds
-    are a pass over the chunks' subject letters of their own, so more parts than the
-    threads need cost time: kleb q_medium's seeds, extended in 8 parts (2 threads), took
-    0.82-0.89 of the time they took in 64."""
-    if num_threads <= 1:
+    HASH_PARTS) for the threads to share out, and one with up to SERIAL_HASH_THREADS.
+    Each part's seeds are a pass over the chunks' subject letters of their own, so more
+    parts than the threads need cost time: kleb q_medium's seeds, extended in 8 parts (2
+    threads), took 0.82-0.89 of the time they took in 64; on 2 cores the scan and the
+    gapped stage keep both busy beside the ungapped stage, and one part took 1 CPU-s
+    less than 8 of synth 1G's q_small (docs/perf/whole-search.md)."""
+    if num_threads <= SERIAL_HASH_THREADS:
         return 1
     parts = 1
     while parts < 4 * num_threads and parts < HASH_PARTS:
