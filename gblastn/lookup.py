@@ -109,11 +109,12 @@ class LookupTable:
     sequence: np.ndarray        # uint8 blastna, QueryBatch.sequence
     context_offset: np.ndarray  # int32
     context_length: np.ndarray  # int32
-    # s_TypeOfWord's look-ups (check_masks only; empty otherwise): the word the table lists
-    # each query offset under, -1 where it lists none. The table lists an offset under its
-    # own w-mer at most, so "word lists q" is listed_word[q] == word: a read of a query-sized
-    # array instead of a random walk through a 4^w table (an L3 miss a look-up)
-    listed_word: np.ndarray     # int32 [len(sequence)]
+    # s_TypeOfWord's look-ups (check_masks only; empty otherwise): bit q (of byte q >> 3,
+    # least significant first) is set when the table lists query offset q. It lists an
+    # offset under the query's own w-mer there and no other, so "the table lists q under
+    # word" is that bit and the query's word at q equal to `word`: reads of small arrays
+    # instead of a walk through a 4^w table (a cache miss a look-up)
+    listed_offsets: np.ndarray  # uint8 [ceil(len(sequence) / 8)]
 
     @cached_property
     def query_words(self) -> tuple:
@@ -144,7 +145,7 @@ class LookupTable:
         stages read the query (`sequence`, the contexts) only, and a batch waits for its
         tracebacks long after its scan (tens of MB a batch)."""
         for name in ("backbone", "overflow", "hashtable", "next_pos", "cell_start", "offsets",
-                     "pv", "hashtable2", "next_pos2", "listed_word"):
+                     "pv", "hashtable2", "next_pos2", "listed_offsets"):
             setattr(self, name, _NO_WORDS[name])
         for name in ("query_words", "query_quads", "offset_contexts"):
             self.__dict__.pop(name, None)
@@ -155,7 +156,7 @@ _NO_WORDS = {name: np.zeros(0, dtype=dtype) for name, dtype in (
     ("backbone", np.int16), ("overflow", np.int16), ("hashtable", np.int32),
     ("next_pos", np.int32), ("cell_start", np.int32), ("offsets", np.int32),
     ("pv", np.uint32), ("hashtable2", np.int32), ("next_pos2", np.int32),
-    ("listed_word", np.int32))}
+    ("listed_offsets", np.uint8))}
 
 
 def estimate_entries(segments: np.ndarray) -> tuple:
@@ -538,11 +539,11 @@ def build_lookup(batch: QueryBatch, options: SearchOptions, pool=INLINE) -> Look
         check = word_size > width and has_segments
     else:
         check = word_size > width and has_segments and bool(options.soft_masking)
-    listed = empty32
+    listed = _NO_WORDS["listed_offsets"]
     if check:
         if kind == TABLE_MEGABLAST:
             index, offset = _list_words(sequence, segments, word_size, width)
-        listed = _listed_words(sequence.size, index, offset)
+        listed = _listed_offsets(sequence.size, offset)
     return LookupTable(kind, word_size, width, word_size - width + 1, bool(check), entries,
                        max_q_off, int(longest), backbone, overflow, hashtable, next_pos,
                        cell_start, offsets, pv, int(pv_bts), 0, NO_TEMPLATE, NO_TEMPLATE,
@@ -551,11 +552,11 @@ def build_lookup(batch: QueryBatch, options: SearchOptions, pool=INLINE) -> Look
                        np.ascontiguousarray(batch.context_length, dtype=np.int32), listed)
 
 
-def _listed_words(size: int, index: np.ndarray, offset: np.ndarray) -> np.ndarray:
-    """LookupTable.listed_word from the table's (word, offset) entries (_list_words)."""
-    listed = np.full(size, -1, dtype=np.int32)
-    listed[offset] = index
-    return listed
+def _listed_offsets(size: int, offset: np.ndarray) -> np.ndarray:
+    """LookupTable.listed_offsets from the offsets of the table's entries (_list_words)."""
+    listed = np.zeros(size, dtype=bool)
+    listed[offset] = True
+    return np.packbits(listed, bitorder="little")
 
 
 def words_of(table: LookupTable, word: int) -> np.ndarray:

@@ -93,7 +93,7 @@ trailing_zeros = _zero_bits_counter("cttz", "Trailing zero bits of a 64-bit word
 
 
 @njit(cache=True, nogil=True)
-def _load_be64(address):
+def load_be64(address):
     """The 8 bytes at `address` with the first byte in the high bits."""
     return _byte_swap(_load_u64(address))
 
@@ -156,9 +156,9 @@ def packed_run_forward(q_bases, q_ambig, q_pos, s_bases, s_bytes, s_pos, limit):
         byte = s >> 2
         if byte + 8 > s_bytes:
             break
-        qw = _load_be64(q_bases + (q >> 2)) << np.uint64(2 * (q & 3))
-        sw = _load_be64(s_bases + byte) << np.uint64(2 * (s & 3))
-        aw = _load_be64(q_ambig + (q >> 3)) << np.uint64(q & 7)
+        qw = load_be64(q_bases + (q >> 2)) << np.uint64(2 * (q & 3))
+        sw = load_be64(s_bases + byte) << np.uint64(2 * (s & 3))
+        aw = load_be64(q_ambig + (q >> 3)) << np.uint64(q & 7)
         step = min(np.int64(leading_zeros(qw ^ sw) >> np.uint64(1)),
                    np.int64(leading_zeros(aw)), PACKED_STEP)
         n += step
@@ -181,9 +181,9 @@ def packed_run_backward(q_bases, q_ambig, q_pos, s_bases, s_pos, limit):
             break
         # the 8 bytes ending with the one holding the position, shifted so that the position
         # is the lowest base (bit); the letters before it lie above
-        qw = _load_be64(q_bases + (q >> 2) - 7) >> np.uint64(2 * (3 - (q & 3)))
-        sw = _load_be64(s_bases + byte - 7) >> np.uint64(2 * (3 - (s & 3)))
-        aw = _load_be64(q_ambig + (q >> 3) - 7) >> np.uint64(7 - (q & 7))
+        qw = load_be64(q_bases + (q >> 2) - 7) >> np.uint64(2 * (3 - (q & 3)))
+        sw = load_be64(s_bases + byte - 7) >> np.uint64(2 * (3 - (s & 3)))
+        aw = load_be64(q_ambig + (q >> 3) - 7) >> np.uint64(7 - (q & 7))
         step = min(np.int64(trailing_zeros(qw ^ sw) >> np.uint64(1)),
                    np.int64(trailing_zeros(aw)), PACKED_STEP)
         n += step

@@ -26,7 +26,7 @@ from ..lookup import LookupTable, template_index
 from ..numba_start import njit
 from ..pools import in_turn
 from ..refcounts import borrowed
-from ..wordrun import WORD_PAD, packed_run_backward, packed_run_forward
+from ..wordrun import WORD_PAD, load_be64, packed_run_backward, packed_run_forward
 from . import Seeds
 
 
@@ -231,15 +231,19 @@ def mini_extend(extend_kind, sequence, context_offset, context_length, quads, co
 
 
 @njit(cache=True, nogil=True, inline="always")
-def listed_at(listed, word, q):
+def listed_at(listed, q_bases, word, q, width):
     """Whether the table lists query offset q under `word` (s_SmallNaLookup, s_MBLookup,
-    s_NaLookup), read from LookupTable.listed_word."""
-    return 0 <= q < listed.size and listed[q] == word
+    s_NaLookup): LookupTable.listed_offsets' bit q, and the query's w-mer at q (from its
+    packed bases at q_bases) equal to `word`."""
+    if q < 0 or (q >> 3) >= listed.size or (listed[q >> 3] >> (q & 7)) & 1 == 0:
+        return False
+    bits = load_be64(q_bases + (q >> 2)) >> np.uint64(64 - 2 * ((q & 3) + width))
+    return np.int64(bits & np.uint64((1 << (2 * width)) - 1)) == word
 
 
 @njit(cache=True, nogil=True, inline="always")
-def type_of_word(check_masks, listed, context_offset, context_length, contexts, packed,
-                 byte_off, s_range, q_off, s_off, word_size, width, s_listed):
+def type_of_word(check_masks, listed, q_bases, context_offset, context_length, contexts,
+                 packed, byte_off, s_range, q_off, s_off, word_size, width, s_listed):
     """BLAST's s_TypeOfWord for one-hit search. Returns (accepted, q_off, s_off): the left
     end slides right to the first w-mer the table lists at that exact query offset.
 
@@ -253,32 +257,39 @@ def type_of_word(check_masks, listed, context_offset, context_length, contexts, 
         return True, q_off, s_off
     q_end = q_off + word_size
     s_end = s_off + word_size
-    ctx = context_at(contexts, context_offset, q_end)
-    q_range = context_offset[ctx] + context_length[ctx]
     s_passed = s_listed
     if check_masks:
         if s_end - width != s_listed:
-            if not listed_at(listed, subject_word(packed, byte_off, s_end - width, width),
-                             q_end - width):
+            if not listed_at(listed, q_bases,
+                             subject_word(packed, byte_off, s_end - width, width),
+                             q_end - width, width):
                 return False, 0, 0
             s_passed = s_end - width
         while s_off != s_listed:
-            if listed_at(listed, subject_word(packed, byte_off, s_off, width), q_off):
+            if listed_at(listed, q_bases, subject_word(packed, byte_off, s_off, width), q_off,
+                         width):
                 break
             s_off += 1
             q_off += 1
     ext_to = word_size - (q_end - q_off)
-    ext_max = min(q_range - q_end, s_range - s_end)
     if ext_to > 0 or check_masks:
-        if ext_to > ext_max:
+        # the mini-extension's W-seed lies inside its context and the subject: only a seed
+        # that slid right reaches past either end (and only it reads its context, a cache
+        # miss a seed in a large batch's query)
+        if ext_to > s_range - s_end:
             return False, 0, 0
+        if ext_to > 0:
+            ctx = context_at(contexts, context_offset, q_end)
+            if ext_to > context_offset[ctx] + context_length[ctx] - q_end:
+                return False, 0, 0
         q_end += ext_to
         s_end += ext_to
         s_pos = s_end - width
         q_pos = q_end - width
         while s_pos > s_off:
             if s_pos != s_listed and s_pos != s_passed:
-                if not listed_at(listed, subject_word(packed, byte_off, s_pos, width), q_pos):
+                if not listed_at(listed, q_bases, subject_word(packed, byte_off, s_pos, width),
+                                 q_pos, width):
                     return False, 0, 0
             s_pos -= width
             q_pos -= width
@@ -297,12 +308,13 @@ def _emit(extend_kind, check_masks, listed, sequence, context_offset, context_le
     is called: a call for each table hit, with its arrays' reference counts, held a small
     table's scan at 1.7 times its time (docs/perf/whole-search.md)."""
     ok, q_seed, s_seed = mini_extend(extend_kind, sequence, context_offset, context_length,
-                                     quads, contexts, packed, byte_off, s_range, q_hit, s_hit, word_size, width,
-                                     q_bases, q_ambig)
+                                     quads, contexts, packed, byte_off, s_range, q_hit, s_hit,
+                                     word_size, width, q_bases, q_ambig)
     if not ok:
         return n
-    ok, q_fin, s_fin = type_of_word(check_masks, listed, context_offset, context_length,
-                                    contexts, packed, byte_off, s_range, q_seed, s_seed, word_size, width, s_hit)
+    ok, q_fin, s_fin = type_of_word(check_masks, listed, q_bases, context_offset,
+                                    context_length, contexts, packed, byte_off, s_range,
+                                    q_seed, s_seed, word_size, width, s_hit)
     if not ok:
         return n
     if n == out.shape[1]:
@@ -431,9 +443,9 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
                         q_fin, s_fin = q_seed, s_seed
                         if ok and check_masks:
                             ok, q_fin, s_fin = type_of_word(
-                                check_masks, listed, context_offset, context_length, contexts,
-                                packed, byte_off, s_range, q_seed, s_seed, word_size, width,
-                                s_hit)
+                                check_masks, listed, q_bases, context_offset, context_length,
+                                contexts, packed, byte_off, s_range, q_seed, s_seed,
+                                word_size, width, s_hit)
                         if ok:
                             if n == out.shape[1]:
                                 return n0, c, s_hit
@@ -578,7 +590,7 @@ def _table_args(table: LookupTable) -> tuple:
     return (table.kind, choose_extend(table), table.check_masks, table.word_size, table.width,
             table.scan_step, table.backbone, table.overflow, table.hashtable, table.next_pos,
             table.cell_start, table.offsets, table.pv, table.pv_bts, table.sequence,
-            table.context_offset, table.context_length, table.listed_word, table.query_quads,
+            table.context_offset, table.context_length, table.listed_offsets, table.query_quads,
             table.offset_contexts, *table.query_words)
 
 

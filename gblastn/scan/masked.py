@@ -145,7 +145,7 @@ def find_masked_seeds(table: LookupTable, packed: np.ndarray, chunk_byte_offset:
         args = (table.kind, masked_extend(table), table.check_masks, table.word_size,
                 table.width, table.scan_step, table.backbone, table.overflow, table.hashtable,
                 table.next_pos, table.cell_start, table.offsets, table.pv, table.pv_bts,
-                table.sequence, table.context_offset, table.context_length, table.listed_word,
+                table.sequence, table.context_offset, table.context_length, table.listed_offsets,
                 table.query_quads, table.offset_contexts, *table.query_words)
     total = int(chunk.size)
     groups = max(1, int(num_threads)) * 4 if num_threads > 1 else 1

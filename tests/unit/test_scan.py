@@ -13,8 +13,10 @@ from gblastn.options import make_options
 from gblastn.pools import on_threads
 from gblastn.query import Query, build_batch
 from gblastn.layouts import SEED_FIELDS
+from gblastn.lookup import words_of
 from gblastn.scan.cpu import QUAD_PAD, _table_args, choose_extend, context_of, find_seeds, \
-    offset_contexts, query_quad, query_quads, scan_chunks, scan_into
+    listed_at, offset_contexts, query_quad, query_quads, scan_chunks, scan_into
+from gblastn.wordrun import WORD_PAD
 
 
 def make_case(rng, query_lengths, subject_lengths, task, n_plants=6, **kw):
@@ -154,6 +156,37 @@ def test_masked_query_seeds_slide_and_stay_in_table():
     for qo, so, sf in zip(seeds.q_off, seeds.s_off, seeds.s_first):
         assert so >= sf
         assert not masked & set(range(qo, qo + 28))  # the W-seed avoids the masked letters
+
+
+@pytest.mark.parametrize("length", [700, 6000])
+def test_listed_at_is_the_tables_answer(length):
+    """s_TypeOfWord's look-up (listed_at) says what the table says: q is listed under
+    `word` exactly when words_of(word) holds q, for the query's own words (masked, ambiguous
+    and near the contexts' ends included) and for others."""
+    rng = np.random.default_rng(length)
+    q = rng.integers(0, 4, length).astype(np.uint8)
+    q[rng.integers(0, length, 5)] = 14
+    lower = np.zeros(length, bool)
+    lower[length // 3:length // 3 + 40] = True
+    options = make_options("megablast", dust="no", lcase_masking=True)
+    batch = build_batch([Query("q", "", q, lower), Query("r", "", q[:300], lower[:300])],
+                        options)
+    table = build_lookup(batch, options)
+    assert table.check_masks
+    q_bases = table.query_words[0].ctypes.data + WORD_PAD
+    w = table.width
+    seq = table.sequence
+    listed = {}
+    for word in {int("".join(str(int(c)) for c in seq[p:p + w]), 4)
+                 for p in range(seq.size - w + 1) if (seq[p:p + w] < 4).all()}:
+        for off in words_of(table, word):
+            listed[int(off)] = word
+    assert listed
+    for off in range(-2, seq.size + 2):
+        own = listed.get(off, -1)
+        for word in {own, int(rng.integers(0, 4 ** w))}:
+            if word >= 0:
+                assert listed_at(table.listed_offsets, q_bases, word, off, w) == (own == word)
 
 
 @settings(max_examples=200, deadline=None)
