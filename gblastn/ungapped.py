@@ -58,7 +58,7 @@ from .numba_start import njit
 from .pools import in_turn
 from .refcounts import borrowed, prefetch
 from .scan import Seeds
-from .scan.cpu import _split_chunks, context_of, subject_base, subject_byte
+from .scan.cpu import _split_chunks, context_at, subject_base, subject_byte
 
 DIAG_HASH_QUERY_LENGTH = 8000   # kQueryLenForHashTable
 HASH_OFFSET_LIMIT = 2147483647 // 4  # Blast_ExtendWordExit: the hash is emptied beyond this
@@ -459,10 +459,10 @@ def extend_approx_in(sequence, q_bytes, matrix, score_table, packed, byte_off, s
 @njit(cache=True, nogil=True)
 def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, first_chunk,
                   last_chunk, last_cut,
-                  sequence, q_bytes, context_offset, packed, chunk_byte_offset, chunk_length,
-                  matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size, window,
-                  use_hash, last_hit, hit_saved, backbone, cell_diag, cell_level, cell_saved,
-                  cell_next, occupancy, offset):
+                  sequence, q_bytes, context_offset, contexts, packed, chunk_byte_offset,
+                  chunk_length, matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size,
+                  window, use_hash, last_hit, hit_saved, backbone, cell_diag, cell_level,
+                  cell_saved, cell_next, occupancy, offset):
     """Diagonal bookkeeping and extension for chunks [first_chunk, last_chunk); the seeds of
     chunk c are seed_*[seed_order[at]] for `at` in chunk_bounds[c]:chunk_bounds[c + 1] (`at`
     itself when seed_order is empty). `ahead`: UngappedAhead's rows, the seeds' extensions made
@@ -500,7 +500,7 @@ def extend_chunks(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, f
     while True:
         c, at, n_out, occupancy, offset = _extend_into(
             seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, c, at, last_chunk,
-            last_cut, sequence, q_bytes, context_offset, packed, chunk_byte_offset,
+            last_cut, sequence, q_bytes, context_offset, contexts, packed, chunk_byte_offset,
             chunk_length, matrix, score_table, xdrop, cutoff, reduced_cutoff, word_size,
             window, use_hash, diag_len, last_hit, hit_saved, backbone, cell_diag, cell_level,
             cell_saved, cell_next, occupancy, offset, o_chunk, o_q, o_s, o_len, o_score,
@@ -535,8 +535,8 @@ PREFETCH_SEEDS = 8
 
 @njit(cache=True, nogil=True)
 def _extend_into(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, first_chunk,
-                 first_at, last_chunk, last_cut, sequence, q_bytes, context_offset, packed,
-                 chunk_byte_offset, chunk_length, matrix, score_table, xdrop, cutoff,
+                 first_at, last_chunk, last_cut, sequence, q_bytes, context_offset, contexts,
+                 packed, chunk_byte_offset, chunk_length, matrix, score_table, xdrop, cutoff,
                  reduced_cutoff, word_size, window, use_hash, diag_len, last_hit, hit_saved,
                  backbone, cell_diag, cell_level, cell_saved, cell_next, occupancy, offset,
                  o_chunk, o_q, o_s, o_len, o_score, o_seed_q, o_seed_s, o_seed, n_out):
@@ -546,6 +546,7 @@ def _extend_into(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, fi
     `at` of chunk c, with the output rows or the hash's cells full."""
     sequence, q_bytes, context_offset, packed = borrowed(sequence), borrowed(q_bytes), \
         borrowed(context_offset), borrowed(packed)
+    contexts = borrowed(contexts)
     matrix, score_table = borrowed(matrix), borrowed(score_table)
     ordered = seed_order.size > 0
     made = ahead.shape[1] > 0
@@ -563,6 +564,7 @@ def _extend_into(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, fi
                 q_later = np.int64(seed_q[later])
                 prefetch(q_bytes, q_later)
                 prefetch(sequence, q_later)
+                prefetch(contexts, q_later)
             i = seed_order[at] if ordered else at
             q_off = np.int64(seed_q[i])
             s_off = np.int64(seed_s[i])
@@ -586,7 +588,7 @@ def _extend_into(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, fi
             qs, ss, ln, sc = 0, 0, 0, 0
             # in two-hit mode, a seed that is no second hit is only kept on its diagonal
             if window == 0 or (saved == 0 and s_end_pos <= level + window):
-                ctx = context_of(context_offset, q_off)
+                ctx = context_at(contexts, context_offset, q_off)
                 if made:
                     qs = np.int64(ahead[UNGAPPED_Q_START, i])
                     ss = np.int64(ahead[UNGAPPED_S_START, i])
@@ -887,10 +889,11 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
         bounds = np.searchsorted(chunk, np.arange(k + 1), side="left").astype(np.int64)
         out = extend_chunks(order, seeds.q_off, seeds.s_off, seeds.s_first, made, bounds,
                             rng[0], rng[1], cut and rng[1] == k, table.sequence, q_bytes,
-                            table.context_offset, packed, chunk_byte_offset, chunk_length,
-                            matrix, score_table, *per_ctx, table.word_size, window, use_hash,
-                            array.last_hit, array.hit_saved, part.backbone, part.cell_diag,
-                            part.cell_level, part.cell_saved, part.cell_next, part.occupancy,
+                            table.context_offset, table.offset_contexts, packed,
+                            chunk_byte_offset, chunk_length, matrix, score_table, *per_ctx,
+                            table.word_size, window, use_hash, array.last_hit,
+                            array.hit_saved, part.backbone, part.cell_diag, part.cell_level,
+                            part.cell_saved, part.cell_next, part.occupancy,
                             part.offset if use_hash else array.offset)
         (part.backbone, part.cell_diag, part.cell_level, part.cell_saved, part.cell_next,
          part.occupancy, offset) = out[8:]

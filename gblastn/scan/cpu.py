@@ -334,21 +334,20 @@ def _write_seed(out, n, c, q_off, s_off, s_first, hit_s):
 
 @njit(cache=True, nogil=True)
 def _block_words(packed, byte_off, s, scan_step, m, width, words):
-    """subject_word at the m positions s, s + scan_step, ... into words[:m]; unchecked
-    loads (unsigned indices spare numba's negative-index fix-ups) when all their bytes
-    lie inside the buffer, as they do but at a buffer's end."""
-    last = byte_off + ((s + (m - 1) * scan_step) >> 2) + 3
-    if last >= packed.size:
+    """subject_word at the m positions s, s + scan_step, ... into words[:m]: each one
+    8-byte load (big-endian) where the block's last load stays inside the buffer, as it
+    does but at a buffer's end."""
+    last = byte_off + ((s + (m - 1) * scan_step) >> 2) + 8
+    if last > packed.size:
         for i in range(m):
             words[i] = subject_word(packed, byte_off, s + i * scan_step, width)
         return
-    mask = (np.int64(1) << (2 * width)) - 1
+    base = packed.ctypes.data + byte_off
+    mask = np.uint64((1 << (2 * width)) - 1)
     for i in range(m):
         p = s + i * scan_step
-        k = np.uint64(byte_off + (p >> 2))
-        v = ((np.int64(packed[k]) << 24) | (np.int64(packed[k + np.uint64(1)]) << 16)
-             | (np.int64(packed[k + np.uint64(2)]) << 8) | np.int64(packed[k + np.uint64(3)]))
-        words[i] = (v >> (2 * (16 - (p & 3) - width))) & mask
+        bits = load_be64(base + (p >> 2)) >> np.uint64(64 - 2 * ((p & 3) + width))
+        words[i] = np.int64(bits & mask)
 
 
 @njit(cache=True, nogil=True)
