@@ -156,17 +156,18 @@ SERIAL_HASH_THREADS = 2  # with this many threads or fewer, the hash is one part
 
 
 def hash_parts(num_threads: int) -> int:
-    """How many parts a batch's hash has: four per thread (a power of two, at most
+    """How many parts a batch's hash has: one per thread (a power of two, at most
     HASH_PARTS) for the threads to share out, and one with up to SERIAL_HASH_THREADS.
     Each part's seeds are a pass over the chunks' subject letters of their own, so more
     parts than the threads need cost time: kleb q_medium's seeds, extended in 8 parts (2
-    threads), took 0.82-0.89 of the time they took in 64; on 2 cores the scan and the
-    gapped stage keep both busy beside the ungapped stage, and one part took 1 CPU-s
-    less than 8 of synth 1G's q_small (docs/perf/whole-search.md)."""
+    threads), took 0.82-0.89 of the time they took in 64; synth 1G's q_small on 16 threads
+    took 3.5-3.8 s with 16 parts, 3.8-4.6 s with 64. On 2 cores the scan and the gapped
+    stage keep both busy beside the ungapped stage, and one part took 1 CPU-s less than 8
+    (docs/perf/whole-search.md)."""
     if num_threads <= SERIAL_HASH_THREADS:
         return 1
     parts = 1
-    while parts < 4 * num_threads and parts < HASH_PARTS:
+    while parts < num_threads and parts < HASH_PARTS:
         parts *= 2
     return parts
 
