@@ -539,11 +539,8 @@ def build_lookup(batch: QueryBatch, options: SearchOptions, pool=INLINE) -> Look
         check = word_size > width and has_segments
     else:
         check = word_size > width and has_segments and bool(options.soft_masking)
-    listed = _NO_WORDS["listed_offsets"]
-    if check:
-        if kind == TABLE_MEGABLAST:
-            index, offset = _list_words(sequence, segments, word_size, width)
-        listed = _listed_offsets(sequence.size, offset)
+    listed = _listed_offsets(sequence, segments, word_size, width) if check else \
+        _NO_WORDS["listed_offsets"]
     return LookupTable(kind, word_size, width, word_size - width + 1, bool(check), entries,
                        max_q_off, int(longest), backbone, overflow, hashtable, next_pos,
                        cell_start, offsets, pv, int(pv_bts), 0, NO_TEMPLATE, NO_TEMPLATE,
@@ -552,11 +549,23 @@ def build_lookup(batch: QueryBatch, options: SearchOptions, pool=INLINE) -> Look
                        np.ascontiguousarray(batch.context_length, dtype=np.int32), listed)
 
 
-def _listed_offsets(size: int, offset: np.ndarray) -> np.ndarray:
-    """LookupTable.listed_offsets from the offsets of the table's entries (_list_words)."""
-    listed = np.zeros(size, dtype=bool)
-    listed[offset] = True
-    return np.packbits(listed, bitorder="little")
+@njit(cache=True, nogil=True)
+def _listed_offsets(sequence, segments, word_size, width):
+    """LookupTable.listed_offsets: a bit for each offset _list_words lists (without its
+    arrays, 12 bytes a letter of a large batch)."""
+    listed = np.zeros((sequence.size + 7) // 8, dtype=np.uint8)
+    mask = (1 << (2 * width)) - 1
+    for k in range(segments.shape[0]):
+        start, end = segments[k, 0], segments[k, 1]
+        if end - start < word_size:
+            continue
+        word, valid = 0, 0
+        for p in range(start, end):
+            word, valid = _next_word(word, valid, sequence[p], mask)
+            if valid >= width:
+                q = p - width + 1
+                listed[q >> 3] |= np.uint8(1 << (q & 7))
+    return listed
 
 
 def words_of(table: LookupTable, word: int) -> np.ndarray:
