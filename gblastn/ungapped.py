@@ -661,7 +661,10 @@ def by_hash_part(q_off, s_off, parts: int, spread=None) -> tuple:
     runs side by side (pools.on_threads; one after the other without it): each range
     counts its seeds of each part, and writes them from where the earlier ranges' end."""
     n = q_off.size
-    ranges = np.linspace(0, n, (PARTITION_RANGES if spread else 1) + 1).astype(np.int64)
+    pieces = min(PARTITION_RANGES, n // PARTITION_SEEDS) if spread else 1
+    if pieces <= 1:  # a thread pool's start and its calls would cost more than the sort
+        spread = None
+    ranges = np.linspace(0, n, max(1, pieces) + 1).astype(np.int64)
     counts = np.zeros((ranges.size - 1, parts), dtype=np.int64)
     spread = spread or in_turn
     spread(lambda r: _count_parts(q_off, s_off, ranges[r], ranges[r + 1], counts[r]),
@@ -676,7 +679,11 @@ def by_hash_part(q_off, s_off, parts: int, spread=None) -> tuple:
     return order, bounds
 
 
-PARTITION_RANGES = 64  # ranges of seeds partitioned side by side
+PARTITION_RANGES = 64  # ranges of seeds partitioned side by side, at most
+# seeds a range at least: a slice's 0.4 M seeds in 64 ranges on 16 threads took 18 ms a
+# call, most of it the threads' start and the calls, held by the job in its ungapped turn
+# (about 1 s of synth 1G's q_small, docs/perf/whole-search.md)
+PARTITION_SEEDS = 1 << 20
 
 
 @njit(cache=True, nogil=True)

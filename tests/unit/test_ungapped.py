@@ -243,14 +243,18 @@ def test_query_bytes_are_the_packed_groups(letters):
        st.booleans())
 def test_seeds_grouped_by_hash_part_in_seed_order(n, parts, seed, side_by_side):
     """by_hash_part is a stable partition of the seeds by their diagonal's hash part,
-    whether its ranges run one after the other or side by side in any order."""
+    whether its ranges run one after the other or side by side in any order (ranges of 50
+    seeds here, not PARTITION_SEEDS)."""
+    from unittest import mock
+
     from gblastn.ungapped import HASH_BUCKETS, by_hash_part
 
     rng = np.random.default_rng(seed)
     q_off = rng.integers(0, 20_000, n).astype(np.int32)
     s_off = rng.integers(0, 5_000_000, n).astype(np.int32)
     backwards = lambda function, count: [function(k) for k in reversed(range(count))]
-    order, bounds = by_hash_part(q_off, s_off, parts, backwards if side_by_side else None)
+    with mock.patch("gblastn.ungapped.PARTITION_SEEDS", 50):
+        order, bounds = by_hash_part(q_off, s_off, parts, backwards if side_by_side else None)
     part = ((s_off.astype(np.int64) - q_off) & (HASH_BUCKETS - 1)) & (parts - 1)
     assert np.array_equal(order, np.argsort(part, kind="stable"))
     assert np.array_equal(bounds, np.concatenate([[0], np.cumsum(np.bincount(part, minlength=parts))]))
