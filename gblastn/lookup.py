@@ -41,8 +41,8 @@ All kinds also carry what the mini-extension and BLAST's s_TypeOfWord check need
 positions), the query, its contexts, and ``blast_length``.
 """
 
+import threading
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 
@@ -116,24 +116,39 @@ class LookupTable:
     # instead of a walk through a 4^w table (a cache miss a look-up)
     listed_offsets: np.ndarray  # uint8 [ceil(len(sequence) / 8)]
 
-    @cached_property
+    @property
     def query_words(self) -> tuple:
         """`sequence` as packed bases and ambiguity bits (wordrun.pack_query_words), which
         the CPU scan's mini-extension compares with packed subjects a word at a time."""
         from .wordrun import pack_query_words
-        return pack_query_words(self.sequence)
+        return self._made_once("query_words", lambda: pack_query_words(self.sequence))
 
-    @cached_property
+    @property
     def query_quads(self) -> np.ndarray:
         """scan.cpu.query_quads of `sequence`, for the CPU scan's mini-extensions."""
         from .scan.cpu import query_quads
-        return query_quads(self.sequence)
+        return self._made_once("query_quads", lambda: query_quads(self.sequence))
 
-    @cached_property
+    @property
     def offset_contexts(self) -> np.ndarray:
-        """scan.cpu.offset_contexts: each query offset's context, for the CPU scan."""
+        """scan.cpu.offset_contexts: each query offset's context, for the CPU scan and the
+        ungapped stage."""
         from .scan.cpu import offset_contexts
-        return offset_contexts(self.context_offset, self.sequence.size)
+        return self._made_once("offset_contexts",
+                               lambda: offset_contexts(self.context_offset, self.sequence.size))
+
+    def _made_once(self, name: str, make):
+        """The query's array `name`, made at its first use and kept. Made under a lock: the
+        jobs' threads ask for it at once, and each copy made beside another lives through
+        its thread's scan (16 threads held 62 copies of a megablast batch's contexts, 380 MB
+        of the search's peak)."""
+        made = self.__dict__.get(name)
+        if made is None:
+            with _QUERY_ARRAYS_LOCK:
+                made = self.__dict__.get(name)
+                if made is None:
+                    made = self.__dict__[name] = make()
+        return made
 
     @property
     def blast_length(self) -> int:
@@ -150,6 +165,8 @@ class LookupTable:
         for name in ("query_words", "query_quads", "offset_contexts"):
             self.__dict__.pop(name, None)
 
+
+_QUERY_ARRAYS_LOCK = threading.Lock()  # LookupTable._made_once's
 
 # drop_words' empty arrays, of each field's type
 _NO_WORDS = {name: np.zeros(0, dtype=dtype) for name, dtype in (
