@@ -137,6 +137,13 @@ class LookupTable:
         return self._made_once("offset_contexts",
                                lambda: offset_contexts(self.context_offset, self.sequence.size))
 
+    @property
+    def query_bytes(self) -> np.ndarray:
+        """ungapped.query_bytes of `sequence`, for the ungapped stage's extensions (once a
+        batch, not once a slice)."""
+        from .ungapped import query_bytes
+        return self._made_once("query_bytes", lambda: query_bytes(self.sequence))
+
     def _made_once(self, name: str, make):
         """The query's array `name`, made at its first use and kept. Made under a lock: the
         jobs' threads ask for it at once, and each copy made beside another lives through
@@ -162,7 +169,7 @@ class LookupTable:
         for name in ("backbone", "overflow", "hashtable", "next_pos", "cell_start", "offsets",
                      "pv", "hashtable2", "next_pos2", "listed_offsets"):
             setattr(self, name, _NO_WORDS[name])
-        for name in ("query_words", "query_quads", "offset_contexts"):
+        for name in ("query_words", "query_quads", "offset_contexts", "query_bytes"):
             self.__dict__.pop(name, None)
 
 

@@ -661,10 +661,10 @@ def by_hash_part(q_off, s_off, parts: int, spread=None) -> tuple:
     runs side by side (pools.on_threads; one after the other without it): each range
     counts its seeds of each part, and writes them from where the earlier ranges' end."""
     n = q_off.size
-    pieces = min(PARTITION_RANGES, n // PARTITION_SEEDS) if spread else 1
-    if pieces <= 1:  # a thread pool's start and its calls would cost more than the sort
+    pieces = max(1, min(PARTITION_RANGES, n // PARTITION_SEEDS)) if spread else 1
+    if pieces == 1:  # a thread pool's start and its calls would cost more than the sort
         spread = None
-    ranges = np.linspace(0, n, max(1, pieces) + 1).astype(np.int64)
+    ranges = np.linspace(0, n, pieces + 1).astype(np.int64)
     counts = np.zeros((ranges.size - 1, parts), dtype=np.int64)
     spread = spread or in_turn
     spread(lambda r: _count_parts(q_off, s_off, ranges[r], ranges[r + 1], counts[r]),
@@ -889,7 +889,7 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
     use_hash = uses_diag_hash(table)
     state = diag_hash if diag_hash is not None else DiagonalHash(window=window)
     made = NOTHING_AHEAD if ahead is None else np.ascontiguousarray(ahead.rows, dtype=np.int32)
-    q_bytes = query_bytes(table.sequence)
+    q_bytes = table.query_bytes
 
     def run(order, chunk, rng, part, array):
         """extend_chunks of the seeds `order` picks (all when it is empty), whose chunks are

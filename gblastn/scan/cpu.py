@@ -101,14 +101,14 @@ def query_quad(sequence, i):
 
 @njit(cache=True, nogil=True)
 def context_of(context_offset, q):
-    """BSearchContextInfo: the last context starting at or before q (0 when none does).
-    Each step halves the range with a conditional move, not a branch: the seeds' contexts
-    are random, and a mispredicted branch a step cost more than the step."""
-    lo, size = 0, context_offset.size
-    while size > 1:
-        half = size >> 1
-        lo = lo + half if context_offset[lo + half] <= q else lo
-        size -= half
+    """BSearchContextInfo: the last context starting at or before q (0 when none does)."""
+    lo, hi = 0, context_offset.size
+    while lo < hi - 1:
+        mid = (lo + hi) // 2
+        if context_offset[mid] > q:
+            hi = mid
+        else:
+            lo = mid
     return lo
 
 
