@@ -3,6 +3,7 @@ sharing a hash, duplicates across volumes), and volumes of many LMDB blocks read
 a damaged block found there."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -100,6 +101,39 @@ def test_blocks_used_where_the_file_holds_them(tmp_path, monkeypatch):
             stored = np.frombuffer(block, dtype=np.uint8)[start:start + size]
             assert np.array_equal(buffer[offsets[i]:offsets[i] + size], stored)
             assert decode_blastna(db.blastna(i)) == records[i]
+
+
+def _resident_kib(path) -> int:
+    """The KiB of the file at `path` resident in this process's maps, summed over them."""
+    inode, total, counting = str(os.stat(path).st_ino), 0, False
+    with open("/proc/self/smaps", encoding="utf-8") as smaps:
+        for line in smaps:
+            fields = line.split()
+            if "-" in fields[0] and len(fields) >= 5 and ":" in fields[3]:
+                counting = fields[4] == inode
+            elif counting and fields[0] == "Rss:":
+                total += int(fields[1])
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs /proc/self/smaps")
+def test_a_volume_used_in_place_is_resident_once(tmp_path, monkeypatch):
+    """LMDB hands its values out with their pages faulted in, and the in-place span maps
+    the same file again: once the span is made, only the span holds the volume's pages (a
+    search's peak RSS would count them twice)."""
+    monkeypatch.setattr(fmt, "BLOCK_BYTES", 60_000)
+    rng = np.random.default_rng(5)
+    records = ["".join(rng.choice(list("ACGT"), 200_000)) for _ in range(8)]
+    (tmp_path / "in.fa").write_text("".join(f">s{i}\n{seq}\n" for i, seq in enumerate(records)))
+    make_db([str(tmp_path / "in.fa")], str(tmp_path / "db"), progress=False)
+    (volume_file,) = (tmp_path / "db.gdb").glob("gen-*/*.mdb")
+    with open_db(str(tmp_path / "db")) as db:
+        (volume,) = db.volumes
+        buffer, _ = volume.concat_packed()
+        assert not buffer.flags.owndata and volume._block_crc.size == 8
+        packed_kib = buffer.size // 1024
+        assert packed_kib <= _resident_kib(volume_file) < packed_kib * 5 // 4
+        assert decode_blastna(db.blastna(3)) == records[3]
 
 
 def test_a_damaged_block_is_found_in_place(tmp_path, monkeypatch):
