@@ -11,9 +11,10 @@ order of the pieces, which keeps the output independent of the thread count.
 
 import heapq
 import itertools
+import os
 import queue
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 
 class _Spread:
@@ -118,18 +119,29 @@ def in_turn(function, count: int) -> None:
 
 
 def on_threads(threads: int):
-    """A spread (function(k) for k in range(count), returning when every call has) on up to
-    `threads` threads started for it: the scan's and the ungapped stage's pieces, which the
-    search waits for and which must not queue behind the pool's gapped and traceback work."""
+    """A spread (function(k) for k in range(count), returning when every call has) by the
+    calling thread and up to `threads` - 1 more: the scan's and the ungapped stage's pieces,
+    which the search waits for and which must not queue behind the pool's gapped and
+    traceback work. The helpers are threads kept for the process (one set per thread count):
+    threads started for each call each waited for the GIL to start, one after the other,
+    and a job's turn at the diagonal hash had its 16 parts begin over 60 ms when the pieces
+    took 15 ms (docs/perf/whole-search.md)."""
     if threads <= 1:
         return in_turn
+    return _spread_pool(int(threads)).spread
 
-    def spread(function, count: int) -> None:
-        if count <= 1:
-            return in_turn(function, count)
-        with ThreadPoolExecutor(max_workers=min(threads, count)) as executor:
-            list(executor.map(function, range(count)))
-    return spread
+
+_SPREAD_POOLS: dict = {}  # (process id, threads) -> PriorityPool (its spread: threads - 1 helpers)
+_SPREAD_POOLS_LOCK = threading.Lock()
+
+
+def _spread_pool(threads: int) -> "PriorityPool":
+    key = (os.getpid(), threads)  # a forked process has none of its parent's threads
+    with _SPREAD_POOLS_LOCK:
+        pool = _SPREAD_POOLS.get(key)
+        if pool is None:
+            pool = _SPREAD_POOLS[key] = PriorityPool(threads, "gblastn-spread")
+        return pool
 
 
 class PerThreadBuffer:

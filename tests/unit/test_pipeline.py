@@ -175,6 +175,45 @@ def test_spread_inside_busy_pool_tasks_finishes_every_call(kind):
         pool.close()
 
 
+def test_spreads_on_threads_share_helpers_kept_for_the_process():
+    """on_threads: every index once, by the caller and helper threads kept from one call to
+    the next (no thread started per call); spreads from several threads at once all finish;
+    an error is raised in the caller."""
+    import threading
+    import time
+
+    from gblastn.pools import on_threads
+
+    spread = on_threads(4)
+    ran, lock = [], threading.Lock()
+
+    def call(k):
+        time.sleep(0.002)  # long enough for the helpers to join in
+        with lock:
+            ran.append((k, threading.current_thread().name))
+    spread(call, 40)
+    assert sorted(k for k, _ in ran) == list(range(40))
+    before = threading.active_count()
+    spread(call, 40)
+    assert threading.active_count() == before
+    assert any(name.startswith("gblastn-spread") for _, name in ran)
+    done = [[] for _ in range(6)]
+    callers = [threading.Thread(target=lambda j=j: on_threads(4)(done[j].append, 30))
+               for j in range(6)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(timeout=30)
+    assert [sorted(d) for d in done] == [list(range(30))] * 6
+
+    def fails(k):
+        if k == 3:
+            raise ValueError("injected")
+    with pytest.raises(ValueError, match="injected"):
+        spread(fails, 8)
+    assert on_threads(1)(done[0].append, 0) is None
+
+
 def test_traceback_waits_for_the_whole_batch_when_a_hit_list_limit_can_bind(case,
                                                                           monkeypatch):
     from gblastn import engine
