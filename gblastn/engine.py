@@ -59,7 +59,6 @@ device keeps the hash, the turn starts before the volume's first scan).
 """
 
 import threading
-from collections import deque
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -68,7 +67,8 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from .hsp import Hsps, QueryResult, SubjectHits, query_coverage, score_order
-from .layouts import GAPPED_AHEAD_FIELDS, GAPPED_MADE
+from .layouts import GAPPED_AHEAD_FIELDS, GAPPED_MADE, SEED_CHUNK, SEED_FIELDS, SEED_HIT_S, \
+    SEED_Q_OFF, SEED_S_FIRST, SEED_S_OFF
 from .options import SearchOptions
 from .pools import INLINE, beside, on_threads, runs_of
 from .scan.backend import Backend, BackendPlan, Capabilities, SubjectBuffer
@@ -743,11 +743,9 @@ def stopping_initial_hits(chunks: SubjectChunks, scan_from, extend, ahead: int =
         if wait_turn is not None:
             wait_turn()
         while True:
-            run = scanned.taken()
-            first, end, cut = run[0][0], run[-1][1], run[-1][2]
-            seeds = joined_scanned([(start - first, seeds) for start, _, _, seeds in run])
-            del run
-            parts.append((first, extend(seeds, _slice(chunks, first, end), carry, cut)))
+            first, end, cut, seeds = scanned.taken()
+            parts.append((first, extend(ScannedSeeds(seeds), _slice(chunks, first, end), carry,
+                                        cut)))
             del seeds
             if not cut and end == total:
                 break
@@ -760,11 +758,14 @@ def stopping_initial_hits(chunks: SubjectChunks, scan_from, extend, ahead: int =
 class ScanAhead:
     """The slices a job's scan stops at, scanned ahead of their extensions (at most
     `ahead` waiting): fill() scans them in turn, taken() hands over every one scanned by
-    then (waiting for one); an error in the scan ends both."""
+    then as one run (waiting for one); an error in the scan ends both. The slices are
+    joined as they come, in the scan's thread (SeedRun): joined in the job's turn at the
+    diagonal hash, they held every other job's turn back for as long as the copy took."""
 
     def __init__(self, ahead: int):
         self.ahead = max(1, ahead)
-        self.slices: deque = deque()  # (first chunk, end, cut, ScannedSeeds)
+        self.run = None               # [first chunk, end, cut, Seeds | SeedRun]
+        self.waiting = 0              # the slices in it
         self.ended = False            # the scan is through (or failed), or closed
         self.error = None
         self.changed = threading.Condition()
@@ -776,7 +777,7 @@ class ScanAhead:
         try:
             while True:
                 with self.changed:
-                    while len(self.slices) >= self.ahead and not self.ended:
+                    while self.waiting >= self.ahead and not self.ended:
                         self.changed.wait()
                     if self.ended:
                         return
@@ -787,8 +788,9 @@ class ScanAhead:
                     following, position = first + stop[0], stop[1]
                     end, cut = following + int(position > 0), position > 0
                 with self.changed:
-                    self.slices.append((first, end, cut, found))
+                    self._add(first, end, cut, found.seeds)
                     self.changed.notify_all()
+                del found  # joined into the run: not held through the next slice's scan
                 if following is None:
                     return
                 first = following
@@ -802,18 +804,32 @@ class ScanAhead:
                 self.ended = True
                 self.changed.notify_all()
 
-    def taken(self) -> list:
+    def _add(self, first: int, end: int, cut: bool, seeds: "Seeds") -> None:
+        """A slice onto the run waiting (a slice alone is kept as it is)."""
+        self.waiting += 1
+        if self.run is None:
+            self.run = [first, end, cut, seeds]
+            return
+        run = self.run[3]
+        if not isinstance(run, SeedRun):
+            run = SeedRun(run)
+        run.add(seeds, first - self.run[0])
+        self.run[1:] = [end, cut, run]
+
+    def taken(self) -> tuple:
+        """(first chunk, end, cut, Seeds) of every slice scanned by then, the seeds' chunks
+        numbered from the first."""
         with self.changed:
-            while not self.slices and self.error is None:
+            while self.run is None and self.error is None:
                 if self.ended:
                     raise RuntimeError("the scan ended before its last slice")
                 self.changed.wait()
             if self.error is not None:
                 raise self.error
-            run = list(self.slices)
-            self.slices.clear()
+            first, end, cut, seeds = self.run
+            self.run, self.waiting = None, 0
             self.changed.notify_all()
-        return run
+        return first, end, cut, seeds.seeds() if isinstance(seeds, SeedRun) else seeds
 
     def close(self) -> None:
         with self.changed:
@@ -821,19 +837,33 @@ class ScanAhead:
             self.changed.notify_all()
 
 
-def joined_scanned(slices: list) -> "ScannedSeeds":
-    """The ScannedSeeds of successive slices (each with its first chunk's place in the
-    run, its seeds' chunks numbered from it) as one run's; seeds only (a stopping scan
-    extends nothing ahead)."""
-    from .scan import Seeds
+class SeedRun:
+    """Successive slices' seeds in one buffer of SEED_FIELDS rows, grown by doubling, each
+    slice's chunks renumbered from the run's first chunk."""
 
-    if len(slices) == 1:
-        return slices[0][1]
-    seeds = [found.seeds for _, found in slices]
-    chunk = np.concatenate([part.chunk + np.int32(offset)
-                            for (offset, _), part in zip(slices, seeds)])
-    return ScannedSeeds(Seeds(chunk, *(np.concatenate([getattr(part, name) for part in seeds])
-                                       for name in ("q_off", "s_off", "s_first", "hit_s"))))
+    def __init__(self, seeds: "Seeds"):
+        self.rows = np.empty((SEED_FIELDS, 2 * max(1, len(seeds))), dtype=np.int32)
+        self.size = 0
+        self.add(seeds, 0)
+
+    def add(self, seeds: "Seeds", chunk_shift: int) -> None:
+        n = len(seeds)
+        if self.size + n > self.rows.shape[1]:
+            rows = np.empty((SEED_FIELDS, max(self.size + n, 2 * self.rows.shape[1])),
+                            dtype=np.int32)
+            rows[:, :self.size] = self.rows[:, :self.size]
+            self.rows = rows
+        at = slice(self.size, self.size + n)
+        np.add(seeds.chunk, np.int32(chunk_shift), out=self.rows[SEED_CHUNK, at])
+        for row, name in ((SEED_Q_OFF, "q_off"), (SEED_S_OFF, "s_off"),
+                          (SEED_S_FIRST, "s_first"), (SEED_HIT_S, "hit_s")):
+            self.rows[row, at] = getattr(seeds, name)
+        self.size += n
+
+    def seeds(self) -> "Seeds":
+        from .scan import Seeds
+
+        return Seeds(*(self.rows[row, :self.size] for row in range(SEED_FIELDS)))
 
 
 def _slice(chunks: SubjectChunks, first: int, last: int) -> SubjectChunks:
