@@ -1,4 +1,7 @@
-"""Arrays: a buffer grown as it fills in compiled code, and parts' fields joined."""
+"""Arrays: a buffer grown as it fills in compiled code, parts' fields joined, and arrays in
+fresh anonymous memory."""
+
+import mmap
 
 import numpy as np
 
@@ -32,3 +35,18 @@ def joined_fields(parts: list, count: int) -> list:
         for p in parts:
             p[i] = None
     return fields
+
+
+def fresh_pages(count: int, dtype=np.uint8) -> np.ndarray:
+    """An uninitialised array of `count` items in fresh anonymous memory of its own: pages
+    never written are never faulted in, and all of it goes back to the system when the
+    array (and every view of it) is let go. (A large buffer from the allocator may be
+    memory it holds already, resident whether written or not.) Small pages: a huge page
+    would be faulted in whole."""
+    nbytes = int(count) * np.dtype(dtype).itemsize
+    if nbytes < mmap.PAGESIZE:
+        return np.empty(count, dtype=dtype)
+    area = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        area.madvise(mmap.MADV_NOHUGEPAGE)
+    return np.frombuffer(area, dtype=dtype)

@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from .arrays import fresh_pages
 from .hsp import Hsps, QueryResult, SubjectHits, query_coverage, score_order
 from .layouts import GAPPED_AHEAD_FIELDS, GAPPED_MADE, SEED_CHUNK, SEED_FIELDS, SEED_HIT_S, \
     SEED_Q_OFF, SEED_S_FIRST, SEED_S_OFF
@@ -812,7 +813,7 @@ class ScanAhead:
             return
         run = self.run[3]
         if not isinstance(run, SeedRun):
-            run = SeedRun(run)
+            run = SeedRun(run, self.ahead)
         run.add(seeds, first - self.run[0])
         self.run[1:] = [end, cut, run]
 
@@ -838,11 +839,16 @@ class ScanAhead:
 
 
 class SeedRun:
-    """Successive slices' seeds in one buffer of SEED_FIELDS rows, grown by doubling, each
-    slice's chunks renumbered from the run's first chunk."""
+    """Successive slices' seeds in one buffer of SEED_FIELDS rows, each slice's chunks
+    renumbered from the run's first chunk. The buffer is made for `slices` slices at once
+    in pages of its own (arrays.fresh_pages: only those written are resident, and they go
+    back to the system with the run): buffers grown by doubling, each freed as the next
+    was made, left the memory allocator holding some 40 MB more at 16 threads
+    (docs/perf/whole-search.md)."""
 
-    def __init__(self, seeds: "Seeds"):
-        self.rows = np.empty((SEED_FIELDS, 2 * max(1, len(seeds))), dtype=np.int32)
+    def __init__(self, seeds: "Seeds", slices: int):
+        columns = slices * max(1, len(seeds), SEED_BUDGET)
+        self.rows = fresh_pages(SEED_FIELDS * columns, np.int32).reshape(SEED_FIELDS, columns)
         self.size = 0
         self.add(seeds, 0)
 

@@ -27,6 +27,7 @@ import lmdb
 import numpy as np
 
 from ..alphabet import BLASTNA_FROM_NCBI4NA
+from ..arrays import fresh_pages
 from ..errors import DatabaseError, InputError
 from ..numba_start import njit
 from . import format as fmt
@@ -543,15 +544,9 @@ def _file_offsets(path: str, addresses: list) -> list | None:
 
 
 def sparse_letters(length: int) -> np.ndarray:
-    """A letter array in fresh anonymous memory: pages never written are never faulted in,
-    so tracebacks that fill a few thousand letters around each HSP of a chromosome pay for
-    those alone. Small pages: a huge page would be faulted in whole."""
-    if length < mmap.PAGESIZE:
-        return np.empty(length, dtype=np.uint8)
-    area = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    if hasattr(mmap, "MADV_NOHUGEPAGE"):
-        area.madvise(mmap.MADV_NOHUGEPAGE)
-    return np.frombuffer(area, dtype=np.uint8)
+    """A letter array in fresh anonymous memory (arrays.fresh_pages): tracebacks that fill
+    a few thousand letters around each HSP of a chromosome pay for those alone."""
+    return fresh_pages(length)
 
 
 class OrdinalAccess:

@@ -185,3 +185,28 @@ def test_a_failed_scan_ahead_fails_the_extensions():
     with pytest.raises(MemoryError, match="no room"):
         scans.clear()
         stopping_initial_hits(chunks, scan_from, extend)
+
+
+def test_a_seed_run_joins_slices_with_their_chunks_renumbered(monkeypatch):
+    """engine.SeedRun: successive slices' seeds end to end, each slice's chunks shifted to
+    the run's numbering, the buffer grown past the slices it was made for (a slice may hold
+    more seeds than the budget: a scan position's seeds are taken whole)."""
+    from gblastn import engine
+    from gblastn.scan import Seeds
+
+    monkeypatch.setattr(engine, "SEED_BUDGET", 1)
+    rng = np.random.default_rng(7)
+
+    def random_seeds(n):
+        return Seeds(*(rng.integers(0, 1000, n, dtype=np.int32) for _ in range(5)))
+
+    slices = [(0, random_seeds(3)), (2, random_seeds(0)), (2, random_seeds(5)),
+              (4, random_seeds(2))]
+    run = engine.SeedRun(slices[0][1], 2)
+    for shift, seeds in slices[1:]:
+        run.add(seeds, shift)
+    joined = run.seeds()
+    assert np.array_equal(joined.chunk, np.concatenate([s.chunk + shift for shift, s in slices]))
+    for name in ("q_off", "s_off", "s_first", "hit_s"):
+        assert np.array_equal(getattr(joined, name),
+                              np.concatenate([getattr(s, name) for _, s in slices]))
