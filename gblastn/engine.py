@@ -1083,7 +1083,8 @@ class Engine:
         else:
             found = made_ahead(found, chunks)
         hits = found.hits
-        bounds = np.searchsorted(hits.chunk, np.arange(len(chunks.length) + 1))
+        bounds = np.searchsorted(hits.chunk, np.arange(len(chunks.length) + 1,
+                                                       dtype=hits.chunk.dtype))
         cuts = pieces_per_chunk(found.ahead, bounds, options.greedy, pool.threads)
         contexts = hit_contexts(hits.q_start, plan.batch) \
             if pool.threads > 1 or cuts.max(initial=0) > 1 else None

@@ -894,7 +894,10 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
     def run(order, chunk, rng, part, array):
         """extend_chunks of the seeds `order` picks (all when it is empty), whose chunks are
         `chunk`, in chunks rng[0]:rng[1], with the hash `part` or the diagonal `array`."""
-        bounds = np.searchsorted(chunk, np.arange(k + 1), side="left").astype(np.int64)
+        # needles of the seeds' own type: int64 ones would have numpy cast every seed's
+        # chunk to int64 first (a slice's worth of fresh memory each call)
+        bounds = np.searchsorted(chunk, np.arange(k + 1, dtype=chunk.dtype),
+                                 side="left").astype(np.int64)
         out = extend_chunks(order, seeds.q_off, seeds.s_off, seeds.s_first, made, bounds,
                             rng[0], rng[1], cut and rng[1] == k, table.sequence, q_bytes,
                             table.context_offset, table.offset_contexts, packed,
