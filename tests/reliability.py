@@ -4,6 +4,7 @@ NCBI BLAST+ is installed, and query files), and runners for both command lines."
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -110,3 +111,10 @@ def mount_tmpfs(folder, size: str, read_only: bool = False) -> bool:
 
 def unmount(folder) -> None:
     subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+def sigint_by_default():
+    """A child's SIGINT as a terminal's Ctrl-C finds it (a Popen preexec_fn). A test run
+    started in the background (`pytest &`) ignores SIGINT, its children inherit that, and
+    Python keeps an inherited SIG_IGN: a child the test interrupts would rightly go on."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -20,6 +20,7 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from golden import megablast_case  # noqa: E402
+from reliability import sigint_by_default  # noqa: E402
 
 from gblastn.db.writer import make_db  # noqa: E402
 from gblastn.drivers.cluster import ClusterSpec  # noqa: E402
@@ -444,7 +445,8 @@ def test_serve_then_search_from_the_command_line(case, tmp_path, small_tabular):
     scheduler_file = tmp_path / "scheduler.json"
     serve = subprocess.Popen([sys.executable, "-m", "gblastn", "serve", "-db", case["db"],
                               "-workers", "1", "-device", "cpu", "-scheduler_file",
-                              str(scheduler_file)], stderr=subprocess.PIPE, text=True)
+                              str(scheduler_file)], stderr=subprocess.PIPE, text=True,
+                             preexec_fn=sigint_by_default)
     try:
         assert any("serving" in line for line in iter(serve.stderr.readline, "")
                    if line.startswith("gblastn") or "serving" in line), "serve did not start"

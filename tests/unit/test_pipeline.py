@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from golden import megablast_case, mutate, random_dna, write_fasta
+from reliability import sigint_by_default
 from test_diagonals_kernel import host_pass  # noqa: F401 - the fixture
 
 from gblastn.options import make_options
@@ -581,7 +582,7 @@ def test_sigint_stops_promptly_without_partial_output(tmp_path):
                              str(tmp_path / "queries.list"), "-out", str(out), "-num_threads", "2",
                              "-device", "cpu"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_sigint_by_default)
+                            preexec_fn=sigint_by_default)
     time.sleep(4)
     assert proc.poll() is None, "the search ended before it could be interrupted"
     proc.send_signal(signal.SIGINT)
@@ -595,13 +596,6 @@ def test_sigint_stops_promptly_without_partial_output(tmp_path):
     assert "Traceback" not in stderr
     assert not out.exists()
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".gblastn-")]
-
-
-def _sigint_by_default():
-    """The child's SIGINT as a terminal's Ctrl-C finds it. A test run started in the
-    background (`pytest &`) ignores SIGINT, its children inherit that, and Python keeps an
-    inherited SIG_IGN: the search would rightly go on."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.mark.parametrize("task", ["megablast", "blastn", "blastn-short"])
