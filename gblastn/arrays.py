@@ -1,7 +1,8 @@
-"""Arrays: a buffer grown as it fills in compiled code, parts' fields joined, and arrays in
-fresh anonymous memory."""
+"""Arrays: a buffer grown as it fills in compiled code, parts' fields joined, arrays in
+fresh anonymous memory, and such buffers used again once let go."""
 
 import mmap
+import sys
 
 import numpy as np
 
@@ -50,3 +51,32 @@ def fresh_pages(count: int, dtype=np.uint8) -> np.ndarray:
     if hasattr(mmap, "MADV_NOHUGEPAGE"):
         area.madvise(mmap.MADV_NOHUGEPAGE)
     return np.frombuffer(area, dtype=dtype)
+
+
+def _references(held: list, k: int) -> int:
+    return sys.getrefcount(held[k])
+
+
+_HELD_BY_THE_LIST_ALONE = _references([object()], 0)
+
+
+class RecycledBuffers:
+    """Buffers of one shape in pages of their own (fresh_pages), each handed out again once
+    nothing but this holds it or a view of it (its reference count tells: every view of a
+    buffer refers to it), so that a buffer's pages are faulted in once, not once per use.
+    At most `kept` are kept; while they are all held, free() makes one more for the caller
+    alone."""
+
+    def __init__(self, shape: tuple, dtype, kept: int):
+        self.shape, self.dtype, self.kept = tuple(shape), np.dtype(dtype), int(kept)
+        self._buffers: list = []  # 1-d: the array every view of a buffer refers to
+
+    def free(self) -> np.ndarray:
+        """A buffer of `shape` that nothing else holds (its contents: whatever was left)."""
+        for k in range(len(self._buffers)):
+            if _references(self._buffers, k) == _HELD_BY_THE_LIST_ALONE:
+                return self._buffers[k].reshape(self.shape)
+        pages = fresh_pages(int(np.prod(self.shape)), self.dtype)
+        if len(self._buffers) < self.kept:
+            self._buffers.append(pages)
+        return pages.reshape(self.shape)

@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from .arrays import fresh_pages
+from .arrays import RecycledBuffers, fresh_pages
 from .hsp import Hsps, QueryResult, SubjectHits, query_coverage, score_order
 from .layouts import GAPPED_AHEAD_FIELDS, GAPPED_MADE, SEED_CHUNK, SEED_FIELDS, SEED_HIT_S, \
     SEED_Q_OFF, SEED_S_FIRST, SEED_S_OFF
@@ -729,7 +729,8 @@ def stopping_initial_hits(chunks: SubjectChunks, scan_from, extend, ahead: int =
 
     The slices are scanned on a thread of their own (pools.beside), up to `ahead` of them
     waiting for their extension, and each extension takes every slice scanned by then, as
-    one run. `wait_turn()`, when given, waits for this job's turn at the diagonal hash:
+    one run. scan_from's third argument is a buffer of (SEED_FIELDS, SEED_BUDGET) int32 to
+    write the slice's seeds into (ScanAhead's: used again once let go). `wait_turn()`, when given, waits for this job's turn at the diagonal hash:
     meanwhile the slices are scanned, and the turn extends them in a few calls, each large
     enough to spread the hash's parts over the search's threads."""
     from .ungapped import CutChunk
@@ -737,8 +738,8 @@ def stopping_initial_hits(chunks: SubjectChunks, scan_from, extend, ahead: int =
     total = len(chunks.length)
     carry = CutChunk()
     scanned = ScanAhead(ahead)
-    scanning = beside(scanned.fill, lambda first, position: scan_from(
-        _slice(chunks, first, total), position), total)
+    scanning = beside(scanned.fill, lambda first, position, out: scan_from(
+        _slice(chunks, first, total), position, out), total)
     parts = []
     try:
         if wait_turn is not None:
@@ -761,10 +762,16 @@ class ScanAhead:
     `ahead` waiting): fill() scans them in turn, taken() hands over every one scanned by
     then as one run (waiting for one); an error in the scan ends both. The slices are
     joined as they come, in the scan's thread (SeedRun): joined in the job's turn at the
-    diagonal hash, they held every other job's turn back for as long as the copy took."""
+    diagonal hash, they held every other job's turn back for as long as the copy took.
+    Each slice is scanned into a buffer used again once its seeds are let go: a fresh
+    buffer a slice faulted its pages in anew, most of a search's page faults
+    (docs/perf/whole-search.md). At most three are held at once: the slice being
+    scanned, a slice waiting alone (a run of several is a SeedRun, a copy) and the one
+    being extended."""
 
     def __init__(self, ahead: int):
         self.ahead = max(1, ahead)
+        self.buffers = RecycledBuffers((SEED_FIELDS, SEED_BUDGET), np.int32, 3)
         self.run = None               # [first chunk, end, cut, Seeds | SeedRun]
         self.waiting = 0              # the slices in it
         self.ended = False            # the scan is through (or failed), or closed
@@ -772,8 +779,8 @@ class ScanAhead:
         self.changed = threading.Condition()
 
     def fill(self, scan_from, total: int) -> None:
-        """scan_from(first chunk, position) -> (ScannedSeeds, stop), slice after slice of
-        `total` chunks."""
+        """scan_from(first chunk, position, buffer) -> (ScannedSeeds, stop), slice after
+        slice of `total` chunks."""
         first, position = 0, 0
         try:
             while True:
@@ -782,7 +789,7 @@ class ScanAhead:
                         self.changed.wait()
                     if self.ended:
                         return
-                found, stop = scan_from(first, position)
+                found, stop = scan_from(first, position, self.buffers.free())
                 if stop is None:
                     end, cut, following = total, False, None
                 else:
@@ -1001,10 +1008,10 @@ class Engine:
                 return ScannedSeeds(backend.find_seeds(table, subject_buffer, part.byte_offset,
                                                        part.length, threads, spread))
 
-        def scan_from(part, position: int) -> tuple:
+        def scan_from(part, position: int, out: np.ndarray) -> tuple:
             with turns.first_scan(), self.times.stage("scan"):
                 seeds, stop = backend.find_seeds_from(table, subject_buffer, part.byte_offset,
-                                                      part.length, position, SEED_BUDGET)
+                                                      part.length, position, SEED_BUDGET, out)
                 return ScannedSeeds(seeds), stop
 
         def extend(scanned: ScannedSeeds, part, carry=None, cut: bool = False) -> VolumeHits:

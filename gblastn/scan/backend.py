@@ -77,7 +77,8 @@ class Backend:
         raise NotImplementedError
 
     def find_seeds_from(self, table, subjects: SubjectBuffer, chunk_byte_offset: np.ndarray,
-                        chunk_length: np.ndarray, position: int, budget: int) -> tuple:
+                        chunk_length: np.ndarray, position: int, budget: int,
+                        out: np.ndarray | None = None) -> tuple:
         raise NotImplementedError(f"the {self.name} backend's scan does not stop")
 
     def extended_seeds(self, table, subjects: SubjectBuffer, chunk_byte_offset: np.ndarray,
@@ -126,11 +127,12 @@ class CpuBackend(Backend):
     capabilities = Capabilities(stops_scans=True)
 
     def find_seeds_from(self, table, subjects: SubjectBuffer, chunk_byte_offset: np.ndarray,
-                        chunk_length: np.ndarray, position: int, budget: int) -> tuple:
+                        chunk_length: np.ndarray, position: int, budget: int,
+                        out: np.ndarray | None = None) -> tuple:
         from .cpu import find_seeds_from
 
         return find_seeds_from(table, subjects.packed, chunk_byte_offset, chunk_length,
-                               position, budget)
+                               position, budget, out)
 
     def find_seeds(self, table, subjects: SubjectBuffer, chunk_byte_offset: np.ndarray,
                    chunk_length: np.ndarray, num_threads: int = 1, spread=None):

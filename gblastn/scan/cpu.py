@@ -627,17 +627,22 @@ def find_seeds(table: LookupTable, packed: np.ndarray, chunk_byte_offset: np.nda
 
 
 def find_seeds_from(table: LookupTable, packed: np.ndarray, chunk_byte_offset: np.ndarray,
-                    chunk_length: np.ndarray, position: int, budget: int) -> tuple:
+                    chunk_length: np.ndarray, position: int, budget: int,
+                    out: np.ndarray | None = None) -> tuple:
     """find_seeds' seeds of the chunks from subject position `position` of the first one
     (a multiple of the scan step) on, up to `budget` of them: (Seeds, stop), stop None when
     the scan reached the last chunk's end, else (chunk, position) where it stopped, none of
     that position's seeds taken, to go on from there. A position with more seeds than the
-    budget is taken whole. Contiguous words only (the discontiguous scan does not stop)."""
+    budget is taken whole. Contiguous words only (the discontiguous scan does not stop).
+    `out`: an int32 buffer of (SEED_FIELDS, budget) to write the seeds into (the Seeds are
+    views of it; the scan fills a buffer up to its size), else one is made."""
     packed = np.ascontiguousarray(packed, dtype=np.uint8)
     chunk_byte_offset = np.ascontiguousarray(chunk_byte_offset, dtype=np.int64)
     chunk_length = np.ascontiguousarray(chunk_length, dtype=np.int32)
     k = int(chunk_length.size)
-    out = np.empty((SEED_FIELDS, max(1, int(budget))), dtype=np.int32)
+    budget = max(1, int(budget))
+    if out is None or out.shape != (SEED_FIELDS, budget):
+        out = np.empty((SEED_FIELDS, budget), dtype=np.int32)
     while True:
         n, c, s = scan_into(*_table_args(table), packed, chunk_byte_offset, chunk_length, 0,
                             position, k, out, 0)

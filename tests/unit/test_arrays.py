@@ -1,11 +1,12 @@
 """Arrays in compiled code: a borrowed view is the array itself, minus its reference count;
-a prefetch changes nothing, whatever its index."""
+a prefetch changes nothing, whatever its index. Recycled buffers come back only once let
+go, views included."""
 
 import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
-from gblastn.arrays import grown
+from gblastn.arrays import RecycledBuffers, grown
 from gblastn.refcounts import borrowed, prefetch
 
 
@@ -74,3 +75,25 @@ def test_grown_keeps_the_rows():
     b = grown(a, 5)
     assert b.shape == (6, 2) and np.array_equal(b[:3], a)
     assert grown(a, 3) is a
+
+
+def test_a_recycled_buffer_comes_back_only_once_nothing_holds_it():
+    buffers = RecycledBuffers((5, 2048), np.int32, kept=2)
+    first = buffers.free()
+    assert first.shape == (5, 2048) and first.dtype == np.int32
+    view = first[2, :10]
+    del first
+    second = buffers.free()  # the first is still held through its view
+    assert not np.shares_memory(second, view)
+    view[:] = 7
+    del view
+    again = buffers.free()  # the first, let go: its pages and contents as they were
+    assert np.all(again[2, :10] == 7)
+    # both kept buffers held: a third is made, and not kept
+    third = buffers.free()
+    assert not np.shares_memory(third, again) and not np.shares_memory(third, second)
+    del third
+    assert not np.shares_memory(buffers.free(), second)  # the two kept are still held
+    address = second.__array_interface__["data"][0]
+    del second
+    assert buffers.free().__array_interface__["data"][0] == address

@@ -15,11 +15,13 @@ from gblastn.engine import ScannedSeeds, SubjectChunks, VolumeHits, stopping_ini
 from gblastn.lookup import build_lookup
 from gblastn.options import make_options
 from gblastn.query import Query, build_batch
+from gblastn.scan import Seeds
 from gblastn.scan.cpu import find_seeds, find_seeds_from
 from gblastn.ungapped import HASH_OFFSET_LIMIT, DiagonalHash, extend_seeds, uses_diag_hash
 
 from test_scan import make_case, pack_chunks
 
+SEED_NAMES = ("chunk", "q_off", "s_off", "s_first", "hit_s")
 FIELDS = ("chunk", "q_start", "s_start", "length", "score", "seed_q", "seed_s")
 # (task, query lengths): the diagonal array (<= 8,000 query letters) and the hash (more)
 ARRAY = ("blastn", [700, 500])
@@ -60,16 +62,17 @@ def sliced_hits(table, packed, offsets, lengths, cutoffs, budget: int, hash_offs
     slices = []
     scans, filled = [], threading.Event()
 
-    def scan_from(part, position):
+    def scan_from(part, position, out):
         seeds, stop = find_seeds_from(table, packed, part.byte_offset, part.length, position,
-                                      budget)
+                                      budget, out)
         scans.append(len(seeds))
         if len(scans) >= ahead or stop is None:
             filled.set()
         return ScannedSeeds(seeds), stop
 
     def extend(scanned, part, carry, cut):
-        slices.append((scanned.seeds, cut))
+        # a copy: the scan writes its next slices into this one's buffer once it is let go
+        slices.append((Seeds(*(getattr(scanned.seeds, name).copy() for name in SEED_NAMES)), cut))
         return VolumeHits(extend_seeds(scanned.seeds, table, packed, part.byte_offset,
                                        part.length, *cutoffs, diag_hash=state, carry=carry,
                                        cut=cut))
@@ -169,7 +172,7 @@ def test_a_failed_scan_ahead_fails_the_extensions():
                            np.zeros(lengths.size, np.int64), offsets, lengths)
     scans = []
 
-    def scan_from(part, position):
+    def scan_from(part, position, out):
         scans.append(position)
         if len(scans) == 3:
             raise MemoryError("no room for the seeds")
@@ -210,3 +213,27 @@ def test_a_seed_run_joins_slices_with_their_chunks_renumbered(monkeypatch):
     for name in ("q_off", "s_off", "s_first", "hit_s"):
         assert np.array_equal(getattr(joined, name),
                               np.concatenate([getattr(s, name) for _, s in slices]))
+
+
+def test_the_slices_are_scanned_into_a_few_buffers_used_again(monkeypatch):
+    """Each slice's buffer is used again once its extension has let its seeds go: a job's
+    slices take three buffers at most, whatever their number, with the unsliced hits."""
+    from gblastn import arrays, engine
+
+    monkeypatch.setattr(engine, "SEED_BUDGET", 7)
+
+    made = []
+
+    def counted(count, dtype=np.uint8):
+        made.append(count)
+        return fresh_pages(count, dtype)
+
+    fresh_pages = arrays.fresh_pages
+    monkeypatch.setattr(arrays, "fresh_pages", counted)
+    case = searched_case(11, *HASH, [4000, 40, 2500, 6001])
+    reference = unsliced_hits(*case, 0)
+    for ahead in (1, 3):
+        made.clear()
+        hits, slices = sliced_hits(*case, 7, 0, ahead)
+        assert_same_hits(hits, reference)
+        assert len(slices) > 20 and 1 <= len(made) <= 3
