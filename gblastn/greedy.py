@@ -238,6 +238,15 @@ def greedy_linear(seqs, packed, reverse, xdrop, match_cost, mismatch_cost, max_d
         if not end1_reached:
             upper += 1
         width = upper - lower + 5
+        if used + width > cells.size and not traceback:
+            # score only: no row before d is read again, so row d moves to the front and
+            # the rows take about twice the widest row, not the sum of them all (their
+            # growth faulted in fresh pages, most of a megablast search's page faults)
+            start = row_at[d]
+            for j in range(start, used):
+                cells[j - start] = cells[j]
+            row_at[d] = 0
+            used -= start
         if used + width > cells.size:
             cells = grown(cells, used + width)
         row_at[d + 1] = used

@@ -100,8 +100,9 @@ def test_affine_costs():
     assert OP_INS in list(res[7][:res[9]])
 
 
-def _diverged_pair(n, seed):
-    """A random query and a copy with 6% substitutions and an indel every ~250 letters."""
+def _diverged_pair(n, seed, substitutions=0.06):
+    """A random query and a copy with 6% substitutions (or as given) and an indel every ~250
+    letters."""
     rng = np.random.default_rng(seed)
     q = rng.choice(list("ACGT"), n)
     s = []
@@ -110,7 +111,7 @@ def _diverged_pair(n, seed):
             if rng.random() < 0.5:
                 continue
             s.append(rng.choice(list("ACGT")))
-        s.append(rng.choice([x for x in "ACGT" if x != c]) if rng.random() < 0.06 else c)
+        s.append(rng.choice([x for x in "ACGT" if x != c]) if rng.random() < substitutions else c)
     return "".join(q), "".join(s)
 
 
@@ -168,3 +169,21 @@ def test_letters_outside_the_read_range_change_nothing(seed, affine):
     assert again[:7] == res[:7]
     assert list(again[7][:again[9]]) == list(res[7][:res[9]])
     assert list(again[8][:again[9]]) == list(res[8][:res[9]])
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), length=st.integers(50, 6000),
+       divergence=st.floats(0.0, 0.2))
+def test_the_score_only_search_keeps_two_rows_with_the_traceback_search_s_box(seed, length,
+                                                                             divergence):
+    """Without traceback the search keeps only the rows it still reads (the latest moved to
+    the front when the memory fills): the same score and box as the search that keeps
+    every row, whatever the distance reached."""
+    rng = np.random.default_rng(seed)
+    q, s = _diverged_pair(length, int(rng.integers(0, 2**31)), divergence)
+    q_off = int(rng.integers(0, len(q)))
+    s_off = min(len(s) - 1, q_off * len(s) // len(q))
+    full = _align(q, s, q_off, s_off)
+    score_only = _align(q, s, q_off, s_off, traceback=False)
+    assert score_only[:5] == full[:5]
+    assert score_only[10:] == full[10:]
