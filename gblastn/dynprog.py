@@ -301,19 +301,33 @@ def align_ex(rows, row_origin, row_step, m, cols, col_origin, col_step, n,
     as BLAST's traceback emits it, from the best cell back to the origin (runs of
     OP_SUB/OP_DEL/OP_INS), and how many columns the search read (letters 1 to that).
     """
+    res = align_ex_in(np.empty(0, np.uint8), np.empty(0, np.int32), rows, row_origin,
+                      row_step, m, cols, col_origin, col_step, n, matrix, gap_open,
+                      gap_extend, x_dropoff)
+    return res[0], res[1], res[2], res[3], res[4], res[5]
+
+
+@njit(cache=True, nogil=True, constant_args=("row_step", "col_step"))
+def align_ex_in(cells, band, rows, row_origin, row_step, m, cols, col_origin, col_step, n,
+                matrix, gap_open, gap_extend, x_dropoff):
+    """align_ex working in the workspaces `cells` (uint8 traceback cells) and `band` (as
+    xdrop_score_in's), either of any size, reused across calls as BLAST reuses its
+    traceback state: made afresh for each alignment, a long one's cells (doubled as they
+    fill) faulted in new pages every time, most of a -task blastn search's page faults.
+    Returns align_ex's result with the workspaces to pass next time appended."""
     gap_open_extend = gap_open + gap_extend
     if x_dropoff < gap_open_extend:
         x_dropoff = gap_open_extend
     if n <= 0 or m <= 0:
-        return 0, 0, 0, np.empty(0, np.uint8), np.empty(0, np.int32), 0
+        return 0, 0, 0, np.empty(0, np.uint8), np.empty(0, np.int32), 0, cells, band
     extra = _band_cells(x_dropoff, gap_extend, n)
     # the band and the rows' bookkeeping sized for every column and row, the cells grown
     # between calls of _align_rows: an array rebound inside the row loop is counted in and
     # out (atomic operations) on every row
-    band, b_size = _start_band(np.empty(0, dtype=np.int32), x_dropoff, gap_open_extend,
-                               gap_extend, n, extra, True)
+    band, b_size = _start_band(band, x_dropoff, gap_open_extend, gap_extend, n, extra, True)
     # traceback cells, row after row; row a holds columns from row_first[a] on
-    cells = np.empty(max(8 * extra, 1 << 16), dtype=np.uint8)
+    if cells.size < max(8 * extra, 1 << 16):
+        cells = np.empty(max(8 * extra, 1 << 16), dtype=np.uint8)
     row_start = np.empty(m + 1, dtype=np.int64)
     row_first = np.empty(m + 1, dtype=np.int64)
     for i in range(1, b_size):
@@ -357,7 +371,8 @@ def align_ex(rows, row_origin, row_step, m, cols, col_origin, col_step, n,
             a -= 1
             b -= 1
         count = _append_op(ops, lens, count, script, 1)
-    return best_score, best_a, best_b, ops[:count].copy(), lens[:count].copy(), columns_read
+    return best_score, best_a, best_b, ops[:count].copy(), lens[:count].copy(), columns_read, \
+        cells, band
 
 
 @njit(cache=True, nogil=True, constant_args=("row_step", "col_step"))
@@ -498,13 +513,22 @@ def traceback_dp(query, q_start, subject, s_start, matrix, gap_open, gap_extend,
     their cost given back, as BLAST does. An empty script means nothing aligned. No subject
     letter outside [s_read_start, s_read_end) was read.
     """
+    res = traceback_dp_in(np.empty(0, np.uint8), np.empty(0, np.int32), query, q_start,
+                          subject, s_start, matrix, gap_open, gap_extend, x_dropoff_final)
+    return res[0], res[1], res[2], res[3], res[4], res[5], res[6], res[7], res[8]
+
+
+@njit(cache=True, nogil=True)
+def traceback_dp_in(cells, band, query, q_start, subject, s_start, matrix, gap_open,
+                    gap_extend, x_dropoff_final):
+    """traceback_dp in align_ex_in's workspaces; its result with them appended."""
     query_length = query.size
     shift, s_off, s_length = adjust_subject_range(s_start, subject.size, q_start, query_length)
     sub = subject[shift:shift + s_length]
 
     # left, the start letters included: rows run down from q_start, columns from s_off
-    score_left, q_used, s_used, left_ops, left_lens, read_left = align_ex(
-        query, q_start + 1, -1, q_start + 1, sub, s_off + 1, -1, s_off + 1,
+    score_left, q_used, s_used, left_ops, left_lens, read_left, cells, band = align_ex_in(
+        cells, band, query, q_start + 1, -1, q_start + 1, sub, s_off + 1, -1, s_off + 1,
         matrix, gap_open, gap_extend, x_dropoff_final)
     aln_q_start = q_start - q_used + 1
     aln_s_start = s_off - s_used + 1
@@ -514,10 +538,10 @@ def traceback_dp(query, q_start, subject, s_start, matrix, gap_open, gap_extend,
     right_ops = np.empty(0, np.uint8)
     right_lens = np.empty(0, np.int32)
     if q_start < query_length and s_off < s_length:
-        score_right, q_used, s_used, right_ops, right_lens, read_right = align_ex(
-            query, q_start, 1, query_length - q_start - 1,
-            sub, s_off, 1, s_length - s_off - 1,
-            matrix, gap_open, gap_extend, x_dropoff_final)
+        score_right, q_used, s_used, right_ops, right_lens, read_right, cells, band = \
+            align_ex_in(cells, band, query, q_start, 1, query_length - q_start - 1,
+                        sub, s_off, 1, s_length - s_off - 1,
+                        matrix, gap_open, gap_extend, x_dropoff_final)
         aln_q_end = q_start + q_used + 1
         aln_s_end = s_off + s_used + 1
     else:
@@ -567,7 +591,7 @@ def traceback_dp(query, q_start, subject, s_start, matrix, gap_open, gap_extend,
     return (score_left + score_right, aln_q_start, aln_q_end,
             aln_s_start + shift, aln_s_end + shift,
             ops[head:tail].copy(), lens[head:tail].copy(),
-            min(s_off + 1 - read_left, read_end) + shift, read_end + shift)
+            min(s_off + 1 - read_left, read_end) + shift, read_end + shift, cells, band)
 
 
 @njit(cache=True, nogil=True)

@@ -31,7 +31,7 @@ from .alphabet import COMPLEMENT_BLASTNA, score_matrix
 from .arrays import grown
 from .db.reader import CODE_OF, fill_ranges
 from .dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS, adjust_subject_range, gapped_offsets, \
-    gapped_start_nucl, traceback_dp
+    gapped_start_nucl, traceback_dp_in
 from .greedy import greedy_alignment_from_runs, greedy_gapped_alignment
 from .hsp import Hsps, alloc_tree, count_identities, covering, \
     containment_keep, hsp_rows, hsps_from_rows, purge_rows, ranked_order, \
@@ -621,6 +621,8 @@ def _dp_traceback_rows(rows_in, context_offset, context_length, query, unmasked,
     tree = alloc_tree(n, min_diag)
     held = 0
     kept = 0
+    # ALIGN_EX's workspaces, kept from one alignment to the next
+    cells, band = np.empty(0, dtype=np.uint8), np.empty(0, dtype=np.int32)
     for i in range(n):
         ctx = rows_in[i, HSP_CONTEXT]
         qs = rows_in[i, HSP_Q_START]
@@ -650,8 +652,9 @@ def _dp_traceback_rows(rows_in, context_offset, context_length, query, unmasked,
             script = (runs & RUN_OP_MASK).astype(np.uint8)
             lens = (runs >> RUN_COUNT_SHIFT).astype(np.int32)
         else:
-            score, q0, q1, s0, s1, script, lens, read_start, read_end = traceback_dp(
-                letters, qg, subject, sg, matrix, gap_open, gap_extend, xdrop)
+            score, q0, q1, s0, s1, script, lens, read_start, read_end, cells, band = \
+                traceback_dp_in(cells, band, letters, qg, subject, sg, matrix, gap_open,
+                                gap_extend, xdrop)
         if not _within(spans, read_start, read_end):
             return False, rows[:0], op_start[:1], ops[:0], op_len[:0]
         if script.size == 0:

@@ -321,6 +321,25 @@ def test_traceback_cells_grow_between_row_runs():
     assert score == left[0] + right[0]
 
 
+def test_traceback_workspaces_kept_across_alignments_change_nothing():
+    """traceback_dp_in's workspaces, passed from one alignment to the next (a long one
+    grows them, shorter ones then start on its stale cells and band), give each
+    alignment traceback_dp's result with fresh ones."""
+    rng = np.random.default_rng(17)
+    cells, band = np.empty(0, np.uint8), np.empty(0, np.int32)
+    for length in (20000, 40, 3000, 7, 500, 12000, 300):
+        subject, query = related_pair(rng, length, rng.random() * 0.2, rng.random() * 0.05)
+        q_start = int(rng.integers(0, len(query)))
+        # near the start point's diagonal, so that some alignments are long
+        s_start = min(len(subject) - 1, q_start * len(subject) // len(query))
+        fresh = dynprog.traceback_dp(query, q_start, subject, s_start, BLASTN, 5, 2, 110)
+        *kept, cells, band = dynprog.traceback_dp_in(cells, band, query, q_start, subject,
+                                                     s_start, BLASTN, 5, 2, 110)
+        assert tuple(kept[:5]) == fresh[:5] and tuple(kept[7:]) == fresh[7:]
+        assert np.array_equal(kept[5], fresh[5]) and np.array_equal(kept[6], fresh[6])
+    assert cells.size > 1 << 16
+
+
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_traceback_letters_outside_the_read_range_change_nothing(seed):
