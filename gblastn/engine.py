@@ -730,9 +730,10 @@ def stopping_initial_hits(chunks: SubjectChunks, scan_from, extend, ahead: int =
     The slices are scanned on a thread of their own (pools.beside), up to `ahead` of them
     waiting for their extension, and each extension takes every slice scanned by then, as
     one run. scan_from's third argument is a buffer of (SEED_FIELDS, SEED_BUDGET) int32 to
-    write the slice's seeds into (ScanAhead's: used again once let go). `wait_turn()`, when given, waits for this job's turn at the diagonal hash:
-    meanwhile the slices are scanned, and the turn extends them in a few calls, each large
-    enough to spread the hash's parts over the search's threads."""
+    write the slice's seeds into (ScanAhead's: used again once let go). `wait_turn()`,
+    when given, waits for this job's turn at the diagonal hash: meanwhile the slices are
+    scanned, and the turn extends them in a few calls, each large enough to spread the
+    hash's parts over the search's threads."""
     from .ungapped import CutChunk
 
     total = len(chunks.length)
@@ -767,8 +768,8 @@ class ScanAhead:
     buffer a slice faulted its pages in anew, most of a search's page faults
     (docs/perf/whole-search.md). One slice ahead, three are in use at once (the slice being
     scanned, the one waiting, the one being extended) and all three are kept. Further
-    ahead (16 threads) none is kept: the jobs keeping three each held some 60 MB more at
-    their peak, for 3 % of the search's time."""
+    ahead (16 threads) none is kept: the jobs keeping three each raised the peak by some
+    60 MB, to save 3 % of the search's time."""
 
     def __init__(self, ahead: int):
         self.ahead = max(1, ahead)
