@@ -61,8 +61,8 @@ def traceback_subject(hsps: Hsps, batch, subject_codes: np.ndarray, stats, optio
     caller."""
     if len(hsps) == 0:
         return Hsps.empty()
-    _, rows, op_start, ops, op_len = _traceback_rows(*_traceback_args(hsps, batch, subject_codes,
-                                                                      stats, options))
+    _, rows, op_start, ops, op_len, _, _ = _traceback_rows(
+        *_traceback_args(hsps, batch, subject_codes, stats, options), *_fresh_workspaces())
     traced = hsps_from_rows(rows)
     traced.op_start, traced.ops, traced.op_len = op_start, ops, op_len
     return traced
@@ -83,13 +83,21 @@ def traceback_final(hsps: Hsps, batch, query_codes: np.ndarray, subject_codes: n
     edit runs of (`ahead_runs`, where made)."""
     if len(hsps) == 0:
         return Hsps.empty()
-    complete, rows, op_start, ops, op_len, evalue, bitscore, counts = _traceback_final_rows(
-        *_traceback_args(hsps, batch, subject_codes, stats, options, spans, ahead, ahead_runs),
-        *_final_args(stats, options), np.ascontiguousarray(query_codes, dtype=np.uint8),
-        COMPLEMENT_BLASTNA)
+    complete, rows, op_start, ops, op_len, evalue, bitscore, counts, _, _ = \
+        _traceback_final_rows(
+            *_traceback_args(hsps, batch, subject_codes, stats, options, spans, ahead,
+                             ahead_runs),
+            *_final_args(stats, options), np.ascontiguousarray(query_codes, dtype=np.uint8),
+            COMPLEMENT_BLASTNA, *_fresh_workspaces())
     if not complete:
         return None
     return _final_hsps(rows, op_start, ops, op_len, evalue, bitscore, counts)
+
+
+def _fresh_workspaces() -> tuple:
+    """ALIGN_EX's workspaces (dynprog.align_ex_in) for one traceback call: empty, made as
+    its first alignment needs them."""
+    return np.empty(0, dtype=np.uint8), np.empty(0, dtype=np.int32)
 
 
 def _final_hsps(rows, op_start, ops, op_len, evalue, bitscore, counts) -> Hsps:
@@ -208,6 +216,8 @@ def _trace_group(task_subject, task_query, task_rows, rows, task_ahead, ahead, a
     counts = np.empty((total, COUNT_FIELDS), dtype=np.int64)
     redone = 0
     k = 0
+    # ALIGN_EX's workspaces, kept from one task's alignments to the next task's
+    cells, band = np.empty(0, dtype=np.uint8), np.empty(0, dtype=np.int32)
     for i in range(tasks):
         local = task_subject[i]
         length = lengths[local]
@@ -226,13 +236,14 @@ def _trace_group(task_subject, task_query, task_rows, rows, task_ahead, ahead, a
                                  fetch_margin, attempt == 1)
             fill_ranges(subject, 0, spans, bases, amb_offset[a:b], amb_length[a:b],
                         amb_end[a:b], amb_code[a:b], code_of)
-            complete, f_rows, f_start, f_ops, f_len, f_evalue, f_bits, f_counts = \
+            complete, f_rows, f_start, f_ops, f_len, f_evalue, f_bits, f_counts, cells, band = \
                 _traceback_final_rows(
                     task_hsps, context_offset, context_length, query, unmasked, subject,
                     matrix, dp_traceback, xdrop, reward, penalty, gap_open, gap_extend, min_diag,
                     perc_identity, cutoffs, spans, task_ahead_rows,
                     ahead_runs[runs_from:runs_to], lambdas, log_ks, searchsp,
-                    round_down, evalue_max, max_hsps, qcov_percent, letters, complement)
+                    round_down, evalue_max, max_hsps, qcov_percent, letters, complement, cells,
+                    band)
             if complete:
                 break
         n = f_rows.shape[0]
@@ -447,14 +458,15 @@ def _traceback_final_rows(rows, context_offset, context_length, query, unmasked,
                           min_diag, perc_identity, cutoffs, spans, ahead, ahead_runs, lambdas,
                           log_ks,
                           searchsp, round_down, evalue_max, max_hsps, qcov_percent, query_codes,
-                          complement):
+                          complement, cells, band):
     """_traceback_rows, then traceback_final's steps. Returns complete, rows, op_start, ops,
-    op_len, evalue, bitscore, counts [n, 4] (nothing when not complete)."""
-    complete, rows, op_start, ops, op_len = _traceback_rows(
+    op_len, evalue, bitscore, counts [n, 4] (nothing when not complete), and ALIGN_EX's
+    workspaces `cells` and `band` (as _traceback_rows)."""
+    complete, rows, op_start, ops, op_len, cells, band = _traceback_rows(
         rows, context_offset, context_length, query, unmasked, subject, matrix, dp_traceback,
         xdrop,
         reward, penalty, gap_open, gap_extend, min_diag, perc_identity, cutoffs, spans, ahead,
-        ahead_runs)
+        ahead_runs, cells, band)
     n = rows.shape[0]
     evalue = np.empty(n, dtype=np.float64)
     bitscore = np.empty(n, dtype=np.float64)
@@ -476,30 +488,32 @@ def _traceback_final_rows(rows, context_offset, context_length, query, unmasked,
     counts = counts_of_all(query_codes, rows[:, HSP_CONTEXT].copy(), rows[:, HSP_Q_START].copy(),
                            rows[:, HSP_Q_END].copy(), rows[:, HSP_S_START].copy(), subject,
                            op_start, ops, op_len, complement)
-    return complete, rows, op_start, ops, op_len, evalue[index], bitscore[index], counts
+    return complete, rows, op_start, ops, op_len, evalue[index], bitscore[index], counts, \
+        cells, band
 
 
 @njit(cache=True, nogil=True)
 def _traceback_rows(rows, context_offset, context_length, query, unmasked, subject, matrix,
                     dp_traceback, xdrop, reward, penalty, gap_open, gap_extend, min_diag,
-                    perc_identity, cutoffs, spans, ahead, ahead_runs):
+                    perc_identity, cutoffs, spans, ahead, ahead_runs, cells, band):
     """The whole of traceback_subject in one compiled call (no Python between the steps, so
     the traceback threads hardly need the GIL). rows: int64 [n, HSP_FIELDS] (hsp_rows), in score
     order; the subject's letters are true in `spans` only; `ahead` as traceback_final's
     (no rows: none), with ahead_runs its edit runs. Returns complete (no alignment
     read outside the spans), then the final rows and their edit scripts: rows, op_start,
-    ops, op_len (none when not complete). dp_traceback: None for the greedy aligner, True
-    for DP."""
+    ops, op_len (none when not complete), then ALIGN_EX's workspaces to pass next time
+    (`cells`, `band`: dynprog.align_ex_in's, of any size; untouched by the greedy
+    aligner). dp_traceback: None for the greedy aligner, True for DP."""
     if dp_traceback is None:
         complete, rows, op_start, ops, op_len = _greedy_traceback_rows(
             rows, context_offset, context_length, query, subject, matrix, xdrop, reward,
             penalty, gap_open, gap_extend, min_diag, spans, ahead, ahead_runs)
     else:
-        complete, rows, op_start, ops, op_len = _dp_traceback_rows(
+        complete, rows, op_start, ops, op_len, cells, band = _dp_traceback_rows(
             rows, context_offset, context_length, query, unmasked, subject, matrix, gap_open,
-            gap_extend, xdrop, min_diag, perc_identity, spans, ahead, ahead_runs)
+            gap_extend, xdrop, min_diag, perc_identity, spans, ahead, ahead_runs, cells, band)
     if rows.shape[0] == 0:
-        return complete, rows, op_start, ops, op_len
+        return complete, rows, op_start, ops, op_len, cells, band
     # step 3: common endpoints trimmed, then rescoring with ambiguities: every HSP after a
     # greedy traceback (the greedy aligner ignored ambiguities), the trimmed ones after DP
     rows, op_start, ops, op_len, first_trimmed = purge_rows(rows, op_start, ops, op_len,
@@ -515,7 +529,7 @@ def _traceback_rows(rows, context_offset, context_length, query, unmasked, subje
     rows, op_start, ops, op_len = take_rows(rows, op_start, ops, op_len, order)
     keep = np.flatnonzero(containment_keep(rows, min_diag))
     rows, op_start, ops, op_len = take_rows(rows, op_start, ops, op_len, keep)
-    return True, rows, op_start, ops, op_len
+    return True, rows, op_start, ops, op_len, cells, band
 
 
 # blastna subjects are compared with the query's letters, not its packed words
@@ -606,13 +620,14 @@ def _greedy_traceback_rows(rows_in, context_offset, context_length, query, subje
 @njit(cache=True, nogil=True)
 def _dp_traceback_rows(rows_in, context_offset, context_length, query, unmasked, subject,
                        matrix, gap_open, gap_extend, xdrop, min_diag, perc_identity, spans,
-                       ahead, ahead_runs):
+                       ahead, ahead_runs, cells, band):
     """The loop of traceback_subject for DP: containment test, start point, ALIGN_EX from
     it, percent identity test (Blast_HSPTestIdentityAndLength, no minimum length), in
     order. rows_in: int64 [n, HSP_FIELDS] (hsp_rows). An alignment made ahead from the same
     start point (`ahead`, a row per HSP, or none; its runs in ahead_runs[:, 0]) is taken
     as made. Returns complete (as _greedy_traceback_rows), the kept rows [k, HSP_FIELDS]
-    (start point updated) and their edit scripts: op_start [k + 1], ops, op_len."""
+    (start point updated) and their edit scripts: op_start [k + 1], ops, op_len; then
+    ALIGN_EX's workspaces (`cells`, `band`: align_ex_in's), to pass to the next call."""
     n = rows_in.shape[0]
     rows = np.empty((n, HSP_FIELDS), dtype=np.int64)
     op_start = np.zeros(n + 1, dtype=np.int64)
@@ -621,8 +636,6 @@ def _dp_traceback_rows(rows_in, context_offset, context_length, query, unmasked,
     tree = alloc_tree(n, min_diag)
     held = 0
     kept = 0
-    # ALIGN_EX's workspaces, kept from one alignment to the next
-    cells, band = np.empty(0, dtype=np.uint8), np.empty(0, dtype=np.int32)
     for i in range(n):
         ctx = rows_in[i, HSP_CONTEXT]
         qs = rows_in[i, HSP_Q_START]
@@ -656,7 +669,7 @@ def _dp_traceback_rows(rows_in, context_offset, context_length, query, unmasked,
                 traceback_dp_in(cells, band, letters, qg, subject, sg, matrix, gap_open,
                                 gap_extend, xdrop)
         if not _within(spans, read_start, read_end):
-            return False, rows[:0], op_start[:1], ops[:0], op_len[:0]
+            return False, rows[:0], op_start[:1], ops[:0], op_len[:0], cells, band
         if script.size == 0:
             continue
         ident, length = count_identities(unmasked, q_base, subject, q0, s0, script, lens)
@@ -668,7 +681,7 @@ def _dp_traceback_rows(rows_in, context_offset, context_length, query, unmasked,
         held = tree_add(tree, held, ctx, q0, q1, s0, s1, score)
     used = op_start[kept]
     return True, rows[:kept].copy(), op_start[:kept + 1].copy(), ops[:used].copy(), \
-        op_len[:used].copy()
+        op_len[:used].copy(), cells, band
 
 
 @njit(cache=True, nogil=True)
