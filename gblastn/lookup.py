@@ -236,7 +236,19 @@ def _list_words(sequence, segments, word_size, width):
             total += n - width + 1
     index = np.empty(total, dtype=np.int64)
     offset = np.empty(total, dtype=np.int32)
+    count = _walk_words(sequence, segments, word_size, width, index, offset,
+                        np.zeros(0, dtype=np.uint8))
+    return index[:count], offset[:count]
+
+
+@njit(cache=True, nogil=True)
+def _walk_words(sequence, segments, word_size, width, index, offset, listed):
+    """The walk of _list_words and _listed_offsets: every indexable word in BLAST's
+    insertion order, stored as (index, offset) where `index` is not empty (room for them
+    all) and as its offset's bit in `listed` where that is not empty. Returns their
+    count."""
     mask = (1 << (2 * width)) - 1
+    store, mark = index.size > 0, listed.size > 0
     count = 0
     for k in range(segments.shape[0]):
         start, end = segments[k, 0], segments[k, 1]
@@ -246,10 +258,14 @@ def _list_words(sequence, segments, word_size, width):
         for p in range(start, end):
             word, valid = _next_word(word, valid, sequence[p], mask)
             if valid >= width:
-                index[count] = word
-                offset[count] = p - width + 1
+                q = p - width + 1
+                if store:
+                    index[count] = word
+                    offset[count] = q
+                if mark:
+                    listed[q >> 3] |= np.uint8(1 << (q & 7))
                 count += 1
-    return index[:count], offset[:count]
+    return count
 
 
 @njit(cache=True, nogil=True)
@@ -578,17 +594,8 @@ def _listed_offsets(sequence, segments, word_size, width):
     """LookupTable.listed_offsets: a bit for each offset _list_words lists (without its
     arrays, 12 bytes a letter of a large batch)."""
     listed = np.zeros((sequence.size + 7) // 8, dtype=np.uint8)
-    mask = (1 << (2 * width)) - 1
-    for k in range(segments.shape[0]):
-        start, end = segments[k, 0], segments[k, 1]
-        if end - start < word_size:
-            continue
-        word, valid = 0, 0
-        for p in range(start, end):
-            word, valid = _next_word(word, valid, sequence[p], mask)
-            if valid >= width:
-                q = p - width + 1
-                listed[q >> 3] |= np.uint8(1 << (q & 7))
+    _walk_words(sequence, segments, word_size, width, np.zeros(0, dtype=np.int64),
+                np.zeros(0, dtype=np.int32), listed)
     return listed
 
 
