@@ -268,7 +268,7 @@ def alloc_tree(capacity, min_diag_separation):
         slots *= 2
     # an entry is read only once tree_add has written all of it: not zeroed, so that the
     # pages of a capacity far above the HSPs held (a chunk's every ungapped hit) are never
-    # touched (kleb -task blastn q_medium: 113 k -> 101 k page faults)
+    # touched (docs/perf/whole-search.md)
     entries = np.empty((cap, _T_NEXT + _CHAINS), dtype=np.int64)
     heads = np.full((_CHAINS, slots, 2), -1, dtype=np.int64)
     width = np.zeros(2, dtype=np.int64)
