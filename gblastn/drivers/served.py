@@ -5,16 +5,18 @@ A searching process that imports Dask and connects to the scheduler itself spend
 more before its first task is sent (`import distributed` alone takes 0.2-0.5 s;
 docs/perf/scale-out.md). So gblastn serve opens a door beside its scheduler (a TCP socket on
 the scheduler's host) and names it in the scheduler file; `gblastn search -scheduler_file F`
-sends its search through that door: the database's name, the options, the output format
-and the queries, in one message. The served process runs the search (cluster.ClusterSearch)
-with its warm client and sends each batch's output texts back as the workers make them;
-the searching process reads the queries and writes the outputs, as always, and imports
-neither Dask nor the compiled stages.
+sends its search through that door: the database's name, the options and the output format
+in one message, then the queries as it reads them, in chunks, so that the first batch is
+searched while the rest are read and sent. The served process runs the search
+(cluster.ClusterSearch) with its warm client and sends each batch's output texts back as the
+workers make them; the searching process reads the queries and writes the outputs, as
+always, and imports neither Dask nor the compiled stages.
 
 Messages are pickles behind their length (8 bytes). The door trusts whoever connects to
 it, as the Dask scheduler beside it does: both run what they are sent.
 """
 
+import contextlib
 import json
 import os
 import pickle
@@ -39,8 +41,14 @@ class SearchRequest:
     spec: object          # the search's ClusterSpec: its mode and shards
     options: object       # SearchOptions
     report: object        # the output format
-    queries: list
     worker_shares: bool   # wait for each worker's share of the time (-stage_times)
+
+
+# The queries follow a SearchRequest in chunks ("queries", [Query]) and an ("end", None). A
+# chunk is sent once it holds this many letters, doubling from the first (small: blastn's
+# first batch is, and it can be searched before the rest are read) to the last.
+FIRST_CHUNK_LETTERS = 1 << 16
+CHUNK_LETTERS = 1 << 22
 
 
 # ----------------------------------------------------------------------------------------------
@@ -75,17 +83,19 @@ class ServedSearch:
     def texts(self, queries, report, render_here):
         """Each query's output text by `report`, in input order: made on the workers; or
         here, by `render_here` ([(query, QueryResult)] -> texts), for a report that keeps
-        every query until its footer (SAM)."""
-        queries = list(queries)  # read and checked here, before anything is sent
+        every query until its footer (SAM). The queries are read and sent by a thread of
+        their own (QuerySender) while the texts come back; an error reading them ends the
+        search."""
         keeps_queries = getattr(report, "keeps_queries", False)
         request = SearchRequest(self.db_name, self.spec, self.options,
-                                None if keeps_queries else report, queries,
-                                self.spec.worker_shares)
+                                None if keeps_queries else report, self.spec.worker_shares)
         with self.times.stage("cluster connect"):
             connection = _connect(self.address)
         with connection:
+            sender = None
             try:
                 _send(connection, request)
+                sender = QuerySender(connection, queries)
                 while True:
                     with self.times.stage("cluster wait"):
                         kind, body = _receive(connection)
@@ -94,13 +104,59 @@ class ServedSearch:
                     elif kind == "results":
                         yield from render_here(body)
                     elif kind == "error":
+                        sender.stop(abort=True)
                         raise _error_of(*body)
                     else:  # done
+                        sender.stop()
                         self.times.notes.update(body)
                         return
             except OSError as exc:
+                if sender is not None:
+                    sender.stop(abort=True)  # raises what stopped the queries, if anything
                 raise ClusterError(f"the served cluster's door {self.address} closed "
                                    f"mid-search: {exc}") from None
+
+
+class QuerySender:
+    """A thread that reads the queries and sends them through the door in chunks (each of
+    at least FIRST_CHUNK_LETTERS letters, doubling to CHUNK_LETTERS), then the end. An
+    error reading them (a malformed input) shuts the connection, so that the search stops,
+    and is raised by stop()."""
+
+    def __init__(self, connection: socket.socket, queries):
+        self.connection, self.queries, self.error = connection, queries, None
+        self.thread = threading.Thread(target=self._send_all, name="gblastn-queries",
+                                       daemon=True)
+        self.thread.start()
+
+    def _send_all(self) -> None:
+        chunk, letters, limit = [], 0, FIRST_CHUNK_LETTERS
+        try:
+            for query in self.queries:
+                chunk.append(query)
+                letters += len(query)
+                if letters >= limit:
+                    _send(self.connection, ("queries", chunk))
+                    chunk, letters, limit = [], 0, min(2 * limit, CHUNK_LETTERS)
+            if chunk:
+                _send(self.connection, ("queries", chunk))
+            _send(self.connection, ("end", None))
+        except OSError:
+            pass  # the search ended first: the reader of the texts tells why
+        except BaseException as exc:  # noqa: BLE001 - raised in the searching thread
+            self.error = exc
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+
+    def stop(self, abort: bool = False) -> None:
+        """Wait for the thread (the search is over, or with `abort` failed: the thread's
+        sending fails at once); raise its reading error."""
+        if abort:
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_WR)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
 
 
 def _connect(address: str) -> socket.socket:
@@ -195,18 +251,36 @@ class SearchDoor:
         search = ClusterSearch(self.client, request.spec, db, request.db_name, request.options,
                                times, statistics=statistics)
         times.notes["cluster"] = search.split()
-        left, done = len(request.queries), False
-        for batch, outputs in search.batch_texts(request.queries, request.report, None):
+        queries = ReceivedQueries(connection)
+        sent, done = 0, False
+        for batch, outputs in search.batch_texts(queries, request.report, None):
             if request.report is None:
                 _send(connection, ("results", list(zip(batch, outputs))))
             else:
                 _send(connection, ("texts", outputs))
-            left -= len(batch)
-            if left == 0 and not request.worker_shares:
+            sent += len(batch)
+            if queries.count == sent and queries.ended and not request.worker_shares:
                 _send(connection, ("done", dict(times.notes)))
                 done = True
         if not done:
             _send(connection, ("done", dict(times.notes)))
+
+
+class ReceivedQueries:
+    """The queries a search sends through the door after its request, as an iterable read
+    as the search forms its batches: `count` so far, `ended` once the last has come."""
+
+    def __init__(self, connection: socket.socket):
+        self.connection, self.count, self.ended = connection, 0, False
+
+    def __iter__(self):
+        while True:
+            kind, chunk = _receive(self.connection)
+            if kind == "end":
+                self.ended = True
+                return
+            self.count += len(chunk)
+            yield from chunk
 
 
 class _DoorServer(socketserver.ThreadingTCPServer):

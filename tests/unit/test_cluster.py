@@ -364,6 +364,41 @@ def test_search_through_serves_door_gives_the_single_search(door_file, case, que
     assert search(case, query, outfmt, task, through(door_file), **extra) == expected
 
 
+def test_queries_sent_through_the_door_in_small_chunks_give_the_single_search(
+        door_file, case, monkeypatch):
+    """The searching process sends the queries in chunks as it reads them (a query or two a
+    chunk here): the served search forms blastn's batches from them as they come."""
+    from gblastn.drivers import served
+
+    monkeypatch.setattr(served, "FIRST_CHUNK_LETTERS", 1000)
+    monkeypatch.setattr(served, "CHUNK_LETTERS", 2000)
+    expected = search(case, "mixed", "5", "blastn")
+    assert search(case, "mixed", "5", "blastn", through(door_file)) == expected
+
+
+def test_a_query_file_broken_midway_stops_the_served_search(door_file, case, tmp_path,
+                                                           monkeypatch, small_tabular):
+    """A gzipped query file cut in half: its first chunks are sent and searched, then the
+    reading error ends the search with that error, no output, and the door serves on."""
+    import gzip
+
+    from gblastn.drivers import served
+    from gblastn.errors import InputError
+
+    monkeypatch.setattr(served, "FIRST_CHUNK_LETTERS", 1000)
+    whole = gzip.compress(open(case["queries"]["mixed"], "rb").read())
+    broken = tmp_path / "broken.fa.gz"
+    broken.write_bytes(whole[:len(whole) // 2])
+    out = tmp_path / "out.txt"
+    with pytest.raises(InputError, match="broken.fa.gz"):
+        run_search([str(broken)], case["db"], make_options("megablast"),
+                   OutputSpec(TABULAR, str(out), None, "db"),
+                   settings=RunSettings(cluster=through(door_file)))
+    assert sorted(os.listdir(tmp_path)) == ["broken.fa.gz"]
+    assert search(case, "small", TABULAR, spec=through(door_file),
+                  max_target_seqs=2) == small_tabular
+
+
 @pytest.mark.parametrize("shares", [True, False])
 def test_door_tells_the_split_and_each_workers_share_when_asked(door_file, case, shares):
     from gblastn.timing import StageTimes
