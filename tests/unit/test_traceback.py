@@ -437,3 +437,41 @@ def test_query_shares_deal_every_query_once_about_evenly(tasks, parts):
         work[q] += task_work
     loads = [int(work[share].sum()) for share in shares]
     assert max(loads) - min(loads) <= work.max()
+
+
+def test_packed_trace_tasks_unpack_to_the_tasks_as_made():
+    """A traceback share's tasks go to another worker packed: each task's query, subject,
+    work, HSPs and searches made ahead (None where it had none) come back as they went, in
+    a few buffers whatever the number of tasks."""
+    import dataclasses
+    import pickle
+
+    from gblastn.engine import PackedTraceTasks, TraceTask
+    from gblastn.hsp import hsps_from_rows
+    from gblastn.traceback import TailsAhead
+
+    rng = np.random.default_rng(5)
+    tasks = []
+    for i in range(400):
+        rows = rng.integers(0, 1000, (int(rng.integers(1, 5)), 8))
+        hsps = hsps_from_rows(rows)
+        hsps.evalue = rng.random(len(rows))
+        tails = None
+        if i % 3:
+            tails = TailsAhead(rows.copy(), rng.integers(0, 9, (len(rows), 6)),
+                               rng.integers(0, 9, (len(rows), 4)).astype(np.uint32))
+        tasks.append(TraceTask(i % 7, 100 + i, hsps, int(rng.integers(1000, 5000)), tails))
+    buffers = []
+    data = pickle.dumps(PackedTraceTasks.of(tasks), protocol=5, buffer_callback=buffers.append)
+    assert len(buffers) <= 3 * (len(dataclasses.fields(tasks[0].hsps)) + 3) + 1
+    back = pickle.loads(data, buffers=buffers).unpacked()
+    assert [(t.query_index, t.ordinal, t.work) for t in back] == \
+        [(t.query_index, t.ordinal, t.work) for t in tasks]
+    for got, made in zip(back, tasks):
+        for field in dataclasses.fields(made.hsps):
+            a, b = getattr(got.hsps, field.name), getattr(made.hsps, field.name)
+            assert (a is None) == (b is None) and (b is None or a.tolist() == b.tolist())
+        assert (got.tails is None) == (made.tails is None)
+        if made.tails is not None:
+            assert all(getattr(got.tails, name).tolist() == getattr(made.tails, name).tolist()
+                       for name in ("rows", "searches", "runs"))
