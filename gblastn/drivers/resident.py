@@ -13,7 +13,6 @@ the merge of the shards' hit lists and the traceback. The workers also format th
 """
 
 import contextlib
-import heapq
 import logging
 import threading
 import time
@@ -48,7 +47,6 @@ class ResidentDatabases(WorkerPlugin):
         self.databases: dict = {}
         self.pools: dict = {}
         self.searches: dict = {}  # search id -> SearchOnWorker
-        self.prelim_turns = PrelimTurns()
         self._backend = None
         if self.preload is not None:
             # beside the worker's event loop, which must keep answering the scheduler
@@ -123,37 +121,6 @@ class ResidentDatabases(WorkerPlugin):
     def forget(self, search_id: str) -> "SearchOnWorker | None":
         with self.lock:
             return self.searches.pop(search_id, None)
-
-
-class PrelimTurns:
-    """A worker's replicated preliminary searches, one at a time, the earliest batch first.
-    They leave Dask's task slot and wait here instead: a task in the slot (a preliminary
-    search takes it for a second or more) holds back the traceback shares that reach the
-    worker meanwhile, and Dask's work stealing then sends them to the worker that made them,
-    which traces every share of its batches while the other waits."""
-
-    def __init__(self):
-        self.changed = threading.Condition()
-        self.waiting: list = []  # heap of (batch number, arrival)
-        self.arrivals = 0
-        self.busy = False
-
-    @contextlib.contextmanager
-    def turn(self, number: int):
-        with self.changed:
-            mine = (number, self.arrivals)
-            self.arrivals += 1
-            heapq.heappush(self.waiting, mine)
-            while self.busy or self.waiting[0] != mine:
-                self.changed.wait()
-            heapq.heappop(self.waiting)
-            self.busy = True
-        try:
-            yield
-        finally:
-            with self.changed:
-                self.busy = False
-                self.changed.notify_all()
 
 
 @dataclass
@@ -302,11 +269,9 @@ def held_request(request: BatchRequest) -> BatchRequest:
 def replicate_prelim(request: BatchRequest) -> int:
     """A worker's task: the preliminary search of a whole batch against the whole database
     (serial.prelim_batch), kept for replicate_shares; returns the ungapped extensions it
-    kept, from which the search sizes the next batch. It leaves the worker's task slot and
-    waits for its turn among the worker's preliminary searches (PrelimTurns)."""
-    _leave_task_slot()
+    kept, from which the search sizes the next batch."""
     plugin, resident = _resident(request)
-    with plugin.prelim_turns.turn(request.number), plugin.task(request.search_id) as times:
+    with plugin.task(request.search_id) as times:
         found = _replicated_prelim(request, plugin, resident, times)
         resident.keep((request.search_id, request.number, None), found)
         return found[1].extensions
@@ -534,9 +499,8 @@ def _leave_task_slot() -> None:
     """Run the rest of the task beside the worker's task slot (Dask's secede): a worker runs
     one task at a time, and a batch's traceback would hold back the next batch's
     preliminary search, which the searching process submits once this batch's extensions
-    are counted (blastn sizes the next batch from them), or a preliminary search the
-    traceback shares of other batches. They share the worker's threads, as the stages of
-    successive batches share them in the pipeline."""
+    are counted (blastn sizes the next batch from them). Both share the worker's threads, as
+    the stages of successive batches share them in the pipeline."""
     from distributed import secede
 
     secede()
