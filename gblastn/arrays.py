@@ -1,10 +1,8 @@
 """Arrays: a buffer grown as it fills in compiled code, parts' fields joined, arrays in
-fresh anonymous memory, such buffers used again once let go, and records of arrays packed
-for another process."""
+fresh anonymous memory, and such buffers used again once let go."""
 
 import mmap
 import sys
-from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -82,42 +80,3 @@ class RecycledBuffers:
         if len(self._buffers) < self.kept:
             self._buffers.append(pages)
         return pages.reshape(self.shape)
-
-
-@dataclass
-class PackedRecords:
-    """Records of one dataclass whose fields are arrays or None (Hsps, TailsAhead), each
-    under a key (a row of ints), as one structure of arrays: what a worker sends another. A
-    list of records pickles array by array, and Dask ships each array as a frame of its own:
-    2,000 frames and 25 ms a hop for 160 subjects; a replicated batch's traceback share of
-    tens of thousands of subjects took seconds of both workers' GIL."""
-
-    kind: type          # the records' dataclass
-    keys: np.ndarray    # int64 [records, key length]
-    arrays: dict        # field -> the records' arrays end to end; None where none has it
-    bounds: dict        # field -> int64 [records + 1]: record i's rows of arrays[field]
-    present: dict       # field -> bool [records]: whether record i has that field
-
-    @classmethod
-    def of(cls, kind: type, keyed: list) -> "PackedRecords":
-        """[(key, record)] packed: each key a tuple of ints, all of one length; a field's
-        arrays all of one dtype and the same shape but for their first dimension."""
-        keys = np.array([key for key, _ in keyed] or np.zeros((0, 0)), dtype=np.int64)
-        arrays, bounds, present = {}, {}, {}
-        for name in (f.name for f in fields(kind)):
-            parts = [getattr(record, name) for _, record in keyed]
-            present[name] = np.array([part is not None for part in parts], dtype=bool)
-            sizes = [0 if part is None else len(part) for part in parts]
-            bounds[name] = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
-            given = [part for part in parts if part is not None]
-            arrays[name] = np.concatenate(given) if given else None
-        return cls(kind, keys, arrays, bounds, present)
-
-    def unpacked(self) -> list:
-        """[(key, record)] as packed: each field a view of the packed arrays (None where the
-        record had none)."""
-        columns = {name: (self.arrays[name], self.bounds[name].tolist(),
-                          self.present[name].tolist()) for name in self.arrays}
-        return [(tuple(key), self.kind(**{name: array[ends[i]:ends[i + 1]] if has[i] else None
-                                          for name, (array, ends, has) in columns.items()}))
-                for i, key in enumerate(self.keys.tolist())]

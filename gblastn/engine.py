@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from .arrays import PackedRecords, RecycledBuffers, fresh_pages
+from .arrays import RecycledBuffers, fresh_pages
 from .hsp import Hsps, QueryResult, SubjectHits, query_coverage, score_order
 from .layouts import GAPPED_AHEAD_FIELDS, GAPPED_MADE, SEED_CHUNK, SEED_FIELDS, SEED_HIT_S, \
     SEED_Q_OFF, SEED_S_FIRST, SEED_S_OFF
@@ -1629,36 +1629,6 @@ class TraceTask:
     hsps: Hsps            # its preliminary HSPs
     work: int             # an estimate of the work (trace_tasks)
     tails: object = None  # TailsAhead: its traceback searches made ahead, if made
-
-
-@dataclass
-class PackedTraceTasks:
-    """TraceTasks packed for another worker: their HSPs and their traceback searches made
-    ahead as PackedRecords, a few arrays whatever the number of tasks (each its own
-    arrays, a share of a batch's tasks took seconds to pickle and unpickle)."""
-
-    keys: np.ndarray            # int64 [tasks, 3]: query index, ordinal, work
-    hsps: PackedRecords         # each task's Hsps, under its place among the tasks
-    tails: PackedRecords        # the TailsAhead of the tasks that have them, likewise
-
-    @classmethod
-    def of(cls, tasks: list) -> "PackedTraceTasks":
-        from .traceback import TailsAhead
-
-        keys = np.array([(task.query_index, task.ordinal, task.work) for task in tasks],
-                        dtype=np.int64).reshape(-1, 3)
-        return cls(keys, PackedRecords.of(Hsps, [((i,), task.hsps)
-                                                 for i, task in enumerate(tasks)]),
-                   PackedRecords.of(TailsAhead, [((i,), task.tails)
-                                                 for i, task in enumerate(tasks)
-                                                 if task.tails is not None]))
-
-    def unpacked(self) -> list:
-        """The TraceTasks as packed, in order."""
-        tails = {key[0]: found for key, found in self.tails.unpacked()}
-        return [TraceTask(q, ordinal, hsps, work, tails.get(i))
-                for i, ((q, ordinal, work), (_, hsps)) in enumerate(zip(self.keys.tolist(),
-                                                                        self.hsps.unpacked()))]
 
 
 TASK_FIXED_WORK = 1000  # a task's work beyond its HSPs' query letters

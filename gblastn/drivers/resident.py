@@ -321,33 +321,21 @@ def replicate_shares(request: BatchRequest, extensions: int, parts: int) -> list
 class TracebackShare:
     """A part of a replicated batch's traceback (replicate_shares): the batch's queries
     `picked` (their indices in it, in order) with their TraceTasks, and the batch's plan
-    without its lookup table. Sent to another worker, it carries its tasks packed
-    (PackedTraceTasks) and the plan's queries, masks and statistics but not the batch's
-    arrays, which plan_for makes again there: a fifth of the bytes, a few milliseconds a
-    million letters."""
+    without its lookup table. Sent to another worker, it carries the plan's queries, masks
+    and statistics but not the batch's arrays, which plan_for makes again there: a fifth of
+    the bytes, a few milliseconds a million letters."""
 
     picked: list
-    tasks: list            # TraceTasks, the most work first; PackedTraceTasks when sent
+    tasks: list
     plan: object           # engine.BatchPlan, its table and diagonal hash left out
     searched: bool         # False where the preliminary search had nothing to search
 
     def __getstate__(self) -> dict:
-        from ..engine import PackedTraceTasks
-
         state = dict(self.__dict__)
-        if isinstance(self.tasks, list):
-            state["tasks"] = PackedTraceTasks.of(self.tasks)
         batch = self.plan.batch
         if not isinstance(batch, _BatchToMake):
             state["plan"] = replace(self.plan, batch=_BatchToMake(batch.plus_masks))
         return state
-
-    def trace_tasks(self) -> list:
-        """The TraceTasks, unpacked where the share came packed (in the task's thread, not
-        in Dask's, which unpickles it)."""
-        if not isinstance(self.tasks, list):
-            self.tasks = self.tasks.unpacked()
-        return self.tasks
 
     def plan_for(self, options, pool, times):
         """The plan, its batch made again where the share came without it."""
@@ -385,7 +373,7 @@ def replicate_part(request: BatchRequest, share: TracebackShare, report) -> list
         plan = share.plan_for(options, pool, times)
         if share.searched:
             engine = resident.search(options, times).engine()
-            results = traced_queries(engine, plan, share.trace_tasks(), share.picked, pool)
+            results = traced_queries(engine, plan, share.tasks, share.picked, pool)
         else:
             results = [empty_result(plan.first_index + q, plan.queries[q])
                        for q in share.picked]
@@ -464,8 +452,7 @@ def shard_traceback(request: BatchRequest, shard, prelims: list):
     it. A worker without the batch's preliminary search (it ran on a worker since lost)
     redoes it."""
     from ..engine import GROUPS_PER_THREAD, PrelimHits, merged_hit_lists
-    from ..arrays import PackedRecords
-    from ..hsp import Hsps
+    from ..hsp import PackedHsps
 
     _leave_task_slot()
     plugin, resident = _resident(request)
@@ -483,16 +470,16 @@ def shard_traceback(request: BatchRequest, shard, prelims: list):
                 if tails is not None:
                     picked.tails[(q, ordinal)] = tails
         if not picked.by_query:
-            return PackedRecords.of(Hsps, [])
+            return PackedHsps.of([])
         options = plugin.options(request.options)
         pool = plugin.pool(options.num_threads)
         engine = resident.search(options, times).engine()
         groups = engine.trace_groups(engine.trace_tasks(picked, plan),
                                      GROUPS_PER_THREAD * pool.threads)
         traced = pool.map(lambda group: engine.trace_group(group, plan), groups)
-        return PackedRecords.of(Hsps, [((task.query_index, ordinal), hsps)
-                                       for group, pairs in zip(groups, traced)
-                                       for task, (ordinal, hsps) in zip(group.tasks, pairs)])
+        return PackedHsps.of([((task.query_index, ordinal), hsps)
+                              for group, pairs in zip(groups, traced)
+                              for task, (ordinal, hsps) in zip(group.tasks, pairs)])
 
 
 def _leave_task_slot() -> None:

@@ -419,11 +419,10 @@ def test_packed_hsps_unpack_to_the_subjects_as_traced(pairs):
     import dataclasses
     import pickle
 
-    from gblastn.arrays import PackedRecords
+    from gblastn.hsp import PackedHsps
 
     buffers = []
-    data = pickle.dumps(PackedRecords.of(Hsps, pairs), protocol=5,
-                        buffer_callback=buffers.append)
+    data = pickle.dumps(PackedHsps.of(pairs), protocol=5, buffer_callback=buffers.append)
     unpacked = pickle.loads(data, buffers=buffers).unpacked()
     assert [key for key, _ in unpacked] == [key for key, _ in pairs]
     for (_, got), (_, expected) in zip(unpacked, pairs):
