@@ -58,7 +58,6 @@ order, so the jobs take turns at the ungapped stage, once per volume: TurnsOnce;
 device keeps the hash, the turn starts before the volume's first scan).
 """
 
-import heapq
 import threading
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field, replace
@@ -1720,24 +1719,6 @@ def trace_groups(tasks: list, db, groups: int) -> list:
         group.tasks.append(task)
         group.work += task.work
     return made
-
-
-def query_shares(tasks: list, num_queries: int, parts: int) -> list:
-    """The batch's query indices dealt into `parts` shares of about equal work, each in
-    order: a replicated batch's tracebacks spread over the cluster's workers, each query
-    traced and reported whole by one of them. A query's work is its TraceTasks' (`tasks`)
-    plus TASK_FIXED_WORK for its result and text; the queries go the most work first, each
-    to the share with the least so far."""
-    work = np.full(num_queries, TASK_FIXED_WORK, dtype=np.int64)
-    for task in tasks:
-        work[task.query_index] += task.work
-    loads = [(0, k) for k in range(parts)]  # a heap of (work dealt, share)
-    shares = [[] for _ in range(parts)]
-    for q in np.argsort(-work, kind="stable").tolist():
-        load, k = heapq.heappop(loads)
-        shares[k].append(q)
-        heapq.heappush(loads, (load + int(work[q]), k))
-    return [sorted(share) for share in shares]
 
 
 

@@ -152,9 +152,6 @@ class QueryBatch:
     masks: list                   # per context: int32 [k, 2] half-open masked ranges, context-relative
     lookup_segments: np.ndarray   # int32 [n, 2] unmasked half-open ranges, concatenated coordinates
     unmasked_sequence: np.ndarray  # as `sequence` but never hard-masked (for identity counts)
-    # each query's plus-strand masks, as build_batch took or found them: with the queries,
-    # all it needs to make the batch again (a replicated batch traced on another worker)
-    plus_masks: list | None = None
 
     @cached_property
     def query_words(self) -> tuple:
@@ -336,7 +333,7 @@ def build_batch(queries: list, options: SearchOptions, pool=INLINE,
         joined, query_ends, rows, mask_ends, options.strand in ("both", "plus"),
         options.strand in ("both", "minus"), not options.soft_masking, COMPLEMENT_BLASTNA)
     batch = QueryBatch(queries, sequence, offsets, lengths,
-                       np.split(masks, np.cumsum(counts)[:-1]), segments, unmasked, plus_masks)
+                       np.split(masks, np.cumsum(counts)[:-1]), segments, unmasked)
     batch.query_letters = (joined, np.concatenate([[0], query_ends]))  # made here already
     return batch
 

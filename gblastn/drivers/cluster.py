@@ -12,11 +12,8 @@ Two modes:
   the traceback). A batch's tasks are submitted as one chain, their data passing from
   worker to worker.
 * replicate: each worker holds the whole database; whole batches go to the workers, each
-  searched there (its preliminary search); its traceback is then cut into a share of its
-  queries for every worker, of about equal work (engine.query_shares), each traced and
-  formatted beside the next batches' preliminary searches: a batch's tracebacks keep all
-  the workers busy, not only the one that searched it. The batches are BLAST's and each
-  query is traced whole, so the results are the same.
+  searched there (its preliminary search, then its traceback beside the next batch's
+  preliminary search); the batches are BLAST's, so the results are the same.
 
 blastn sizes each query batch from the ungapped extensions the one before kept
 (engine.QueryBatchSizes; only the counts come back here). In shard mode a batch is formed
@@ -45,8 +42,7 @@ import os
 import sys
 import uuid
 from collections import deque
-from dataclasses import dataclass, field, replace
-from operator import getitem, itemgetter
+from dataclasses import dataclass, field
 
 from ..errors import ClusterError, GblastnError, MissingPackageError, OptionsError
 from ..options import LOCAL_ONLY_OPTIONS
@@ -328,7 +324,7 @@ class ClusterSearch:
     def _sharded(self, batches, sizes, report):
         """Each batch's tasks over the shards, submitted once the batch before has told its
         extensions (query_batches asks sizes.letters as each batch's first query comes);
-        yields (its queries, [the Future of their outputs])."""
+        yields (its queries, the Future of their outputs)."""
         first_index = 0
         for batch in batches:
             self._live_workers()
@@ -343,11 +339,10 @@ class ClusterSearch:
         """Whole batches on the workers, up to PRELIMS_PER_WORKER preliminary searches a
         worker at once: the batches after the first uncounted one are forecasts
         (ForecastBatches), and a forecast the counts prove wrong is cancelled with those
-        after it and formed again. Yields (a batch's queries, the Futures of their outputs)
+        after it and formed again. Yields (a batch's queries, the Future of their outputs)
         for the batches that stand, in order."""
         depth = PRELIMS_PER_WORKER * len(self.workers)
-        # (request, worker, Future of its extensions, [Futures of outputs], [Futures between])
-        uncounted = deque()
+        uncounted = deque()  # (request, worker, Future of its extensions, Future of its outputs)
         while True:
             while len(uncounted) < depth:
                 formed = batches.next_batch()
@@ -360,7 +355,7 @@ class ClusterSearch:
                                                                             report)))
             if not uncounted:
                 return
-            request, _, extensions, outputs, _ = uncounted.popleft()
+            request, _, extensions, outputs = uncounted.popleft()
             with self.times.stage("cluster wait"):
                 dropped = batches.counted(self._results([extensions])[0])
             if dropped:
@@ -373,8 +368,7 @@ class ClusterSearch:
         from .resident import drop_forecasts
 
         self.forecasts_dropped += len(forecasts)
-        self.client.cancel([future for forecast in forecasts
-                            for future in [forecast[2], *forecast[3], *forecast[4]]])
+        self.client.cancel([future for forecast in forecasts for future in forecast[2:]])
         self.client.run(drop_forecasts, self.search_id,
                         [request.number for request, *_ in forecasts])
 
@@ -389,12 +383,10 @@ class ClusterSearch:
                 return worker
         raise AssertionError("no worker")
 
-    def _wait(self, queries: list, parts: list) -> tuple:
-        """(a batch's queries, their outputs), from the Futures of its parts' [(a query's
-        index in the batch, its output)]."""
+    def _wait(self, queries: list, future) -> tuple:
+        """(a batch's queries, their outputs)."""
         with self.times.stage("cluster wait"):
-            found = [pair for part in self._results(parts) for pair in part]
-        return queries, [output for _, output in sorted(found, key=itemgetter(0))]
+            return queries, self._results([future])[0]
 
     def _request(self, batch: list, first_index: int):
         """A BatchRequest for `batch`, numbered across the search (a batch formed again gets
@@ -421,43 +413,26 @@ class ClusterSearch:
                                   **self._placement(worker))
 
     def _submit_replicated(self, request, worker: int, report) -> tuple:
-        """Replicate mode: the batch's preliminary search on `worker`; its traceback cut
-        there into a share of its queries for each worker (replicate_shares), each share
-        traced and formatted on its worker (replicate_part), leaving the worker's task slot
-        to the next batch's preliminary search. The shares go to the workers with only the
-        queries and the masks of the batch, not its whole request (whose queries this process
-        sends once, to `worker`). (the Future of its extensions, [the Futures of its shares'
-        outputs], [the Futures between]: this process holds those too, for Dask cancels
-        only the tasks that a client wants)."""
-        from .resident import replicate_part, replicate_prelim, replicate_shares
+        """Replicate mode: the batch's preliminary search on `worker`, and its traceback and
+        formatting there after it, which leave the worker's task slot to the next batch's
+        preliminary search. (the Future of its extensions, the Future of its outputs)."""
+        from .resident import replicate_finish, replicate_prelim
 
         held = self._held(request, worker)
         prelim = self.client.submit(replicate_prelim, held, pure=False,
                                     key=self._task_key("prelim", request),
                                     **self._placement(worker))
-        parts = len(self.workers)
-        shares = self.client.submit(replicate_shares, held, prelim, parts, pure=False,
-                                    key=self._task_key("shares", request),
-                                    **self._placement(worker))
-        without_queries = replace(request, queries=[])
-        outputs, between = [], [shares]
-        for k in range(parts):
-            share = self.client.submit(getitem, shares, k, pure=False,
-                                       key=self._task_key("share", request, k),
-                                       **self._placement(worker))
-            between.append(share)
-            outputs.append(self.client.submit(replicate_part, without_queries, share, report,
-                                              pure=False,
-                                              key=self._task_key("finish", request, k),
-                                              **self._placement(worker + k)))
-        return prelim, outputs, between
+        outputs = self.client.submit(replicate_finish, held, prelim, report, pure=False,
+                                     key=self._task_key("finish", request),
+                                     **self._placement(worker))
+        return prelim, outputs
 
     def _submit_sharded(self, request, report) -> tuple:
         """Shard mode: a batch's tasks on the shards, as one chain submitted at once: each
         shard's preliminary search, each shard's traceback of its subjects that survive the
         merge of their hit lists, and the results (and texts) made from the traced subjects.
         The data goes from worker to worker; this process reads only each shard's count of
-        extensions. ([the Futures of the shards' extensions], [the Future of the outputs])."""
+        extensions. ([the Futures of the shards' extensions], the Future of the outputs)."""
         from .resident import extensions_kept, finish_batch, shard_prelim, shard_traceback
 
         workers = len(self.workers)
@@ -478,7 +453,7 @@ class ClusterSearch:
                   for shard in self.shards]
         outputs = self.client.submit(finish_batch, held[0], traced, report, pure=False,
                                      key=self._task_key("finish", request))
-        return extensions, [outputs]
+        return extensions, outputs
 
     def _placement(self, index: int) -> dict:
         """The tasks of shard (or replicated batch) `index` go to one worker, the same for a

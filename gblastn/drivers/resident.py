@@ -6,8 +6,7 @@ contiguous shards) and the scan backend: a GPU worker's CUDA context and the vol
 copied to the device stay there from one search to the next. The tasks drive the engine's
 stages as the one-process drivers do, on the worker's own threads: a replicated batch goes
 through the serial driver's preliminary search (its extensions size the next batch), then,
-beside the next batch's, its traceback, in shares of its queries traced on every worker; a
-shard's batch goes through the preliminary search,
+beside the next batch's, its traceback; a shard's batch goes through the preliminary search,
 the merge of the shards' hit lists and the traceback. The workers also format the output
 (the report's render), so that the searching process only writes it.
 """
@@ -268,7 +267,7 @@ def held_request(request: BatchRequest) -> BatchRequest:
 
 def replicate_prelim(request: BatchRequest) -> int:
     """A worker's task: the preliminary search of a whole batch against the whole database
-    (serial.prelim_batch), kept for replicate_shares; returns the ungapped extensions it
+    (serial.prelim_batch), kept for replicate_finish; returns the ungapped extensions it
     kept, from which the search sizes the next batch."""
     plugin, resident = _resident(request)
     with plugin.task(request.search_id) as times:
@@ -288,97 +287,25 @@ def _replicated_prelim(request: BatchRequest, plugin, resident, times) -> tuple:
                         plugin.pool(options.num_threads))
 
 
-def replicate_shares(request: BatchRequest, extensions: int, parts: int) -> list:
-    """A worker's task, after replicate_prelim on the same worker (`extensions`, its result,
-    only orders it after): the batch's traceback cut into `parts` TracebackShares of about
-    equal work (engine.query_shares), one for each worker. A worker without the batch's
-    preliminary search (it ran on a worker since lost) redoes it."""
-    from ..engine import query_shares
+def replicate_finish(request: BatchRequest, extensions: int, report) -> list:
+    """A worker's task, after replicate_prelim (`extensions`, its result, only orders it
+    after): the traceback of the batch and each query's output text by `report`, or its
+    QueryResult without one, in input order. It leaves the worker's task slot first, so that
+    the next batch's preliminary search, which may come to this worker, runs beside it. A
+    worker without the batch's preliminary search (it ran on a worker since lost) redoes
+    it."""
+    from .serial import traced_results
 
+    _leave_task_slot()
     plugin, resident = _resident(request)
     with plugin.task(request.search_id) as times:
         with resident.lock:
             held = resident.pending.pop((request.search_id, request.number, None), None)
         plan, prelim = held or _replicated_prelim(request, plugin, resident, times)
-        searched = plan.table is not None
-        tasks = []
-        if searched:
-            search = resident.search(plugin.options(request.options), times)
-            tasks = search.engine().trace_tasks(prelim, plan)
-        plan = replace(plan, table=None, diag_hash=None)
-        picked = query_shares(tasks, len(plan.queries), parts)
-        share_of = np.zeros(len(plan.queries), dtype=np.int64)
-        for k, queries in enumerate(picked):
-            share_of[queries] = k
-        share_tasks = [[] for _ in picked]
-        for task in tasks:  # the most work first, as trace_tasks made them
-            share_tasks[share_of[task.query_index]].append(task)
-        return [TracebackShare(queries, found, plan, searched)
-                for queries, found in zip(picked, share_tasks)]
-
-
-@dataclass
-class TracebackShare:
-    """A part of a replicated batch's traceback (replicate_shares): the batch's queries
-    `picked` (their indices in it, in order) with their TraceTasks, and the batch's plan
-    without its lookup table. Sent to another worker, it carries the plan's queries, masks
-    and statistics but not the batch's arrays, which plan_for makes again there: a fifth of
-    the bytes, a few milliseconds a million letters."""
-
-    picked: list
-    tasks: list
-    plan: object           # engine.BatchPlan, its table and diagonal hash left out
-    searched: bool         # False where the preliminary search had nothing to search
-
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        batch = self.plan.batch
-        if not isinstance(batch, _BatchToMake):
-            state["plan"] = replace(self.plan, batch=_BatchToMake(batch.plus_masks))
-        return state
-
-    def plan_for(self, options, pool, times):
-        """The plan, its batch made again where the share came without it."""
-        from ..query import build_batch
-
-        if isinstance(self.plan.batch, _BatchToMake):
-            with times.stage("query setup"):
-                batch = build_batch(self.plan.queries, options, pool,
-                                    self.plan.batch.plus_masks)
-            self.plan = replace(self.plan, batch=batch)
-        return self.plan
-
-
-@dataclass
-class _BatchToMake:
-    """A batch sent as its queries' masks: build_batch makes it again from them."""
-
-    plus_masks: list
-
-
-def replicate_part(request: BatchRequest, share: TracebackShare, report) -> list:
-    """A worker's task: the traceback of a share of a replicated batch (replicate_shares)
-    and each of its queries' output text by `report`, or its QueryResult without one:
-    [(the query's index in the batch, its output)]. `request` may come without its queries
-    (the share has them). It leaves the worker's task slot first, so that the next batch's
-    preliminary search, which may come to this worker, runs beside it."""
-    from ..engine import empty_result
-    from .serial import traced_queries
-
-    _leave_task_slot()
-    plugin, resident = _resident(request)
-    with plugin.task(request.search_id) as times:
         options = plugin.options(request.options)
-        pool = plugin.pool(options.num_threads)
-        plan = share.plan_for(options, pool, times)
-        if share.searched:
-            engine = resident.search(options, times).engine()
-            results = traced_queries(engine, plan, share.tasks, share.picked, pool)
-        else:
-            results = [empty_result(plan.first_index + q, plan.queries[q])
-                       for q in share.picked]
-    pairs = [(plan.queries[q], result) for q, result in zip(share.picked, results)]
-    return list(zip(share.picked, _outputs(request, pairs, report)))
+        search = resident.search(options, times)
+        results = traced_results(search, plan, prelim, plugin.pool(options.num_threads))
+    return _outputs(request, list(zip(request.queries, results)), report)
 
 
 def _renderer(report, db, times):
@@ -506,8 +433,7 @@ def _survivors_of(shard, merged: dict) -> dict:
 def finish_batch(request: BatchRequest, traced_parts: list, report) -> list:
     """A worker's task: each query's result from the shards' traced subjects
     (engine.query_result: BLAST's final order, max_target_seqs), and its output text by
-    `report`, or the QueryResult itself without one: [(the query's index in the batch, its
-    output)], in input order."""
+    `report`, or the QueryResult itself without one; in input order."""
     from ..engine import query_result
 
     traced = [[] for _ in request.queries]
@@ -516,7 +442,7 @@ def finish_batch(request: BatchRequest, traced_parts: list, report) -> list:
             traced[q].append((ordinal, hsps))
     pairs = [(query, query_result(request.first_index + q, query, traced[q], request.options))
              for q, query in enumerate(request.queries)]
-    return list(enumerate(_outputs(request, pairs, report)))
+    return _outputs(request, pairs, report)
 
 
 def _outputs(request: BatchRequest, pairs: list, report) -> list:

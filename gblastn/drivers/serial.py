@@ -51,20 +51,14 @@ def traced_results(search, plan, prelim, pool=INLINE) -> list:
     if plan.table is None:
         return [empty_result(first_index + i, q) for i, q in enumerate(queries)]
     engine = search.engine()
-    return traced_queries(engine, plan, engine.trace_tasks(prelim, plan),
-                          range(len(queries)), pool)
-
-
-def traced_queries(engine, plan, tasks: list, picked, pool=INLINE) -> list:
-    """The results of the batch's queries `picked` (their indices, in order), from their
-    TraceTasks (Engine.trace_tasks: every task of those queries), traced on `pool`."""
-    traced = {q: [] for q in picked}
-    groups = engine.trace_groups(tasks, GROUPS_PER_THREAD * pool.threads)
+    traced = [[] for _ in queries]
+    groups = engine.trace_groups(engine.trace_tasks(prelim, plan),
+                                 GROUPS_PER_THREAD * pool.threads)
     for group, pairs in zip(groups, pool.map(lambda group: engine.trace_group(group, plan),
                                              groups)):
         for task, pair in zip(group.tasks, pairs):
             traced[task.query_index].append(pair)
-    return [engine.query_result(plan, q, traced[q]) for q in picked]
+    return [engine.query_result(plan, q, traced[q]) for q in range(len(queries))]
 
 
 def search_results(search, queries, pool):

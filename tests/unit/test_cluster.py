@@ -154,57 +154,6 @@ def test_replicated_batches_formed_ahead_give_the_single_search(cluster, case, m
     assert re.fullmatch(dropped, forecasts) and int(formed) > 3
 
 
-def test_a_batchs_tracebacks_are_shared_by_every_worker(cluster, case, monkeypatch,
-                                                       small_tabular):
-    """One batch of all the small queries (a first batch of 50,000 letters): its
-    preliminary search runs on one worker, its traceback and formatting on both."""
-    from gblastn import engine
-
-    monkeypatch.setattr(engine, "MIN_TARGET_EXTENSIONS", 10_000_000)
-    client = distributed.Client(cluster, set_as_default=False)
-    try:
-        with distributed.get_task_stream(client=client) as stream:
-            got = search(case, "small", TABULAR, spec=on(cluster, mode="replicate"),
-                         max_target_seqs=2)
-    finally:
-        client.close()
-    assert got == small_tabular
-    ran = {}
-    for task in stream.data:
-        what = re.match(r"gblastn-(\w+)-", str(task["key"]))
-        if what:
-            ran.setdefault(what.group(1), set()).add(task["worker"])
-    assert len(ran["prelim"]) == 1 and len(ran["finish"]) == 2
-
-
-def test_a_traceback_share_is_sent_without_its_batchs_arrays():
-    """A TracebackShare pickles with its plan's queries and masks, not the batch's letters
-    (two copies of both strands), and the worker it goes to makes the same batch again."""
-    import pickle
-
-    from gblastn.drivers.resident import TracebackShare
-    from gblastn.engine import BatchPlan
-    from gblastn.pools import INLINE
-    from gblastn.query import Query, build_batch
-    from gblastn.timing import StageTimes
-
-    rng = np.random.default_rng(3)
-    queries = [Query(f"q{i}", "", rng.integers(0, 4, 20_000).astype(np.uint8),
-                     np.zeros(20_000, dtype=bool)) for i in range(5)]
-    queries[1].codes[100:400] = 3  # low complexity, for DUST
-    options = make_options("megablast")
-    batch = build_batch(queries, options)
-    share = TracebackShare([0, 3], [], BatchPlan(queries, 7, batch), True)
-    sent = pickle.dumps(share, protocol=5)
-    assert len(sent) < batch.sequence.nbytes // 2
-    plan = pickle.loads(sent).plan_for(options, INLINE, StageTimes())
-    assert plan.first_index == 7 and [q.id for q in plan.queries] == [q.id for q in queries]
-    assert np.array_equal(plan.batch.sequence, batch.sequence)
-    assert np.array_equal(plan.batch.unmasked_sequence, batch.unmasked_sequence)
-    assert [m.tolist() for m in plan.batch.masks] == [m.tolist() for m in batch.masks]
-    assert share.plan_for(options, INLINE, StageTimes()).batch is batch  # kept where made
-
-
 def test_a_cancelled_forecasts_preliminary_search_is_not_kept(case):
     """A forecast batch cancelled while its task ran, or after, leaves nothing on its
     worker for a traceback that will not come; the search's end forgets the rest."""

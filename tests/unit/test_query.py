@@ -166,17 +166,3 @@ def test_masks_found_ahead_are_taken_as_found():
     batch = build_batch([query], make_options("blastn"),
                         masks_found=[np.array([[10, 30]], dtype=np.int32)])
     assert batch.masks[0].tolist() == [[10, 30]]
-
-
-@settings(max_examples=100, deadline=None)
-@given(query_sets(), st.sampled_from(["both", "plus", "minus"]), st.booleans(), st.booleans())
-def test_a_batch_made_again_from_its_plus_masks_is_the_same(queries, strand, soft, lcase):
-    """A replicated batch's share traced on another worker comes with the batch's queries and
-    plus_masks only: build_batch makes the same batch from them, for either strand."""
-    from gblastn.query import build_batch
-    options = make_options("blastn", strand=strand, soft_masking=soft, lcase_masking=lcase)
-    batch = build_batch(queries, options)
-    again = build_batch(queries, options, masks_found=batch.plus_masks)
-    assert _batch_fields(again) == _batch_fields(batch)
-    assert again.context_offset.tolist() == batch.context_offset.tolist()
-    assert again.context_length.tolist() == batch.context_length.tolist()

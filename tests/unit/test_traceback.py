@@ -9,8 +9,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from gblastn.alphabet import decode_blastna, encode_blastna, pack_2bit, score_matrix
 from gblastn.gapped import prelim_gapped
@@ -416,24 +414,3 @@ def test_a_dp_alignment_left_to_the_cpu_weighs_more_than_one_made_ahead():
     assert tasks[1].tails is prelim.tails[0, 2] and tasks[0].tails is None
     greedy = trace_tasks(prelim, make_options("megablast"), [1000])
     assert greedy[0].work == greedy[1].work == 500 + TASK_FIXED_WORK
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 11), st.integers(0, 50_000)), max_size=60),
-       st.integers(1, 5))
-def test_query_shares_deal_every_query_once_about_evenly(tasks, parts):
-    """engine.query_shares: each query of the batch lands in exactly one share, the shares
-    in query order, and no share outweighs the lightest by more than one query's work."""
-    from gblastn.engine import TASK_FIXED_WORK, query_shares
-
-    num_queries = 12
-    made = [SimpleNamespace(query_index=q, work=work) for q, work in tasks]
-    shares = query_shares(made, num_queries, parts)
-    assert len(shares) == parts
-    assert sorted(q for share in shares for q in share) == list(range(num_queries))
-    assert all(share == sorted(share) for share in shares)
-    work = np.full(num_queries, TASK_FIXED_WORK)
-    for q, task_work in tasks:
-        work[q] += task_work
-    loads = [int(work[share].sum()) for share in shares]
-    assert max(loads) - min(loads) <= work.max()
