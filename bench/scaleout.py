@@ -23,7 +23,7 @@ outputs are identical, and the resident search's end-to-end time.
 
 usage: scaleout.py --db NAME --queries Q.fa [--latency-queries Q220.fa] [--gpus 2,4]
                    [--modes replicate,shard] [--served 1,2] [--task megablast] [--threads T] [--repeat 3]
-                   [--capped-memory 1500MB] [--device gpu|cpu] [--work DIR]
+                   [--capped-memory 1500MB] [--device gpu|cpu] [--work DIR] [--tasks]
 --device cpu makes the same runs with CPU workers (the bench's own check on a host without
 GPUs). Needs gblastn with the dask extra.
 """
@@ -112,6 +112,62 @@ class Served:
         self.log.close()
 
 
+class TaskStream:
+    """With --tasks, the Dask tasks that a served search ran (the scheduler's task stream,
+    all clients'), written to a TSV (worker, task kind, batch, start, stop: seconds from the
+    first start; a task that left its worker's slot counts to its end) and summed per
+    worker: whether the workers' time goes to the batches' preliminary searches, one after
+    another in the task slot, or to their tracebacks beside them."""
+
+    def __init__(self, scheduler_file: str, wanted: bool):
+        self.scheduler_file, self.wanted, self.tasks = scheduler_file, wanted, []
+
+    def __enter__(self):
+        if self.wanted:
+            import distributed
+
+            self.client = distributed.Client(scheduler_file=self.scheduler_file,
+                                             set_as_default=False)
+            self.stream = distributed.get_task_stream(client=self.client)
+            self.stream.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.wanted:
+            self.stream.__exit__(*exc)
+            self.tasks = self.stream.data
+            self.client.close()
+
+    def report(self, path: str) -> None:
+        if not self.wanted:
+            return
+        rows = []
+        for task in self.tasks:
+            found = re.match(r"gblastn-(\w+)-\w+-(\d+)", str(task["key"]))
+            spans = [s for s in task["startstops"] if s["action"] == "compute"]
+            if found and spans:
+                rows.append((task["worker"], found.group(1), int(found.group(2)),
+                             spans[0]["start"], spans[-1]["stop"]))
+        if not rows:
+            return
+        origin = min(row[3] for row in rows)
+        with open(path, "w") as out:
+            for worker, kind, batch, start, stop in sorted(rows, key=lambda row: row[3]):
+                out.write(f"{worker}\t{kind}\t{batch}\t{start - origin:.3f}\t"
+                          f"{stop - origin:.3f}\n")
+        for worker in sorted({row[0] for row in rows}):
+            mine = [row for row in rows if row[0] == worker]
+            kinds = {}
+            for _, kind, _, start, stop in mine:
+                count, seconds = kinds.get(kind, (0, 0.0))
+                kinds[kind] = (count + 1, seconds + stop - start)
+            span = max(row[4] for row in mine) - min(row[3] for row in mine)
+            print(f"scaleout.py: tasks on {worker}: {span:.2f} s from first to last; " +
+                  ", ".join(f"{kind} {count} ({seconds:.2f} s)"
+                            for kind, (count, seconds) in sorted(kinds.items())),
+                  file=sys.stderr, flush=True)
+
+
 def same(a: str, b: str) -> bool:
     with open(a, "rb") as one, open(b, "rb") as other:
         return one.read() == other.read()
@@ -148,7 +204,9 @@ def served_runs(bench: Bench, single: str, reference: float) -> tuple:
             sent = ["-scheduler_file", served.file]
             out = bench.path(f"served-{workers}.out")
             bench.search(args.queries, out, *sent)
-            took, stderr = bench.search(args.queries, out, *sent, "-stage_times")
+            with TaskStream(served.file, args.tasks) as stream:
+                took, stderr = bench.search(args.queries, out, *sent, "-stage_times")
+            stream.report(bench.path(f"tasks-served-{workers}.tsv"))
             rows.append((f"{bench.label(workers)}, served cluster", took, reference / took,
                          same(single, out)))
             print(f"scaleout.py: served {workers}: {cluster_notes(stderr)}", file=sys.stderr,
@@ -226,6 +284,9 @@ def main() -> None:
                         "(needs --latency-queries)")
     parser.add_argument("--device", default="gpu", choices=("gpu", "cpu"))
     parser.add_argument("--work", default=None)
+    parser.add_argument("--tasks", action="store_true",
+                        help="record the served throughput searches' Dask tasks "
+                        "(tasks-served-N.tsv) and sum them per worker")
     args = parser.parse_args()
     args.gpu_counts = [int(n) for n in args.gpus.split(",")]
     args.served_counts = [int(n) for n in args.served.split(",")] if args.served else \

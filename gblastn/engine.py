@@ -58,6 +58,7 @@ order, so the jobs take turns at the ungapped stage, once per volume: TurnsOnce;
 device keeps the hash, the turn starts before the volume's first scan).
 """
 
+import copy
 import threading
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field, replace
@@ -120,6 +121,15 @@ class QueryBatchSizes:
 
     def searched(self, extensions: int) -> None:
         """The next batch's letters, once a batch kept `extensions` ungapped extensions."""
+        self._mix(extensions)
+
+    def then(self, extensions: int) -> "QueryBatchSizes":
+        """The sizes as they would be once this batch kept `extensions` (these unchanged)."""
+        ahead = copy.copy(self)
+        ahead._mix(extensions)
+        return ahead
+
+    def _mix(self, extensions: int) -> None:
         ratio = (extensions + 1) / self.letters
         self.ratio = ratio if self.ratio < 0 else MIX_IN * ratio + (1.0 - MIX_IN) * self.ratio
         self._bounded(_int32_truncated(self.target / self.ratio))
@@ -165,12 +175,16 @@ class ForecastBatches:
     of the extension counts that size them, so that several batches' preliminary searches
     can run at once on several workers.
 
-    A batch formed before the count of the one before it is in is a forecast: it takes the
-    size of the last batch whose size is known (after the first count; a run of large
-    batches keeps the largest size). Each count, told in batch order, gives the next batch's
-    true size; a forecast holding the queries that size would take stands, any other is
-    dropped with every batch formed after it, and they are formed again. So the batches
-    handed out and kept are always blastn's."""
+    A batch formed before the count of the one before it is in is a forecast (after the
+    first count): its size is blastn's rule run on past the batches not yet counted, each
+    taken to keep as many extensions for its size as the last batch counted did. A run of
+    batches at one rate keeps its size, and the rule's jumps are foreseen: queries that find
+    next to nothing make blastn alternate between its largest and its smallest batch (its
+    cast to a 32-bit int overflows), which the last size alone would miss every time. Each
+    count, told in batch order, gives the next batch's true size; a forecast holding the
+    queries that size would take stands, any other is dropped with every batch formed after
+    it, and they are formed again. So the batches handed out and kept are always
+    blastn's."""
 
     def __init__(self, queries, sizes: "QueryBatchSizes", size=len):
         self.sizes, self._size = sizes, size
@@ -180,6 +194,7 @@ class ForecastBatches:
         self._first_index = 0       # the search's index of _read[0]
         self._formed: list = []     # the queries in each formed batch not yet counted
         self._counted_once = False
+        self._last_count = (0, 1)   # the last batch counted: (its extensions, its size)
 
     def next_batch(self) -> tuple | None:
         """(the search's index of its first query, the next batch's queries); None when the
@@ -187,7 +202,7 @@ class ForecastBatches:
         if self._formed and not self._counted_once:
             return None
         start = sum(self._formed)
-        taken = self._batch_length(start, self.sizes.letters)
+        taken = self._batch_length(start, self._forecast_letters())
         if taken == 0:
             return None
         self._formed.append(taken)
@@ -200,6 +215,7 @@ class ForecastBatches:
         done = self._formed.pop(0)
         del self._read[:done], self._letters[:done]
         self._first_index += done
+        self._last_count = (extensions, self.sizes.letters)
         self.sizes.searched(extensions)
         self._counted_once = True
         if self._formed and self._batch_length(0, self.sizes.letters) != self._formed[0]:
@@ -207,6 +223,16 @@ class ForecastBatches:
             self._formed.clear()
             return dropped
         return 0
+
+    def _forecast_letters(self) -> int:
+        """The size of the next batch to form: the true size when every batch before it is
+        counted; else QueryBatchSizes run on, each batch formed and not counted taken to
+        keep the last count's extensions in proportion to its size."""
+        ahead = self.sizes
+        extensions, size = self._last_count
+        for _ in self._formed:
+            ahead = ahead.then(extensions * ahead.letters // size)
+        return ahead.letters
 
     def _batch_length(self, start: int, limit: int) -> int:
         """How many queries, from read query `start`, a batch of `limit` letters holds (the

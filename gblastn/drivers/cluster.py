@@ -231,7 +231,7 @@ class ClusterSearch:
         self.shards = self._shards() if self.mode == "shard" else []
         self.requests_made = 0  # the search's batches so far: their task keys' numbers
         self.forecasts_dropped = 0
-        self.turn = 0           # the worker whose turn is next (replicate mode)
+        self.dealt: dict = {}   # worker address -> the letters of the batches dealt to it
         self.spent: dict = {}   # worker address -> what its tasks spent (resident.forget_search)
 
     def _device_memory(self) -> int | None:
@@ -336,23 +336,25 @@ class ClusterSearch:
             yield request.queries, outputs
 
     def _replicated(self, batches, report):
-        """Whole batches on the workers, up to PRELIMS_PER_WORKER preliminary searches a
-        worker at once: the batches after the first uncounted one are forecasts
+        """Whole batches on the workers (each to the one dealt the fewest letters), up to
+        PRELIMS_PER_WORKER preliminary searches a worker in flight in all: the batches
+        after the first uncounted one are forecasts
         (ForecastBatches), and a forecast the counts prove wrong is cancelled with those
         after it and formed again. Yields (a batch's queries, the Future of their outputs)
         for the batches that stand, in order."""
         depth = PRELIMS_PER_WORKER * len(self.workers)
-        uncounted = deque()  # (request, worker, Future of its extensions, Future of its outputs)
+        uncounted = deque()  # (request, its worker's address, Future of its extensions,
+        #                      Future of its outputs)
         while True:
             while len(uncounted) < depth:
                 formed = batches.next_batch()
                 if formed is None:
                     break
                 self._live_workers()
-                worker = self._free_worker([entry[1] for entry in uncounted])
+                worker = self._free_worker(formed[1])
                 request = self._request(formed[1], formed[0])
-                uncounted.append((request, worker, *self._submit_replicated(request, worker,
-                                                                            report)))
+                uncounted.append((request, self.workers[worker],
+                                  *self._submit_replicated(request, worker, report)))
             if not uncounted:
                 return
             request, _, extensions, outputs = uncounted.popleft()
@@ -368,20 +370,22 @@ class ClusterSearch:
         from .resident import drop_forecasts
 
         self.forecasts_dropped += len(forecasts)
+        for request, address, *_ in forecasts:
+            self.dealt[address] -= sum(len(query) for query in request.queries)
         self.client.cancel([future for forecast in forecasts for future in forecast[2:]])
         self.client.run(drop_forecasts, self.search_id,
                         [request.number for request, *_ in forecasts])
 
-    def _free_worker(self, busy: list) -> int:
-        """The worker with the fewest preliminary searches of this search in flight, the
-        next in turn among them."""
-        fewest = min(busy.count(worker) for worker in range(len(self.workers)))
-        for step in range(len(self.workers)):
-            worker = (self.turn + step) % len(self.workers)
-            if busy.count(worker) == fewest:
-                self.turn = worker + 1
-                return worker
-        raise AssertionError("no worker")
+    def _free_worker(self, batch: list) -> int:
+        """The worker to search `batch` (replicate mode): the one dealt the fewest letters so
+        far, the first of them in the cluster's order. Dealt in turn, batches whose sizes
+        alternate (blastn's largest and smallest, where the queries find next to nothing)
+        all went to one worker."""
+        worker = min(range(len(self.workers)),
+                     key=lambda index: self.dealt.get(self.workers[index], 0))
+        address = self.workers[worker]
+        self.dealt[address] = self.dealt.get(address, 0) + sum(len(query) for query in batch)
+        return worker
 
     def _wait(self, queries: list, future) -> tuple:
         """(a batch's queries, their outputs)."""

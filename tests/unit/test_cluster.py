@@ -154,6 +154,21 @@ def test_replicated_batches_formed_ahead_give_the_single_search(cluster, case, m
     assert re.fullmatch(dropped, forecasts) and int(formed) > 3
 
 
+def test_batches_go_to_the_worker_dealt_the_fewest_letters():
+    """Batches whose sizes alternate (blastn's largest and smallest, where queries find next
+    to nothing) are spread by their letters: dealt in turn, every large one went to the same
+    worker."""
+    from gblastn.drivers.cluster import ClusterSearch
+
+    search = object.__new__(ClusterSearch)  # the dealing alone, without a cluster
+    search.workers, search.dealt = ["tcp://a:1", "tcp://b:1"], {}
+    first, small, large = ["a" * 10], ["c"], ["b" * 50] * 2
+    dealt = [search._free_worker(batch)
+             for batch in (first, small, large, small, large, small, large)]
+    assert dealt == [0, 1, 1, 0, 0, 1, 1]
+    assert search.dealt == {"tcp://a:1": 111, "tcp://b:1": 202}
+
+
 def test_a_cancelled_forecasts_preliminary_search_is_not_kept(case):
     """A forecast batch cancelled while its task ran, or after, leaves nothing on its
     worker for a traceback that will not come; the search's end forgets the rest."""

@@ -142,3 +142,16 @@ def test_no_forecast_before_the_first_count():
     assert batches.counted(0) == 0
     assert batches.next_batch() == (1, [("b", 10)])
     assert batches.next_batch() is None  # the queries are spent
+
+
+def test_queries_that_find_nothing_alternate_batch_sizes_and_no_forecast_is_dropped():
+    """Without extensions blastn's batches alternate between the largest (4,999,000 letters)
+    and the smallest (100: the next size overflows a 32-bit int): the forecasts run the rule
+    on and foresee each jump. (Taking the last size, every forecast was dropped.)"""
+    queries = [(0, 5_000)]  # ids 0 mod 5: no extensions (extensions_of)
+    for n in range(1, 7):   # a batch of 100 letters takes one of 150, one of 4,999,000 two
+        queries += [(15 * n, 150), (15 * n + 5, 2_500_000), (15 * n + 10, 2_500_000)]
+    kept, dropped = forecast_batches(queries, "megablast", KLEB_LETTERS, depth=4)
+    assert [sum(length for _, length in batch) for _, batch in kept] == \
+        [5_000] + [150, 5_000_000] * 6
+    assert dropped == 0
