@@ -123,7 +123,7 @@ class QueryBatchSizes:
         """The next batch's letters, once a batch kept `extensions` ungapped extensions."""
         self._mix(extensions)
 
-    def then(self, extensions: int) -> "QueryBatchSizes":
+    def after(self, extensions: int) -> "QueryBatchSizes":
         """The sizes as they would be once this batch kept `extensions` (these unchanged)."""
         ahead = copy.copy(self)
         ahead._mix(extensions)
@@ -231,7 +231,7 @@ class ForecastBatches:
         ahead = self.sizes
         extensions, size = self._last_count
         for _ in self._formed:
-            ahead = ahead.then(extensions * ahead.letters // size)
+            ahead = ahead.after(extensions * ahead.letters // size)
         return ahead.letters
 
     def _batch_length(self, start: int, limit: int) -> int:

@@ -336,11 +336,10 @@ class ClusterSearch:
             yield request.queries, outputs
 
     def _replicated(self, batches, report):
-        """Whole batches on the workers (each to the one dealt the fewest letters), up to
-        PRELIMS_PER_WORKER preliminary searches a worker in flight in all: the batches
-        after the first uncounted one are forecasts
-        (ForecastBatches), and a forecast the counts prove wrong is cancelled with those
-        after it and formed again. Yields (a batch's queries, the Future of their outputs)
+        """Whole batches on the workers (each to the one dealt the fewest letters), as many
+        preliminary searches in flight as PRELIMS_PER_WORKER for each worker: the batches
+        after the first uncounted one are forecasts (ForecastBatches), and a forecast the
+        counts prove wrong is cancelled with those after it and formed again. Yields (a batch's queries, the Future of their outputs)
         for the batches that stand, in order."""
         depth = PRELIMS_PER_WORKER * len(self.workers)
         uncounted = deque()  # (request, its worker's address, Future of its extensions,
