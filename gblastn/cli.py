@@ -446,7 +446,7 @@ def search_command(
 
         backend = beside(select_backend, device, gpu_id, times)
         compile_stages = stages_before_search(task, device, word_size, _query_bytes(files),
-                                              backend)
+                                              backend, num_threads or 1)
     options = make_options(
         task, evalue=evalue, word_size=word_size, reward=reward, penalty=penalty,
         gapopen=gapopen, gapextend=gapextend, xdrop_ungap=xdrop_ungap, xdrop_gap=xdrop_gap,
@@ -554,8 +554,10 @@ def _command_line() -> str:
 def _within_cpus(threads: int | None) -> int | None:
     """-num_threads reduced to the CPUs this process may use, with blastn's warning: more
     threads than cores only contend."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if threads is None or not cpus or threads <= cpus:
+    from .pools import available_cores
+
+    cpus = available_cores()
+    if threads is None or threads <= cpus:
         return threads
     print(f"Warning: [blastn] Number of threads was reduced to {cpus} to match the number "
           "of available CPUs", file=sys.stderr)

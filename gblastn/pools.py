@@ -17,6 +17,13 @@ import threading
 from concurrent.futures import Future
 
 
+def available_cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 class _Spread:
     """function(k) for k in range(count), each index taken by whichever thread comes next:
     the caller and any helper tasks. A helper that comes when every index is taken returns

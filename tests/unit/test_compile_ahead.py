@@ -1,6 +1,7 @@
 """Compiling ahead: the traceback's declared argument types are a search's own, a first
 search says once that it compiles, `gblastn warmup` compiles ahead, `-version`, the
-collector resumes after a search's background load."""
+collector resumes after a search's background load, which runs a made-up search only where
+it takes no core from the search."""
 
 import gc
 import os
@@ -157,6 +158,32 @@ def test_the_collector_resumes_after_the_background_load(monkeypatch, fails):
     finally:
         gc.unfreeze()  # the load froze the test process's objects
         gc.enable()
+
+
+@pytest.mark.parametrize("threads, device, made_up", [(1, "cpu", True), (4, "cpu", False),
+                                                      (8, "cpu", False), (4, "gpu", True)])
+def test_the_made_up_search_runs_only_beside_a_gpu_or_on_a_free_core(monkeypatch, threads,
+                                                                     device, made_up):
+    """On 4 cores, a CPU search of 4 threads or more gets no made-up search beside it (it would
+    take a core from the search's first batch); one of fewer threads, or beside a GPU's
+    set-up, does."""
+    from concurrent.futures import Future
+
+    from gblastn import compile_ahead, engine, pools
+
+    searched = []
+    monkeypatch.setattr(engine, "warm_up", lambda *args: searched.append(args))
+    monkeypatch.setattr(compile_ahead, "announce_compilations", lambda task: None)
+    monkeypatch.setattr(pools, "available_cores", lambda: 4)
+    backend = Future()
+    backend.set_result(type("Backend", (), {"name": device})())
+    gc.disable()
+    try:
+        compile_ahead._load_stages("megablast", None, None, backend, True, True, threads)
+    finally:
+        gc.unfreeze()
+        gc.enable()
+    assert bool(searched) == made_up and "numba" in sys.modules
 
 
 def test_tasks_are_the_searchs():
