@@ -446,7 +446,7 @@ def search_command(
 
         backend = beside(select_backend, device, gpu_id, times)
         compile_stages = stages_before_search(task, device, word_size, _query_bytes(files),
-                                              backend, num_threads or 1)
+                                              backend)
     options = make_options(
         task, evalue=evalue, word_size=word_size, reward=reward, penalty=penalty,
         gapopen=gapopen, gapextend=gapextend, xdrop_ungap=xdrop_ungap, xdrop_gap=xdrop_gap,

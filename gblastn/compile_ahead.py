@@ -25,6 +25,9 @@ DEVICES = ("auto", "cpu", "gpu")
 GREEDY_LINEAR, GREEDY_AFFINE = "greedy_linear", "greedy_affine"
 # CPU seconds of a task's first compilation (docs/perf/coldstart.md), for the notice's
 # estimate of its wall time
+# threads a search keeps busy from its start to its first scan: the reader's masks and the
+# planner's first batch (docs/perf/start-up.md)
+START_UP_BUSY_THREADS = 2
 COMPILE_CPU_SECONDS = {"megablast": 33, "dc-megablast": 35, "blastn": 35, "blastn-short": 35}
 
 _DTYPES = {"i64": "int64", "u64": "uint64", "u32": "uint32", "u8": "uint8", "f64": "float64",
@@ -58,12 +61,12 @@ def notice(task: str) -> str:
 
 
 def stages_before_search(task: str, device: str, word_size: int | None,
-                         query_letters: int | None, backend, threads: int | None = None):
+                         query_letters: int | None, backend):
     """What a search runs before its first query. When the task's stages are compiled in
     this cache: nothing (they are loaded in a background thread meanwhile, while the GPU
     and the database are prepared), and None is returned. Else a function that compiles
     them, which the search calls once its outputs and database are found in order.
-    `backend`: the Future of the scan backend's set-up; `threads`: the search's."""
+    `backend`: the Future of the scan backend's set-up."""
     if task not in TASKS or device not in DEVICES or is_compiled(task, device):
         # numba's import and its loads make most of the objects (about a million) that the
         # search's modules hold, none of them garbage: the collector's passes over them as
@@ -71,8 +74,7 @@ def stages_before_search(task: str, device: str, word_size: int | None,
         # frozen (or a compilation, which makes garbage, starts after all)
         gc.disable()
         threading.Thread(target=_load_stages, name="gblastn-warm-up", daemon=True,
-                         args=(task, word_size, query_letters, backend, True, True,
-                               threads)).start()
+                         args=(task, word_size, query_letters, backend, True, True)).start()
         return None
 
     def compile_stages():
@@ -119,15 +121,16 @@ def load_compiled_stages(task: str, backend) -> None:
 
 
 def _load_stages(task: str, word_size: int | None, query_letters: int | None, backend,
-                 trace: bool, announce: bool = False, threads: int | None = None) -> None:
+                 trace: bool, announce: bool = False) -> None:
     """engine.warm_up's made-up search with the task's tables and aligners, and the stages
     that `backend` calls for: numba's first call in a process sets up its type system,
     and each stage's first call loads its machine code (or compiles it). With `announce`
-    (stages_before_search's loading), a compilation after all says so, and the collector,
-    paused meanwhile, resumes at the end. A search of `threads` on the CPU that leave no
-    core free gets numba imported and no made-up search: with no GPU's set-up to wait
-    beside, it would take a core from the search's own first batch, whose stages load
-    the same code as they come (docs/perf/start-up.md)."""
+    (stages_before_search's loading, beside a search), a compilation after all says so,
+    and the collector, paused meanwhile, resumes at the end; and a search on the CPU of a
+    machine with no core beyond its start-up's busy threads gets numba imported and no
+    made-up search: with no GPU's set-up to wait beside, it would take a core from the
+    search's first batch, whose stages load the same code as they come
+    (docs/perf/start-up.md)."""
     from .engine import warm_up
     from .numba_start import lighten_numba_start
     from .pools import available_cores
@@ -136,7 +139,7 @@ def _load_stages(task: str, word_size: int | None, query_letters: int | None, ba
         lighten_numba_start()
         if announce:
             announce_compilations(task)
-        if threads is not None and threads >= available_cores() and \
+        if announce and available_cores() <= START_UP_BUSY_THREADS and \
                 _device_of(backend) == "cpu":
             import numba  # noqa: F401 - the search's threads find it imported
             return
