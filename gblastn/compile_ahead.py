@@ -25,10 +25,11 @@ DEVICES = ("auto", "cpu", "gpu")
 GREEDY_LINEAR, GREEDY_AFFINE = "greedy_linear", "greedy_affine"
 # CPU seconds of a task's first compilation (docs/perf/coldstart.md), for the notice's
 # estimate of its wall time
+COMPILE_CPU_SECONDS = {"megablast": 33, "dc-megablast": 35, "blastn": 35, "blastn-short": 35}
+
 # threads a search keeps busy from its start to its first scan: the reader's masks and the
 # planner's first batch (docs/perf/start-up.md)
 START_UP_BUSY_THREADS = 2
-COMPILE_CPU_SECONDS = {"megablast": 33, "dc-megablast": 35, "blastn": 35, "blastn-short": 35}
 
 _DTYPES = {"i64": "int64", "u64": "uint64", "u32": "uint32", "u8": "uint8", "f64": "float64",
            "bool": "boolean", "none": "none"}
@@ -141,8 +142,7 @@ def _load_stages(task: str, word_size: int | None, query_letters: int | None, ba
             announce_compilations(task)
         if announce and available_cores() <= START_UP_BUSY_THREADS and \
                 _device_of(backend) == "cpu":
-            import numba  # noqa: F401 - the search's threads find it imported
-            return
+            return  # numba is imported (announce_compilations' listener)
         warm_up(make_options(task, word_size=word_size), query_letters, backend, trace)
     finally:
         # the imported modules' and numba's objects (about a million) never become garbage:
