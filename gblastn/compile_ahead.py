@@ -23,9 +23,11 @@ from .errors import OptionsError
 from .options import TASKS, make_options
 DEVICES = ("auto", "cpu", "gpu")
 GREEDY_LINEAR, GREEDY_AFFINE = "greedy_linear", "greedy_affine"
-# CPU seconds of a task's first compilation (docs/perf/coldstart.md), for the notice's
-# estimate of its wall time
-COMPILE_CPU_SECONDS = {"megablast": 33, "dc-megablast": 35, "blastn": 35, "blastn-short": 35}
+# CPU seconds of a task's first compilation on the 2-core development machine, and how
+# many of its CPUs the two compiling processes keep busy on average (docs/perf/coldstart.md),
+# for the notice's estimate of its wall time
+COMPILE_CPU_SECONDS = {"megablast": 45, "dc-megablast": 41, "blastn": 51, "blastn-short": 51}
+COMPILE_PARALLELISM = 1.7
 
 # threads a search keeps busy from its start to its first scan: the reader's masks and the
 # planner's first batch (docs/perf/start-up.md)
@@ -56,7 +58,8 @@ def _mark_compiled(task: str, devices: tuple) -> None:
 
 def notice(task: str) -> str:
     """The line a first compilation prints: what, about how long, that it happens once."""
-    seconds = COMPILE_CPU_SECONDS.get(task, 35) / min(2, os.cpu_count() or 1)
+    seconds = COMPILE_CPU_SECONDS.get(task, 51) / min(COMPILE_PARALLELISM,
+                                                      os.cpu_count() or 1)
     return (f"gblastn: compiling the CPU code for -task {task}, once (about {seconds:.0f} s; "
             f"kept in {numba_cache_dir()})")
 
