@@ -58,8 +58,9 @@ def _mark_compiled(task: str, devices: tuple) -> None:
 
 def notice(task: str) -> str:
     """The line a first compilation prints: what, about how long, that it happens once."""
-    seconds = COMPILE_CPU_SECONDS.get(task, 51) / min(COMPILE_PARALLELISM,
-                                                      os.cpu_count() or 1)
+    from .pools import available_cores
+
+    seconds = COMPILE_CPU_SECONDS.get(task, 51) / min(COMPILE_PARALLELISM, available_cores())
     return (f"gblastn: compiling the CPU code for -task {task}, once (about {seconds:.0f} s; "
             f"kept in {numba_cache_dir()})")
 
@@ -204,7 +205,9 @@ _reserving_frame_stack.__code__ = _reserving_frame_stack.__code__.replace(
 
 
 def _start_traceback_child(task: str):
-    if (os.cpu_count() or 1) < 2:
+    from .pools import available_cores
+
+    if available_cores() < 2:
         return None
     try:
         return subprocess.Popen([sys.executable, "-m", "gblastn.compile_ahead", task],
