@@ -53,19 +53,26 @@ def compile_bytecode():
           "note: some packages' bytecode could not be written")
 
 
-def run_child(cmd, env=None):
-    """Run a command; return (seconds, its own peak RSS in MiB via wait4, stdout lines, stderr)."""
+def run_measured(cmd, env=None, cwd=None):
+    """Run a command; return (seconds, its own resource use via wait4, stdout lines, stderr,
+    its wait status)."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
         seconds = time.perf_counter() - start
         out.seek(0)
         err.seek(0)
-        errors = err.read().decode()
-        if status:
-            sys.exit(f"failed: {' '.join(cmd)}\n{errors[-2000:]}")
-        return seconds, usage.ru_maxrss / 1024, out.read().decode().splitlines(), errors
+        return seconds, usage, out.read().decode().splitlines(), err.read().decode(), status
+
+
+def run_child(cmd, env=None):
+    """Run a command; return (seconds, its own peak RSS in MiB via wait4, stdout lines, stderr)."""
+    seconds, usage, lines, errors, status = run_measured(cmd, env)
+    if status:
+        sys.exit(f"failed: {' '.join(cmd)}\n{errors[-2000:]}")
+    return seconds, usage.ru_maxrss / 1024, lines, errors
 
 
 def concordance(blast_lines, our_lines):

@@ -21,8 +21,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from compare import run_measured
 
 
 def main() -> None:
@@ -67,20 +68,13 @@ def time_trees(trees: dict, command: list, rounds: int, work: Path) -> dict:
 
 def run_once(tree: Path, command: list, out: Path) -> tuple:
     """(wall seconds, CPU seconds, peak RSS in MB) of one search run from `tree`, as the
-    kernel counts the child's own use (os.wait4)."""
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    with tempfile.TemporaryFile() as stderr:
-        started = time.perf_counter()
-        child = subprocess.Popen([sys.executable, "-m", "gblastn", *command, "-out", str(out)],
-                                 cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
-        _, status, usage = os.wait4(child.pid, 0)
-        wall = time.perf_counter() - started
-        child.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-        if child.returncode:
-            stderr.seek(0)
-            sys.exit(f"trees.py: {tree}: gblastn exited {child.returncode}: "
-                     f"{stderr.read().decode(errors='replace').strip()}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    kernel counts the child's own use."""
+    seconds, usage, _, errors, status = run_measured(
+        [sys.executable, "-m", "gblastn", *command, "-out", str(out)],
+        env=dict(os.environ, PYTHONPATH=str(tree)), cwd=tree)
+    if status:
+        sys.exit(f"trees.py: {tree}: gblastn failed: {errors.strip()}")
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def report(runs: dict) -> str:

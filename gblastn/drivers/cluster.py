@@ -339,8 +339,9 @@ class ClusterSearch:
         """Whole batches on the workers (each to the one dealt the fewest letters), as many
         preliminary searches in flight as PRELIMS_PER_WORKER for each worker: the batches
         after the first uncounted one are forecasts (ForecastBatches), and a forecast the
-        counts prove wrong is cancelled with those after it and formed again. Yields (a batch's queries, the Future of their outputs)
-        for the batches that stand, in order."""
+        counts prove wrong is cancelled with those after it and formed again. Yields (a
+        batch's queries, the Future of their outputs) for the batches that stand, in
+        order."""
         depth = PRELIMS_PER_WORKER * len(self.workers)
         uncounted = deque()  # (request, its worker's address, Future of its extensions,
         #                      Future of its outputs)
@@ -370,7 +371,7 @@ class ClusterSearch:
 
         self.forecasts_dropped += len(forecasts)
         for request, address, *_ in forecasts:
-            self.dealt[address] -= sum(len(query) for query in request.queries)
+            self.dealt[address] -= _letters(request.queries)
         self.client.cancel([future for forecast in forecasts for future in forecast[2:]])
         self.client.run(drop_forecasts, self.search_id,
                         [request.number for request, *_ in forecasts])
@@ -383,7 +384,7 @@ class ClusterSearch:
         worker = min(range(len(self.workers)),
                      key=lambda index: self.dealt.get(self.workers[index], 0))
         address = self.workers[worker]
-        self.dealt[address] = self.dealt.get(address, 0) + sum(len(query) for query in batch)
+        self.dealt[address] = self.dealt.get(address, 0) + _letters(batch)
         return worker
 
     def _wait(self, queries: list, future) -> tuple:
@@ -511,6 +512,10 @@ class ClusterSearch:
         if self.spent:
             self.times.notes["workers"] = " / ".join(
                 _spent_text(spent) for _, spent in sorted(self.spent.items()))
+
+
+def _letters(queries: list) -> int:
+    return sum(len(query) for query in queries)
 
 
 def _add_spent(total: dict, spent: dict) -> None:
