@@ -184,10 +184,17 @@ class ForecastBatches:
     count, told in batch order, gives the next batch's true size; a forecast holding the
     queries that size would take stands, any other is dropped with every batch formed after
     it, and they are formed again. So the batches handed out and kept are always
-    blastn's."""
+    blastn's.
 
-    def __init__(self, queries, sizes: "QueryBatchSizes", size=len):
-        self.sizes, self._size = sizes, size
+    With `guess_second`, the second batch is formed before the first count too, at the
+    largest size: blastn's first batch is small, and unless it keeps next to no extensions
+    (the next size then overflows to the smallest) or very many, the next one takes the
+    largest size, or every query left. Another worker searches it while the first batch is
+    searched, instead of waiting for the first count; a wrong guess is dropped as any
+    forecast is."""
+
+    def __init__(self, queries, sizes: "QueryBatchSizes", size=len, guess_second=False):
+        self.sizes, self._size, self._guess_second = sizes, size, guess_second
         self._queries = iter(queries)
         self._read: list = []       # queries read, from the first batch not yet counted on
         self._letters: list = []    # their letters
@@ -198,8 +205,10 @@ class ForecastBatches:
 
     def next_batch(self) -> tuple | None:
         """(the search's index of its first query, the next batch's queries); None when the
-        queries are spent, or when the next batch would be a forecast before any count."""
-        if self._formed and not self._counted_once:
+        queries are spent, or when the next batch would be a forecast before any count
+        (but the guessed second batch)."""
+        if self._formed and not self._counted_once and \
+                not (self._guess_second and len(self._formed) == 1):
             return None
         start = sum(self._formed)
         taken = self._batch_length(start, self._forecast_letters())
@@ -227,7 +236,10 @@ class ForecastBatches:
     def _forecast_letters(self) -> int:
         """The size of the next batch to form: the true size when every batch before it is
         counted; else QueryBatchSizes run on, each batch formed and not counted taken to
-        keep the last count's extensions in proportion to its size."""
+        keep the last count's extensions in proportion to its size; before any count, the
+        largest (guess_second)."""
+        if self._formed and not self._counted_once:
+            return self.sizes.largest
         ahead = self.sizes
         extensions, size = self._last_count
         for _ in self._formed:

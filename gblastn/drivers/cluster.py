@@ -296,7 +296,10 @@ class ClusterSearch:
 
         sizes = QueryBatchSizes(self.options.task, int(self.db.total_letters))
         if self.mode == "replicate":
-            submitted = self._replicated(ForecastBatches(queries, sizes), report)
+            # a second worker searches a guess at the second batch beside the first
+            guess = len(self.workers) > 1
+            submitted = self._replicated(ForecastBatches(queries, sizes, guess_second=guess),
+                                         report)
         else:
             submitted = self._sharded(query_batches(queries, lambda: sizes.letters), sizes,
                                       report)
@@ -366,12 +369,11 @@ class ClusterSearch:
 
     def _drop(self, forecasts: list) -> None:
         """Cancel forecast batches the counts proved wrong; their workers keep none of
-        their preliminary searches (a task already running ends, and is not kept)."""
+        their preliminary searches (a task already running ends, and is not kept). Their
+        letters stay dealt: a worker still running one would take the next batch late."""
         from .resident import drop_forecasts
 
         self.forecasts_dropped += len(forecasts)
-        for request, address, *_ in forecasts:
-            self.dealt[address] -= _letters(request.queries)
         self.client.cancel([future for forecast in forecasts for future in forecast[2:]])
         self.client.run(drop_forecasts, self.search_id,
                         [request.number for request, *_ in forecasts])

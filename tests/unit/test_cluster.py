@@ -169,6 +169,25 @@ def test_batches_go_to_the_worker_dealt_the_fewest_letters():
     assert search.dealt == {"tcp://a:1": 111, "tcp://b:1": 202}
 
 
+def test_a_dropped_forecasts_letters_stay_dealt_to_its_worker():
+    """A dropped forecast's preliminary search may still be running on its worker (a
+    running task is not stopped): the next batch goes to another worker first."""
+    from types import SimpleNamespace
+
+    from gblastn.drivers.cluster import ClusterSearch
+
+    search = object.__new__(ClusterSearch)
+    search.workers, search.dealt, search.forecasts_dropped = ["tcp://a:1", "tcp://b:1"], {}, 0
+    search.search_id = "s"
+    search.client = SimpleNamespace(cancel=lambda futures: None, run=lambda *args: None)
+    first, guess, true_second = ["a" * 10], ["b" * 50] * 2, ["b" * 50]
+    assert search._free_worker(first) == 0
+    assert search._free_worker(guess) == 1
+    search._drop([(SimpleNamespace(queries=guess, number=1), "tcp://b:1")])
+    assert search.forecasts_dropped == 1
+    assert search._free_worker(true_second) == 0
+
+
 def test_a_cancelled_forecasts_preliminary_search_is_not_kept(case):
     """A forecast batch cancelled while its task ran, or after, leaves nothing on its
     worker for a traceback that will not come; the search's end forgets the rest."""

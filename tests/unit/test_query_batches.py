@@ -86,12 +86,13 @@ def blastns_batches(queries: list, task: str, db_letters: int) -> list:
     return batches
 
 
-def forecast_batches(queries: list, task: str, db_letters: int, depth: int) -> tuple:
+def forecast_batches(queries: list, task: str, db_letters: int, depth: int,
+                     guess_second: bool = False) -> tuple:
     """The batches a cluster keeps, forming up to `depth` ahead and counting them in order as
     cluster.py does: (the batches kept with their first query's index, the forecasts
     dropped)."""
     batches = ForecastBatches(iter(queries), QueryBatchSizes(task, db_letters),
-                              size=lambda query: query[1])
+                              size=lambda query: query[1], guess_second=guess_second)
     formed, kept, dropped = deque(), [], 0
     while True:
         while len(formed) < depth:
@@ -112,11 +113,11 @@ def forecast_batches(queries: list, task: str, db_letters: int, depth: int) -> t
 @given(lengths=st.lists(st.integers(1, 3_000_000), max_size=40),
        task=st.sampled_from(["megablast", "blastn"]),
        db_letters=st.sampled_from([16_816_000, 8_000_000_000]),
-       depth=st.integers(1, 6))
-def test_batches_formed_ahead_are_blastns(lengths, task, db_letters, depth):
+       depth=st.integers(1, 6), guess_second=st.booleans())
+def test_batches_formed_ahead_are_blastns(lengths, task, db_letters, depth, guess_second):
     queries = list(enumerate(lengths))
     expected = blastns_batches(queries, task, db_letters)
-    kept, _ = forecast_batches(queries, task, db_letters, depth)
+    kept, _ = forecast_batches(queries, task, db_letters, depth, guess_second)
     assert [batch for _, batch in kept] == expected
     assert [first for first, _ in kept] == [batch[0][0] for batch in expected]
 
@@ -155,3 +156,24 @@ def test_queries_that_find_nothing_alternate_batch_sizes_and_no_forecast_is_drop
     assert [sum(length for _, length in batch) for _, batch in kept] == \
         [5_000] + [150, 5_000_000] * 6
     assert dropped == 0
+
+
+def test_the_second_batch_is_guessed_at_the_largest_size_before_the_first_count():
+    queries = [("a", 6_000), ("b", 3_000_000), ("c", 3_000_000), ("d", 10)]
+    batches = ForecastBatches(queries, QueryBatchSizes("megablast", KLEB_LETTERS),
+                              size=lambda query: query[1], guess_second=True)
+    assert batches.next_batch() == (0, [("a", 6_000)])  # 5,000 letters
+    assert batches.next_batch() == (1, [("b", 3_000_000), ("c", 3_000_000)])  # 4,999,000
+    assert batches.next_batch() is None  # nothing more before the first count
+    assert batches.counted(106) == 0     # few extensions: the largest, as guessed
+    assert batches.next_batch() is not None
+
+
+def test_a_wrong_guess_at_the_second_batch_is_dropped_and_formed_again():
+    queries = [("a", 6_000), ("b", 150), ("c", 3_000_000)]
+    batches = ForecastBatches(queries, QueryBatchSizes("megablast", KLEB_LETTERS),
+                              size=lambda query: query[1], guess_second=True)
+    batches.next_batch()
+    assert batches.next_batch() == (1, [("b", 150), ("c", 3_000_000)])
+    assert batches.counted(0) == 1       # no extensions: the smallest batch, 100 letters
+    assert batches.next_batch() == (1, [("b", 150)])
