@@ -19,8 +19,9 @@ blastn sizes each query batch from the ungapped extensions the one before kept
 (engine.QueryBatchSizes; only the counts come back here). In shard mode a batch is formed
 once the previous one's preliminary search is in, and its preliminary searches run over the
 shards at once. In replicate mode the next batches are forecast (engine.ForecastBatches: a
-run of batches keeps its size) and searched on the other workers meanwhile; a forecast the
-counts prove wrong is cancelled and formed again. Each batch's traceback and formatting
+run of batches keeps its size; the second is guessed at the largest size before the first
+count) and searched on the other workers meanwhile; a forecast the counts prove wrong is
+cancelled and formed again. Each batch's traceback and formatting
 overlap the next batches' preliminary searches. Auto mode replicates the database where
 every worker's device holds it, and shards it where one does not.
 
