@@ -169,6 +169,23 @@ def test_batches_go_to_the_worker_dealt_the_fewest_letters():
     assert search.dealt == {"tcp://a:1": 111, "tcp://b:1": 202}
 
 
+def test_a_replicated_search_on_two_workers_guesses_its_second_batch(cluster, case,
+                                                                     monkeypatch, small_tabular):
+    from gblastn import engine
+
+    guesses = []
+
+    class Recorded(engine.ForecastBatches):
+        def __init__(self, *args, **kwargs):
+            guesses.append(kwargs.get("guess_second"))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "ForecastBatches", Recorded)
+    assert search(case, "small", TABULAR, spec=on(cluster, mode="replicate"),
+                  max_target_seqs=2) == small_tabular
+    assert guesses == [True]
+
+
 def test_a_dropped_forecasts_letters_stay_dealt_to_its_worker():
     """A dropped forecast's preliminary search may still be running on its worker (a
     running task is not stopped): the next batch goes to another worker first."""

@@ -166,7 +166,7 @@ def test_the_second_batch_is_guessed_at_the_largest_size_before_the_first_count(
     assert batches.next_batch() == (1, [("b", 3_000_000), ("c", 3_000_000)])  # 4,999,000
     assert batches.next_batch() is None  # nothing more before the first count
     assert batches.counted(106) == 0     # few extensions: the largest, as guessed
-    assert batches.next_batch() is not None
+    assert batches.next_batch() == (3, [("d", 10)])
 
 
 def test_a_wrong_guess_at_the_second_batch_is_dropped_and_formed_again():
