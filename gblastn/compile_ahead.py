@@ -60,7 +60,8 @@ def notice(task: str) -> str:
     """The line a first compilation prints: what, about how long, that it happens once."""
     from .pools import available_cores
 
-    seconds = COMPILE_CPU_SECONDS.get(task, 51) / min(COMPILE_PARALLELISM, available_cores())
+    cpu_seconds = COMPILE_CPU_SECONDS.get(task, max(COMPILE_CPU_SECONDS.values()))
+    seconds = cpu_seconds / min(COMPILE_PARALLELISM, available_cores())
     return (f"gblastn: compiling the CPU code for -task {task}, once (about {seconds:.0f} s; "
             f"kept in {numba_cache_dir()})")
 
