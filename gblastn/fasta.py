@@ -401,23 +401,28 @@ def open_binary(source: str | os.PathLike) -> BinaryIO:
     name = os.fspath(source)
     if name == "-":
         raw = sys.stdin.buffer
-        if not hasattr(raw, "peek"):
-            raw = io.BufferedReader(raw)
-        head = raw.peek(2)[:2]
-    else:
-        try:
-            raw = open(name, "rb")
-        except FileNotFoundError:
-            raise InputError(f"{name}: no such file") from None
-        except IsADirectoryError:
-            raise InputError(f"{name}: is a directory, not a FASTA file") from None
-        except OSError as exc:
-            raise InputError(f"{name}: cannot read ({exc.strerror})") from None
-        head = raw.read(2)
-        raw.seek(0)
+        return gunzipped(raw if hasattr(raw, "peek") else io.BufferedReader(raw))
+    try:
+        raw = open(name, "rb")
+    except FileNotFoundError:
+        raise InputError(f"{name}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{name}: is a directory, not a FASTA file") from None
+    except OSError as exc:
+        raise InputError(f"{name}: cannot read ({exc.strerror})") from None
+    head = raw.read(2)
+    raw.seek(0)
     if head == GZIP_MAGIC:
         return gzip.GzipFile(fileobj=raw, mode="rb")
     return raw
+
+
+def gunzipped(stream: BinaryIO) -> BinaryIO:
+    """A binary stream that can peek (stdin, the queries a served search receives), read
+    through gzip when it starts with gzip's magic."""
+    if stream.peek(2)[:2] == GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=stream, mode="rb")
+    return stream
 
 
 def _read_chunks(stream: BinaryIO, name: str, chunk_bytes: int) -> Iterator[bytes]:
@@ -433,9 +438,11 @@ def _read_chunks(stream: BinaryIO, name: str, chunk_bytes: int) -> Iterator[byte
 
 def iter_fasta(source: str | os.PathLike | BinaryIO, validate: bool = True,
                headerless_ok: bool = False, chunk_bytes: int = CHUNK_BYTES,
-               report_dropped=None, blast_input: bool = False) -> Iterator[Header | bytes]:
+               report_dropped=None, blast_input: bool = False,
+               name: str | None = None) -> Iterator[Header | bytes]:
     """A FASTA file (plain or gzip, detected by magic bytes; '-' reads stdin), or an open
-    binary stream of FASTA text (named '<text>' in messages), as a stream of Header items,
+    binary stream of FASTA text (named `name` in messages, '<text>' without one), as a
+    stream of Header items,
     each followed by its sequence's letters in pieces (bytes, whitespace removed, case
     kept). Memory holds one chunk of `chunk_bytes` at a time, whatever the lines' lengths.
 
@@ -451,7 +458,7 @@ def iter_fasta(source: str | os.PathLike | BinaryIO, validate: bool = True,
     letters (N), as in both.
     """
     own_stream = not hasattr(source, "read")
-    name = _source_name(source)
+    name = name or _source_name(source)
     tokenizer = _Tokenizer(name, validate, headerless_ok, report_dropped, blast_input)
     stream = open_binary(source) if own_stream else source
     try:
@@ -466,15 +473,15 @@ def iter_fasta(source: str | os.PathLike | BinaryIO, validate: bool = True,
 def iter_records(source: str | os.PathLike | BinaryIO, validate: bool = True,
                  headerless_ok: bool = False, header_errors: str = "replace",
                  chunk_bytes: int = CHUNK_BYTES, report_dropped=None,
-                 blast_input: bool = False) -> Iterator[Record]:
+                 blast_input: bool = False, name: str | None = None) -> Iterator[Record]:
     """The records of `iter_fasta(...)`, each with all its letters (one record in memory
     at a time). `header_errors` is how bytes that are not UTF-8 are decoded in deflines:
     "replace" (U+FFFD) or "surrogateescape" (kept, to be written back as they came)."""
-    name = _source_name(source)
+    name = name or _source_name(source)
     header: Header | None = None
     pieces: list[bytes] = []
     for item in iter_fasta(source, validate, headerless_ok, chunk_bytes, report_dropped,
-                           blast_input):
+                           blast_input, name):
         if isinstance(item, Header):
             if header is not None:
                 yield _record(header, pieces, name, header_errors)

@@ -344,6 +344,6 @@ def _validate(o: SearchOptions) -> None:
         raise OptionsError("-num_threads must be at least 1")
     # the reward/penalty/gap set must be one BLAST supports (spec §7.2)
     # (an ungapped search needs no table: blastn takes any scores with -ungapped)
-    from .stats import check_supported_scoring
+    from .scoring import check_supported_scoring
     if not o.ungapped:
         check_supported_scoring(o.reward, o.penalty, o.gapopen, o.gapextend)

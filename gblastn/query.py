@@ -483,23 +483,25 @@ def _letters_query(query_id: str, defline: str, text: str, number: int) -> Query
     return Query(query_id, defline, codes, lowercase)
 
 
-def iter_queries(source, first_number: int = 1):
-    """Queries of a FASTA path (or '-', or FASTA text), one at a time: memory holds one record.
-    A bare sequence with no '>' line is one query, as blastn reads it; so is a record without
-    letters (it can have no hits). Deflines are read as blastn reads them (blast_defline); a
-    query without one is named Query_N, N its place in the search's input counted from
-    `first_number`, as blastn names it."""
+def iter_queries(source, first_number: int = 1, name: str | None = None, warn=None):
+    """Queries of a FASTA path (or '-', or FASTA text, or a binary stream named `name` in
+    messages), one at a time: memory holds one record. A bare sequence with no '>' line is
+    one query, as blastn reads it; so is a record without letters (it can have no hits).
+    Deflines are read as blastn reads them (blast_defline); a query without one is named
+    Query_N, N its place in the search's input counted from `first_number`, as blastn names
+    it. The reader's warnings go to `warn` (stderr without it)."""
     from .fasta import TITLE_WARNING, iter_records, reader_warning, title_ends_with_sequence, \
         to_blastna
 
+    warn = warn or reader_warning
     if isinstance(source, str) and source.lstrip().startswith(">"):
         import io
         source = io.BytesIO(source.encode())
     records = iter_records(source, headerless_ok=True, header_errors="surrogateescape",
-                           report_dropped=reader_warning, blast_input=True)
+                           report_dropped=warn, blast_input=True, name=name)
     for number, record in enumerate(records, first_number):
         if title_ends_with_sequence(record.defline):
-            reader_warning(TITLE_WARNING)
+            warn(TITLE_WARNING)
         defline = blast_defline(record.defline)
         codes, lowercase = to_blastna(record)
         yield Query(defline.split(" ", 1)[0] or f"Query_{number}", defline, codes, lowercase)
@@ -528,35 +530,3 @@ def latin1_if_not_utf8(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-8", "surrogateescape").decode("latin-1")
     return text
-
-
-def read_query_list(path: str) -> list:
-    """The query FASTA files a -query_list file names, one per line, relative to its folder;
-    each is checked (check_query_file) before any is searched."""
-    import os
-    from .errors import InputError
-    try:
-        # names that are not UTF-8 stay the bytes they are, as the file system takes them
-        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
-            lines = [line.strip() for line in handle]
-    except OSError as exc:
-        raise InputError(f"cannot read query list {path}: {exc.strerror}") from None
-    folder = os.path.dirname(os.path.abspath(path))
-    files = [os.path.join(folder, line) for line in lines if line and not line.startswith("#")]
-    if not files:
-        raise InputError(f"query list {path} names no files")
-    for listed in files:
-        check_query_file(listed, f"query list {path}: ")
-    return files
-
-
-def check_query_file(path: str, context: str = "") -> None:
-    """InputError, prefixed by `context`, unless `path` is a file that can be read."""
-    import os
-    from .errors import InputError
-    if os.path.isdir(path):
-        raise InputError(f"{context}query file {path} is a directory, not a FASTA file")
-    if not os.path.exists(path):
-        raise InputError(f"{context}query file {path} does not exist")
-    if not os.access(path, os.R_OK):
-        raise InputError(f"{context}query file {path} cannot be read (permission denied)")

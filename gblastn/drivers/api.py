@@ -43,7 +43,7 @@ def search_iter(queries, db, columns: str = DEFAULT_COLUMNS, backend=None, sched
         database's name, which the workers open too.
     options: blastn's options, as keywords (defaults below, as blastn 2.12's)."""
     from ..options import make_options
-    from ..output.tabular import TabularFormat
+    from ..output.tabular_format import TabularFormat
     from .cluster import ClusterSpec
 
     TabularFormat.parse("6 " + columns)  # an unknown column is refused before the search

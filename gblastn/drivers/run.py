@@ -8,7 +8,6 @@ only when the whole search succeeded (output.files), and removed on a failure.
 
 import contextlib
 import os
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -50,8 +49,6 @@ class RunSettings:
 def query_files(query: str | None, query_list: str | None) -> list:
     """The FASTA files to search, from -query or -query_list (standard input without
     either, as blastn reads it), each checked to be a readable file before the search."""
-    from ..query import check_query_file, read_query_list
-
     if query is not None and query_list is not None:
         raise InputError("give one of -query and -query_list, not both")
     if query_list is not None:
@@ -62,6 +59,34 @@ def query_files(query: str | None, query_list: str | None) -> list:
     return [query]
 
 
+def read_query_list(path: str) -> list:
+    """The query FASTA files a -query_list file names, one per line, relative to its folder;
+    each is checked (check_query_file) before any is searched."""
+    try:
+        # names that are not UTF-8 stay the bytes they are, as the file system takes them
+        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+            lines = [line.strip() for line in handle]
+    except OSError as exc:
+        raise InputError(f"cannot read query list {path}: {exc.strerror}") from None
+    folder = os.path.dirname(os.path.abspath(path))
+    files = [os.path.join(folder, line) for line in lines if line and not line.startswith("#")]
+    if not files:
+        raise InputError(f"query list {path} names no files")
+    for listed in files:
+        check_query_file(listed, f"query list {path}: ")
+    return files
+
+
+def check_query_file(path: str, context: str = "") -> None:
+    """InputError, prefixed by `context`, unless `path` is a file that can be read."""
+    if os.path.isdir(path):
+        raise InputError(f"{context}query file {path} is a directory, not a FASTA file")
+    if not os.path.exists(path):
+        raise InputError(f"{context}query file {path} does not exist")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"{context}query file {path} cannot be read (permission denied)")
+
+
 def run_search(files: list, db_path: str, options, output: OutputSpec, backend=None,
                settings: RunSettings | None = None, times=None) -> int:
     """Search every query of `files`; one output, or one per file with out_dir. Returns the
@@ -69,7 +94,6 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
     CPU's when None); `times`: the StageTimes the search's time is counted in. Every output
     is checked and prepared before the database is opened, and put in place only when the
     whole search succeeded (output.files)."""
-    from ..db.reader import open_db
     from ..output.files import OutputFiles, prepare_output_folder
     from ..output.formats import output_format
     from ..timing import StageTimes
@@ -87,6 +111,12 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
     paths = output_paths(output, files)
     made_folders = prepare_output_folder(output.out_dir) if output.out_dir else []
     with OutputFiles(paths, made_folders) as outputs:
+        door = _door(settings)
+        if door is not None:
+            return _search_served(door, db_path, options, times, files, fmt, output, settings,
+                                  outputs)
+        from ..db.reader import open_db
+
         with times.stage("database load"):
             db = open_db(db_path)
         try:
@@ -106,10 +136,10 @@ def _check_report_place(fmt, output: OutputSpec, db_path) -> None:
     """The BlastOutput2 reports (-outfmt 13 to 16) need a database (blastn writes another
     layout for -subject, bl2seq's), and 13 and 14 a file name to name the queries' files
     after."""
-    from ..db.subjects import SubjectFile
-
     if not hasattr(fmt, "per_query_files"):  # BlastOutput2Report's alone
         return
+    from ..db.subjects import SubjectFile
+
     number = output.outfmt.split()[0]
     if isinstance(db_path, SubjectFile):
         raise OptionsError(f"-outfmt {number} is not supported by gblastn with -subject: "
@@ -159,16 +189,31 @@ class ClusterSide:
         """No backend: the workers scan."""
 
 
+def _door(settings: RunSettings) -> str | None:
+    """gblastn serve's door, where the search's cluster is one that it serves."""
+    if settings.cluster is None:
+        return None
+    from .served import door_of
+
+    return door_of(settings.cluster)
+
+
+def _search_served(door, db_path, options, times, files, fmt, output, settings,
+                   outputs) -> int:
+    """The search sent through gblastn serve's door: its process reads the queries, opens
+    the database and makes every text, this one only writes them."""
+    from .cluster import worker_db_name
+    from .served import ServedSearch
+
+    served = ServedSearch(door, settings.cluster, worker_db_name(db_path), options, times)
+    return _search_all(ClusterSide(None, options, times), files, fmt, output, settings,
+                       outputs, served=served)
+
+
 def _search_on_cluster(search, db_path, files, fmt, output, settings, outputs) -> int:
     from .cluster import ClusterSearch, connected, worker_db_name
-    from .served import ServedSearch, door_of
 
     times = search.times
-    door = door_of(settings.cluster)
-    if door is not None:  # gblastn serve's: its process searches with its own Dask client
-        cluster = ServedSearch(door, settings.cluster, worker_db_name(db_path), search.options,
-                               times)
-        return _search_all(search, files, fmt, output, settings, outputs, cluster)
     with contextlib.ExitStack() as stack:
         with times.stage("cluster connect"):
             client = stack.enter_context(connected(settings.cluster, search.options.num_threads))
@@ -197,14 +242,16 @@ def output_paths(output: OutputSpec, files: list) -> list:
     return [os.path.join(output.out_dir, name) for name in claimed]
 
 
-def _search_all(search, files, fmt, output, settings, outputs, cluster=None) -> int:
+def _search_all(search, files, fmt, output, settings, outputs, cluster=None,
+                served=None) -> int:
     if not output.out_dir:
-        return _search_into(search, outputs, 0, fmt, files, output, settings, cluster)
+        return _search_into(search, outputs, 0, fmt, files, output, settings, cluster, served)
     total = 0
     for number, path in enumerate(files):
         last = number == len(files) - 1
         these = replace(settings, release_device=settings.release_device and last)
-        total += _search_into(search, outputs, number, fmt, [path], output, these, cluster)
+        total += _search_into(search, outputs, number, fmt, [path], output, these, cluster,
+                              served)
     return total
 
 
@@ -236,26 +283,22 @@ def _preload(search) -> threading.Thread:
     return thread
 
 
-def _search_into(search, outputs, index, fmt, files, output, settings, cluster=None) -> int:
-    """Search the queries of `files` into output `index` of `outputs` (an OutputFiles), here
-    or on `cluster` (a cluster.ClusterSearch)."""
+def _search_into(search, outputs, index, fmt, files, output, settings, cluster=None,
+                 served=None) -> int:
+    """Search the queries of `files` into output `index` of `outputs` (an OutputFiles), here,
+    on `cluster` (a cluster.ClusterSearch), or through gblastn serve's door (`served`, a
+    served.ServedSearch)."""
     times = search.times
 
     def render(pairs):
         with times.stage("output"):
             return fmt.render(pairs, search.db)
 
-    queries = _iter_all_queries(files, search.options.query_loc)
-    if cluster is not None:
-        texts = cluster.texts(queries, fmt, render)
-    elif settings.mode == "serial":
-        from .serial import serial_texts
-
-        texts = serial_texts(search, queries, render, settings.release_device)
+    if served is not None:
+        texts = served.texts(files, fmt)
     else:
-        from .pipeline import Pipeline
-
-        texts = Pipeline(search, queries, settings, render).texts()
+        texts = _texts(search, searched_queries(files, search.options.query_loc), fmt, render,
+                       settings, cluster)
     per_query = getattr(fmt, "per_query_files", False)  # -outfmt 13, 14
     progress = _Progress(files) if settings.progress else None
     out = outputs.open(index)
@@ -277,10 +320,24 @@ def _search_into(search, outputs, index, fmt, files, output, settings, cluster=N
     if per_query:
         out.write(fmt.master_file(outputs.path(index), count))
     else:
-        out.write(fmt.footer(search.db, count))
+        out.write(served.footer if served is not None else fmt.footer(search.db, count))
     search.ready_backend()  # -device gpu without a GPU fails even when nothing needed a scan
     outputs.close(index)
     return count
+
+
+def _texts(search, queries, fmt, render, settings, cluster=None):
+    """The queries' output texts, in order: made in this process, or by `cluster`'s workers
+    (a report that keeps every query until its footer rendered here)."""
+    if cluster is not None:
+        return cluster.texts(queries, fmt, render)
+    if settings.mode == "serial":
+        from .serial import serial_texts
+
+        return serial_texts(search, queries, render, settings.release_device)
+    from .pipeline import Pipeline
+
+    return Pipeline(search, queries, settings, render).texts()
 
 
 def _write_query_file(outputs, path: str, text: str) -> None:
@@ -296,30 +353,35 @@ EMPTY_QUERY_WARNING = "Warning: [blastn] {label}: Sequence contains no data "
 EMPTY_INPUT_WARNING = "Warning: [blastn] Query is Empty!"
 
 
-def _iter_all_queries(files, query_loc: tuple):
-    """The queries of `files` (_numbered_queries), each with -query_loc's part to search
+def searched_queries(files, query_loc: tuple, source_of=None, warn=None):
+    """The queries of `files` (numbered_queries), each with -query_loc's part to search
     (query.located_queries)."""
     from ..query import located_queries
 
-    return located_queries(_numbered_queries(files), query_loc)
+    return located_queries(numbered_queries(files, source_of, warn), query_loc)
 
 
-def _numbered_queries(files):
-    """The queries of `files`, numbered across them as blastn numbers its input. A record
-    without letters is warned about in blastn's words and searched (it has no hits); when
-    no record has letters blastn fails, and so does this: empty records are held back until
-    a query with letters comes, so that nothing of theirs is written first."""
+def numbered_queries(files, source_of=None, warn=None):
+    """The queries of `files`, numbered across them as blastn numbers its input, each file
+    read from `source_of(file)` where given (the stream a served search receives for it),
+    warnings to `warn` (stderr without it). A record without letters is warned about in
+    blastn's words and searched (it has no hits); when no record has letters blastn fails,
+    and so does this: empty records are held back until a query with letters comes, so that
+    nothing of theirs is written first."""
+    from ..fasta import reader_warning
     from ..query import iter_queries
 
+    warn = warn or reader_warning
     held, number, any_letters = [], 0, False
     for path in files:
         count = 0
-        for query in iter_queries(path, first_number=number + 1):
+        source = path if source_of is None else source_of(path)
+        for query in iter_queries(source, number + 1, name=path, warn=warn):
             number += 1
             count += 1
             if len(query) == 0:
                 label = " ".join(filter(None, (f"Query_{number}", query.defline)))
-                print(EMPTY_QUERY_WARNING.format(label=label), file=sys.stderr)
+                warn(EMPTY_QUERY_WARNING.format(label=label))
                 if not any_letters:
                     held.append(query)
                     continue
@@ -329,7 +391,7 @@ def _numbered_queries(files):
                 held = []
             yield query
         if count == 0:
-            print(EMPTY_INPUT_WARNING, file=sys.stderr)
+            warn(EMPTY_INPUT_WARNING)
     if held:
         raise InputError(f"Sequence contains no data: no query of {', '.join(files)} has letters")
 

@@ -5,28 +5,33 @@ A searching process that imports Dask and connects to the scheduler itself spend
 more before its first task is sent (`import distributed` alone takes 0.2-0.5 s;
 docs/perf/scale-out.md). So gblastn serve opens a door beside its scheduler (a TCP socket on
 the scheduler's host) and names it in the scheduler file; `gblastn search -scheduler_file F`
-sends its search through that door: the database's name, the options and the output format
-in one message, then the queries as it reads them, in chunks, so that the first batch is
-searched while the rest are read and sent. The served process runs the search
-(cluster.ClusterSearch) with its warm client and sends each batch's output texts back as the
-workers make them; the searching process reads the queries and writes the outputs, as
-always, and imports neither Dask nor the compiled stages.
+sends its search through that door: the database's name, the options, the output format and
+the names of the query files in one message, then the files' bytes as it reads them, in
+chunks, so that the first batch is searched while the rest are read and sent. The served
+process reads the queries from them (with the reader's warnings sent back), runs the search
+(cluster.ClusterSearch) with its warm client and sends each batch's output texts back as
+the workers make them, then the report's last text. The searching process parses its
+command line and writes the outputs, as always, and imports neither numpy, Dask nor the
+compiled stages: on a GPU host numpy's import alone took 0.3 s of a served search's 1.5 s
+(docs/perf/scale-out.md).
 
 Messages are pickles behind their length (8 bytes). The door trusts whoever connects to
 it, as the Dask scheduler beside it does: both run what they are sent.
 """
 
 import contextlib
+import io
 import json
 import os
 import pickle
 import socket
 import socketserver
 import struct
+import sys
 import threading
 from dataclasses import dataclass
 
-from ..errors import ClusterError, GblastnError
+from ..errors import ClusterError, GblastnError, InputError
 
 DOOR_KEY = "gblastn-search"  # the scheduler file's entry naming the door: HOST:PORT
 CONNECT_SECONDS = 5
@@ -42,13 +47,15 @@ class SearchRequest:
     options: object       # SearchOptions
     report: object        # the output format
     worker_shares: bool   # wait for each worker's share of the time (-stage_times)
+    inputs: list          # the query files as named to the search ('-': standard input)
 
 
-# The queries follow a SearchRequest in chunks ("queries", [Query]) and an ("end", None). A
-# chunk is sent once it holds this many letters, doubling from the first (small: blastn's
-# first batch is, and it can be searched before the rest are read) to the last.
-FIRST_CHUNK_LETTERS = 1 << 16
-CHUNK_LETTERS = 1 << 22
+# The query files' bytes follow a SearchRequest in chunks ("bytes", (index of the file in
+# `inputs`, bytes)), file after file, and an ("end", None). A chunk is sent once it holds
+# this many bytes, doubling from the first (small: blastn's first batch is, and it can be
+# searched before the rest are read) to the last.
+FIRST_CHUNK_BYTES = 1 << 16
+CHUNK_BYTES = 1 << 22
 
 
 # ----------------------------------------------------------------------------------------------
@@ -70,76 +77,73 @@ def door_of(spec) -> str | None:
 
 @dataclass
 class ServedSearch:
-    """One search sent through the door at `address`, with ClusterSearch's texts(); `times`
-    (a StageTimes) is told of the time spent connecting and waiting, and the served
-    search's notes (its split, each worker's share)."""
+    """One search sent through the door at `address`; `times` (a StageTimes) is told of the
+    time spent connecting and waiting, and the served search's notes (its split, each
+    worker's share). `footer` holds the report's last text once texts() is through."""
 
     address: str
     spec: object
     db_name: str
     options: object
     times: object
+    footer: str = ""
 
-    def texts(self, queries, report, render_here):
-        """Each query's output text by `report`, in input order: made on the workers; or
-        here, by `render_here` ([(query, QueryResult)] -> texts), for a report that keeps
-        every query until its footer (SAM). The queries are read and sent by a thread of
-        their own (QuerySender) while the texts come back; an error reading them ends the
-        search."""
-        keeps_queries = getattr(report, "keeps_queries", False)
-        request = SearchRequest(self.db_name, self.spec, self.options,
-                                None if keeps_queries else report, self.spec.worker_shares)
+    def texts(self, files: list, report):
+        """Each query's output text by `report`, in input order, as the served process
+        makes them from the queries of `files` (their bytes sent by a thread of their own,
+        InputSender, while the texts come back); the reader's warnings on stderr as they
+        come. An error reading the files ends the search."""
+        request = SearchRequest(self.db_name, self.spec, self.options, report,
+                                self.spec.worker_shares, list(files))
         with self.times.stage("cluster connect"):
             connection = _connect(self.address)
         with connection:
             sender = None
             try:
                 _send(connection, request)
-                sender = QuerySender(connection, queries)
+                sender = InputSender(connection, files)
                 while True:
                     with self.times.stage("cluster wait"):
                         kind, body = _receive(connection)
                     if kind == "texts":
                         yield from body
-                    elif kind == "results":
-                        yield from render_here(body)
+                    elif kind == "warning":
+                        print(body, file=sys.stderr)
                     elif kind == "error":
                         sender.stop(abort=True)
                         raise _error_of(*body)
                     else:  # done
                         sender.stop()
-                        self.times.notes.update(body)
+                        self.footer, notes = body
+                        self.times.notes.update(notes)
                         return
             except OSError as exc:
                 if sender is not None:
-                    sender.stop(abort=True)  # raises what stopped the queries, if anything
+                    sender.stop(abort=True)  # raises what stopped the reading, if anything
                 raise ClusterError(f"the served cluster's door {self.address} closed "
                                    f"mid-search: {exc}") from None
 
 
-class QuerySender:
-    """A thread that reads the queries and sends them through the door in chunks (each of
-    at least FIRST_CHUNK_LETTERS letters, doubling to CHUNK_LETTERS), then the end. An
-    error reading them (a malformed input) shuts the connection, so that the search stops,
-    and is raised by stop()."""
+class InputSender:
+    """A thread that reads the query files and sends their bytes through the door in
+    chunks (the first of FIRST_CHUNK_BYTES, doubling to CHUNK_BYTES), then the end. An
+    error reading them shuts the connection, so that the search stops, and is raised by
+    stop()."""
 
-    def __init__(self, connection: socket.socket, queries):
-        self.connection, self.queries, self.error = connection, queries, None
+    def __init__(self, connection: socket.socket, files: list):
+        self.connection, self.files, self.error = connection, files, None
         self.thread = threading.Thread(target=self._send_all, name="gblastn-queries",
                                        daemon=True)
         self.thread.start()
 
     def _send_all(self) -> None:
-        chunk, letters, limit = [], 0, FIRST_CHUNK_LETTERS
+        limit = FIRST_CHUNK_BYTES
         try:
-            for query in self.queries:
-                chunk.append(query)
-                letters += len(query)
-                if letters >= limit:
-                    _send(self.connection, ("queries", chunk))
-                    chunk, letters, limit = [], 0, min(2 * limit, CHUNK_LETTERS)
-            if chunk:
-                _send(self.connection, ("queries", chunk))
+            for index, name in enumerate(self.files):
+                with _opened(name) as stream:
+                    while chunk := _read(stream, name, limit):
+                        _send(self.connection, ("bytes", (index, chunk)))
+                        limit = min(2 * limit, CHUNK_BYTES)
             _send(self.connection, ("end", None))
         except OSError:
             pass  # the search ended first: the reader of the texts tells why
@@ -157,6 +161,23 @@ class QuerySender:
         self.thread.join()
         if self.error is not None:
             raise self.error
+
+
+def _opened(name: str):
+    """A query file's bytes as they lie ('-': standard input, left open)."""
+    if name == "-":
+        return contextlib.nullcontext(sys.stdin.buffer)
+    try:
+        return open(name, "rb")
+    except OSError as exc:
+        raise InputError(f"{name}: cannot read ({exc.strerror})") from None
+
+
+def _read(stream, name: str, size: int) -> bytes:
+    try:
+        return stream.read(size)
+    except OSError as exc:
+        raise InputError(f"{name}: cannot read ({exc.strerror})") from None
 
 
 def _connect(address: str) -> socket.socket:
@@ -241,46 +262,111 @@ class SearchDoor:
                                                  f"failed: {type(exc).__name__}: {exc}")))
 
     def _search(self, connection: socket.socket, request: SearchRequest) -> None:
-        """Each batch's texts by the request's report, or without one its (query,
-        QueryResult) pairs."""
+        """Each batch's texts by the request's report (made here, with the database, for a
+        report that keeps every query until its footer: SAM), the reader's warnings as they
+        come, then "done" with the report's last text and the search's notes."""
         from ..timing import StageTimes
         from .cluster import ClusterSearch
+        from .run import searched_queries
 
         times = StageTimes()
         db, statistics = self.database(request.db_name)
         search = ClusterSearch(self.client, request.spec, db, request.db_name, request.options,
                                times, statistics=statistics)
         times.notes["cluster"] = search.split()
-        queries = ReceivedQueries(connection)
+        replies = _Replies(connection)
+        inputs = ReceivedInputs(connection)
+        queries = _Counted(searched_queries(request.inputs, request.options.query_loc,
+                                            inputs.stream_of, replies.warning))
+        report = request.report
         sent, done = 0, False
-        for batch, outputs in search.batch_texts(queries, request.report, None):
-            if request.report is None:
-                _send(connection, ("results", list(zip(batch, outputs))))
-            else:
-                _send(connection, ("texts", outputs))
+        for batch, texts in search.batch_texts(queries, report,
+                                               lambda pairs: report.render(pairs, db)):
+            replies.send(("texts", texts))
             sent += len(batch)
             if queries.count == sent and queries.ended and not request.worker_shares:
-                _send(connection, ("done", dict(times.notes)))
+                replies.send(("done", (report.footer(db, sent), dict(times.notes))))
                 done = True
         if not done:
-            _send(connection, ("done", dict(times.notes)))
+            replies.send(("done", (report.footer(db, sent), dict(times.notes))))
 
 
-class ReceivedQueries:
-    """The queries a search sends through the door after its request, as an iterable read
-    as the search forms its batches: `count` so far, `ended` once the last has come."""
+class _Replies:
+    """What a served search sends back, from whichever of its threads (the queries' reader
+    warns from the thread that forms the batches)."""
 
     def __init__(self, connection: socket.socket):
-        self.connection, self.count, self.ended = connection, 0, False
+        self.connection, self.lock = connection, threading.Lock()
+
+    def send(self, message) -> None:
+        with self.lock:
+            _send(self.connection, message)
+
+    def warning(self, text: str) -> None:
+        self.send(("warning", text))
+
+
+class _Counted:
+    """The queries, as an iterable read as the search forms its batches: `count` so far,
+    `ended` once the last has come."""
+
+    def __init__(self, queries):
+        self.queries, self.count, self.ended = queries, 0, False
 
     def __iter__(self):
-        while True:
-            kind, chunk = _receive(self.connection)
+        for query in self.queries:
+            self.count += 1
+            yield query
+        self.ended = True
+
+
+class ReceivedInputs:
+    """The query files' bytes that a search sends through the door after its request, each
+    file a stream (stream_of, in the files' order) read as the search reads its queries."""
+
+    def __init__(self, connection: socket.socket):
+        self.connection = connection
+        self.index = -1          # the file being read
+        self.pending = None      # a chunk received for a later file, or the end
+        self.ended = False
+
+    def stream_of(self, name: str):
+        """The next file's bytes, gunzipped where they are gzip's."""
+        from ..fasta import gunzipped
+
+        self.index += 1
+        return gunzipped(io.BufferedReader(_ReceivedFile(self, self.index)))
+
+    def chunk_for(self, index: int) -> bytes:
+        """The next chunk of file `index`; b"" once its bytes are through."""
+        if self.pending is None and not self.ended:
+            kind, body = _receive(self.connection)
             if kind == "end":
                 self.ended = True
-                return
-            self.count += len(chunk)
-            yield from chunk
+            else:
+                self.pending = body
+        if self.pending is None or self.pending[0] != index:
+            return b""
+        chunk, self.pending = self.pending[1], None
+        return chunk
+
+
+class _ReceivedFile(io.RawIOBase):
+    """One query file's bytes as they come through the door."""
+
+    def __init__(self, inputs: ReceivedInputs, index: int):
+        self.inputs, self.index, self.left = inputs, index, memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if not self.left:
+            self.left = memoryview(self.inputs.chunk_for(self.index))
+        count = min(len(buffer), len(self.left))
+        buffer[:count] = self.left[:count]
+        self.left = self.left[count:]
+        return count
 
 
 class _DoorServer(socketserver.ThreadingTCPServer):

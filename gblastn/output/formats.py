@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import OptionsError
-from .tabular import SUPPORTED_KINDS, WARNED_NAMES, TabularFormat, format_queries, write_footer
+from .tabular_format import SUPPORTED_KINDS, WARNED_NAMES, TabularFormat, write_footer
 
 # -outfmt's numbers; each report's module is imported when it is chosen (a search that
 # writes one report loads no other)
@@ -30,6 +30,8 @@ class TabularReport:
     db_name: str
 
     def render(self, pairs: list, db) -> list:
+        from .tabular import format_queries  # numpy's: not in a served search's process
+
         return format_queries(self.fmt, pairs, db, db_name=self.db_name)
 
     def footer(self, db, count: int) -> str:

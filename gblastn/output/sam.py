@@ -59,6 +59,11 @@ class SamReport:
     _queries: dict = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
+    def __reduce__(self):
+        """Sent to gblastn serve's process (which renders a served search's SAM) as its
+        settings alone: the queries it keeps are its own."""
+        return SamReport, (self.spec, self.command_line, self.ungapped)
+
     @property
     def subject_is_reference(self) -> bool:
         return SUBJECT_AS_REFERENCE in self.spec.split()

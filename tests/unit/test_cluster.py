@@ -370,8 +370,8 @@ def test_queries_sent_through_the_door_in_small_chunks_give_the_single_search(
     chunk here): the served search forms blastn's batches from them as they come."""
     from gblastn.drivers import served
 
-    monkeypatch.setattr(served, "FIRST_CHUNK_LETTERS", 1000)
-    monkeypatch.setattr(served, "CHUNK_LETTERS", 2000)
+    monkeypatch.setattr(served, "FIRST_CHUNK_BYTES", 1000)
+    monkeypatch.setattr(served, "CHUNK_BYTES", 2000)
     expected = search(case, "mixed", "5", "blastn")
     assert search(case, "mixed", "5", "blastn", through(door_file)) == expected
 
@@ -385,7 +385,7 @@ def test_a_query_file_broken_midway_stops_the_served_search(door_file, case, tmp
     from gblastn.drivers import served
     from gblastn.errors import InputError
 
-    monkeypatch.setattr(served, "FIRST_CHUNK_LETTERS", 1000)
+    monkeypatch.setattr(served, "FIRST_CHUNK_BYTES", 1000)
     whole = gzip.compress(open(case["queries"]["mixed"], "rb").read())
     broken = tmp_path / "broken.fa.gz"
     broken.write_bytes(whole[:len(whole) // 2])
@@ -425,6 +425,87 @@ def test_served_searchs_error_comes_back_as_raised_there(door_file, case, tmp_pa
                    OutputSpec(TABULAR, str(out), None, "db"),
                    settings=RunSettings(cluster=through(door_file, shards=2)))
     assert not out.exists() and not list(tmp_path.iterdir())
+
+
+# the searching process of a search sent through the door, with numpy's import made to fail
+WITHOUT_NUMPY = ("import sys; sys.modules['numpy'] = None; sys.argv[0] = 'gblastn'; "
+                 "from gblastn.__main__ import main; main()")
+
+
+def cli_search(case, args, door_file=None, stdin=None, without_numpy=False):
+    """(return code, stdout, stderr) of `gblastn search -db DB ARGS` in a process of its
+    own, through the door when given."""
+    command = [sys.executable, "-c", WITHOUT_NUMPY] if without_numpy else \
+        [sys.executable, "-m", "gblastn"]
+    extra = ["-scheduler_file", door_file] if door_file else []
+    done = subprocess.run([*command, "search", "-db", case["db"], *args, *extra],
+                          input=stdin, capture_output=True)
+    return done.returncode, done.stdout, done.stderr
+
+
+def reader_lines(stderr: bytes) -> list:
+    """stderr without gblastn's own notes (a first search's compile notice)."""
+    return [line for line in stderr.splitlines() if not line.startswith(b"gblastn:")]
+
+
+@pytest.mark.parametrize("outfmt, without_numpy", [("7 std qlen", True), ("6", True),
+                                                   ("0", False)])
+def test_a_search_through_the_door_reads_and_formats_there(door_file, case, outfmt,
+                                                          without_numpy):
+    """The searching process parses its command line, sends the query file's bytes and
+    writes what comes back: the served process reads the queries and makes every text,
+    the report's last one (outfmt 7's count, the pairwise statistics) included. For a
+    tabular report the searching process imports no numpy."""
+    args = ["-query", case["queries"]["mixed"], "-outfmt", outfmt, "-max_target_seqs", "3"]
+    code, expected, warned = cli_search(case, args)
+    assert code == 0 and expected
+    code, out, served_warned = cli_search(case, args, door_file, without_numpy=without_numpy)
+    assert (code, out, reader_lines(served_warned)) == (0, expected, reader_lines(warned))
+
+
+def test_queries_from_stdin_a_list_and_gzip_through_the_door(door_file, case, tmp_path):
+    """Standard input, and a -query_list of a gzipped file and a plain one (the queries
+    numbered across both), give the one-process search's output."""
+    import gzip
+
+    small = open(case["queries"]["small"], "rb").read()
+    (tmp_path / "a.fa.gz").write_bytes(gzip.compress(small))
+    (tmp_path / "b.fa").write_bytes(b"ACGTTGCAAGGCTTAACGGATCCAGTTACGGA\n" + small)
+    (tmp_path / "list.txt").write_text("a.fa.gz\nb.fa\n")
+    for args, stdin in ((["-outfmt", "6"], small),
+                        (["-query_list", str(tmp_path / "list.txt"), "-outfmt", "7"], None)):
+        code, expected, _ = cli_search(case, args, stdin=stdin)
+        assert code == 0 and expected
+        code, out, _ = cli_search(case, args, door_file, stdin, without_numpy=True)
+        assert (code, out) == (0, expected)
+
+
+def test_the_readers_warnings_come_back_through_the_door(door_file, case, tmp_path):
+    """A record without letters, a hyphen dropped and a title that ends like a sequence:
+    blastn's reader warns of each, and the served search's reader does so through the
+    searching process's stderr."""
+    odd = tmp_path / "odd.fa"
+    odd.write_bytes(b">empty\n>hyphen\n" + b"ACGT-ACGTTGCA" * 8 + b"\n>title " +
+                    b"ACGT" * 6 + b"\n" + open(case["queries"]["small"], "rb").read())
+    args = ["-query", str(odd), "-outfmt", "6"]
+    code, expected, warned = cli_search(case, args)
+    assert code == 0 and len(reader_lines(warned)) >= 3
+    code, out, served_warned = cli_search(case, args, door_file)
+    assert (code, out, reader_lines(served_warned)) == (0, expected, reader_lines(warned))
+
+
+def test_a_malformed_query_through_the_door_fails_as_one_process_does(door_file, case,
+                                                                     tmp_path):
+    """The served process's reader refuses the file: the searching process fails with its
+    error (and exit status), as a search in one process does, and writes nothing."""
+    bad = tmp_path / "bad.fa"
+    bad.write_bytes(b">q1\nACGTTGCA\n>q2\n" + b"@" * 30 + b"\n")
+    out = tmp_path / "out.txt"
+    args = ["-query", str(bad), "-out", str(out), "-outfmt", "6", "-device", "cpu"]
+    code, _, error = cli_search(case, args)
+    assert code == 2 and b"doesn't look like plausible data" in error and not out.exists()
+    assert cli_search(case, args, door_file, without_numpy=True) == (code, b"", error)
+    assert sorted(os.listdir(tmp_path)) == ["bad.fa"]
 
 
 def test_closed_door_fails_in_one_line_without_output(case, tmp_path):

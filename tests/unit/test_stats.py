@@ -15,9 +15,9 @@ from gblastn.errors import OptionsError
 from gblastn.options import make_options
 from gblastn.output.tabular import format_bitscore, format_evalue
 from gblastn.query import Query, build_batch
-from gblastn.stats import (INT4_MAX, KarlinBlock, bit_scores, check_supported_scoring,
-                           evalues, gapped_params, length_adjustment, prepare_statistics,
-                           ungapped_karlin)
+from gblastn.scoring import check_supported_scoring
+from gblastn.stats import (INT4_MAX, KarlinBlock, bit_scores, evalues, gapped_params,
+                           length_adjustment, prepare_statistics, ungapped_karlin)
 
 DB_LETTERS, DB_SEQS = 150_000, 3
 

@@ -16,10 +16,10 @@ from gblastn.errors import OptionsError
 from gblastn.hsp import Hsps, QueryResult, SubjectHits
 from gblastn.layouts import OP_DEL, OP_INS, OP_SUB
 from gblastn.options import make_options
-from gblastn.output.tabular import (DEFAULT_COLUMNS, TabularFormat, btop, coverage_percent,
-                                    display_hsp, format_bitscore, format_evalue,
-                                    format_percent, format_queries,
-                                    write_footer, write_header, write_query)
+from gblastn.output.tabular import (btop, coverage_percent, display_hsp, format_bitscore,
+                                    format_evalue, format_percent, format_queries,
+                                    write_header, write_query)
+from gblastn.output.tabular_format import DEFAULT_COLUMNS, TabularFormat, write_footer
 from gblastn.query import Query, build_batch
 from gblastn.stats import bit_scores, evalues, prepare_statistics
 
