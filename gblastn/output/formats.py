@@ -3,8 +3,10 @@ search driver makes: render(pairs, db), the text of each (query, result) pair, i
 first query's with the report's head), and footer(db, count), the text after the last
 query."""
 
+import importlib
 import re
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 
 from ..errors import OptionsError
 from .tabular_format import SUPPORTED_KINDS, WARNED_NAMES, TabularFormat, write_footer
@@ -19,6 +21,7 @@ SAM = 17
 # -outfmt 0's defaults
 DEFAULT_DESCRIPTIONS = 500
 DEFAULT_ALIGNMENTS = 250
+DEFAULT_LINE_LENGTH = 60
 SUPPORTED = (PAIRWISE, XML, *SUPPORTED_KINDS, JSON, XML2, JSON_SINGLE, XML2_SINGLE, SAM)
 
 
@@ -44,6 +47,36 @@ class TabularReport:
         return text.getvalue()
 
 
+@dataclass
+class DeferredReport:
+    """-outfmt 0 or 5: the report `module`.`name`(*args), its module (numpy's, the
+    database's) imported when its first text is made rather than when the options are
+    checked: a search sent through gblastn serve's door, whose process makes the texts,
+    never imports it. Pickled as what it is made of."""
+
+    module: str
+    name: str
+    args: tuple
+    _made: object = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def __reduce__(self):
+        return DeferredReport, (self.module, self.name, self.args)
+
+    def report(self):
+        with self._lock:
+            if self._made is None:
+                module = importlib.import_module(f"{__package__}.{self.module}")
+                self._made = getattr(module, self.name)(*self.args)
+            return self._made
+
+    def render(self, pairs: list, db) -> list:
+        return self.report().render(pairs, db)
+
+    def footer(self, db, count: int) -> str:
+        return self.report().footer(db, count)
+
+
 def output_format(outfmt: str, options, db_name: str, command_line: str = "", **pairwise):
     """The report that `-outfmt` names, for a search with `options` of the database the user
     called `db_name`; `command_line` is the search's, for SAM's @PG line; `pairwise` holds
@@ -52,8 +85,7 @@ def output_format(outfmt: str, options, db_name: str, command_line: str = "", **
     ignores them."""
     choice, _, words = outfmt.strip().partition(" ")
     if re.fullmatch(r"[+-]?\d+", choice) and int(choice) == XML:
-        from .xml import XmlReport
-        return XmlReport(options, db_name)
+        return DeferredReport("xml", "XmlReport", (options, db_name))
     if re.fullmatch(r"[+-]?\d+", choice) and int(choice) in (JSON, JSON_SINGLE):
         from .json_report import JsonReport
         return JsonReport(options, db_name, single_file=int(choice) == JSON_SINGLE)
@@ -64,14 +96,23 @@ def output_format(outfmt: str, options, db_name: str, command_line: str = "", **
         from .sam import SamReport
         return SamReport(words, command_line, ungapped=options.ungapped)
     if re.fullmatch(r"[+-]?\d+", choice) and int(choice) == PAIRWISE:
-        from .pairwise import PairwiseReport
-        given = {name: value for name, value in pairwise.items() if value is not None}
-        return PairwiseReport(options, db_name, **given)
+        return DeferredReport("pairwise", "PairwiseReport",
+                              (options, db_name, *_pairwise_settings(**pairwise)))
     if re.fullmatch(r"[+-]?\d+", choice) and int(choice) not in SUPPORTED_KINDS:
         kind = " (query-anchored)" if int(choice) in QUERY_ANCHORED else ""
         raise OptionsError(f"output format {int(choice)}{kind} is not supported by gblastn: use "
                            + ", ".join(map(str, SUPPORTED[:-1])) + f" or {SUPPORTED[-1]}")
     return TabularReport(TabularFormat.parse(outfmt), db_name)
+
+
+def _pairwise_settings(line_length=None, num_descriptions=None, num_alignments=None,
+                       show_gis=None) -> tuple:
+    """PairwiseReport's settings after options and db_name, blastn's defaults where not
+    given."""
+    return (DEFAULT_LINE_LENGTH if line_length is None else line_length,
+            DEFAULT_DESCRIPTIONS if num_descriptions is None else num_descriptions,
+            DEFAULT_ALIGNMENTS if num_alignments is None else num_alignments,
+            bool(show_gis))
 
 
 def warn_missing_taxonomy_names(outfmt: str, warn) -> None:

@@ -17,13 +17,11 @@ from ..db.seqid import describe, primary_defline
 from ..db.subjects import is_subject_set, whole_length
 from .alignments import lower_masked, mask_of, shown_hsps
 from .statistics import query_statistics
-from .formats import DEFAULT_ALIGNMENTS, DEFAULT_DESCRIPTIONS
 from .tabular import format_bitscore, subject_deflines
 
 PROGRAM_VERSION = "BLASTN 2.12.0+"
 LINE_WIDTH = 68            # kFormatLineLength: headers, references and descriptions
 TITLE_WRAP = 60            # the subject titles above the alignments
-DEFAULT_LINE_LENGTH = 60
 MEGABLAST_REFERENCE = ('Zheng Zhang, Scott Schwartz, Lukas Wagner, and Webb Miller (2000), '
                        '"A greedy algorithm for aligning DNA sequences", '
                        'J Comput Biol 2000; 7(1-2):203-14.')
@@ -214,12 +212,14 @@ def database_date(db) -> str:
 
 @dataclass
 class PairwiseReport:
+    """-outfmt 0, made by output.formats with blastn's defaults for the settings not given."""
+
     options: object
     db_name: str
-    line_length: int = DEFAULT_LINE_LENGTH
-    num_descriptions: int = DEFAULT_DESCRIPTIONS
-    num_alignments: int = DEFAULT_ALIGNMENTS
-    show_gis: bool = False
+    line_length: int
+    num_descriptions: int
+    num_alignments: int
+    show_gis: bool
 
     def render(self, pairs: list, db) -> list:
         statistics = query_statistics([query for query, _ in pairs], db, self.options)
