@@ -274,36 +274,22 @@ class SearchDoor:
         search = ClusterSearch(self.client, request.spec, db, request.db_name, request.options,
                                times, statistics=statistics)
         times.notes["cluster"] = search.split()
-        replies = _Replies(connection)
         inputs = ReceivedInputs(connection)
+        # the queries are read (and their warnings sent) in this thread, as the batches form
         queries = _Counted(searched_queries(request.inputs, request.options.query_loc,
-                                            inputs.stream_of, replies.warning))
+                                            inputs.stream_of,
+                                            lambda text: _send(connection, ("warning", text))))
         report = request.report
         sent, done = 0, False
         for batch, texts in search.batch_texts(queries, report,
                                                lambda pairs: report.render(pairs, db)):
-            replies.send(("texts", texts))
+            _send(connection, ("texts", texts))
             sent += len(batch)
             if queries.count == sent and queries.ended and not request.worker_shares:
-                replies.send(("done", (report.footer(db, sent), dict(times.notes))))
+                _send(connection, ("done", (report.footer(db, sent), dict(times.notes))))
                 done = True
         if not done:
-            replies.send(("done", (report.footer(db, sent), dict(times.notes))))
-
-
-class _Replies:
-    """What a served search sends back, from whichever of its threads (the queries' reader
-    warns from the thread that forms the batches)."""
-
-    def __init__(self, connection: socket.socket):
-        self.connection, self.lock = connection, threading.Lock()
-
-    def send(self, message) -> None:
-        with self.lock:
-            _send(self.connection, message)
-
-    def warning(self, text: str) -> None:
-        self.send(("warning", text))
+            _send(connection, ("done", (report.footer(db, sent), dict(times.notes))))
 
 
 class _Counted:
@@ -331,7 +317,8 @@ class ReceivedInputs:
         self.ended = False
 
     def stream_of(self, name: str):
-        """The next file's bytes, gunzipped where they are gzip's."""
+        """The bytes of the next file (`name`: they come in the files' order), gunzipped
+        where they are gzip's."""
         from ..fasta import gunzipped
 
         self.index += 1

@@ -472,6 +472,21 @@ def test_a_search_through_the_door_reads_and_formats_there(door_file, case, outf
     assert without_command_line(out) == without_command_line(expected)
 
 
+def test_a_file_per_query_through_the_door(door_file, case, tmp_path):
+    """-outfmt 14: the served process makes each query's text, the searching process writes
+    each beside -out and the list of them in -out."""
+    written = {}
+    for where, door in (("here", None), ("served", door_file)):
+        folder = tmp_path / where
+        folder.mkdir()
+        args = ["-query", case["queries"]["small"], "-outfmt", "14",
+                "-out", str(folder / "out.xml")]
+        assert cli_search(case, args, door)[0] == 0
+        written[where] = {path.name: path.read_bytes().replace(str(folder).encode(), b"")
+                          for path in folder.iterdir()}
+    assert len(written["here"]) > 2 and written["served"] == written["here"]
+
+
 def test_queries_from_stdin_a_list_and_gzip_through_the_door(door_file, case, tmp_path):
     """Standard input, and a -query_list of a gzipped file and a plain one (the queries
     numbered across both), give the one-process search's output."""
