@@ -470,7 +470,7 @@ def search_command(
     database, label = db, db
     if subject is not None:
         from .db.subjects import SubjectFile
-        from .query import parse_location
+        from .options import parse_location
         database = SubjectFile(subject, parse_location(subject_loc, "subject")
                                if subject_loc is not None else ())
         label = database.label

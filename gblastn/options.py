@@ -6,6 +6,7 @@ batch and the database and are computed in `gblastn.stats`.
 """
 
 import math
+import re
 from dataclasses import dataclass, field, fields, replace
 
 from .errors import OptionsError
@@ -187,6 +188,27 @@ def _shown(value) -> str:
     return repr(value)
 
 
+def parse_location(text: str, what: str) -> tuple:
+    """A -query_loc or -subject_loc value ("from-to", 1-based) as 0-based (first, last),
+    checked as blastn checks it (ParseSequenceRange), in its words."""
+    def refuse(reason: str):
+        raise OptionsError(f"Invalid specification of {what} location ({reason})")
+
+    parts = text.split("-")
+    if len(parts) != 2 or not all(re.fullmatch(r"\+?\d+", part) for part in parts):
+        refuse("Format: start-stop")
+    first, last = (int(part) for part in parts)
+    if max(first, last) > LARGEST_INTEGER:
+        refuse("Format: start-stop")
+    if first <= 0 or last <= 0:
+        refuse("range elements cannot be less than or equal to 0")
+    if first == last:
+        refuse("range cannot be empty")
+    if first > last:
+        refuse("start cannot be larger than stop")
+    return first - 1, last - 1
+
+
 def make_options(task: str = "megablast", **overrides) -> SearchOptions:
     """Build validated options from a task preset and overrides (None means 'not given')."""
     if task not in TASKS:
@@ -199,7 +221,6 @@ def make_options(task: str = "megablast", **overrides) -> SearchOptions:
         given["window_masker_db"] = _file_name("window_masker_db", given["window_masker_db"])
     given = _checked_hsp_filters(given)
     if isinstance(given.get("query_loc"), str):
-        from .query import parse_location
         given["query_loc"] = parse_location(given["query_loc"], "query")
     options = task_defaults(task)
     try:

@@ -22,9 +22,6 @@ from .options import SearchOptions
 from .pools import INLINE, spread_map
 
 
-LARGEST_POSITION = 2**31 - 1  # blastn reads a location's ends as 32-bit integers
-
-
 @dataclass(frozen=True)
 class QueryLocation:
     """The letters of a query that -query_loc has searched: [start, end), and how many the
@@ -91,29 +88,6 @@ def local_id(query: Query, index: int) -> str:
     """blastn's id of the query at `index` (0-based) of those searched: Query_N, N its place
     in the input, the queries -query_loc left out counted."""
     return f"Query_{index + 1 if query.location is None else query.location.number}"
-
-
-def parse_location(text: str, what: str) -> tuple:
-    """A -query_loc or -subject_loc value ("from-to", 1-based) as 0-based (first, last),
-    checked as blastn checks it (ParseSequenceRange), in its words."""
-    from .errors import OptionsError
-
-    def refuse(reason: str):
-        raise OptionsError(f"Invalid specification of {what} location ({reason})")
-
-    parts = text.split("-")
-    if len(parts) != 2 or not all(re.fullmatch(r"\+?\d+", part) for part in parts):
-        refuse("Format: start-stop")
-    first, last = (int(part) for part in parts)
-    if max(first, last) > LARGEST_POSITION:
-        refuse("Format: start-stop")
-    if first <= 0 or last <= 0:
-        refuse("range elements cannot be less than or equal to 0")
-    if first == last:
-        refuse("range cannot be empty")
-    if first > last:
-        refuse("start cannot be larger than stop")
-    return first - 1, last - 1
 
 
 def located_queries(queries, query_loc: tuple):

@@ -488,15 +488,16 @@ def test_a_file_per_query_through_the_door(door_file, case, tmp_path):
 
 
 def test_queries_from_stdin_a_list_and_gzip_through_the_door(door_file, case, tmp_path):
-    """Standard input, and a -query_list of a gzipped file and a plain one (the queries
-    numbered across both), give the one-process search's output."""
+    """Standard input (with -query_loc, which the served process applies), and a
+    -query_list of a gzipped file and a plain one (the queries numbered across both), give
+    the one-process search's output."""
     import gzip
 
     small = open(case["queries"]["small"], "rb").read()
     (tmp_path / "a.fa.gz").write_bytes(gzip.compress(small))
     (tmp_path / "b.fa").write_bytes(b"ACGTTGCAAGGCTTAACGGATCCAGTTACGGA\n" + small)
     (tmp_path / "list.txt").write_text("a.fa.gz\nb.fa\n")
-    for args, stdin in ((["-outfmt", "6"], small),
+    for args, stdin in ((["-outfmt", "6", "-query_loc", "30-1700"], small),
                         (["-query_list", str(tmp_path / "list.txt"), "-outfmt", "7"], None)):
         code, expected, _ = cli_search(case, args, stdin=stdin)
         assert code == 0 and expected
