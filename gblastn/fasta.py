@@ -442,9 +442,9 @@ def iter_fasta(source: str | os.PathLike | BinaryIO, validate: bool = True,
                name: str | None = None) -> Iterator[Header | bytes]:
     """A FASTA file (plain or gzip, detected by magic bytes; '-' reads stdin), or an open
     binary stream of FASTA text (named `name` in messages, '<text>' without one), as a
-    stream of Header items,
-    each followed by its sequence's letters in pieces (bytes, whitespace removed, case
-    kept). Memory holds one chunk of `chunk_bytes` at a time, whatever the lines' lengths.
+    stream of Header items, each followed by its sequence's letters in pieces (bytes,
+    whitespace removed, case kept). Memory holds one chunk of `chunk_bytes` at a time,
+    whatever the lines' lengths.
 
     With `validate`, a letter outside IUPAC (ACGTURYKMSWBDHVN, either case, and '-') raises
     InputError naming file and line; with `report_dropped` (a function taking a warning's

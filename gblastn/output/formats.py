@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from ..errors import OptionsError
 from .tabular_format import SUPPORTED_KINDS, WARNED_NAMES, TabularFormat, write_footer
 
-# -outfmt's numbers; each report's module is imported when it is chosen (a search that
-# writes one report loads no other)
+# -outfmt's numbers; each report's module is imported when it is chosen, or for a
+# DeferredReport at its first text (a search that writes one report loads no other)
 PAIRWISE = 0
 QUERY_ANCHORED = (1, 2, 3, 4)
 XML = 5
