@@ -9,9 +9,14 @@ exactly, and the share of gblastn's lines BLAST+ also has), and gblastn's time p
 pipeline,serial both gblastn drivers are timed, with the busy share of the GPU and of the CPU
 threads.
 
+With --scaling both tools also search each set on one thread (after the rounds), and the
+speed-up from one thread to --threads is printed for each, with gblastn's extension stages'
+(ungapped, gapped and traceback: the span from the first one's start to the last one's end,
+and their summed thread-seconds, whose growth is time spent waiting).
+
 usage: compare.py --db-fasta DB.fa --queries queries.list [--task megablast] [--threads 2]
                   [--device cpu|gpu] [--modes pipeline] [--together] [--repeat 1]
-                  [--work DIR] [--cold] [--diff N] [--warm-up]
+                  [--work DIR] [--cold] [--diff N] [--warm-up] [--scaling]
 The query list names FASTA files (one query set each), as the benchmark kit's kleb.py writes it.
 """
 
@@ -28,6 +33,7 @@ import time
 
 COLUMNS = "6 qseqid sseqid pident length mismatch gapopen qstart qend sstart send evalue bitscore score sstrand"
 CPU_STAGES = ("query setup", "ungapped", "gapped", "traceback", "output")
+EXTENSION_STAGES = ("ungapped", "gapped", "traceback")
 
 
 # what a search imports: gblastn and its dependencies
@@ -89,6 +95,38 @@ def stage_times(stderr: str) -> tuple[dict, str]:
     summed, _, spans = match.group(1).partition("; busy between: ")
     parts = (part.rsplit(" ", 1) for part in summed.split(", "))
     return {name.strip(): float(secs.rstrip("s")) for name, secs in parts}, spans
+
+
+def extension_span(stderr: str) -> tuple[float, float]:
+    """(the extension stages' span, their summed thread-seconds) from '-stage_times'."""
+    times, spans = stage_times(stderr)
+    windows = [(float(start), float(end)) for name, start, end in
+               re.findall(r"([a-z ]+?) ([\d.]+)-([\d.]+)s", spans)
+               if name.strip() in EXTENSION_STAGES]
+    if not windows:
+        return 0.0, 0.0
+    span = max(end for _, end in windows) - min(start for start, _ in windows)
+    return span, sum(times.get(name, 0.0) for name in EXTENSION_STAGES)
+
+
+def with_threads(cmd: list, threads: int) -> list:
+    """The command with -num_threads set to `threads`."""
+    at = cmd.index("-num_threads") + 1
+    return [*cmd[:at], str(threads), *cmd[at + 1:]]
+
+
+def print_scaling(a, blast_cmd, our_cmd, blast_seconds, our_seconds, our_stderr) -> None:
+    """Each tool's speed-up from one thread to a.threads (its median there against one run on
+    one thread), and gblastn's extension stages'."""
+    blast_one = run_child(with_threads(blast_cmd, 1))[0]
+    our_one, _, _, our_one_stderr = run_child(with_threads(our_cmd, 1))
+    span_one, busy_one = extension_span(our_one_stderr)
+    span, busy = extension_span(our_stderr)
+    print(f"{'':<12}  from 1 to {a.threads} threads: blastn {blast_one:.2f} -> "
+          f"{blast_seconds:.2f} s ({blast_one / blast_seconds:.1f}x), gblastn {our_one:.2f} -> "
+          f"{our_seconds:.2f} s ({our_one / our_seconds:.1f}x); gblastn's extension stages "
+          f"{span_one:.2f} -> {span:.2f} s ({span_one / max(span, 1e-9):.1f}x), "
+          f"{busy_one:.2f} -> {busy:.2f} thread-s")
 
 
 def work_done(stderr: str) -> dict:
@@ -205,6 +243,8 @@ def main():
     ap.add_argument("--work", default=None, help="folder for the databases (default: a temp dir)")
     ap.add_argument("--cold", action="store_true", help="empty numba's cache before each gblastn run")
     ap.add_argument("--diff", type=int, default=0, help="print up to N differing lines per set")
+    ap.add_argument("--scaling", action="store_true",
+                    help="also search on one thread: each tool's speed-up to --threads")
     ap.add_argument("--warm-up", action="store_true",
                     help="run each gblastn command once untimed first, while makeblastdb runs "
                          "(fills numba's cache), after writing the bytecode of what a search "
@@ -263,6 +303,9 @@ def main():
             rates = device_rates(times, work_done(our_runs[-1][3]))
             if rates:
                 print(f"{'':<12}  device: {rates}")
+            if a.scaling:
+                print_scaling(a, blast_cmd, our_command(our_db, path, mode), bt, ot,
+                              our_runs[-1][3])
             if a.diff:
                 ours_set, blast_set = set(our_lines), set(blast_lines)
                 for line in [x for x in blast_lines if x not in ours_set][:a.diff]:
