@@ -533,6 +533,24 @@ def test_a_malformed_query_through_the_door_fails_as_one_process_does(door_file,
     assert sorted(os.listdir(tmp_path)) == ["bad.fa"]
 
 
+def test_a_malformed_query_early_in_a_large_file_comes_back_as_its_error(door_file, case,
+                                                                        tmp_path):
+    """The served process refuses the file's second record while the searching process is
+    still sending megabytes of it: the error still reaches the search, whole, and the
+    door serves on."""
+    from gblastn.errors import InputError
+
+    bad = tmp_path / "bad.fa"
+    record = b">r\n" + b"ACGTTGCAAGGCTTAACGGATCCAGTTACGGA" * 2000 + b"\n"
+    bad.write_bytes(b">q1\nACGTTGCA\n>q2\n" + b"@" * 30 + b"\n" + record * 150)
+    out = tmp_path / "out.txt"
+    with pytest.raises(InputError, match="doesn't look like plausible data"):
+        run_search([str(bad)], case["db"], make_options("megablast"),
+                   OutputSpec(TABULAR, str(out), None, "db"),
+                   settings=RunSettings(cluster=through(door_file)))
+    assert sorted(os.listdir(tmp_path)) == ["bad.fa"]
+
+
 def test_closed_door_fails_in_one_line_without_output(case, tmp_path):
     """A scheduler file that a killed gblastn serve left: its door is closed."""
     import json
