@@ -353,6 +353,17 @@ def through(door_file: str, **spec) -> ClusterSpec:
     return ClusterSpec(scheduler_file=door_file, device="cpu", **spec)
 
 
+def refused_through_the_door(door_file, case, query, error, match) -> None:
+    """The served search of the file `query` raises `error` (matching `match`), and leaves
+    nothing beside the file."""
+    out = query.parent / "out.txt"
+    with pytest.raises(error, match=match):
+        run_search([str(query)], case["db"], make_options("megablast"),
+                   OutputSpec(TABULAR, str(out), None, "db"),
+                   settings=RunSettings(cluster=through(door_file)))
+    assert sorted(os.listdir(query.parent)) == [query.name]
+
+
 @pytest.mark.parametrize("query, outfmt, task, extra", [
     ("small", TABULAR, "megablast", {"max_target_seqs": 2}),
     ("small", "17", "megablast", {"max_target_seqs": 2}),  # SAM, formatted here
@@ -389,12 +400,7 @@ def test_a_query_file_broken_midway_stops_the_served_search(door_file, case, tmp
     whole = gzip.compress(open(case["queries"]["mixed"], "rb").read())
     broken = tmp_path / "broken.fa.gz"
     broken.write_bytes(whole[:len(whole) // 2])
-    out = tmp_path / "out.txt"
-    with pytest.raises(InputError, match="broken.fa.gz"):
-        run_search([str(broken)], case["db"], make_options("megablast"),
-                   OutputSpec(TABULAR, str(out), None, "db"),
-                   settings=RunSettings(cluster=through(door_file)))
-    assert sorted(os.listdir(tmp_path)) == ["broken.fa.gz"]
+    refused_through_the_door(door_file, case, broken, InputError, "broken.fa.gz")
     assert search(case, "small", TABULAR, spec=through(door_file),
                   max_target_seqs=2) == small_tabular
 
@@ -542,12 +548,8 @@ def test_a_malformed_query_early_in_a_large_file_comes_back_as_its_error(door_fi
     bad = tmp_path / "bad.fa"
     record = b">r\n" + b"ACGTTGCAAGGCTTAACGGATCCAGTTACGGA" * 2000 + b"\n"
     bad.write_bytes(b">q1\nACGTTGCA\n>q2\n" + b"@" * 30 + b"\n" + record * 150)
-    out = tmp_path / "out.txt"
-    with pytest.raises(InputError, match="doesn't look like plausible data"):
-        run_search([str(bad)], case["db"], make_options("megablast"),
-                   OutputSpec(TABULAR, str(out), None, "db"),
-                   settings=RunSettings(cluster=through(door_file)))
-    assert sorted(os.listdir(tmp_path)) == ["bad.fa"]
+    refused_through_the_door(door_file, case, bad, InputError,
+                             "doesn't look like plausible data")
 
 
 def test_closed_door_fails_in_one_line_without_output(case, tmp_path):
