@@ -9,8 +9,11 @@ context is begun first), and writes one line per timed stage entered by any thre
 stage, start, end (seconds from the process's start). It also records the imports of the
 heavy modules, each `plan_batch` (a batch's masks, statistics and table), each call of the
 functions `--calls` names (`gblastn.engine:joined_volume_hits`, a method as
-`gblastn.engine:Engine.extensions_ahead`) and the process's resource use at its exit. `show` prints, per stage (and per kind of thread with --threads),
-how many threads were in it in each time step: which stages overlap, and what waits on what.
+`gblastn.engine:Engine.extensions_ahead`), each job's turn at a batch's turnstile (the
+diagonal hash's order: waited for, then held) and the process's resource use at its exit.
+`show` prints, per stage (and per kind of thread with --threads), how many threads were in
+it in each time step: which stages overlap, and what waits on what; and, per turnstile, how
+long its turns were held and how soon each began after the one before.
 """
 
 import importlib.abc
@@ -37,6 +40,7 @@ def record(path: str, args: list, calls: tuple = ()) -> None:
 
     _time_imports(add_event)
     _time_stages(add_event)
+    turns = _time_turns(add_event)
     for call in ("gblastn.engine:plan_batch", *calls):
         _time_calls(call, add_event)
     real_exit = os._exit
@@ -49,6 +53,8 @@ def record(path: str, args: list, calls: tuple = ()) -> None:
         with open(path, "w") as out:
             for event in list(events):
                 out.write("%s\t%s\t%.4f\t%.4f\n" % event)
+            for turn in list(turns):
+                out.write("# turn %d %d %.5f %.5f %.5f\n" % turn)
             out.write(f"# minor faults {usage.ru_minflt}, voluntary switches {usage.ru_nvcsw}, "
                       f"user {usage.ru_utime:.2f} s, system {usage.ru_stime:.2f} s\n")
         real_exit(code)
@@ -70,6 +76,37 @@ def _time_stages(add_event) -> None:
         real_add(self, name, seconds, start)
 
     StageTimes.add = add
+
+
+def _time_turns(add_event) -> list:
+    """Each turn at a pipeline's turnstile as two events, "turn waited" and "turn held"; the
+    list it returns gets (turnstile, job number, asked, began, left) for each (seconds from
+    the process's start), the turnstiles numbered as they are first used."""
+    from contextlib import contextmanager
+
+    turns, numbers = [], {}
+
+    def wrap(module):
+        real = module._Turnstile.turn
+
+        @contextmanager
+        def turn(self, number):
+            asked = time.perf_counter()
+            with real(self, number):
+                began = time.perf_counter()
+                add_event("turn waited", asked, began)
+                try:
+                    yield
+                finally:
+                    left = time.perf_counter()
+                    add_event("turn held", began, left)
+                    turnstile = numbers.setdefault(id(self), len(numbers))
+                    turns.append((turnstile, number, asked - STARTED, began - STARTED,
+                                  left - STARTED))
+        module._Turnstile.turn = turn
+
+    _after_import("gblastn.drivers.pipeline", wrap)
+    return turns
 
 
 def _time_calls(call: str, add_event) -> None:
@@ -160,9 +197,41 @@ def show(path: str, step: float, by_thread: bool) -> None:
         label = f"{key[0]} {key[1]}".strip()[:LABEL]
         print(f"{label:{LABEL}} " + " ".join(f"{c:5.1f}" if c >= 0.05 else "    ."
                                               for c in rows[key]))
+    turns = []
     for line in open(path):
-        if line.startswith("#"):
+        if line.startswith("# turn "):
+            turnstile, number, *times = line.split()[2:]
+            turns.append((int(turnstile), int(number), *map(float, times)))
+        elif line.startswith("#"):
             print(line.rstrip())
+    for line in turn_summary(turns):
+        print(line)
+
+
+def turn_summary(turns: list) -> list:
+    """Per turnstile: its turns' span and time held, and the gaps between one turn's end and
+    the next one's start, split by whether the next job was waiting by then (the handoff's
+    own cost) or came later (the chain waited for it)."""
+    lines = []
+    by_turnstile: dict = {}
+    for turnstile, number, asked, began, left in turns:
+        by_turnstile.setdefault(turnstile, {})[number] = (asked, began, left)
+    for turnstile, jobs in sorted(by_turnstile.items()):
+        handoffs, late = [], []
+        for number, (asked, began, left) in jobs.items():
+            if number - 1 in jobs:
+                before = jobs[number - 1][2]
+                (handoffs if asked <= before else late).append(began - before)
+        held = sum(left - began for _, began, left in jobs.values())
+        first = min(began for _, began, _ in jobs.values())
+        last = max(left for _, _, left in jobs.values())
+        handoffs.sort()
+        median = f"{1e3 * handoffs[len(handoffs) // 2]:.2f} ms" if handoffs else "-"
+        lines.append(f"# turnstile {turnstile}: {len(jobs)} turns from {first:.2f} to "
+                     f"{last:.2f} s, held {held:.2f} s; {len(handoffs)} to a job waiting "
+                     f"(median {median}, {sum(handoffs):.3f} s in all), {len(late)} to a job "
+                     f"that came later ({sum(late):.3f} s)")
+    return lines
 
 
 def _thread_kind(name: str) -> str:
