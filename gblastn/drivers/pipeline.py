@@ -7,17 +7,19 @@ by four bounded queues, as G-BLASTN's pipeline mode did:
 The reader streams the queries; the planner groups them into BLAST's batches and builds each
 batch's masks, statistics and lookup table (engine.plan_batch), then posts one job per
 (batch, part of a volume) (engine.volume_jobs). blastn sizes a batch from the ungapped
-extensions of the one before (engine.QueryBatchSizes), so the planner starts the next batch
-once every job of this one is through its ungapped stage; the gapped stage and traceback
-still overlap the next batch's scan. Prelim workers run the engine's preliminary
-search of their part (Engine.prelim_search: scan, ungapped stage, and the score-only gapped
-extensions, in pieces, handed to the CPU pool); the collector waits until every volume of a
-batch is in and posts the traceback tasks, one per (query, subject), in groups of one
-compiled call each, to the same pool. The pool's threads take gapped pieces before traceback
-groups (the next tracebacks wait for them), and groups the most work first; the thread that
-traces a query's last subject formats its output; the writer yields results in input order.
-Queue depths bound what is in flight, so a list of 100,000 queries is never held in memory
-at once. The numba stages release the GIL, so the workers run in parallel.
+extensions of the one before (engine.QueryBatchSizes), so the planner posts the next batch
+once every job of this one is through its ungapped stage (the second batch is planned beside
+the first one's search, at the size it will most likely take: engine.ForecastBatches'
+guess); the gapped stage and traceback still overlap the next batch's scan. Prelim workers
+run the engine's preliminary search of their part (Engine.prelim_search: scan, ungapped
+stage, and the score-only gapped extensions, in pieces, handed to the CPU pool); the
+collector waits until every volume of a batch is in and posts the traceback tasks, one per
+(query, subject), in groups of one compiled call each, to the same pool. The pool's threads
+take gapped pieces before traceback groups (the next tracebacks wait for them), and groups
+the most work first; the thread that traces a query's last subject formats its output; the
+writer yields results in input order. Queue depths bound what is in flight, so a list of
+100,000 queries is never held in memory at once. The numba stages release the GIL, so the
+workers run in parallel.
 
 The engine's ordering rule (engine.ungapped_in_database_order) is kept here with turnstiles:
 the jobs of a batch pass the ungapped stage one at a time, in database order.
@@ -77,7 +79,7 @@ class Pipeline:
         self.volume_rank: dict = {}  # volume -> its place among the jobs' volumes
         self.pool = None  # the CPU pool (gapped pieces, traceback tasks), while texts() runs
         self.stop = threading.Event()
-        self.batch_sizes = _ReportedSizes(search.batch_sizes(), self.stop)
+        self.batch_sizes = _ExtensionCounts(self.stop)
         self.errors: list = []
         self.lock = threading.Lock()
 
@@ -160,31 +162,59 @@ class Pipeline:
             return [self.masks_ahead.pop(number, None) for number, _ in items]
 
     def _planner(self):
-        from ..engine import query_batches, ungapped_in_database_order
+        """Forms blastn's batches (each sized by the extensions the one before kept), plans
+        each and posts its jobs. The second batch is planned beside the first one's search,
+        at the size it takes unless the first keeps next to no extensions or very many
+        (engine.ForecastBatches' guess): its table then waits for no count, where it held
+        up the search of the second batch; a guess the count proves wrong is dropped and
+        the batch planned again."""
+        from ..engine import ForecastBatches
+        from ..pools import beside
 
         def queries():
             while (item := self._get(self.query_q)) is not _END:
                 yield item
 
-        batch_id = 0
-        for items in query_batches(queries(), self.batch_sizes.next_letters,
-                                   size=lambda item: len(item[1])):
-            first = items[0][0]
-            plan = self.search.plan([q for _, q in items], first, self.pool,
-                                    self._masks_found(items))
-            engine = self._make_jobs() if plan.table is not None else None
-            self.batch_sizes.expect(batch_id, len(self.jobs) if plan.table is not None else 0)
-            self._put(self.prelim_q, ("batch", batch_id, plan))
-            if plan.table is not None:
-                turns = _Turnstile(self.stop) if ungapped_in_database_order(plan.table) else None
-                scan_turns = _Turnstile(self.stop)
-                shared = SharedScans() if self.whole_volumes else None
-                for number, (volume, subjects) in enumerate(self.jobs):
-                    self._put(self.job_q, _Job(batch_id, plan, engine, volume, subjects, shared,
-                                               turns, scan_turns, number))
+        batches = ForecastBatches(queries(), self.search.batch_sizes(),
+                                  size=lambda item: len(item[1]), guess_second=True)
+        batch_id, guessed = 0, None
+        while True:
+            if guessed is None:
+                formed = batches.next_batch()
+                if formed is None:
+                    break
+                plan = self._plan(formed[1])
+            else:
+                plan = guessed.result()
+            guess = batches.next_batch() if batch_id == 0 else None
+            guessed = None if guess is None else beside(self._plan, guess[1])
+            self._post(batch_id, plan)
+            if batches.counted(self.batch_sizes.total(batch_id)):
+                guessed = None
             batch_id += 1
         for _ in range(self.prelim_threads):
             self._put(self.job_q, _END)
+
+    def _plan(self, items: list):
+        """The plan of a batch of (number, query) items."""
+        return self.search.plan([q for _, q in items], items[0][0], self.pool,
+                                self._masks_found(items))
+
+    def _post(self, batch_id: int, plan) -> None:
+        """The batch's plan to the collector, and its jobs to the prelim workers."""
+        from ..engine import ungapped_in_database_order
+
+        engine = self._make_jobs() if plan.table is not None else None
+        self.batch_sizes.expect(batch_id, len(self.jobs) if plan.table is not None else 0)
+        self._put(self.prelim_q, ("batch", batch_id, plan))
+        if plan.table is None:
+            return
+        turns = _Turnstile(self.stop) if ungapped_in_database_order(plan.table) else None
+        scan_turns = _Turnstile(self.stop)
+        shared = SharedScans() if self.whole_volumes else None
+        for number, (volume, subjects) in enumerate(self.jobs):
+            self._put(self.job_q, _Job(batch_id, plan, engine, volume, subjects, shared,
+                                       turns, scan_turns, number))
 
     def _make_jobs(self):
         """The jobs, once the backend is ready (the workers wait for it anyway). A backend
@@ -400,25 +430,25 @@ class Pipeline:
             raise self.errors[0]
 
 
-class _ReportedSizes:
-    """The batches' sizes (engine.QueryBatchSizes) between the planner, which asks for the
-    next batch's as its first query comes, and the prelim workers, which count each job's
-    ungapped extensions: a batch's total is reported once all its jobs have counted."""
+class _ExtensionCounts:
+    """Each batch's ungapped extensions, between the prelim workers, which count each job's,
+    and the planner, which sizes the next batch from a batch's total once all its jobs have
+    counted."""
 
-    def __init__(self, sizes, stop: threading.Event):
-        self.sizes, self.stop = sizes, stop
-        self.asked = self.reported = 0
+    def __init__(self, stop: threading.Event):
+        self.stop = stop
         self.waiting: dict = {}  # batch id -> [jobs yet to count, extensions so far]
+        self.totals: dict = {}   # batch id -> its extensions, once every job counted
         self.changed = threading.Condition()
 
-    def next_letters(self) -> int:
+    def total(self, batch_id: int) -> int:
+        """The batch's extensions, once every job of it has counted."""
         with self.changed:
-            while self.reported < self.asked:
+            while batch_id not in self.totals:
                 if self.stop.is_set():
                     raise _Stop
                 self.changed.wait(POLL_SECONDS)
-            self.asked += 1
-            return self.sizes.letters
+            return self.totals.pop(batch_id)
 
     def expect(self, batch_id: int, jobs: int) -> None:
         with self.changed:
@@ -436,8 +466,7 @@ class _ReportedSizes:
 
     def _report(self, batch_id: int) -> None:
         with self.changed:
-            self.sizes.searched(self.waiting.pop(batch_id)[1])
-            self.reported += 1
+            self.totals[batch_id] = self.waiting.pop(batch_id)[1]
             self.changed.notify_all()
 
 

@@ -469,8 +469,8 @@ def test_the_next_batch_is_sized_before_the_extensions_ahead_are_made(case, monk
     from gblastn.drivers import pipeline
 
     events = []
-    real_count = pipeline._ReportedSizes.count
-    monkeypatch.setattr(pipeline._ReportedSizes, "count", lambda self, batch, extensions:
+    real_count = pipeline._ExtensionCounts.count
+    monkeypatch.setattr(pipeline._ExtensionCounts, "count", lambda self, batch, extensions:
                         events.append("counted") or real_count(self, batch, extensions))
     monkeypatch.setattr(engine, "FIRST_SLICE_LETTERS", 1)
     monkeypatch.setattr(engine, "SLICE_SEEDS", 200)
@@ -487,6 +487,67 @@ def test_the_next_batch_is_sized_before_the_extensions_ahead_are_made(case, monk
                if event == "made")
 
 
+def _planned_batches(monkeypatch, second_begins=None) -> list:
+    """(first query number, queries) of every batch the pipeline plans, in the order the
+    plans begin; `second_begins` (an Event) is set as the second plan begins."""
+    from gblastn.drivers import pipeline
+
+    planned = []
+    real = pipeline.Pipeline._plan
+
+    def spy(self, items):
+        planned.append((items[0][0], len(items)))
+        if len(planned) == 2 and second_begins is not None:
+            second_begins.set()
+        return real(self, items)
+
+    monkeypatch.setattr(pipeline.Pipeline, "_plan", spy)
+    return planned
+
+
+def test_the_second_batch_is_planned_before_the_first_count(case, monkeypatch):
+    """The second batch's plan begins beside the first batch's search: the first count,
+    held back until it has, lets the search end with the serial search's output."""
+    from gblastn.drivers import pipeline
+
+    reference = search(case, "serial", 1, "guess-ref.out")
+    began, waited = threading.Event(), []
+    planned = _planned_batches(monkeypatch, began)
+    real_report = pipeline._ExtensionCounts._report
+
+    def report(self, batch_id):
+        if batch_id == 0:
+            waited.append(began.wait(10))
+        real_report(self, batch_id)
+
+    monkeypatch.setattr(pipeline._ExtensionCounts, "_report", report)
+    assert search(case, "pipeline", 2, "guessed.out") == reference
+    assert waited == [True]
+    # the guess held: every batch planned once, the second from the first one's end on
+    assert [first for first, _ in planned] == \
+        list(np.cumsum([0] + [count for _, count in planned[:-1]]))
+
+
+def test_a_wrong_guess_is_dropped_and_the_batch_planned_again(case, monkeypatch):
+    """Batches after the first sized below the guess (a few hundred letters): the guessed
+    second batch is dropped and planned again at its true size, with the serial output."""
+    from gblastn.drivers import Search
+    from gblastn.engine import QueryBatchSizes
+
+    class SmallBatches(QueryBatchSizes):
+        def searched(self, extensions):
+            self.letters = 300
+
+    monkeypatch.setattr(Search, "batch_sizes", lambda self: SmallBatches(
+        self.options.task, int(self.db.total_letters)))
+    reference = search(case, "serial", 1, "small-batches-ref.out")
+    planned = _planned_batches(monkeypatch)
+    assert search(case, "pipeline", 2, "small-batches.out") == reference
+    first, guessed = planned[0][1], planned[1]
+    assert guessed[0] == first and planned[2][0] == first and guessed[1] > planned[2][1]
+    assert len(planned) > 3
+
+
 def test_the_count_is_told_before_the_slices_hits_are_joined(case, monkeypatch):
     """The next batch is planned from this batch's count of initial hits, which is known
     once the last slice is extended: it is told before the slices' hits are joined."""
@@ -494,8 +555,8 @@ def test_the_count_is_told_before_the_slices_hits_are_joined(case, monkeypatch):
     from gblastn.drivers import pipeline
 
     events = []
-    real_count, real_join = pipeline._ReportedSizes.count, engine.joined_volume_hits
-    monkeypatch.setattr(pipeline._ReportedSizes, "count", lambda self, batch, extensions:
+    real_count, real_join = pipeline._ExtensionCounts.count, engine.joined_volume_hits
+    monkeypatch.setattr(pipeline._ExtensionCounts, "count", lambda self, batch, extensions:
                         events.append("counted") or real_count(self, batch, extensions))
     monkeypatch.setattr(engine, "joined_volume_hits", lambda parts: events.append(
         "joined" if len(parts) > 1 else "one slice") or real_join(parts))
