@@ -84,7 +84,17 @@ def _time_turns(add_event) -> list:
     the process's start), the turnstiles numbered as they are first used."""
     from contextlib import contextmanager
 
-    turns, numbers = [], {}
+    turns, numbering = [], threading.Lock()
+
+    def number_of(turnstile) -> int:
+        # an attribute, not id(): a batch's turnstile is let go once its jobs are done,
+        # and a later one may be given the same id
+        with numbering:
+            if not hasattr(turnstile, "timeline_number"):
+                turnstile.timeline_number = number_of.count
+                number_of.count += 1
+            return turnstile.timeline_number
+    number_of.count = 0
 
     def wrap(module):
         real = module._Turnstile.turn
@@ -100,9 +110,8 @@ def _time_turns(add_event) -> list:
                 finally:
                     left = time.perf_counter()
                     add_event("turn held", began, left)
-                    turnstile = numbers.setdefault(id(self), len(numbers))
-                    turns.append((turnstile, number, asked - STARTED, began - STARTED,
-                                  left - STARTED))
+                    turns.append((number_of(self), number, asked - STARTED,
+                                  began - STARTED, left - STARTED))
         module._Turnstile.turn = turn
 
     _after_import("gblastn.drivers.pipeline", wrap)
