@@ -34,7 +34,7 @@ from .dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS, adjust_subject_range, g
     gapped_start_nucl, traceback_dp_in
 from .greedy import greedy_alignment_from_runs, greedy_gapped_alignment
 from .hsp import Hsps, alloc_tree, count_identities, covering, \
-    containment_keep, hsp_rows, hsps_from_rows, purge_rows, ranked_order, \
+    containment_keep, hsp_rows, hsps_from_rows, purge_rows, ranked_order, rows_by_score, \
     reevaluate_with_ambiguities, score_order, score_order_rows, take_rows, tree_add, \
     tree_contains
 from .layouts import HSP_CONTEXT, HSP_FIELDS, HSP_Q_END, HSP_Q_GAPPED_START, HSP_Q_START, \
@@ -118,22 +118,37 @@ def traceback_group(hsps_list: list, subjects: list, query_index: list, packed, 
     every letter it may read (letter_spans). Returns the final Hsps of each, and how many
     tracebacks were redone with more letters. `tails_list`: each one's TailsAhead, or None
     where none were made."""
-    tails_list = tails_list or [None] * len(hsps_list)
     width = 2 * SCRIPT_RUNS if options.greedy else 1
-    rows, ahead, runs = zip(*(_rows_and_ahead(h, t, width) for h, t in zip(hsps_list, tails_list)))
-    all_ahead = np.concatenate(ahead)
-    if not options.greedy:
-        # a DP alignment's runs are counted from its subject's first: from the group's now
-        all_ahead[:, TRACE_RUNS] += np.repeat(_starts(runs)[:-1], [len(a) for a in ahead])
+    task_rows, rows, task_ahead, all_ahead, all_runs = _group_rows(hsps_list, tails_list,
+                                                                   width, options.greedy)
     final = _trace_group(
         np.asarray(subjects, dtype=np.int64), np.asarray(query_index, dtype=np.int64),
-        _starts(rows), np.concatenate(rows), _starts(ahead), all_ahead,
-        np.concatenate(runs), *packed, CODE_OF, *batch.query_letters,
+        task_rows, rows, task_ahead, all_ahead, all_runs, *packed, CODE_OF,
+        *batch.query_letters,
         *_batch_args(batch), *_scoring_args(stats, options), *_final_args(stats, options),
         COMPLEMENT_BLASTNA, FETCH_MARGIN, scratch)
     task_start, rows, op_start, ops, op_len, evalue, bitscore, counts, redone = final
     return _split_by_task(task_start, rows, op_start, ops, op_len, evalue, bitscore,
                           counts), int(redone)
+
+
+def _group_rows(hsps_list: list, tails_list: list | None, width: int, greedy: bool) -> tuple:
+    """The group's tasks' HSP rows in score order and their searches made ahead, laid end to
+    end as _trace_group takes them: (task_rows, rows, task_ahead, ahead, runs). Without
+    searches made ahead (the CPU's), the rows of all tasks come from a few numpy calls: a
+    group of short reads holds thousands of tasks, and the calls per task, under the GIL,
+    took longer than their tracebacks (docs/perf/traceback.md)."""
+    if tails_list is None or all(tails is None for tails in tails_list):
+        none_ahead, no_runs = _ahead_and_runs(None, None, width)
+        return (_starts(hsps_list), rows_by_score(hsps_list),
+                np.zeros(len(hsps_list) + 1, dtype=np.int64), none_ahead, no_runs)
+    rows, ahead, runs = zip(*(_rows_and_ahead(h, t, width)
+                              for h, t in zip(hsps_list, tails_list)))
+    all_ahead = np.concatenate(ahead)
+    if not greedy:
+        # a DP alignment's runs are counted from its subject's first: from the group's now
+        all_ahead[:, TRACE_RUNS] += np.repeat(_starts(runs)[:-1], [len(a) for a in ahead])
+    return _starts(rows), np.concatenate(rows), _starts(ahead), all_ahead, np.concatenate(runs)
 
 
 def _split_by_task(task_start, rows, op_start, ops, op_len, evalue, bitscore, counts) -> list:
