@@ -32,6 +32,7 @@ then runs beside the reader's first queries.
 import collections
 import queue
 import threading
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -179,21 +180,36 @@ class Pipeline:
                                   size=lambda item: len(item[1]), guess_second=True)
         batch_id, guessed = 0, None
         while True:
-            if guessed is None:
+            plan = None if guessed is None else guessed.result()
+            if plan is None:
                 formed = batches.next_batch()
                 if formed is None:
                     break
                 plan = self._plan(formed[1])
-            else:
-                plan = guessed.result()
-            guess = batches.next_batch() if batch_id == 0 else None
-            guessed = None if guess is None else beside(self._plan, guess[1])
+            guess_formed = Future() if batch_id == 0 else None
+            guessed = None if guess_formed is None else \
+                beside(self._guessed_plan, batches, guess_formed)
             self._post(batch_id, plan)
-            if batches.counted(self.batch_sizes.total(batch_id)):
+            extensions = self.batch_sizes.total(batch_id)
+            if guess_formed is not None:
+                guess_formed.result()  # its queries are read before the count is told
+            if batches.counted(extensions):
                 guessed = None
             batch_id += 1
         for _ in range(self.prelim_threads):
             self._put(self.job_q, _END)
+
+    def _guessed_plan(self, batches, formed: Future):
+        """The second batch formed as ForecastBatches guesses it (`formed` is told it, or
+        None when no query is left) and its plan. Its queries are read here, beside the
+        first batch's jobs: a second batch of short reads may be tens of thousands of them."""
+        try:
+            guess = batches.next_batch()
+        except BaseException as exc:
+            formed.set_exception(exc)
+            raise
+        formed.set_result(guess)
+        return None if guess is None else self._plan(guess[1])
 
     def _plan(self, items: list):
         """The plan of a batch of (number, query) items."""
