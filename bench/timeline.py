@@ -82,19 +82,18 @@ def _time_turns(add_event) -> list:
     """Each turn at a pipeline's turnstile as two events, "turn waited" and "turn held"; the
     list it returns gets (turnstile, job number, asked, began, left) for each (seconds from
     the process's start), the turnstiles numbered as they are first used."""
+    import itertools
     from contextlib import contextmanager
 
-    turns, numbering = [], threading.Lock()
+    turns, numbers, numbering = [], itertools.count(), threading.Lock()
 
     def number_of(turnstile) -> int:
         # an attribute, not id(): a batch's turnstile is let go once its jobs are done,
         # and a later one may be given the same id
         with numbering:
             if not hasattr(turnstile, "timeline_number"):
-                turnstile.timeline_number = number_of.count
-                number_of.count += 1
+                turnstile.timeline_number = next(numbers)
             return turnstile.timeline_number
-    number_of.count = 0
 
     def wrap(module):
         real = module._Turnstile.turn
