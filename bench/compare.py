@@ -4,7 +4,8 @@
 For each query set: both tools' wall times (median of --repeat rounds, start-up included; a
 round runs blastn, then each gblastn mode, so that a host's drift weighs on both), the
 ratio, peak memory, concordance (the share of BLAST+'s output lines gblastn reproduces
-exactly, and the share of gblastn's lines BLAST+ also has), and gblastn's time per stage. With
+exactly, and the share of gblastn's lines BLAST+ also has), CPU seconds (user and system,
+median) and gblastn's time per stage. With
 --together the sets are searched as one FASTA, each tool invoked once; with --modes
 pipeline,serial both gblastn drivers are timed, with the busy share of the GPU and of the CPU
 threads.
@@ -73,12 +74,17 @@ def run_measured(cmd, env=None, cwd=None):
         return seconds, usage, out.read().decode().splitlines(), err.read().decode(), status
 
 
-def run_child(cmd, env=None):
-    """Run a command; return (seconds, its own peak RSS in MiB via wait4, stdout lines, stderr)."""
+ChildRun = collections.namedtuple("ChildRun", "seconds rss_mib lines stderr cpu_seconds")
+
+
+def run_child(cmd, env=None) -> ChildRun:
+    """Run a command: its wall seconds, its own peak RSS in MiB and CPU seconds (user and
+    system, via wait4), its stdout lines and its stderr."""
     seconds, usage, lines, errors, status = run_measured(cmd, env)
     if status:
         sys.exit(f"failed: {' '.join(cmd)}\n{errors[-2000:]}")
-    return seconds, usage.ru_maxrss / 1024, lines, errors
+    return ChildRun(seconds, usage.ru_maxrss / 1024, lines, errors,
+                    usage.ru_utime + usage.ru_stime)
 
 
 def concordance(blast_lines, our_lines):
@@ -118,9 +124,10 @@ def with_threads(cmd: list, threads: int) -> list:
 def print_scaling(a, blast_cmd, our_cmd, blast_seconds, our_seconds, our_stderr) -> None:
     """Each tool's speed-up from one thread to a.threads (its median there against one run on
     one thread), and gblastn's extension stages'."""
-    blast_one = run_child(with_threads(blast_cmd, 1))[0]
-    our_one, _, _, our_one_stderr = run_child(with_threads(our_cmd, 1))
-    span_one, busy_one = extension_span(our_one_stderr)
+    blast_one = run_child(with_threads(blast_cmd, 1)).seconds
+    our_run = run_child(with_threads(our_cmd, 1))
+    our_one = our_run.seconds
+    span_one, busy_one = extension_span(our_run.stderr)
     span, busy = extension_span(our_stderr)
     print(f"{'':<12}  from 1 to {a.threads} threads: blastn {blast_one:.2f} -> "
           f"{blast_seconds:.2f} s ({blast_one / blast_seconds:.1f}x), gblastn {our_one:.2f} -> "
@@ -165,14 +172,14 @@ def build_databases(a, work, while_blast_builds=None):
         blast_build = Background(run_child, ["makeblastdb", "-in", a.db_fasta, "-dbtype",
                                              "nucl", "-out", blast_db])
     if not os.path.exists(our_db + ".gdb"):
-        seconds, rss, _, _ = run_child([sys.executable, "-m", "gblastn", "makedb", "-in",
-                                        a.db_fasta, "-out", our_db, "-quiet"])
-        print(f"gblastn makedb {seconds:.1f} s, {rss:.0f} MiB")
+        made = run_child([sys.executable, "-m", "gblastn", "makedb", "-in", a.db_fasta, "-out",
+                          our_db, "-quiet"])
+        print(f"gblastn makedb {made.seconds:.1f} s, {made.rss_mib:.0f} MiB")
     if while_blast_builds:
         while_blast_builds(our_db)
     if blast_build:
-        seconds, rss, _, _ = blast_build.result()
-        print(f"makeblastdb {seconds:.1f} s, {rss:.0f} MiB (beside the above)")
+        made = blast_build.result()
+        print(f"makeblastdb {made.seconds:.1f} s, {made.rss_mib:.0f} MiB (beside the above)")
     return blast_db, our_db
 
 
@@ -274,7 +281,7 @@ def main():
           f"median of {a.repeat}{', cold numba cache' if a.cold else ''}")
     print(f"{'query set':<12}{'mode':<10}{'blastn s':>9}{'gblastn s':>10}{'speed-up':>9}"
           f"{'blast MiB':>10}{'ours MiB':>9}{'blast lines':>12}{'ours lines':>11}"
-          f"{'of BLAST':>9}{'of ours':>8}")
+          f"{'of BLAST':>9}{'of ours':>8}{'blast CPU s':>12}{'ours CPU s':>11}")
     for name, path in sets:
         blast_cmd = ["blastn", "-task", a.task, "-db", blast_db, "-query", path, "-outfmt", COLUMNS,
                      "-num_threads", str(a.threads)]
@@ -290,7 +297,9 @@ def main():
             print(f"{name:<12}{mode:<10}{bt:>9.2f}{ot:>10.2f}{bt / ot:>8.2f}x"
                   f"{max(r[1] for r in blast_runs):>10.0f}{max(r[1] for r in our_runs):>9.0f}"
                   f"{len(blast_lines):>12}{len(our_lines):>11}{100 * of_blast:>8.2f}%"
-                  f"{100 * of_ours:>7.2f}%")
+                  f"{100 * of_ours:>7.2f}%"
+                  f"{statistics.median(r.cpu_seconds for r in blast_runs):>12.2f}"
+                  f"{statistics.median(r.cpu_seconds for r in our_runs):>11.2f}")
             times, spans = stage_times(our_runs[-1][3])
             if times:
                 split = ", ".join(f"{k} {v:.2f}" for k, v in times.items())

@@ -135,8 +135,8 @@ def run_set(a, label: str, query: str, dbs: tuple, combos: dict, work: str) -> l
     differing = []
     for combo, flags in combos.items():
         blast_cmd, our_cmd = search_commands(a, *dbs, query, flags)
-        blast_s, _, blast_lines, _ = run_child(blast_cmd)
-        our_s, _, our_lines, _ = run_child(our_cmd)
+        blast_s, _, blast_lines, _, _ = run_child(blast_cmd)
+        our_s, _, our_lines, _, _ = run_child(our_cmd)
         result = compare_outputs(blast_lines, our_lines)
         print_row(label, combo, result, blast_s, our_s)
         if not result["same"]:

@@ -1284,9 +1284,10 @@ class Engine:
                 hsps.masked_identities = hsps.counts[:, COUNT_IDENTITIES]
         return [(task.ordinal, hsps) for task, hsps in zip(tasks, final)]
 
-    def query_result(self, plan: BatchPlan, q: int, traced: list) -> QueryResult:
-        """Query q of the batch's result from its traced (ordinal, HSPs) pairs."""
-        return query_result(plan.first_index + q, plan.queries[q], traced, self.options)
+    def query_results(self, plan: BatchPlan, traced: list) -> list:
+        """The batch's query results from each query's traced (ordinal, HSPs) pairs."""
+        return query_results([(plan.first_index + q, query, pairs) for q, (query, pairs)
+                              in enumerate(zip(plan.queries, traced))], self.options)
 
 
 @dataclass
@@ -1581,6 +1582,24 @@ def best_first(items: list) -> list:
     return [items[i] for i in rank_order(keys).tolist()]
 
 
+def best_first_each(lists: list) -> list:
+    """best_first of each list, all ranked in one pass: a batch of short reads has tens of
+    thousands of queries with a few subjects each, and the calls per query cost more than
+    the ranking."""
+    sizes = [len(items) for items in lists]
+    flat = [item for items in lists for item in items]
+    if max(sizes, default=0) < 2:
+        return [list(items) for items in lists]
+    keys = ranking_keys(flat)
+    owner = np.repeat(np.arange(len(lists)), sizes)
+    order = np.lexsort((*_rank_columns(keys), owner)).tolist()
+    ranked, start = [], 0
+    for size in sizes:
+        ranked.append([flat[i] for i in order[start:start + size]])
+        start += size
+    return ranked
+
+
 @dataclass
 class RankedSubjects:
     """A query's subjects with BLAST's ranking keys (s_EvalueCompareHSPLists): each one's
@@ -1617,10 +1636,16 @@ def ranking_keys(items: list) -> RankedSubjects:
 def rank_order(keys: RankedSubjects) -> np.ndarray:
     """The best-first order of subjects by their keys (best_first's); ordinals are unique
     within a query, so the order is total: it does not depend on the keys' order."""
+    return np.lexsort(_rank_columns(keys))
+
+
+def _rank_columns(keys: RankedSubjects) -> tuple:
+    """The keys as np.lexsort takes them, the last one first: tiny E-values equal, then the
+    higher score, then the higher ordinal."""
     from .stats import EVALUE_EQUAL_BELOW
 
     evalue = np.where(keys.evalue < EVALUE_EQUAL_BELOW, 0.0, keys.evalue)
-    return np.lexsort((-keys.ordinal, -keys.score, evalue))
+    return -keys.ordinal, -keys.score, evalue
 
 
 def prelim_hit_lists(prelim: PrelimHits, options: SearchOptions) -> dict:
@@ -1766,10 +1791,24 @@ def query_result(query_index: int, query, traced: list, options: SearchOptions) 
     (blastn's order: culling or the best-hit filter, then max_hsps and the query coverage
     test, which the traceback left for here when one of those is on, then the subject best
     hit). The HSPs of a query searched in part (-query_loc) are placed on the whole query."""
+    return query_results([(query_index, query, traced)], options)[0]
+
+
+def query_results(entries: list, options: SearchOptions) -> list:
+    """query_result of each (query index, query, traced pairs), their subjects ranked
+    together."""
+    ranked = best_first_each([[(o, h) for o, h in traced if len(h)]
+                              for _, _, traced in entries])
+    return [_ranked_result(query_index, query, traced, options)
+            for (query_index, query, _), traced in zip(entries, ranked)]
+
+
+def _ranked_result(query_index: int, query, traced: list, options: SearchOptions) -> QueryResult:
+    """query_result from the pairs with HSPs, best first."""
     from .hspfilters import has_query_filter, subject_best_hit, traced_filtered
 
     searched = query.searched_length
-    traced = best_first([(o, h) for o, h in traced if len(h)])[:options.max_target_seqs]
+    traced = traced[:options.max_target_seqs]
     if has_query_filter(options):
         traced = best_first(traced_filtered(traced, searched, options))
         traced = [(o, h) for o, h in ((o, _within_hsp_limits(h, options, searched))

@@ -312,17 +312,22 @@ _SUBJECT_PROB = np.zeros(16)
 _SUBJECT_PROB[:4] = 25.0 / 100.0   # nt_prob, normalised: 25 % each of A, C, G, T
 
 
-def _probabilities(counts: np.ndarray) -> np.ndarray:
+@njit(cache=True, nogil=True)
+def _probabilities(counts):
     """Blast_ResFreqString: letter frequencies from a context's 16 blastna letter counts, N
     and gap not counted. BLAST sums the integer counts into a double one by one, which is
     exact, as is the integer sum here."""
-    counts = np.asarray(counts, dtype=np.int64).copy()
-    counts[NUCLEOTIDE_N] = 0
-    counts[NUCLEOTIDE_GAP] = 0
-    total = float(counts.sum())
-    if total == 0.:
-        return np.zeros(16)
-    return counts / total
+    total = 0
+    for letter in range(16):
+        if letter != NUCLEOTIDE_N and letter != NUCLEOTIDE_GAP:
+            total += counts[letter]
+    probabilities = np.zeros(16)
+    if total == 0:
+        return probabilities
+    for letter in range(16):
+        if letter != NUCLEOTIDE_N and letter != NUCLEOTIDE_GAP:
+            probabilities[letter] = counts[letter] / np.float64(total)
+    return probabilities
 
 
 @njit(cache=True, nogil=True)
@@ -355,11 +360,26 @@ class _UngappedCalculator:
         self.matrix = matrix.astype(np.int64)
 
     def block(self, counts: np.ndarray) -> KarlinBlock | None:
-        lam, k, h = _ungapped_params(self.matrix, _probabilities(counts), _SUBJECT_PROB,
-                                     self.loscore, self.hiscore)
-        if lam < 0.:
-            return None
-        return KarlinBlock(lam, k, math.log(k), h)
+        return self.blocks(np.asarray(counts, dtype=np.int64).reshape(1, 16))[0]
+
+    def blocks(self, compositions: np.ndarray) -> list:
+        """The block of each row of [contexts, 16] letter counts, None where there is none:
+        one compiled call for all (a batch of short reads has tens of thousands)."""
+        lam, k, h = _ungapped_params_each(self.matrix, compositions, _SUBJECT_PROB,
+                                          self.loscore, self.hiscore)
+        return [None if lam_c < 0. else KarlinBlock(lam_c, k_c, math.log(k_c), h_c)
+                for lam_c, k_c, h_c in zip(lam.tolist(), k.tolist(), h.tolist())]
+
+
+@njit(cache=True, nogil=True)
+def _ungapped_params_each(matrix, compositions, subject_prob, loscore, hiscore):
+    """_ungapped_params of each row of letter counts: (lambda, K, H) arrays."""
+    contexts = compositions.shape[0]
+    lam, k, h = np.empty(contexts), np.empty(contexts), np.empty(contexts)
+    for c in range(contexts):
+        lam[c], k[c], h[c] = _ungapped_params(matrix, _probabilities(compositions[c]),
+                                              subject_prob, loscore, hiscore)
+    return lam, k, h
 
 
 def ungapped_karlin(codes: np.ndarray, reward: int, penalty: int) -> KarlinBlock | None:
@@ -509,14 +529,20 @@ def prepare_statistics(batch, db_letters: int, db_num_seqs: int, options) -> Sea
     # ungapped scores are never rounded down (Blast_HSPListAdjustOddBlastnScores)
     round_down = not options.ungapped and \
         scoring_system(options.reward, options.penalty).round_down
-    calculator = _UngappedCalculator(options.reward, options.penalty)
-    compositions = _context_compositions(batch, options)
+    blocks = _UngappedCalculator(options.reward, options.penalty).blocks(
+        _context_compositions(batch, options))
+    # the gapped block of a tabulated scoring system does not depend on the query
+    system = scoring_system(options.reward, options.penalty)
+    fixed = None if options.ungapped or find_row(system, options.gapopen,
+                                                 options.gapextend) is None else \
+        gapped_params(options.reward, options.penalty, options.gapopen, options.gapextend, None)
+    # the length adjustment and what follows from it, worked out once for each block and
+    # context length: a batch of reads has tens of thousands of contexts of a few lengths
+    by_length = {}
 
     for c in range(n_ctx):
-        if query_length[c] <= 0:
-            continue
-        ungapped = calculator.block(compositions[c])
-        if ungapped is None:
+        ungapped = blocks[c]
+        if query_length[c] <= 0 or ungapped is None:
             continue
         valid[c] = True
         kbp_ungapped[c] = ungapped
@@ -526,24 +552,22 @@ def prepare_statistics(batch, db_letters: int, db_num_seqs: int, options) -> Sea
             alpha[c], beta[c] = ungapped.lambda_ / ungapped.h, \
                 _ungapped_beta(options.reward, options.penalty)
         else:
-            evaluated, alpha[c], beta[c], round_down = gapped_params(
+            evaluated, alpha[c], beta[c], round_down = fixed or gapped_params(
                 options.reward, options.penalty, options.gapopen, options.gapextend, ungapped)
             kbp_gapped[c] = evaluated
         lambdas[c], log_ks[c] = evaluated.lambda_, evaluated.log_k
-        ell[c] = length_adjustment(evaluated, alpha[c] / evaluated.lambda_, beta[c],
-                                   int(query_length[c]), db_letters, db_num_seqs)
-        searchsp[c] = options.searchsp or _search_space(db_letters, db_num_seqs, int(ell[c]),
-                                                        int(query_length[c]))
-        # -min_raw_gapped_score replaces the cutoff that -evalue gives
-        # (BlastHitSavingParametersUpdate); the E-value test still follows it
-        gapped_cutoff[c] = (options.min_raw_gapped_score if options.min_raw_gapped_score > 0
-                            else evalue_cutoff_score(evaluated, int(searchsp[c]), options.evalue))
+        length = int(query_length[c])
+        key = (evaluated.lambda_, evaluated.k, evaluated.h, float(alpha[c]), float(beta[c]),
+               length)
+        if key not in by_length:
+            by_length[key] = _length_dependent(evaluated, alpha[c], beta[c], length,
+                                               db_letters, db_num_seqs, average_subject,
+                                               options)
+        ell[c], searchsp[c], gapped_cutoff[c], search_cutoff = by_length[key]
         ungapped_xdrop[c] = _raw_xdrop("-xdrop_ungap", options.xdrop_ungap,
                                        math.ceil(options.xdrop_ungap * LN2 / ungapped.lambda_))
         if options.ungapped:
-            ungapped_cutoff[c] = min(_ungapped_search_cutoff(ungapped, int(query_length[c]),
-                                                             average_subject),
-                                     int(gapped_cutoff[c]))
+            ungapped_cutoff[c] = min(search_cutoff, int(gapped_cutoff[c]))
         else:
             trigger = int((options.gap_trigger * LN2 + ungapped.log_k) / ungapped.lambda_)
             ungapped_cutoff[c] = min(trigger, int(gapped_cutoff[c]))
@@ -564,6 +588,23 @@ def prepare_statistics(batch, db_letters: int, db_num_seqs: int, options) -> Sea
                             searchsp, ungapped_xdrop, ungapped_cutoff, reduced_cutoff,
                             gapped_cutoff, gap_xdrop, gap_xdrop_final, bool(round_down),
                             lambdas, log_ks)
+
+
+def _length_dependent(evaluated: KarlinBlock, alpha: float, beta: float, length: int,
+                      db_letters: int, db_num_seqs: int, average_subject: int,
+                      options) -> tuple:
+    """(length adjustment, search space, gapped cutoff, an ungapped search's cutoff) of a
+    context of `length` letters whose E-values take `evaluated`."""
+    ell = length_adjustment(evaluated, alpha / evaluated.lambda_, beta, length, db_letters,
+                            db_num_seqs)
+    searchsp = options.searchsp or _search_space(db_letters, db_num_seqs, ell, length)
+    # -min_raw_gapped_score replaces the cutoff that -evalue gives
+    # (BlastHitSavingParametersUpdate); the E-value test still follows it
+    gapped_cutoff = (options.min_raw_gapped_score if options.min_raw_gapped_score > 0
+                     else evalue_cutoff_score(evaluated, int(searchsp), options.evalue))
+    search_cutoff = _ungapped_search_cutoff(evaluated, length, average_subject) \
+        if options.ungapped else 0
+    return ell, searchsp, gapped_cutoff, search_cutoff
 
 
 UNGAPPED_CUTOFF_EVALUE = 0.05  # CUTOFF_E_BLASTN

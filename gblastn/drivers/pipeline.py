@@ -361,14 +361,12 @@ class Pipeline:
     def _finish(self, joins: list) -> None:
         """Assemble and format the results of queries whose subjects are all traced (their
         lines written together)."""
-        from ..engine import query_result
+        from ..engine import query_results
 
-        pairs = []
-        for join in joins:
-            plan = join.plan
-            query = plan.queries[join.q]
-            pairs.append((query, query_result(plan.first_index + join.q, query, join.traced,
-                                              self.options)))
+        queries = [join.plan.queries[join.q] for join in joins]
+        results = query_results([(join.plan.first_index + join.q, query, join.traced)
+                                 for join, query in zip(joins, queries)], self.options)
+        pairs = list(zip(queries, results))
         for (_, result), text in zip(pairs, self.render(pairs)):
             self._put(self.result_q, (result.query_index, text))
 

@@ -434,14 +434,15 @@ def finish_batch(request: BatchRequest, traced_parts: list, report) -> list:
     """A worker's task: each query's result from the shards' traced subjects
     (engine.query_result: BLAST's final order, max_target_seqs), and its output text by
     `report`, or the QueryResult itself without one; in input order."""
-    from ..engine import query_result
+    from ..engine import query_results
 
     traced = [[] for _ in request.queries]
     for found in traced_parts:
         for (q, ordinal), hsps in found.unpacked():
             traced[q].append((ordinal, hsps))
-    pairs = [(query, query_result(request.first_index + q, query, traced[q], request.options))
-             for q, query in enumerate(request.queries)]
+    results = query_results([(request.first_index + q, query, traced[q])
+                             for q, query in enumerate(request.queries)], request.options)
+    pairs = list(zip(request.queries, results))
     return _outputs(request, pairs, report)
 
 

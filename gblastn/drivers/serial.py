@@ -58,7 +58,7 @@ def traced_results(search, plan, prelim, pool=INLINE) -> list:
                                              groups)):
         for task, pair in zip(group.tasks, pairs):
             traced[task.query_index].append(pair)
-    return [engine.query_result(plan, q, traced[q]) for q in range(len(queries))]
+    return engine.query_results(plan, traced)
 
 
 def search_results(search, queries, pool):

@@ -348,12 +348,7 @@ def test_best_first_orders_as_blast_compares_hsp_lists(subjects):
     from gblastn.engine import best_first
     from gblastn.stats import EVALUE_EQUAL_BELOW
 
-    items = []
-    for ordinal, hsps in subjects:
-        z = np.zeros(len(hsps), dtype=np.int32)
-        h = Hsps(z, z, z, z, z, np.array([s for _, s in hsps], dtype=np.int32), z, z)
-        h.evalue = np.array([e for e, _ in hsps])
-        items.append((ordinal, h))
+    items = _ranked_items(subjects)
 
     def key(item):
         ordinal, hsps = item
@@ -361,6 +356,35 @@ def test_best_first_orders_as_blast_compares_hsp_lists(subjects):
         return (0.0 if best < EVALUE_EQUAL_BELOW else best, -int(hsps.score.max()), -ordinal)
 
     assert [id(item) for item in best_first(items)] == [id(item) for item in sorted(items, key=key)]
+
+
+_SUBJECTS = st.lists(st.tuples(st.integers(0, 50), st.lists(
+    st.tuples(st.sampled_from([0.0, 1e-200, 1e-190, 1e-5, 0.5, 0.5000001, 2.0, 10.0]),
+              st.integers(0, 5)), min_size=1, max_size=4)), max_size=6)
+
+
+def _ranked_items(subjects) -> list:
+    """(ordinal, Hsps) pairs with the given (E-value, score) HSPs."""
+    items = []
+    for ordinal, hsps in subjects:
+        z = np.zeros(len(hsps), dtype=np.int32)
+        h = Hsps(z, z, z, z, z, np.array([s for _, s in hsps], dtype=np.int32), z, z)
+        h.evalue = np.array([e for e, _ in hsps])
+        items.append((ordinal, h))
+    return items
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_SUBJECTS, max_size=8))
+def test_best_first_each_ranks_each_list_as_best_first(lists):
+    """Many queries' subjects ranked in one pass (query_results) come in each query's
+    best_first order, ties and repeated ordinals included."""
+    from gblastn.engine import best_first, best_first_each
+
+    lists = [_ranked_items(subjects) for subjects in lists]
+    ranked = best_first_each(lists)
+    assert [[id(item) for item in items] for items in ranked] == \
+        [[id(item) for item in best_first(items)] for items in lists]
 
 
 @settings(max_examples=60, deadline=None)

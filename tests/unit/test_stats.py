@@ -89,6 +89,32 @@ def test_strand_not_searched_is_invalid():
     assert stats.valid.tolist() == [True, False]
 
 
+@pytest.mark.parametrize("task,overrides", [
+    ("megablast", {}), ("blastn", {}), ("megablast", {"ungapped": True}),
+    ("blastn-short", {"gapopen": 5, "gapextend": 2}),   # 1/-3 at 5/2: the ungapped block
+    ("blastn", {"evalue": 1e-30}), ("megablast", {"dbsize": 10**9})])
+def test_a_batch_has_each_querys_own_statistics(task, overrides):
+    """Per-context values worked out once for each block and length (a batch of reads has
+    thousands of contexts of a few lengths) are those of each query searched alone: queries
+    of equal and of different lengths and compositions, one without valid letters."""
+    options = replace(make_options(task, **overrides), dust=None)
+    rng = np.random.default_rng(7)
+    codes = [_random_codes(n, seed=i) for i, n in enumerate([150, 150, 100, 997, 150])]
+    codes[1] = np.where(rng.random(150) < 0.3, 0, codes[1]).astype(np.uint8)  # A-rich
+    codes.append(np.full(40, 14, dtype=np.uint8))  # all N
+    queries = [_query(c, f"q{i}") for i, c in enumerate(codes)]
+    together = prepare_statistics(build_batch(queries, options), DB_LETTERS, DB_SEQS, options)
+    for i, query in enumerate(queries):
+        alone = prepare_statistics(build_batch([query], options), DB_LETTERS, DB_SEQS, options)
+        for name in ("valid", "query_length", "alpha", "beta", "length_adjustment",
+                     "eff_searchsp", "ungapped_xdrop", "ungapped_cutoff", "reduced_cutoff",
+                     "gapped_cutoff", "lambdas", "log_ks"):
+            assert np.array_equal(getattr(together, name)[2 * i:2 * i + 2],
+                                  getattr(alone, name)), (i, name)
+        for name in ("kbp_ungapped", "kbp_gapped"):
+            assert getattr(together, name)[2 * i:2 * i + 2] == getattr(alone, name)
+
+
 # ---- spec §7.2: gapped parameters --------------------------------------------------------
 
 def test_gapped_table_rows_and_infinite_regime():
