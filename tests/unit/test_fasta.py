@@ -4,6 +4,8 @@ import gzip
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gblastn.errors import InputError
 from gblastn.fasta import Header, Record, iter_fasta, iter_records, to_blastna
@@ -141,3 +143,48 @@ def test_dropped_letters_are_reported_by_line_and_column_however_chunked(tmp_pat
     assert letters == {b"s1 d;x": b"ACGTTACGT", b"s2": b"GGA"}
     prefix = "FASTA-Reader: Ignoring invalid residues at position(s): On line "
     assert warnings == [prefix + "2: 3, 5", prefix + "3: 4-6", prefix + "5: 3", prefix + "8: 1-2"]
+
+
+def _checked_by_tables(line: bytes, blast_input: bool) -> tuple:
+    """CFastaReader::CheckDataLine's verdict on a first data line, by per-byte tables: (refused,
+    still unchecked after it). The reader counts with bytes.translate instead."""
+    from gblastn.fasta import (_BLAST_INPUT_BYTES, _NEUTRAL, _PLAUSIBLE, _SEQUENCE_BYTES,
+                               COMMENT_LINE_MARKS, PLAUSIBLE_CHECKED, WHITESPACE)
+
+    def table(allowed):
+        out = np.zeros(256, dtype=bool)
+        out[np.frombuffer(allowed, dtype=np.uint8)] = True
+        return out
+
+    line = line.rstrip(WHITESPACE)
+    if not line or line[0] in COMMENT_LINE_MARKS:
+        return False, True
+    codes = np.frombuffer(line[:PLAUSIBLE_CHECKED].split(b";", 1)[0], dtype=np.uint8)
+    hyphen = codes == ord("-")
+    good = int((table(_PLAUSIBLE)[codes] | (hyphen & (not blast_input))).sum())
+    bad = int((~table(_PLAUSIBLE)[codes] & ~table(_NEUTRAL)[codes] & ~hyphen).sum())
+    if bad >= good // 3 and (min(len(line), PLAUSIBLE_CHECKED) > 3 or good == 0 or bad > good):
+        return True, True
+    residues = np.frombuffer(line.split(b";", 1)[0].translate(None, WHITESPACE), np.uint8)
+    allowed = table(_BLAST_INPUT_BYTES if blast_input else _SEQUENCE_BYTES)
+    return False, not allowed[residues].any()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=90).map(lambda raw: bytes(b"ACGTNacgtn*-;!# \t0123456789.,_~xX"[
+    byte % 33] for byte in raw)), st.booleans())
+def test_first_line_check_counts_as_byte_tables(line, blast_input):
+    """The first data line's plausibility check (a line per record of short reads) refuses
+    and passes what per-byte tables of its classes would."""
+    from gblastn.fasta import _Tokenizer
+
+    tokenizer = _Tokenizer("in.fa", True, False, report_dropped=lambda text: None,
+                           blast_input=blast_input)
+    tokenizer.first_line = line.lstrip(b" \t")
+    refused = False
+    try:
+        tokenizer._check_first_line(2)
+    except InputError:
+        refused = True
+    assert (refused, refused or tokenizer.unchecked) == \
+        _checked_by_tables(line.lstrip(b" \t"), blast_input)
