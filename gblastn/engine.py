@@ -1719,8 +1719,10 @@ def trace_tasks(prelim: PrelimHits, options: SearchOptions, query_lengths: list)
         by_query = prelim_filtered(by_query, query_lengths, options)
         if options.culling_limit:
             limit = None
-    picked = [(q, ordinal, hsps) for q, subjects in by_query.items()
-              for ordinal, hsps in best_first(list(subjects.items()))[:limit]]
+    queries = list(by_query.items())
+    ranked = best_first_each([list(subjects.items()) for _, subjects in queries])
+    picked = [(q, ordinal, hsps) for (q, _), subjects in zip(queries, ranked)
+              for ordinal, hsps in subjects[:limit]]
     if not picked:
         return []
     sizes = np.array([len(hsps) for _, _, hsps in picked], dtype=np.int64)
@@ -1751,7 +1753,7 @@ def _letters_made_ahead(tails: list) -> np.ndarray:
     return made
 
 
-TRACE_GROUP_TASKS = 16  # traceback tasks in one compiled call, at most
+TRACE_GROUP_TASKS = 256  # traceback tasks in one compiled call, at most
 GROUPS_PER_THREAD = 4  # traceback groups of a batch per thread: the threads finish together
 
 
