@@ -44,7 +44,7 @@ class Hsps:
     masked_identities: np.ndarray = None
 
     def __len__(self) -> int:
-        return int(self.score.size)
+        return len(self.score)
 
     @classmethod
     def empty(cls) -> "Hsps":
