@@ -46,7 +46,7 @@ class Query:
     location: QueryLocation | None = None
 
     def __len__(self) -> int:
-        return int(self.codes.size)
+        return len(self.codes)
 
     @property
     def searched_length(self) -> int:
