@@ -617,7 +617,7 @@ def warmup_command(
                                "searches on this machine will use (with a GPU, its kernels too)."),
     gpu_id: int = typer.Option(0, "-gpu_id"),
 ) -> None:
-    from .compile_ahead import TASKS, compile_task, is_compiled
+    from .compile_ahead import TASKS, compile_task, is_compiled, write_bytecode
     from .scan import select_backend
 
     tasks = TASKS if task == "all" else (task,)
@@ -626,6 +626,7 @@ def warmup_command(
     from .pools import beside
 
     backend = beside(select_backend, device, gpu_id)
+    write_bytecode()
     for name in tasks:
         started = time.perf_counter()
         if is_compiled(name, device):

@@ -3,6 +3,7 @@ search says once that it compiles, `gblastn warmup` compiles ahead, `-version`, 
 collector resumes after a search's background load, which runs a made-up search only where
 it takes no core from the search."""
 
+import contextlib
 import gc
 import os
 import re
@@ -110,14 +111,45 @@ def test_a_first_search_says_once_that_it_compiles(seeded):
 
 
 def test_warmup_compiles_ahead_once(seeded):
+    """Its stages, once; and the bytecode an install left out (here one module's, removed)."""
+    import importlib.util
+
+    import gblastn.fasta
+
+    bytecode = importlib.util.cache_from_source(gblastn.fasta.__file__)
+    if os.access(os.path.dirname(os.path.dirname(bytecode)), os.W_OK):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(bytecode)
     marked, marker = _compiled(seeded, "megablast")
     if marked:
         os.remove(marker)
     done = _gblastn(seeded, "warmup", "-task", "megablast", "-device", "cpu")
     assert done.returncode == 0, done.stderr
     assert re.search(r"-task megablast compiled in \d+ s", done.stderr), done.stderr
+    assert os.path.exists(bytecode) or not os.access(os.path.dirname(bytecode), os.W_OK)
     again = _gblastn(seeded, "warmup", "-task", "megablast", "-device", "cpu")
     assert again.returncode == 0 and "-task megablast is compiled" in again.stderr
+
+
+def test_bytecode_written_for_packages_installed_without_it(tmp_path, monkeypatch):
+    """write_bytecode (gblastn warmup) writes each module's bytecode where it is missing, and
+    passes by packages that are not installed."""
+    import importlib.util
+
+    from gblastn.compile_ahead import write_bytecode
+
+    package = tmp_path / "bytecode_probe"
+    (package / "inner").mkdir(parents=True)
+    sources = [package / "__init__.py", package / "inner" / "__init__.py",
+               package / "inner" / "leaf.py"]
+    for source in sources:
+        source.write_text("VALUE = 1\n")
+    single = tmp_path / "bytecode_probe_module.py"
+    single.write_text("VALUE = 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    write_bytecode(("bytecode_probe", "bytecode_probe_module", "no_such_package_here"))
+    for source in [*sources, single]:
+        assert os.path.exists(importlib.util.cache_from_source(str(source))), source
 
 
 @pytest.mark.parametrize("args", [["-task", "dc-nonsense"], ["-task", "megablast", "-bogus"]])
