@@ -625,8 +625,8 @@ def warmup_command(
         raise OptionsError(f"-task {task}: use {', '.join(TASKS)} or all")
     from .pools import beside
 
+    write_bytecode()  # its worker processes forked before this command starts a thread
     backend = beside(select_backend, device, gpu_id)
-    write_bytecode()
     for name in tasks:
         started = time.perf_counter()
         if is_compiled(name, device):
