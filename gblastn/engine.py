@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from .arrays import RecycledBuffers, fresh_pages
-from .hsp import Hsps, QueryResult, SubjectHits, query_coverage, score_order
+from .hsp import Hsps, QueryResult, SubjectHits, joined, query_coverage, score_order
 from .layouts import GAPPED_AHEAD_FIELDS, GAPPED_MADE, SEED_CHUNK, SEED_FIELDS, SEED_HIT_S, \
     SEED_Q_OFF, SEED_S_FIRST, SEED_S_OFF
 from .options import SearchOptions
@@ -1626,9 +1626,9 @@ def ranking_keys(items: list) -> RankedSubjects:
         raise ValueError("ranking_keys: a subject without HSPs")
     starts = np.zeros(sizes.size, dtype=np.int64)
     np.cumsum(sizes[:-1], out=starts[1:])
-    best = np.minimum.reduceat(np.concatenate([hsps.evalue for _, hsps in items]), starts)
-    score = np.maximum.reduceat(
-        np.concatenate([hsps.score for _, hsps in items]).astype(np.int64), starts)
+    evalue, score = joined([hsps for _, hsps in items], ("evalue", "score"))
+    best = np.minimum.reduceat(evalue, starts)
+    score = np.maximum.reduceat(score.astype(np.int64), starts)
     ordinal = np.array([ordinal for ordinal, _ in items], dtype=np.int64)
     return RankedSubjects(ordinal, best, score)
 
@@ -1726,8 +1726,8 @@ def trace_tasks(prelim: PrelimHits, options: SearchOptions, query_lengths: list)
     if not picked:
         return []
     sizes = np.array([len(hsps) for _, _, hsps in picked], dtype=np.int64)
-    aligned = np.concatenate([hsps.q_end for _, _, hsps in picked]).astype(np.int64) - \
-        np.concatenate([hsps.q_start for _, _, hsps in picked])
+    q_end, q_start = joined([hsps for _, _, hsps in picked], ("q_end", "q_start"))
+    aligned = q_end.astype(np.int64) - q_start
     work = np.add.reduceat(aligned, np.cumsum(sizes) - sizes) + TASK_FIXED_WORK
     tails = [prelim.tails.get(key[:2]) for key in picked]
     if not options.greedy:

@@ -53,10 +53,12 @@ class Hsps:
 
     def span(self, start: int, end: int) -> "Hsps":
         """HSPs start:end, as views of these (E-values, counts and edit scripts included):
-        a subject's HSPs split by query take one of these each, not a copy."""
+        a subject's HSPs split by query take one of these each, not a copy. The view
+        remembers what it spans, for `joined`."""
         out = Hsps(self.context[start:end], self.q_start[start:end], self.q_end[start:end],
                    self.s_start[start:end], self.s_end[start:end], self.score[start:end],
                    self.q_gapped_start[start:end], self.s_gapped_start[start:end])
+        out.spanned = (self, start, end)
         if self.evalue is not None:
             out.evalue, out.bitscore = self.evalue[start:end], self.bitscore[start:end]
         if self.counts is not None:
@@ -68,6 +70,11 @@ class Hsps:
             out.op_start = self.op_start[start:end + 1] - first
             out.ops, out.op_len = self.ops[first:last], self.op_len[first:last]
         return out
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("spanned", None)  # a view pickles as its own arrays, not with its whole
+        return state
 
     def take(self, index) -> "Hsps":
         """The HSPs at `index` (an index array or boolean mask), edit scripts included."""
@@ -191,14 +198,50 @@ def hsp_rows(hsps: Hsps) -> np.ndarray:
         .reshape(-1, HSP_FIELDS)
 
 
+# the fields a view made by Hsps.span (or the traceback's split) shares with what it spans
+SPANNED_FIELDS = frozenset(_HSP_FIELDS + ("evalue", "bitscore", "counts"))
+
+
+def joined(lists: list, names: tuple) -> list:
+    """Each named field of the Hsps in `lists`, end to end, as np.concatenate joins them.
+    Where every one is a view made by Hsps.span (or the traceback's split), the fields are
+    taken from what they span, one index for all: a batch of short reads joins tens of
+    thousands of views of an HSP or two, and numpy's cost per piece held the GIL longer
+    than the copying."""
+    spans = [getattr(hsps, "spanned", None) for hsps in lists]
+    wholes, number, which, starts, ends = [], {}, [], [], []
+    if len(lists) > 1 and SPANNED_FIELDS.issuperset(names) and None not in spans:
+        for whole, start, end in spans:
+            k = number.get(id(whole))
+            if k is None:
+                k = number[id(whole)] = len(wholes)
+                wholes.append(whole)
+            which.append(k)
+            starts.append(start)
+            ends.append(end)
+    if not wholes or any(getattr(whole, name) is None for whole in wholes for name in names):
+        return [np.concatenate([getattr(hsps, name) for hsps in lists]) for name in names]
+    starts, sizes = np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)
+    sizes -= starts
+    whole_start = np.zeros(len(wholes), dtype=np.int64)
+    np.cumsum([len(whole) for whole in wholes[:-1]], out=whole_start[1:])
+    out_start = np.zeros(len(lists), dtype=np.int64)
+    np.cumsum(sizes[:-1], out=out_start[1:])
+    index = np.repeat(whole_start[which] + starts - out_start, sizes) + \
+        np.arange(int(sizes.sum()))
+    return [(getattr(wholes[0], name) if len(wholes) == 1 else
+             np.concatenate([getattr(whole, name) for whole in wholes]))[index]
+            for name in names]
+
+
 def rows_by_score(lists: list) -> np.ndarray:
     """hsp_rows(h)[score_order(h)] of each Hsps in `lists`, one after the other: a few numpy
     calls for all of them, since a job has thousands of lists and numpy's fixed cost per
     call, paid for each list on its own, would hold its traceback searches back."""
     if not lists:
         return np.zeros((0, HSP_FIELDS), dtype=np.int64)
-    rows = np.column_stack([np.concatenate([getattr(h, f) for h in lists]).astype(np.int64)
-                            for f in _HSP_FIELDS]).reshape(-1, HSP_FIELDS)
+    rows = np.column_stack([field.astype(np.int64) for field in joined(lists, _HSP_FIELDS)]) \
+        .reshape(-1, HSP_FIELDS)
     owner = np.repeat(np.arange(len(lists)), [h.score.size for h in lists])
     if _in_score_order(rows, owner):
         return rows

@@ -163,6 +163,8 @@ def _split_by_task(task_start, rows, op_start, ops, op_len, evalue, bitscore, co
     entry = np.arange(entry_task.size) - entry_task  # each task's rows, and its end
     own_op_start = op_start[entry] - op_start[task_start[:-1]][entry_task]
     first_op = op_start[task_start].tolist()
+    whole = Hsps(*columns)  # what the tasks' views span (hsp.joined)
+    whole.evalue, whole.bitscore, whole.counts = evalue, bitscore, counts
     out = []
     for k, (a, b) in enumerate(zip(task_start[:-1].tolist(), task_start[1:].tolist())):
         hsps = Hsps(*columns[:, a:b])
@@ -170,6 +172,7 @@ def _split_by_task(task_start, rows, op_start, ops, op_len, evalue, bitscore, co
         first, last = first_op[k], first_op[k + 1]
         hsps.ops, hsps.op_len = ops[first:last], op_len[first:last]
         hsps.evalue, hsps.bitscore, hsps.counts = evalue[a:b], bitscore[a:b], counts[a:b]
+        hsps.spanned = (whole, a, b)
         out.append(hsps)
     return out
 

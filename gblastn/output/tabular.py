@@ -663,10 +663,12 @@ def _concatenated(parts: list, with_counts: bool):
     """The fields the columns read, of several subjects' HSPs, end to end."""
     from types import SimpleNamespace
 
-    names = ["context", "q_start", "q_end", "s_start", "s_end", "score", "evalue", "bitscore"]
-    out = SimpleNamespace(**{name: np.concatenate([getattr(p, name) for p in parts])
-                             for name in names})
-    out.counts = np.concatenate([p.counts for p in parts]) if with_counts else None
+    from ..hsp import joined
+
+    names = ("context", "q_start", "q_end", "s_start", "s_end", "score", "evalue", "bitscore",
+             *(("counts",) if with_counts else ()))
+    out = SimpleNamespace(**dict(zip(names, joined(parts, names))))
+    out.counts = out.counts if with_counts else None
     return out
 
 

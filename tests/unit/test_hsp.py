@@ -457,3 +457,39 @@ def test_packed_hsps_unpack_to_the_subjects_as_traced(pairs):
                 assert a.dtype == b.dtype and a.shape == b.shape and \
                     a.tolist() == b.tolist(), field.name
     assert len(buffers) <= 3 * len(dataclasses.fields(Hsps)) + 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 8), st.integers(0, 8)), max_size=12),
+       st.booleans(), st.integers(0, 2**32 - 1))
+def test_joined_views_equal_their_concatenation(spans, one_plain, seed):
+    """hsp.joined gathers views made by Hsps.span (and spans of spans) from what they span,
+    in any order and with empty ones, and equals np.concatenate of each field; a list with
+    a view of unknown origin falls back to the concatenation."""
+    from gblastn.hsp import joined
+
+    rng = np.random.default_rng(seed)
+    wholes = []
+    for _ in range(3):
+        whole = hsps_from_rows(rng.integers(0, 1000, (9, 8)))
+        whole.evalue, whole.bitscore = rng.random(9), rng.random(9)
+        whole.counts = rng.integers(0, 50, (9, 4))
+        wholes.append(whole)
+    views = [wholes[w].span(min(a, b), max(a, b)) for w, a, b in spans]
+    views = [v.span(0, len(v)) if k % 3 == 2 else v for k, v in enumerate(views)]
+    if one_plain and views:
+        views[0] = views[0].take(np.arange(len(views[0])))
+    names = ("context", "q_start", "score", "s_gapped_start", "evalue", "bitscore", "counts")
+    if not views:
+        return
+    for got, name in zip(joined(views, names), names):
+        expected = np.concatenate([getattr(v, name) for v in views])
+        assert got.dtype == expected.dtype and np.array_equal(got, expected), name
+
+
+def test_a_view_pickles_without_what_it_spans():
+    import pickle
+
+    whole = hsps_from_rows(np.arange(80).reshape(10, 8))
+    view = pickle.loads(pickle.dumps(whole.span(2, 4)))
+    assert not hasattr(view, "spanned") and np.array_equal(view.score, whole.score[2:4])
