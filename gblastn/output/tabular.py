@@ -581,8 +581,9 @@ def _lines_of(fmt, db, entries: list) -> list:
     call (linewriter): Python's share is the same for one query as for a batch. The aligned
     rows (qseq, sseq, btop) and HSPs without stored counts take _hsp_fields, HSP by HSP."""
     columns = fmt.columns
-    per_subject = [[_coverages(fmt, query, subject.hsps) for subject in subjects]
-                   for query, subjects in entries]
+    covered = "qcovs" in columns or "qcovus" in columns
+    per_subject = [[_coverages(fmt, query, subject.hsps) for subject in subjects] if covered
+                   else [{}] * len(subjects) for query, subjects in entries]
     needs_alignment, needs_rows = _column_needs(columns)
     if needs_rows or (needs_alignment and any(_stored_counts(subject.hsps, columns) is None
                                               for _, subjects in entries
@@ -594,8 +595,11 @@ def _lines_of(fmt, db, entries: list) -> list:
                 for (query, subjects), extras in zip(entries, per_subject)]
     subjects = [subject for _, entry_subjects in entries for subject in entry_subjects]
     sizes = [len(subject.hsps) for subject in subjects]
-    rows_of_entry = [sum(len(subject.hsps) for subject in entry_subjects)
-                     for _, entry_subjects in entries]
+    # each entry's rows: the HSPs of its subjects, which follow one another in `sizes`
+    counts = np.array([len(entry_subjects) for _, entry_subjects in entries], dtype=np.int64)
+    bounds = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
+    ends = np.cumsum(counts)
+    rows_of_entry = (bounds[ends] - bounds[ends - counts]).tolist()
     if not subjects:
         return ["" for _ in entries]
     hsps = _concatenated([subject.hsps for subject in subjects], needs_alignment)
