@@ -53,28 +53,10 @@ class Hsps:
 
     def span(self, start: int, end: int) -> "Hsps":
         """HSPs start:end, as views of these (E-values, counts and edit scripts included):
-        a subject's HSPs split by query take one of these each, not a copy. The view
-        remembers what it spans, for `joined`."""
-        out = Hsps(self.context[start:end], self.q_start[start:end], self.q_end[start:end],
-                   self.s_start[start:end], self.s_end[start:end], self.score[start:end],
-                   self.q_gapped_start[start:end], self.s_gapped_start[start:end])
-        out.spanned = (self, start, end)
-        if self.evalue is not None:
-            out.evalue, out.bitscore = self.evalue[start:end], self.bitscore[start:end]
-        if self.counts is not None:
-            out.counts = self.counts[start:end]
-        if self.masked_identities is not None:
-            out.masked_identities = self.masked_identities[start:end]
-        if self.ops is not None:
-            first, last = self.op_start[start], self.op_start[end]
-            out.op_start = self.op_start[start:end + 1] - first
-            out.ops, out.op_len = self.ops[first:last], self.op_len[first:last]
-        return out
-
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state.pop("spanned", None)  # a view pickles as its own arrays, not with its whole
-        return state
+        a subject's HSPs split by query take one of these each, not a copy. Each field's
+        view is made when it is first read (HspsSpan), and `joined` reads the fields of
+        many spans from what they span."""
+        return HspsSpan.of(self, start, end)
 
     def take(self, index) -> "Hsps":
         """The HSPs at `index` (an index array or boolean mask), edit scripts included."""
@@ -97,6 +79,77 @@ class Hsps:
             pick = np.repeat(starts - out.op_start[:-1], sizes) + np.arange(out.op_start[-1])
             out.ops, out.op_len = self.ops[pick], self.op_len[pick]
         return out
+
+
+class _SpannedField:
+    """A field of an HspsSpan: the spanned HSPs' field, sliced when first read and then kept
+    (a non-data descriptor: once the span holds its own value, that is read directly)."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, span, owner=None):
+        if span is None:
+            return self
+        whole, start, end = span.spanned
+        value = getattr(whole, self.name)
+        span.__dict__[self.name] = value = None if value is None else value[start:end]
+        return value
+
+
+class _SpannedScript(_SpannedField):
+    """op_start, ops or op_len of an HspsSpan: the spanned HSPs' edit scripts, their starts
+    counted from the span's first run."""
+
+    def __get__(self, span, owner=None):
+        if span is None:
+            return self
+        whole, start, end = span.spanned
+        script = dict(op_start=None, ops=None, op_len=None)
+        if whole.ops is not None:
+            first, last = whole.op_start[start], whole.op_start[end]
+            script = dict(op_start=whole.op_start[start:end + 1] - first,
+                          ops=whole.ops[first:last], op_len=whole.op_len[first:last])
+        span.__dict__.update(script)
+        return script[self.name]
+
+
+class HspsSpan(Hsps):
+    """HSPs start:end of another Hsps (Hsps.span; the traceback's split of a group's final
+    HSPs by task), each field a view made when first read. A batch of short reads splits
+    into tens of thousands of (query, subject) pairs, and a dozen views made for each, under
+    the GIL, cost more than the stages that read two or three of them. One made by
+    dataclasses.replace holds its own fields, as any Hsps."""
+
+    context = _SpannedField()
+    q_start = _SpannedField()
+    q_end = _SpannedField()
+    s_start = _SpannedField()
+    s_end = _SpannedField()
+    score = _SpannedField()
+    q_gapped_start = _SpannedField()
+    s_gapped_start = _SpannedField()
+    evalue = _SpannedField()
+    bitscore = _SpannedField()
+    counts = _SpannedField()
+    masked_identities = _SpannedField()
+    op_start = _SpannedScript()
+    ops = _SpannedScript()
+    op_len = _SpannedScript()
+
+    @classmethod
+    def of(cls, whole: Hsps, start: int, end: int) -> "HspsSpan":
+        span = object.__new__(cls)
+        span.spanned = (whole, start, end)
+        return span
+
+    def __len__(self) -> int:
+        spanned = self.__dict__.get("spanned")
+        return spanned[2] - spanned[1] if spanned else len(self.score)
+
+    def __reduce__(self):
+        """Pickled as an Hsps of its own fields, without what it spans."""
+        return Hsps, tuple(getattr(self, name) for name in _HSPS_FIELDS)
 
 
 @dataclass
@@ -242,7 +295,7 @@ def rows_by_score(lists: list) -> np.ndarray:
         return np.zeros((0, HSP_FIELDS), dtype=np.int64)
     rows = np.column_stack([field.astype(np.int64) for field in joined(lists, _HSP_FIELDS)]) \
         .reshape(-1, HSP_FIELDS)
-    owner = np.repeat(np.arange(len(lists)), [h.score.size for h in lists])
+    owner = np.repeat(np.arange(len(lists)), [len(h) for h in lists])
     if _in_score_order(rows, owner):
         return rows
     # score_order's keys, the list first: each list's rows stay together, in its own order

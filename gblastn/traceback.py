@@ -152,29 +152,14 @@ def _group_rows(hsps_list: list, tails_list: list | None, width: int, greedy: bo
 
 
 def _split_by_task(task_start, rows, op_start, ops, op_len, evalue, bitscore, counts) -> list:
-    """One Hsps per task, each field a view of the group's arrays. A search's groups split
-    into thousands of (query, subject) pairs, under the GIL: what can be worked out for all
-    tasks at once is (the tasks' own op_start, counted from their first
-    run, laid end to end, a task's n + 1 entries after the previous task's), and each task
-    then takes slices only."""
-    columns = np.ascontiguousarray(rows[:, :HSP_FIELDS].T, dtype=np.int32)
-    sizes = np.diff(task_start)
-    entry_task = np.repeat(np.arange(sizes.size), sizes + 1)
-    entry = np.arange(entry_task.size) - entry_task  # each task's rows, and its end
-    own_op_start = op_start[entry] - op_start[task_start[:-1]][entry_task]
-    first_op = op_start[task_start].tolist()
-    whole = Hsps(*columns)  # what the tasks' views span (hsp.joined)
+    """One Hsps per task, a span of the group's final HSPs (its fields made when first
+    read): a search's groups split into thousands of (query, subject) pairs, under the
+    GIL."""
+    whole = Hsps(*np.ascontiguousarray(rows[:, :HSP_FIELDS].T, dtype=np.int32))
+    whole.op_start, whole.ops, whole.op_len = op_start, ops, op_len
     whole.evalue, whole.bitscore, whole.counts = evalue, bitscore, counts
-    out = []
-    for k, (a, b) in enumerate(zip(task_start[:-1].tolist(), task_start[1:].tolist())):
-        hsps = Hsps(*columns[:, a:b])
-        hsps.op_start = own_op_start[a + k:b + k + 1]
-        first, last = first_op[k], first_op[k + 1]
-        hsps.ops, hsps.op_len = ops[first:last], op_len[first:last]
-        hsps.evalue, hsps.bitscore, hsps.counts = evalue[a:b], bitscore[a:b], counts[a:b]
-        hsps.spanned = (whole, a, b)
-        out.append(hsps)
-    return out
+    starts = task_start.tolist()
+    return [whole.span(a, b) for a, b in zip(starts[:-1], starts[1:])]
 
 
 def _starts(arrays) -> np.ndarray:

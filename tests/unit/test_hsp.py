@@ -487,9 +487,23 @@ def test_joined_views_equal_their_concatenation(spans, one_plain, seed):
         assert got.dtype == expected.dtype and np.array_equal(got, expected), name
 
 
-def test_a_view_pickles_without_what_it_spans():
+def test_a_span_reads_as_its_own_hsps():
+    """A span (its fields made when first read) pickles as a plain Hsps without what it
+    spans, is remade whole by dataclasses.replace, and takes fields set on it afterwards."""
     import pickle
+    from dataclasses import fields, replace
 
     whole = hsps_from_rows(np.arange(80).reshape(10, 8))
-    view = pickle.loads(pickle.dumps(whole.span(2, 4)))
-    assert not hasattr(view, "spanned") and np.array_equal(view.score, whole.score[2:4])
+    whole.evalue, whole.bitscore = np.linspace(0, 1, 10), np.arange(10.0)
+    span = whole.span(2, 5)
+    assert len(span) == 3 and type(span).__name__ == "HspsSpan"
+    copied = pickle.loads(pickle.dumps(span))
+    assert type(copied) is Hsps and not hasattr(copied, "spanned")
+    for f in fields(Hsps):
+        mine, theirs = getattr(span, f.name), getattr(copied, f.name)
+        assert (mine is None and theirs is None) or np.array_equal(mine, theirs), f.name
+    moved = replace(span, q_start=span.q_start + 7)
+    assert len(moved) == 3 and np.array_equal(moved.q_start, whole.q_start[2:5] + 7)
+    assert np.array_equal(moved.score, whole.score[2:5]) and moved.ops is None
+    span.masked_identities = np.array([1, 2, 3])
+    assert span.masked_identities.tolist() == [1, 2, 3] and whole.masked_identities is None
