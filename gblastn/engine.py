@@ -1263,10 +1263,11 @@ class Engine:
         from .ungapped_final import ungapped_group
 
         tasks, volume = group.tasks, group.volume
-        scratch = self.letter_scratch(int(max(self.db.lengths[task.ordinal] for task in tasks)))
+        ordinals = np.array([task.ordinal for task in tasks], dtype=np.int64)
+        scratch = self.letter_scratch(int(self.db.lengths[ordinals].max()))
         hard_masked = getattr(self.db, "hard_mask", False)
         subjects = self.db.traced_subjects(volume) if hard_masked else volume.packed_subjects()
-        locals_ = [task.ordinal - volume.first_ordinal for task in tasks]
+        locals_ = ordinals - volume.first_ordinal
         with self.times.stage("traceback"):
             if self.options.ungapped:
                 final = ungapped_group([task.hsps for task in tasks], locals_,
@@ -1729,7 +1730,8 @@ def trace_tasks(prelim: PrelimHits, options: SearchOptions, query_lengths: list)
     q_end, q_start = joined([hsps for _, _, hsps in picked], ("q_end", "q_start"))
     aligned = q_end.astype(np.int64) - q_start
     work = np.add.reduceat(aligned, np.cumsum(sizes) - sizes) + TASK_FIXED_WORK
-    tails = [prelim.tails.get(key[:2]) for key in picked]
+    tails = [prelim.tails.get(key[:2]) for key in picked] if prelim.tails else \
+        [None] * len(picked)
     if not options.greedy:
         work += (UNMADE_DP_WEIGHT - 1) * (work - TASK_FIXED_WORK - _letters_made_ahead(tails))
     works = work.tolist()

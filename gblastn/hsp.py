@@ -137,6 +137,8 @@ class HspsSpan(Hsps):
     ops = _SpannedScript()
     op_len = _SpannedScript()
 
+    spanned = None  # (whole, start, end); None in one made by dataclasses.replace
+
     @classmethod
     def of(cls, whole: Hsps, start: int, end: int) -> "HspsSpan":
         span = object.__new__(cls)
@@ -144,7 +146,7 @@ class HspsSpan(Hsps):
         return span
 
     def __len__(self) -> int:
-        spanned = self.__dict__.get("spanned")
+        spanned = self.spanned
         return spanned[2] - spanned[1] if spanned else len(self.score)
 
     def __reduce__(self):
