@@ -9,11 +9,13 @@ drivers' stage threads can all share one pool without deadlock. Results come bac
 order of the pieces, which keeps the output independent of the thread count.
 """
 
+import gc
 import heapq
 import itertools
 import os
 import queue
 import threading
+from contextlib import contextmanager
 from concurrent.futures import Future
 
 
@@ -282,3 +284,40 @@ class PriorityPool:
                 future.set_result(function(*args))
             except BaseException as exc:  # noqa: BLE001 - the submitter's to handle
                 future.set_exception(exc)
+
+
+# The cyclic garbage collector's thresholds while a search runs. A search makes objects by
+# the million (a batch of short reads: several per (query, subject) pair), and at Python's
+# (700, 10, 10) the collector ran 1,700 times in a search of 20,000 reads, a quarter of its
+# wall time, the GIL held, mostly in full collections over every object the search still
+# held; at these it ran 17 times, 0.2 s (docs/perf/traceback.md).
+SEARCH_GC_THRESHOLDS = (50_000, 20, 100)
+_COLLECTIONS_LOCK = threading.Lock()
+_searches_running = 0
+_thresholds_before = gc.get_threshold()
+
+
+def collect_rarely() -> None:
+    """Raise this process's collector thresholds to SEARCH_GC_THRESHOLDS (none lowered):
+    for a process that runs searches only, such as a cluster's worker."""
+    gc.set_threshold(*(max(ours, theirs) for ours, theirs in
+                       zip(SEARCH_GC_THRESHOLDS, gc.get_threshold())))
+
+
+@contextmanager
+def rare_collections():
+    """collect_rarely while any search of this process runs; the thresholds as they were once
+    the last one ends."""
+    global _searches_running, _thresholds_before
+    with _COLLECTIONS_LOCK:
+        if _searches_running == 0:
+            _thresholds_before = gc.get_threshold()
+            collect_rarely()
+        _searches_running += 1
+    try:
+        yield
+    finally:
+        with _COLLECTIONS_LOCK:
+            _searches_running -= 1
+            if _searches_running == 0:
+                gc.set_threshold(*_thresholds_before)

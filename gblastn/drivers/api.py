@@ -69,10 +69,12 @@ def _results(queries, db, settings, columns: str, backend, cluster):
 @contextmanager
 def _searched(database, name, settings, backend, cluster):
     """The search of a query iterable: in this process, or on `cluster` when it names one."""
+    from ..pools import rare_collections
     from .cluster import ClusterSearch, connected, requested, worker_db_name
 
     if not requested(cluster):
-        yield lambda queries: search_queries(queries, database, settings, backend)
+        with rare_collections():
+            yield lambda queries: search_queries(queries, database, settings, backend)
         return
     with connected(cluster, settings.num_threads) as client:
         search = ClusterSearch(client, cluster, database, worker_db_name(name), settings)

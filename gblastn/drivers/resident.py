@@ -42,6 +42,9 @@ class ResidentDatabases(WorkerPlugin):
         self.threads = threads
 
     def setup(self, worker=None) -> None:
+        from ..pools import collect_rarely
+
+        collect_rarely()  # the worker's process runs searches only
         self.lock = threading.Lock()
         self.databases: dict = {}
         self.pools: dict = {}

@@ -96,6 +96,7 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
     whole search succeeded (output.files)."""
     from ..output.files import OutputFiles, prepare_output_folder
     from ..output.formats import output_format
+    from ..pools import rare_collections
     from ..timing import StageTimes
 
     settings = settings or RunSettings()
@@ -110,7 +111,7 @@ def run_search(files: list, db_path: str, options, output: OutputSpec, backend=N
         unit_counts(options.window_masker_db)  # refused before any output is made
     paths = output_paths(output, files)
     made_folders = prepare_output_folder(output.out_dir) if output.out_dir else []
-    with OutputFiles(paths, made_folders) as outputs:
+    with OutputFiles(paths, made_folders) as outputs, rare_collections():
         door = _door(settings)
         if door is not None:
             return _search_served(door, db_path, options, times, files, fmt, output, settings,

@@ -713,3 +713,42 @@ def test_warm_up_beside_the_device_loads_the_device_paths_stages(task, loaded, l
     traced, *signatures = map(int, done.stdout.split())
     assert traced >= 1
     assert signatures == [1] * len(loaded) + [0] * len(left_out)
+
+
+def test_searches_collect_garbage_rarely_and_restore_the_thresholds():
+    """While any search of the process runs, the collector's thresholds are raised (none
+    lowered: a user's higher ones stand); the last search to end restores them."""
+    import gc
+
+    from gblastn.pools import SEARCH_GC_THRESHOLDS, rare_collections
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 500)
+        with rare_collections():
+            assert gc.get_threshold() == (SEARCH_GC_THRESHOLDS[0], SEARCH_GC_THRESHOLDS[1],
+                                          max(500, SEARCH_GC_THRESHOLDS[2]))
+            with rare_collections():
+                pass
+            assert gc.get_threshold()[0] == SEARCH_GC_THRESHOLDS[0]  # one search still runs
+        assert gc.get_threshold() == (700, 10, 500)
+    finally:
+        gc.set_threshold(*before)
+
+
+def test_a_search_runs_with_rare_collections(case, monkeypatch):
+    """run_search (the command line's and the API's searches) raises the thresholds for its
+    whole run, and restores them after."""
+    import gc
+
+    from gblastn.drivers import run as run_module
+    from gblastn.pools import SEARCH_GC_THRESHOLDS
+
+    seen = []
+    real = run_module._search_with
+    monkeypatch.setattr(run_module, "_search_with",
+                        lambda *args: seen.append(gc.get_threshold()) or real(*args))
+    before = gc.get_threshold()
+    assert search(case, "pipeline", 2, "rare_collections.tsv") == \
+        search(case, "serial", 1, "rare_collections_serial.tsv")
+    assert seen and seen[0][0] >= SEARCH_GC_THRESHOLDS[0] and gc.get_threshold() == before
