@@ -59,6 +59,7 @@ device keeps the hash, the turn starts before the volume's first scan).
 """
 
 import copy
+import heapq
 import threading
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field, replace
@@ -1516,14 +1517,18 @@ def context_pieces(contexts, lo: int, hi: int, parts: int) -> list:
     names, rank, counts = np.unique(of_hit, return_inverse=True, return_counts=True)
     if names.size == 1:
         return [None]
-    # the most hit contexts first, each to the lightest piece so far
-    piece_of = np.empty(names.size, dtype=np.int64)
-    load = np.zeros(min(parts, names.size), dtype=np.int64)
-    for k in np.argsort(-counts, kind="stable"):
-        piece_of[k] = int(np.argmin(load))
-        load[piece_of[k]] += counts[k]
-    of_hit_piece = piece_of[rank]
-    return [np.flatnonzero(of_hit_piece == p) for p in range(load.size)]
+    # the most hit contexts first, each to the lightest piece so far (the first of those
+    # tied): a heap of (load, piece), since a chunk of a genome may be hit by the contexts
+    # of tens of thousands of reads
+    piece_of = [0] * names.size
+    load = [(0, piece) for piece in range(min(parts, names.size))]
+    hits_of = counts.tolist()
+    for k in np.argsort(-counts, kind="stable").tolist():
+        lightest, piece = heapq.heappop(load)
+        piece_of[k] = piece
+        heapq.heappush(load, (lightest + hits_of[k], piece))
+    of_hit_piece = np.array(piece_of, dtype=np.int64)[rank]
+    return [np.flatnonzero(of_hit_piece == p) for p in range(len(load))]
 
 
 def _chunk_results(pieces: list, results: list):

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from golden import megablast_case, mutate, random_dna, write_fasta
@@ -103,6 +103,29 @@ def test_context_pieces_hold_whole_contexts_in_hit_order():
     assert sum(len(o) for o in owners) == len(set().union(*owners))  # no context shared
     assert context_pieces(contexts, 0, 100, 4) == [None]          # too few hits to split
     assert context_pieces(np.zeros(5000, dtype=np.int64), 0, 5000, 4) == [None]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 400), st.integers(1, 9), st.integers(0, 2**32 - 1))
+def test_context_pieces_fill_the_lightest_piece_first(kinds, parts, seed):
+    """Each context, the most hit first, goes to the lightest piece so far, the first of
+    those tied (the pieces a loop over the loads' argmin gives)."""
+    from gblastn.engine import MIN_PIECE_HITS, context_pieces
+
+    contexts = np.random.default_rng(seed).integers(0, kinds, MIN_PIECE_HITS * 12)
+    pieces = context_pieces(contexts, 0, contexts.size, parts)
+    names, rank, counts = np.unique(contexts, return_inverse=True, return_counts=True)
+    if pieces == [None]:
+        assert min(parts, contexts.size // MIN_PIECE_HITS) <= 1 or names.size == 1
+        return
+    load = np.zeros(min(parts, names.size), dtype=np.int64)
+    piece_of = np.empty(names.size, dtype=np.int64)
+    for k in np.argsort(-counts, kind="stable"):
+        piece_of[k] = int(np.argmin(load))
+        load[piece_of[k]] += counts[k]
+    expected = [np.flatnonzero(piece_of[rank] == p) for p in range(load.size)]
+    assert len(pieces) == len(expected)
+    assert all(np.array_equal(a, b) for a, b in zip(pieces, expected))
 
 
 def test_priority_pool_runs_the_most_urgent_first_and_cancels_on_close():
