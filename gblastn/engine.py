@@ -1582,10 +1582,7 @@ def best_first(items: list) -> list:
     E-value (tiny ones equal), then best score, then the higher ordinal first; ties keep
     their order. The keys are worked out for all pairs at once, not in Python for each
     of a query's thousands of subjects, under the GIL."""
-    if len(items) < 2:
-        return list(items)
-    keys = ranking_keys(items)
-    return [items[i] for i in rank_order(keys).tolist()]
+    return best_first_each([list(items)])[0]
 
 
 def best_first_each(lists: list) -> list:
