@@ -598,8 +598,9 @@ def serve_command(
     device: str = typer.Option("auto", "-device", help="auto, gpu or cpu."),
     gpu_id: int = typer.Option(0, "-gpu_id", click_type=INTEGER,
                                help="The device a worker uses among those it sees."),
-    num_threads: int = typer.Option(1, "-num_threads", click_type=INTEGER,
-                                    help="Threads of each worker's searches."),
+    num_threads: int = typer.Option(None, "-num_threads", click_type=INTEGER,
+                                    help="Threads of each worker's searches (default: this "
+                                    "host's cores shared among its workers)."),
 ) -> None:
     from .drivers.serve import ServeSpec, serve
 

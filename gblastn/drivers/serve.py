@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import ClusterError, GpuUnavailableError, OptionsError
 
@@ -30,7 +30,7 @@ class ServeSpec:
     workers: int = 1
     device: str = "auto"
     gpu_id: int = 0
-    num_threads: int = 1
+    num_threads: int | None = None  # each worker's; None: the host's cores shared among them
 
     def gpu_workers(self, available: int) -> int:
         """Workers with a GPU each: -gpus all or N of the `available` ones (0 on the CPU)."""
@@ -59,13 +59,14 @@ def serve(spec: ServeSpec, ready) -> None:
     from .gpu_workers import visible_gpus
 
     distributed = _distributed()
-    if spec.workers < 1 or spec.num_threads < 1:
+    if spec.workers < 1 or (spec.num_threads is not None and spec.num_threads < 1):
         raise OptionsError("-workers and -num_threads must be at least 1")
     with open_db(spec.db):  # a missing or damaged database is reported here, once
         pass
     name = worker_db_name(spec.db)
     gpus = visible_gpus()
     gpus = gpus[:spec.gpu_workers(len(gpus))]
+    spec = replace(spec, num_threads=spec.num_threads or _shared_cores(len(gpus) or spec.workers))
     joined = spec.scheduler or _live_scheduler(distributed, spec.scheduler_file)
     try:
         if joined:
@@ -74,6 +75,15 @@ def serve(spec: ServeSpec, ready) -> None:
             _start(distributed, spec, name, gpus, ready)
     except KeyboardInterrupt:
         pass
+
+
+def _shared_cores(workers: int) -> int:
+    """Each worker's threads where serve is not told: the host serves searches only, so its
+    cores are shared among its workers (blastn's default of one thread would leave all but
+    one core a worker idle)."""
+    from ..pools import available_cores
+
+    return max(1, available_cores() // workers)
 
 
 def _live_scheduler(distributed, scheduler_file: str) -> str | None:

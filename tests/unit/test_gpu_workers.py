@@ -170,6 +170,57 @@ def test_serve_gives_a_gpu_to_at_most_the_gpus_shown():
         ServeSpec("db", "s.json", gpus="3").gpu_workers(2)
 
 
+@pytest.mark.parametrize("asked, told, workers, threads", [
+    ("all", None, 4, 16),     # a worker per GPU, the 64 cores shared
+    ("2", None, 2, 32),
+    ("all", 8, 4, 8),         # -num_threads stands
+])
+def test_serve_shares_the_hosts_cores_among_its_workers(nvidia_smi, monkeypatch, tmp_path,
+                                                        asked, told, workers, threads):
+    from gblastn import pools
+    from gblastn.drivers import serve as serve_module
+    from gblastn.drivers.serve import ServeSpec
+
+    nvidia_smi(gpus(4))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(pools, "available_cores", lambda: 64)
+    started = {}
+    monkeypatch.setattr(serve_module, "_start",
+                        lambda distributed, spec, name, gpus, ready: started.update(
+                            spec=spec, gpus=gpus))
+    monkeypatch.setattr(serve_module, "_live_scheduler", lambda distributed, file: None)
+    db = _tiny_database(tmp_path)
+    serve_module.serve(ServeSpec(db, str(tmp_path / "s.json"), gpus=asked, num_threads=told),
+                       ready=print)
+    assert len(started["gpus"]) == workers
+    assert started["spec"].num_threads == threads
+
+
+def test_serve_on_cpu_workers_shares_the_cores_too(monkeypatch, tmp_path):
+    from gblastn import pools
+    from gblastn.drivers import serve as serve_module
+    from gblastn.drivers.serve import ServeSpec
+
+    monkeypatch.setattr(pools, "available_cores", lambda: 3)
+    started = {}
+    monkeypatch.setattr(serve_module, "_start",
+                        lambda distributed, spec, name, gpus, ready: started.update(spec=spec))
+    monkeypatch.setattr(serve_module, "_live_scheduler", lambda distributed, file: None)
+    db = _tiny_database(tmp_path)
+    serve_module.serve(ServeSpec(db, str(tmp_path / "s.json"), workers=2, device="cpu"),
+                       ready=print)
+    assert started["spec"].num_threads == 1  # 3 cores over 2 workers, never 0
+
+
+def _tiny_database(tmp_path) -> str:
+    from gblastn.db.writer import make_db
+
+    fasta = tmp_path / "db.fa"
+    fasta.write_text(">s1\nACGTACGTACGTACGTAAACCCGGGTTT\n")
+    make_db([str(fasta)], str(tmp_path / "db"), progress=False)
+    return str(tmp_path / "db")
+
+
 def test_device_memory_cap(monkeypatch):
     from gblastn.scan.gpu import memory_cap
 
