@@ -600,7 +600,8 @@ def serve_command(
                                help="The device a worker uses among those it sees."),
     num_threads: int = typer.Option(None, "-num_threads", click_type=INTEGER,
                                     help="Threads of each worker's searches (default: this "
-                                    "host's cores shared among its workers)."),
+                                    "host's cores shared among its workers, at most 16 "
+                                    "each)."),
 ) -> None:
     from .drivers.serve import ServeSpec, serve
 

@@ -19,6 +19,9 @@ from dataclasses import dataclass, replace
 from ..errors import ClusterError, GpuUnavailableError, OptionsError
 
 PROBE_SECONDS = 5  # how long an existing scheduler file's scheduler is given to answer
+# a search's threads beyond which synth 8G's searches got no faster on an H200 host (32
+# or 64 threads against 16: docs/perf/scale-out.md)
+WORKER_THREADS_CAP = 16
 
 
 @dataclass
@@ -80,10 +83,10 @@ def serve(spec: ServeSpec, ready) -> None:
 def _shared_cores(workers: int) -> int:
     """Each worker's threads where serve is not told: the host serves searches only, so its
     cores are shared among its workers (blastn's default of one thread would leave all but
-    one core a worker idle)."""
+    one core of a worker idle), up to WORKER_THREADS_CAP each."""
     from ..pools import available_cores
 
-    return max(1, available_cores() // workers)
+    return max(1, min(WORKER_THREADS_CAP, available_cores() // workers))
 
 
 def _live_scheduler(distributed, scheduler_file: str) -> str | None:

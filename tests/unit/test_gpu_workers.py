@@ -172,7 +172,7 @@ def test_serve_gives_a_gpu_to_at_most_the_gpus_shown():
 
 @pytest.mark.parametrize("asked, told, workers, threads", [
     ("all", None, 4, 16),     # a worker per GPU, the 64 cores shared
-    ("2", None, 2, 32),
+    ("2", None, 2, 16),       # 32 cores each, capped
     ("all", 8, 4, 8),         # -num_threads stands
 ])
 def test_serve_shares_the_hosts_cores_among_its_workers(nvidia_smi, monkeypatch, tmp_path,
