@@ -37,16 +37,34 @@ def prefetch(typingctx, array, index):
         return None
 
     def codegen(context, builder, signature, args):
-        from llvmlite import ir
-
         view = context.make_array(array)(context, builder, value=args[0])
-        address = builder.gep(view.data, [args[1]])
-        int32 = ir.IntType(32)
-        hint = builder.module.declare_intrinsic(
-            "llvm.prefetch", [cgutils.voidptr_t],
-            ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t, int32, int32, int32]))
-        builder.call(hint, [builder.bitcast(address, cgutils.voidptr_t), int32(0), int32(3),
-                            int32(1)])
+        _prefetch(builder, builder.gep(view.data, [args[1]]))
         return context.get_dummy_value()
 
     return types.none(array, index), codegen
+
+
+@intrinsic
+def prefetch_address(typingctx, address):
+    """prefetch of the byte at a raw address: for loops that hold addresses rather than
+    arrays (an array handed to a helper is counted in and out, two atomic operations)."""
+    if not isinstance(address, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        _prefetch(builder, builder.inttoptr(args[0], cgutils.voidptr_t))
+        return context.get_dummy_value()
+
+    return types.none(address), codegen
+
+
+def _prefetch(builder, address) -> None:
+    """LLVM's prefetch of `address` for reading, into every cache level."""
+    from llvmlite import ir
+
+    int32 = ir.IntType(32)
+    hint = builder.module.declare_intrinsic(
+        "llvm.prefetch", [cgutils.voidptr_t],
+        ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t, int32, int32, int32]))
+    builder.call(hint, [builder.bitcast(address, cgutils.voidptr_t), int32(0), int32(3),
+                        int32(1)])

@@ -25,7 +25,7 @@ from ..layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND_SMALL
 from ..lookup import LookupTable, template_index
 from ..numba_start import njit
 from ..pools import in_turn
-from ..refcounts import borrowed, prefetch
+from ..refcounts import borrowed, prefetch_address
 from ..wordrun import WORD_PAD, load_be64, packed_run_backward, packed_run_forward
 from . import Seeds
 
@@ -333,24 +333,24 @@ def _write_seed(out, n, c, q_off, s_off, s_first, hit_s):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _prefetch_hit(query_bases, query_ambig, q_hit):
+def _prefetch_hit(q_bases, q_ambig, q_hit):
     """The query bytes basewise_seed's left extension of table hit q_hit reads (none for
-    0, a chain's end): a hit's query offset lies anywhere in the batch, so these are mostly
-    cache misses, overlapped when asked for ahead."""
+    0, a chain's end), q_bases/q_ambig as it takes them: a hit's query offset lies anywhere
+    in the batch, so these are mostly cache misses, overlapped when asked for ahead."""
     if q_hit != 0:
-        prefetch(query_bases, WORD_PAD + ((q_hit - 1) >> 2) - 7)
-        prefetch(query_ambig, WORD_PAD + ((q_hit - 1) >> 3) - 7)
+        prefetch_address(q_bases + ((q_hit - 1) >> 2) - 7)
+        prefetch_address(q_ambig + ((q_hit - 1) >> 3) - 7)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _prefetch_link(next_pos, query_bases, query_ambig, q_hit):
-    """_prefetch_hit, and the chain's link after q_hit: a megablast table's chains are
-    walked a link at a time, each link a cache miss in a table of the batch's size; asked
-    for one hit ahead, the miss overlaps the hit before's extension (synth 1G's 1,000 queries
-    of 10 kb: the search's CPU 17 % less)."""
+def _prefetch_link(links, q_bases, q_ambig, q_hit):
+    """_prefetch_hit, and the chain's link after q_hit (`links`: next_pos's address): a
+    megablast table's chains are walked a link at a time, each link a cache miss in a table
+    of the batch's size; asked for one hit ahead, the miss overlaps the hit before's
+    extension (synth 1G's 1,000 queries of 10 kb: the search's CPU 17 % less)."""
     if q_hit != 0:
-        prefetch(next_pos, q_hit)
-        _prefetch_hit(query_bases, query_ambig, q_hit)
+        prefetch_address(links + 4 * q_hit)
+        _prefetch_hit(q_bases, q_ambig, q_hit)
 
 
 @njit(cache=True, nogil=True)
@@ -398,6 +398,7 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
     present = np.zeros(SCAN_BLOCK, dtype=np.int64)  # megablast: the block's listed positions
     q_bases = query_bases.ctypes.data + WORD_PAD
     q_ambig = query_ambig.ctypes.data + WORD_PAD
+    links = next_pos.ctypes.data  # int32 next_pos, for prefetches
     for c in range(first_chunk, last_chunk):
         byte_off = chunk_byte_offset[c]
         s_bases, s_bytes = packed.ctypes.data + byte_off, packed.size - byte_off
@@ -429,8 +430,8 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
                     follow[j] = next_pos[h] if h != 0 else 0
                 if word_size != width:
                     for j in range(k):
-                        _prefetch_hit(query_bases, query_ambig, heads[j])
-                        _prefetch_link(next_pos, query_bases, query_ambig, follow[j])
+                        _prefetch_hit(q_bases, q_ambig, heads[j])
+                        _prefetch_link(links, q_bases, q_ambig, follow[j])
             else:
                 for i in range(m):
                     word = words[i]
@@ -461,7 +462,7 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
                     q_hit = heads[j]
                     nxt = follow[j]
                     while q_hit != 0:
-                        _prefetch_link(next_pos, query_bases, query_ambig, nxt)
+                        _prefetch_link(links, q_bases, q_ambig, nxt)
                         ok, q_seed, s_seed = basewise_seed(q_bases, q_ambig, s_bases, s_bytes,
                                                            s_range, q_hit, s_hit,
                                                            word_size - width, width)
