@@ -55,7 +55,7 @@ def _sequences(query, query_bases, query_ambig, q_origin, len1, subject, s_origi
             subject.ctypes.data, subject.size, s_origin, len2)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def exact_run(seqs, packed, reverse, i1, i2):
     """Number of matches from (seq1 index i1, seq2 index i2) on; BLAST's s_FindFirstMismatch.
 
