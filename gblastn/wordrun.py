@@ -142,7 +142,7 @@ def _packed_letter_run(q_bases, q_ambig, q_pos, s_bases, s_pos, n, limit, direct
     return min(n, limit)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def packed_run_forward(q_bases, q_ambig, q_pos, s_bases, s_bytes, s_pos, limit):
     """Matches from query letter q_pos and subject base s_pos on, at most `limit`.
 
@@ -168,7 +168,7 @@ def packed_run_forward(q_bases, q_ambig, q_pos, s_bases, s_bytes, s_pos, limit):
     return _packed_letter_run(q_bases, q_ambig, q_pos, s_bases, s_pos, n, limit, 1)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def packed_run_backward(q_bases, q_ambig, q_pos, s_bases, s_pos, limit):
     """Matches from query letter q_pos and subject base s_pos going down (both included),
     at most `limit`; arguments as packed_run_forward."""
@@ -196,7 +196,7 @@ def packed_run_backward(q_bases, q_ambig, q_pos, s_bases, s_pos, limit):
 # runs on blastna letters (traceback)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def letter_run_forward(query, q_bytes, q_pos, subject, s_bytes, s_pos, limit):
     """Matches of blastna letters from query[q_pos] and subject[s_pos] on, at most `limit`;
     a query letter that is not a base never matches. query/subject are addresses of
@@ -218,7 +218,7 @@ def letter_run_forward(query, q_bytes, q_pos, subject, s_bytes, s_pos, limit):
     return min(n, limit)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def letter_run_backward(query, q_pos, subject, s_pos, limit):
     """As letter_run_forward going down from q_pos / s_pos (included)."""
     n = 0
