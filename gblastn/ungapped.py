@@ -347,7 +347,7 @@ class CutChunk:
         self.hits: list | None = None
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def extend_exact(sequence, matrix, packed, byte_off, s_len, q_off, s_off, x_drop):
     """s_NuclUngappedExtendExact. x_drop > 0. Returns (q_start, s_start, length, score)."""
     neg_x = -x_drop
@@ -412,7 +412,7 @@ def extend_approx(sequence, matrix, score_table, packed, byte_off, s_len, q_off,
                             reduced_cutoff)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def extend_approx_in(sequence, q_bytes, matrix, score_table, packed, byte_off, s_len, q_off,
                      s_off, s_match_end, x_drop, reduced_cutoff):
     """extend_approx with the query's query_bytes at hand."""
