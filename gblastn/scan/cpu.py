@@ -542,17 +542,16 @@ def scan_chunks(kind, extend_kind, check_masks, word_size, width, scan_step,
             out[SEED_S_FIRST, :n].copy(), out[SEED_HIT_S, :n].copy())
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _chain_seeds(head, next_pos, c, s, out, n):
     """The query offsets of one megablast chain as seeds at subject offset s (q_off, s_off,
-    s_first and hit_s alike: discontiguous words need no mini-extension), into out[:, n:],
-    grown as needed. Returns (out, n)."""
+    s_first and hit_s alike: discontiguous words need no mini-extension), into out[:, n:].
+    Returns the new count, or -1 when out filled up first (the caller grows it and asks
+    again)."""
     q = head
     while q != 0:
         if n == out.shape[1]:
-            bigger = np.empty((SEED_FIELDS, 2 * n), dtype=np.int32)
-            bigger[:, :n] = out[:, :n]
-            out = bigger
+            return -1
         out[SEED_CHUNK, n] = c
         out[SEED_Q_OFF, n] = q
         out[SEED_S_OFF, n] = s
@@ -560,7 +559,15 @@ def _chain_seeds(head, next_pos, c, s, out, n):
         out[SEED_HIT_S, n] = s
         n += 1
         q = next_pos[q]
-    return out, n
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _doubled(out, n):
+    """A seed buffer of twice out's columns holding its first n."""
+    bigger = np.empty((SEED_FIELDS, 2 * out.shape[1]), dtype=np.int32)
+    bigger[:, :n] = out[:, :n]
+    return bigger
 
 
 @njit(cache=True, nogil=True)
@@ -586,19 +593,29 @@ def scan_discontiguous_range(length, shifts, masks, hashtable, next_pos, hashtab
     """The seeds of chunk c's windows that start in [left, right - length], appended to
     `out` from row n: returns (out, n), out grown as it filled."""
     window_mask = (np.int64(1) << (2 * length)) - 1
+    # views without reference counts: the per-position helpers below take them (inlined
+    # or not, a counted array costs two atomic operations a call)
+    shifts, masks, pv, packed = borrowed(shifts), borrowed(masks), borrowed(pv), borrowed(packed)
+    hashtable, next_pos = borrowed(hashtable), borrowed(next_pos)
+    hashtable2, next_pos2 = borrowed(hashtable2), borrowed(next_pos2)
+    seeds = borrowed(out)  # `out` is what is returned; seeds is made again when it grows
     left = np.int64(left)
     window = np.int64(0)
     for p in range(left, left + length - 1):
         window = (window << 2) | subject_base(packed, byte_off, p)
     for s in range(left, np.int64(right) - length + 1):
         window = ((window << 2) | subject_base(packed, byte_off, s + length - 1)) & window_mask
-        index = template_index(window, shifts, masks, 0)
-        if (pv[index >> pv_bts] >> (index & 31)) & 1:
-            out, n = _chain_seeds(hashtable[index], next_pos, c, s, out, n)
-        if shifts.shape[0] > 1:
-            index = template_index(window, shifts, masks, 1)
+        for t in range(shifts.shape[0]):
+            index = template_index(window, shifts, masks, t)
             if (pv[index >> pv_bts] >> (index & 31)) & 1:
-                out, n = _chain_seeds(hashtable2[index], next_pos2, c, s, out, n)
+                head = hashtable[index] if t == 0 else hashtable2[index]
+                links = next_pos if t == 0 else next_pos2
+                found = _chain_seeds(head, links, c, s, seeds, n)
+                while found < 0:
+                    out = _doubled(out, n)
+                    seeds = borrowed(out)
+                    found = _chain_seeds(head, links, c, s, seeds, n)
+                n = found
     return out, n
 
 
