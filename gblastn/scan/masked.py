@@ -18,6 +18,7 @@ from ..layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, SEED_CHUNK, 
 from ..lookup import LookupTable
 from ..numba_start import njit
 from ..pools import in_turn
+from ..refcounts import borrowed
 from ..wordrun import WORD_PAD
 from . import Seeds
 from .cpu import _emit, scan_discontiguous_range, subject_word
@@ -87,6 +88,13 @@ def scan_ranges(kind, extend_kind, check_masks, word_size, width, scan_step,
     n = 0
     q_bases = query_bases.ctypes.data + WORD_PAD
     q_ambig = query_ambig.ctypes.data + WORD_PAD
+    # views without reference counts for the call each position makes (a counted array
+    # costs two atomic operations a call); `seeds` is made again when `out` grows
+    backbone, overflow, hashtable = borrowed(backbone), borrowed(overflow), borrowed(hashtable)
+    next_pos, cell_start, offsets = borrowed(next_pos), borrowed(cell_start), borrowed(offsets)
+    pv, sequence, context_offset = borrowed(pv), borrowed(sequence), borrowed(context_offset)
+    context_length, listed, quads = borrowed(context_length), borrowed(listed), borrowed(quads)
+    contexts, packed, seeds = borrowed(contexts), borrowed(packed), borrowed(out)
     for r in range(first, last):
         c = range_chunk[r]
         byte_off = chunk_byte_offset[c]
@@ -97,12 +105,13 @@ def scan_ranges(kind, extend_kind, check_masks, word_size, width, scan_step,
             n = _emit_position(kind, extend_kind, check_masks, word_size, width, backbone,
                                overflow, hashtable, next_pos, cell_start, offsets, pv, pv_bts,
                                sequence, context_offset, context_length, listed, quads,
-                               contexts, packed, byte_off, s_range, s, c, out, n0, q_bases,
+                               contexts, packed, byte_off, s_range, s, c, seeds, n0, q_bases,
                                q_ambig)
             if n < 0:  # out is full: grown, and this position's seeds made again
                 bigger = np.empty((SEED_FIELDS, 2 * out.shape[1]), dtype=np.int32)
                 bigger[:, :n0] = out[:, :n0]
                 out = bigger
+                seeds = borrowed(out)
                 n = n0
                 continue
             s += scan_step
