@@ -473,11 +473,12 @@ def template_arrays(options: SearchOptions) -> tuple:
             np.ascontiguousarray([mask for _, mask in runs]))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def template_index(window, shifts, masks, t):
-    """The table index of a window of letters read through template t."""
+    """The table index of a window of letters read through template t (its TEMPLATE_RUNS
+    runs: a bound the compiler knows, so the loop is unrolled in the scan's)."""
     index = np.int64(0)
-    for r in range(shifts.shape[1]):
+    for r in range(TEMPLATE_RUNS):
         index |= (window >> shifts[t, r]) & masks[t, r]
     return index
 
