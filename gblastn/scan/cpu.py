@@ -535,9 +535,7 @@ def scan_chunks(kind, extend_kind, check_masks, word_size, width, scan_step,
                             chunk_length, c, s, last_chunk, out, n)
         if c == last_chunk:
             break
-        bigger = np.empty((SEED_FIELDS, 2 * out.shape[1]), dtype=np.int32)
-        bigger[:, :n] = out[:, :n]
-        out = bigger
+        out = _doubled(out, n)
     return (out[SEED_CHUNK, :n].copy(), out[SEED_Q_OFF, :n].copy(), out[SEED_S_OFF, :n].copy(),
             out[SEED_S_FIRST, :n].copy(), out[SEED_HIT_S, :n].copy())
 

@@ -21,7 +21,7 @@ from ..pools import in_turn
 from ..refcounts import borrowed
 from ..wordrun import WORD_PAD
 from . import Seeds
-from .cpu import _emit, scan_discontiguous_range, subject_word
+from .cpu import _doubled, _emit, scan_discontiguous_range, subject_word
 
 
 def masked_extend(table: LookupTable) -> int:
@@ -108,9 +108,7 @@ def scan_ranges(kind, extend_kind, check_masks, word_size, width, scan_step,
                                contexts, packed, byte_off, s_range, s, c, seeds, n0, q_bases,
                                q_ambig)
             if n < 0:  # out is full: grown, and this position's seeds made again
-                bigger = np.empty((SEED_FIELDS, 2 * out.shape[1]), dtype=np.int32)
-                bigger[:, :n0] = out[:, :n0]
-                out = bigger
+                out = _doubled(out, n0)
                 seeds = borrowed(out)
                 n = n0
                 continue
