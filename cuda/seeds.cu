@@ -269,6 +269,23 @@ extend_hits(const int2* __restrict__ hits, u64 num_hits,
 #endif
 }
 
+// A contiguous megablast table's heads as BLAST's 4^w array (gblastn.lookup's layouts):
+// thread i writes the heads of the words present[i] lists, the first of them
+// heads[present_rank[i]]; hashtable is zero beforehand.
+extern "C" __global__ void scatter_heads(const int* __restrict__ heads,
+                                         const unsigned* __restrict__ present,
+                                         const int* __restrict__ present_rank, i64 present_words,
+                                         int* __restrict__ hashtable) {
+    i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= present_words) return;
+    unsigned bits = present[i];
+    int head = present_rank[i];
+    while (bits) {
+        hashtable[(i << 5) + __ffs(bits) - 1] = heads[head++];
+        bits &= bits - 1u;
+    }
+}
+
 // order[i] = i: the survivors' places before the host's radix sort of their keys.
 extern "C" __global__ void init_order(unsigned* __restrict__ order, u64 n) {
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;

@@ -14,20 +14,28 @@ Layouts (the GPU kernels read the same arrays):
 * **small** (``kind == TABLE_SMALL``): ``backbone`` int16[4^w]: -1 empty; >= 0 the one query
   offset of that word; < -1 the negated start of a run in ``overflow`` int16[]. A run lists the
   offsets in increasing order and ends with -1. Runs start at index 2, so pointers are <= -2.
-* **megablast** (``kind == TABLE_MEGABLAST``): ``hashtable`` int32[4^w] holds the offset of
-  the *last* inserted position of the word (0 = empty; BLAST stores q_off + 1, which is our offset);
-  ``next_pos`` int32[len(sequence)] chains to the previous position of the same word (0 ends).
-  Walking ``q = hashtable[i]; while q: use(q); q = next_pos[q]`` gives decreasing offsets.
-  ``pv`` uint32[] is BLAST's presence vector: the word ``i`` may have hits only if
+* **megablast** (``kind == TABLE_MEGABLAST``): each word's chain head is the offset of
+  the *last* inserted position of the word (0 = empty; BLAST stores q_off + 1, which is our
+  offset); ``next_pos`` int32[len(sequence)] chains to the previous position of the same
+  word (0 ends). Walking ``q = head(i); while q: use(q); q = next_pos[q]`` gives decreasing
+  offsets. BLAST keeps the heads in a 4^w array (``hashtable``, which the GPU scan reads:
+  ``dense_hashtable``); the CPU keeps only the words present: ``present`` uint32[4^w / 32]
+  has bit ``i & 31`` of word ``i >> 5`` set when word ``i`` has offsets, ``present_rank``
+  the set bits before each of its words, and ``heads`` the heads in word order, so
+  ``head(i) = heads[present_rank[i >> 5] + set bits of present[i >> 5] below i & 31]``
+  (``chain_head``). A 12-letter table is then 4 MB and 4 bytes a word present instead of
+  64 MB, and a word without offsets is told from a bit in 2 MB, not a 64 MB array's cache
+  miss. ``pv`` uint32[] is BLAST's presence vector: the word ``i`` may have hits only if
   ``pv[i >> pv_bts] & (1 << (i & 31))``; one bit may stand for several words (§3.6).
 * **standard** (``kind == TABLE_STANDARD``): CSR. The offsets of word ``i`` are
   ``offsets[cell_start[i]:cell_start[i + 1]]`` in increasing order; ``pv`` with ``pv_bts`` = 5
-  (one bit per word).
+  (one bit per word; ``present`` is the same array).
 
 * **discontiguous** (megablast's layout, ``template_length`` > 0): the table word is the
   ``template_length`` (T) letters of a window read through a template, which keeps W of them
   (its '1' positions); the index is those letters packed in order, first most significant.
-  ``hashtable``/``next_pos`` are the first template's, ``hashtable2``/``next_pos2`` the second's
+  ``hashtable``/``next_pos`` are the first template's, ``hashtable2``/``next_pos2`` the second's,
+  both 4^w arrays of heads
   (coding_and_optimal; empty otherwise); one ``pv`` serves both. The seed is the whole window:
   ``word_size`` = ``width`` = T, ``scan_step`` 1, so no mini-extension and no s_TypeOfWord
   (BLAST's word finder takes T for both lengths). A template is kept as TEMPLATE_RUNS runs
@@ -51,6 +59,7 @@ from .numba_start import njit
 from .options import SearchOptions
 from .query import QueryBatch
 from .pools import INLINE, spread_map
+from .wordrun import set_bits
 
 
 SMALL_OFFSET_LIMIT = 32768     # small-table offsets and overflow indices are Int2
@@ -91,8 +100,12 @@ class LookupTable:
     backbone: np.ndarray      # int16 [4^w] (empty array for other kinds)
     overflow: np.ndarray      # int16 []
     # megablast table
-    hashtable: np.ndarray     # int32 [4^w]
+    hashtable: np.ndarray     # int32 [4^w] heads by word (discontiguous tables only)
     next_pos: np.ndarray      # int32 [len(sequence)]
+    heads: np.ndarray         # int32 [words present] heads in word order (contiguous only)
+    present: np.ndarray       # uint32 [4^w / 32] a bit per word with offsets (contiguous
+                              # megablast; the standard table's is its pv)
+    present_rank: np.ndarray  # int32 [4^w / 32] present's set bits before each of its words
     # standard table
     cell_start: np.ndarray    # int32 [4^w + 1]
     offsets: np.ndarray       # int32 []
@@ -166,8 +179,9 @@ class LookupTable:
         """Let go of the word index once every volume of the batch is scanned: the later
         stages read the query (`sequence`, the contexts) only, and a batch waits for its
         tracebacks long after its scan (tens of MB a batch)."""
-        for name in ("backbone", "overflow", "hashtable", "next_pos", "cell_start", "offsets",
-                     "pv", "hashtable2", "next_pos2", "listed_offsets"):
+        for name in ("backbone", "overflow", "hashtable", "next_pos", "heads", "present",
+                     "present_rank", "cell_start", "offsets", "pv", "hashtable2", "next_pos2",
+                     "listed_offsets"):
             setattr(self, name, _NO_WORDS[name])
         for name in ("query_words", "query_quads", "offset_contexts", "query_bytes"):
             self.__dict__.pop(name, None)
@@ -178,7 +192,8 @@ _QUERY_ARRAYS_LOCK = threading.Lock()  # LookupTable._made_once's
 # drop_words' empty arrays, of each field's type
 _NO_WORDS = {name: np.zeros(0, dtype=dtype) for name, dtype in (
     ("backbone", np.int16), ("overflow", np.int16), ("hashtable", np.int32),
-    ("next_pos", np.int32), ("cell_start", np.int32), ("offsets", np.int32),
+    ("next_pos", np.int32), ("heads", np.int32), ("present", np.uint32),
+    ("present_rank", np.int32), ("cell_start", np.int32), ("offsets", np.int32),
     ("pv", np.uint32), ("hashtable2", np.int32), ("next_pos2", np.int32),
     ("listed_offsets", np.uint8))}
 
@@ -337,14 +352,62 @@ def _sort_words(sequence, segments, word_size, width, shift, cursor, offsets, wo
 
 
 @njit(cache=True, nogil=True)
-def _insert_sorted(offsets, words, first, last, hashtable, next_pos, pv, pv_bts):
+def _mark_present(words, first, last, present, pv, pv_bts):
+    """The bits of the sorted words first..last-1 (one cell range) in present and pv."""
+    for i in range(first, last):
+        word = words[i]
+        present[word >> 5] |= np.uint32(1) << np.uint32(word & 31)
+        pv[word >> pv_bts] |= np.uint32(1) << np.uint32(word & 31)
+
+
+@njit(cache=True, nogil=True)
+def _set_bits_before(present):
+    """present_rank (the set bits of present[:i], for each i) and the set bits in all."""
+    rank = np.empty(present.size, dtype=np.int32)
+    total = 0
+    for i in range(present.size):
+        rank[i] = total
+        total += set_bits(np.uint64(present[i]))
+    return rank, total
+
+
+@njit(cache=True, nogil=True, inline="always")
+def head_index(present, present_rank, word):
+    """Where a present word's chain head is in a contiguous megablast table's heads."""
+    bits = np.uint64(present[word >> 5])
+    below = bits & ((np.uint64(1) << np.uint64(word & 31)) - np.uint64(1))
+    return np.int64(present_rank[word >> 5]) + np.int64(set_bits(below))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def chain_head(heads, present, present_rank, word):
+    """The chain head of a contiguous megablast table's word: its last query offset, 0 when
+    it has none."""
+    if (present[word >> 5] >> (word & 31)) & 1 == 0:
+        return np.int64(0)
+    return np.int64(heads[head_index(present, present_rank, word)])
+
+
+@njit(cache=True, nogil=True)
+def _insert_sorted(offsets, words, first, last, heads, present, present_rank, next_pos):
     """Insert the sorted words first..last-1, which all fall in one cell range. Our offset
     is BLAST's q_off + 1, so it is stored as is."""
     for i in range(first, last):
         word, offset = words[i], offsets[i]
-        next_pos[offset] = hashtable[word]
-        hashtable[word] = offset
-        pv[word >> pv_bts] |= np.uint32(1) << np.uint32(word & 31)
+        head = head_index(present, present_rank, word)
+        next_pos[offset] = heads[head]
+        heads[head] = offset
+
+
+def dense_hashtable(table: LookupTable) -> np.ndarray:
+    """A megablast table's heads as BLAST's 4^w array, which the GPU scan reads (made there
+    by seeds.cu's scatter_heads): the first template's of a discontiguous table."""
+    if table.template_length:
+        return table.hashtable
+    hashtable = np.zeros(table.present.size << 5, dtype=np.int32)
+    hashtable[np.flatnonzero(np.unpackbits(table.present.view(np.uint8), bitorder="little"))] \
+        = table.heads
+    return hashtable
 
 
 NO_TEMPLATE = np.zeros((0, TEMPLATE_RUNS), dtype=np.int64)  # a contiguous table's templates
@@ -353,30 +416,32 @@ TABLE_CELL_RANGES = 64  # the megablast table's parts filled side by side (a pow
 
 
 def _build_megablast(sequence, segments, word_size, width, entries, pool=INLINE):
-    """hashtable, next_pos and pv of BLAST's megablast table, on the threads of `pool`."""
-    size = 1 << (2 * width)
+    """next_pos, heads, present, present_rank, pv and pv_bts of a megablast table (the
+    module's layouts), on the threads of `pool`."""
     pv_words, pv_bts = megablast_pv_shape(width, entries)
-    hashtable = np.zeros(size, dtype=np.int32)
     next_pos = np.zeros(sequence.size, dtype=np.int32)
+    present = np.zeros(1 << (2 * width - 5), dtype=np.uint32)
     pv = np.zeros(pv_words, dtype=np.uint32)
     if entries < PARALLEL_TABLE_WORDS:
         pool = INLINE
-    _fill_megablast(sequence, segments, word_size, width, hashtable, next_pos, pv, pv_bts,
-                    pool)
-    return hashtable, next_pos, pv, pv_bts
+    heads, present_rank = _fill_megablast(sequence, segments, word_size, width, next_pos,
+                                          present, pv, pv_bts, pool)
+    return next_pos, heads, present, present_rank, pv, pv_bts
 
 
-def _fill_megablast(sequence, segments, word_size, width, hashtable, next_pos, pv, pv_bts,
-                    pool) -> None:
+def _fill_megablast(sequence, segments, word_size, width, next_pos, present, pv, pv_bts,
+                    pool) -> tuple:
     """Insert the indexable words (as _list_words finds them, in its order), on the threads
-    of `pool`: each thread sorts the words of its share of the segments by cell range
-    (counts them, then places them), and each range's words are inserted in order by one
-    thread. A range's cells are a 64th of the table, so its insertions mostly hit the
-    cache: inserted in the batch's order, a large batch's words miss the cache at nearly
-    every insertion, and threads that each read the whole batch and keep the words of their
-    own cells each take as long as one thread (docs/perf/start-up.md)."""
+    of `pool`; returns (heads, present_rank). Each thread sorts the words of its share of
+    the segments by cell range (counts them, then places them); each range's words are
+    marked present by one thread, the present words counted, and then each range's words
+    are inserted in order by one thread. A range's cells are a 64th of the table, so its
+    insertions mostly hit the cache: inserted in the batch's order, a large batch's words
+    miss the cache at nearly every insertion, and threads that each read the whole batch
+    and keep the words of their own cells each take as long as one thread
+    (docs/perf/start-up.md)."""
     if not len(segments):
-        return
+        return np.zeros(0, dtype=np.int32), np.zeros(present.size, dtype=np.int32)
     shift = max(2 * width - TABLE_CELL_RANGES.bit_length() + 1, pv_bts)  # whole pv words
     ranges = (1 << (2 * width)) >> shift
     lengths = np.cumsum(segments[:, 1] - segments[:, 0])
@@ -407,11 +472,19 @@ def _fill_megablast(sequence, segments, word_size, width, hashtable, next_pos, p
 
     spread_map(pool, place, range(shares))
 
+    def mark(r):
+        _mark_present(words, range_start[r], range_start[r + 1], present, pv, pv_bts)
+
+    spread_map(pool, mark, range(ranges))
+    present_rank, words_present = _set_bits_before(present)
+    heads = np.zeros(words_present, dtype=np.int32)
+
     def insert(r):
-        _insert_sorted(offsets, words, range_start[r], range_start[r + 1], hashtable, next_pos,
-                       pv, pv_bts)
+        _insert_sorted(offsets, words, range_start[r], range_start[r + 1], heads, present,
+                       present_rank, next_pos)
 
     spread_map(pool, insert, range(ranges))
+    return heads, present_rank
 
 
 @njit(cache=True, nogil=True)
@@ -519,7 +592,8 @@ def _build_discontiguous(batch: QueryBatch, options: SearchOptions, segments: np
     empty16, empty32 = np.zeros(0, dtype=np.int16), np.zeros(0, dtype=np.int32)
     hashtable2, next_pos2 = tables[1] if len(tables) > 1 else (empty32, empty32)
     return LookupTable(TABLE_MEGABLAST, length, length, 1, False, entries, max_q_off, 0,
-                       empty16, empty16, tables[0][0], tables[0][1], empty32, empty32, pv,
+                       empty16, empty16, tables[0][0], tables[0][1], empty32,
+                       np.zeros(0, dtype=np.uint32), empty32, empty32, empty32, pv,
                        int(pv_bts), length, shifts, masks, hashtable2, next_pos2, sequence,
                        np.ascontiguousarray(batch.context_offset, dtype=np.int32),
                        np.ascontiguousarray(batch.context_length, dtype=np.int32), empty32)
@@ -560,19 +634,22 @@ def build_lookup(batch: QueryBatch, options: SearchOptions, pool=INLINE) -> Look
         index, offset = _list_words(sequence, segments, word_size, width)
     empty16 = np.zeros(0, dtype=np.int16)
     empty32 = np.zeros(0, dtype=np.int32)
-    backbone, overflow, hashtable, next_pos = empty16, empty16, empty32, empty32
+    backbone, overflow, next_pos = empty16, empty16, empty32
+    heads, present_rank = empty32, empty32
     cell_start, offsets, pv, pv_bts = empty32, empty32, np.zeros(0, dtype=np.uint32), 5
+    present = np.zeros(0, dtype=np.uint32)
     longest = 0
     if kind == TABLE_SMALL:
         backbone, overflow, needed, longest = _build_small(index, offset, size)
         if needed >= 32768:
             kind, backbone, overflow = TABLE_STANDARD, empty16, empty16
     if kind == TABLE_MEGABLAST:
-        hashtable, next_pos, pv, pv_bts = _build_megablast(sequence, segments, word_size,
-                                                           width, entries, pool)
+        next_pos, heads, present, present_rank, pv, pv_bts = _build_megablast(
+            sequence, segments, word_size, width, entries, pool)
         longest = 0
     elif kind == TABLE_STANDARD:
         cell_start, offsets, pv, longest = _build_standard(index, offset, size)
+        present = pv  # a bit per word already
     # BLAST's masked_locations: always for the small table when W > w, for the others only
     # with mask-at-hash (soft masking); it exists whenever there is any lookup segment
     has_segments = len(segments) > 0
@@ -583,8 +660,9 @@ def build_lookup(batch: QueryBatch, options: SearchOptions, pool=INLINE) -> Look
     listed = _listed_offsets(sequence, segments, word_size, width) if check else \
         _NO_WORDS["listed_offsets"]
     return LookupTable(kind, word_size, width, word_size - width + 1, bool(check), entries,
-                       max_q_off, int(longest), backbone, overflow, hashtable, next_pos,
-                       cell_start, offsets, pv, int(pv_bts), 0, NO_TEMPLATE, NO_TEMPLATE,
+                       max_q_off, int(longest), backbone, overflow, empty32, next_pos, heads,
+                       present, present_rank, cell_start, offsets, pv, int(pv_bts), 0,
+                       NO_TEMPLATE, NO_TEMPLATE,
                        empty32, empty32, sequence,
                        np.ascontiguousarray(batch.context_offset, dtype=np.int32),
                        np.ascontiguousarray(batch.context_length, dtype=np.int32), listed)
@@ -614,7 +692,11 @@ def words_of(table: LookupTable, word: int) -> np.ndarray:
             k += 1
         return np.array(out, dtype=np.int32)
     if table.kind == TABLE_MEGABLAST:  # a discontiguous table: its first template's
-        out, q = [], int(table.hashtable[word])
+        if table.template_length:
+            q = int(table.hashtable[word])
+        else:
+            q = int(chain_head(table.heads, table.present, table.present_rank, word))
+        out = []
         while q:
             out.append(q)
             q = int(table.next_pos[q])

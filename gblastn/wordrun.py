@@ -88,6 +88,17 @@ def _zero_bits_counter(instruction: str, doc: str):
     return count
 
 
+@intrinsic
+def set_bits(typingctx, value):
+    """The set bits of a 64-bit word (LLVM's ctpop: one popcnt instruction)."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+
+    return sig, codegen
+
+
 leading_zeros = _zero_bits_counter("ctlz", "Leading zero bits of a 64-bit word (64 for zero).")
 trailing_zeros = _zero_bits_counter("cttz", "Trailing zero bits of a 64-bit word (64 for zero).")
 

@@ -22,7 +22,7 @@ from ..arrays import joined_fields
 from ..layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND_SMALL_ONE_BYTE, \
     SEED_CHUNK, SEED_FIELDS, SEED_HIT_S, SEED_Q_OFF, SEED_S_FIRST, SEED_S_OFF, TABLE_MEGABLAST, \
     TABLE_SMALL
-from ..lookup import LookupTable, template_index
+from ..lookup import LookupTable, head_index, template_index
 from ..numba_start import njit
 from ..pools import in_turn
 from ..refcounts import borrowed, prefetch_address
@@ -373,10 +373,10 @@ def _block_words(packed, byte_off, s, scan_step, m, width, words):
 
 @njit(cache=True, nogil=True)
 def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
-              backbone, overflow, hashtable, next_pos, cell_start, offsets, pv, pv_bts,
-              sequence, context_offset, context_length, listed, quads, contexts, query_bases,
-              query_ambig, packed, chunk_byte_offset, chunk_length, first_chunk, first_s,
-              last_chunk, out, n):
+              backbone, overflow, chain_heads, present, present_rank, next_pos, cell_start,
+              offsets, sequence, context_offset, context_length, listed, quads, contexts,
+              query_bases, query_ambig, packed, chunk_byte_offset, chunk_length, first_chunk,
+              first_s, last_chunk, out, n):
     """Seeds from position first_s of chunk first_chunk up to chunk last_chunk, in BLAST's
     order, written to out[:, n:] (rows: chunk, q_off, s_off, s_first, hit_s).
 
@@ -386,16 +386,17 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
     The table entries of SCAN_BLOCK scan positions are read in one pass before any of them
     is extended: the loads are independent, so their cache misses overlap (the megablast
     table of a large query is far bigger than the caches)."""
-    backbone, overflow, hashtable, next_pos = (borrowed(backbone), borrowed(overflow),
-                                               borrowed(hashtable), borrowed(next_pos))
-    cell_start, offsets, pv = borrowed(cell_start), borrowed(offsets), borrowed(pv)
+    backbone, overflow, next_pos = borrowed(backbone), borrowed(overflow), borrowed(next_pos)
+    chain_heads, present = borrowed(chain_heads), borrowed(present)
+    present_rank, cell_start = borrowed(present_rank), borrowed(cell_start)
+    offsets = borrowed(offsets)
     sequence, context_offset = borrowed(sequence), borrowed(context_offset)
     context_length, packed, out = borrowed(context_length), borrowed(packed), borrowed(out)
     listed, quads, contexts = borrowed(listed), borrowed(quads), borrowed(contexts)
     words = np.zeros(SCAN_BLOCK, dtype=np.int64)
     heads = np.zeros(SCAN_BLOCK, dtype=np.int64)
     follow = np.zeros(SCAN_BLOCK, dtype=np.int64)
-    present = np.zeros(SCAN_BLOCK, dtype=np.int64)  # megablast: the block's listed positions
+    hit_at = np.zeros(SCAN_BLOCK, dtype=np.int64)  # megablast: the block's listed positions
     q_bases = query_bases.ctypes.data + WORD_PAD
     q_ambig = query_ambig.ctypes.data + WORD_PAD
     links, link_bytes = next_pos.ctypes.data, next_pos.itemsize  # for prefetches
@@ -415,16 +416,16 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
                 for i in range(m):
                     heads[i] = backbone[words[i]]
             elif kind == TABLE_MEGABLAST:
-                # the positions the presence vector lists, gathered without a branch, then
-                # their chains' heads in a loop of their own: a head is a cache miss in a
-                # 4^w table, and only a loop of nothing but such loads keeps many in flight
+                # the positions of words present, gathered without a branch, then their
+                # chains' heads in a loop of their own: a head is a cache miss in a large
+                # table, and only a loop of nothing but such loads keeps many in flight
                 k = 0
                 for i in range(m):
                     word = words[i]
-                    present[k] = i
-                    k += np.int64((pv[word >> pv_bts] >> (word & 31)) & 1)
+                    hit_at[k] = i
+                    k += np.int64((present[word >> 5] >> (word & 31)) & 1)
                 for j in range(k):
-                    heads[j] = hashtable[words[present[j]]]
+                    heads[j] = chain_heads[head_index(present, present_rank, words[hit_at[j]])]
                 for j in range(k):
                     h = heads[j]
                     follow[j] = next_pos[h] if h != 0 else 0
@@ -435,13 +436,13 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
             else:
                 for i in range(m):
                     word = words[i]
-                    heads[i] = word if (pv[word >> pv_bts] >> (word & 31)) & 1 else -1
+                    heads[i] = word if (present[word >> 5] >> (word & 31)) & 1 else -1
             # pass 2: every query offset of each position, in table order
             if kind == TABLE_MEGABLAST and word_size == width:
                 # a hit is the seed (s_BlastNaExtendDirect; s_TypeOfWord has nothing to
                 # check): written here, sparing a call with every table per hit
                 for j in range(k):
-                    s_hit = s + present[j] * scan_step
+                    s_hit = s + hit_at[j] * scan_step
                     n0 = n
                     q_hit = heads[j]
                     nxt = follow[j]
@@ -457,7 +458,7 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
                 # the base-wise extension of every hit takes no table; only a seed that
                 # passes it calls s_TypeOfWord with the tables, and only with masks
                 for j in range(k):
-                    s_hit = s + present[j] * scan_step
+                    s_hit = s + hit_at[j] * scan_step
                     n0 = n
                     q_hit = heads[j]
                     nxt = follow[j]
@@ -520,19 +521,20 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
 
 @njit(cache=True, nogil=True)
 def scan_chunks(kind, extend_kind, check_masks, word_size, width, scan_step,
-                backbone, overflow, hashtable, next_pos, cell_start, offsets, pv, pv_bts,
-                sequence, context_offset, context_length, listed, quads, contexts, query_bases,
-                query_ambig, packed, chunk_byte_offset, chunk_length, first_chunk, last_chunk):
+                backbone, overflow, chain_heads, present, present_rank, next_pos, cell_start,
+                offsets, sequence, context_offset, context_length, listed, quads, contexts,
+                query_bases, query_ambig, packed, chunk_byte_offset, chunk_length, first_chunk,
+                last_chunk):
     """Seeds of chunks [first_chunk, last_chunk), in BLAST's order: (chunk, q_off, s_off,
     s_first, hit_s) arrays."""
     out = np.empty((SEED_FIELDS, 4096), dtype=np.int32)
     n, c, s = 0, first_chunk, 0
     while True:
         n, c, s = scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
-                            backbone, overflow, hashtable, next_pos, cell_start, offsets, pv,
-                            pv_bts, sequence, context_offset, context_length, listed, quads,
-                            contexts, query_bases, query_ambig, packed, chunk_byte_offset,
-                            chunk_length, c, s, last_chunk, out, n)
+                            backbone, overflow, chain_heads, present, present_rank, next_pos,
+                            cell_start, offsets, sequence, context_offset, context_length,
+                            listed, quads, contexts, query_bases, query_ambig, packed,
+                            chunk_byte_offset, chunk_length, c, s, last_chunk, out, n)
         if c == last_chunk:
             break
         out = _doubled(out, n)
@@ -629,8 +631,8 @@ def _scan_function(table: LookupTable):
 
 def _table_args(table: LookupTable) -> tuple:
     return (table.kind, choose_extend(table), table.check_masks, table.word_size, table.width,
-            table.scan_step, table.backbone, table.overflow, table.hashtable, table.next_pos,
-            table.cell_start, table.offsets, table.pv, table.pv_bts, table.sequence,
+            table.scan_step, table.backbone, table.overflow, table.heads, table.present,
+            table.present_rank, table.next_pos, table.cell_start, table.offsets, table.sequence,
             table.context_offset, table.context_length, table.listed_offsets, table.query_quads,
             table.offset_contexts, *table.query_words)
 

@@ -15,7 +15,7 @@ import numpy as np
 from ..arrays import joined_fields
 from ..layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, SEED_CHUNK, SEED_FIELDS, \
     SEED_HIT_S, SEED_Q_OFF, SEED_S_FIRST, SEED_S_OFF, TABLE_MEGABLAST, TABLE_SMALL
-from ..lookup import LookupTable
+from ..lookup import LookupTable, head_index
 from ..numba_start import njit
 from ..pools import in_turn
 from ..refcounts import borrowed
@@ -33,7 +33,7 @@ def masked_extend(table: LookupTable) -> int:
 
 @njit(cache=True, nogil=True)
 def _emit_position(kind, extend_kind, check_masks, word_size, width, backbone, overflow,
-                   hashtable, next_pos, cell_start, offsets, pv, pv_bts, sequence,
+                   chain_heads, present, present_rank, next_pos, cell_start, offsets, sequence,
                    context_offset, context_length, listed, quads, contexts, packed, byte_off,
                    s_range, s_hit, c, out, n, q_bases, q_ambig):
     """The seeds of the table hits of the w-mer at s_hit, in table order, into out[:, n:].
@@ -55,10 +55,10 @@ def _emit_position(kind, extend_kind, check_masks, word_size, width, backbone, o
                 return n
             k += 1
         return n
-    if (pv[word >> pv_bts] >> (word & 31)) & 1 == 0:
+    if (present[word >> 5] >> (word & 31)) & 1 == 0:
         return n
     if kind == TABLE_MEGABLAST:
-        q_hit = np.int64(hashtable[word])
+        q_hit = np.int64(chain_heads[head_index(present, present_rank, word)])
         while q_hit != 0:
             n = _emit(extend_kind, check_masks, listed, sequence, context_offset,
                       context_length, quads, contexts, packed, byte_off, s_range, q_hit, s_hit,
@@ -78,10 +78,10 @@ def _emit_position(kind, extend_kind, check_masks, word_size, width, backbone, o
 
 @njit(cache=True, nogil=True)
 def scan_ranges(kind, extend_kind, check_masks, word_size, width, scan_step,
-                backbone, overflow, hashtable, next_pos, cell_start, offsets, pv, pv_bts,
-                sequence, context_offset, context_length, listed, quads, contexts, query_bases,
-                query_ambig, packed, chunk_byte_offset, range_chunk, range_left, range_right,
-                first, last):
+                backbone, overflow, chain_heads, present, present_rank, next_pos, cell_start,
+                offsets, sequence, context_offset, context_length, listed, quads, contexts,
+                query_bases, query_ambig, packed, chunk_byte_offset, range_chunk, range_left,
+                range_right, first, last):
     """Seeds of scan ranges [first, last): range r covers [range_left[r], range_right[r])
     of chunk range_chunk[r]. Returns scan_chunks' arrays."""
     out = np.empty((SEED_FIELDS, 4096), dtype=np.int32)
@@ -90,9 +90,11 @@ def scan_ranges(kind, extend_kind, check_masks, word_size, width, scan_step,
     q_ambig = query_ambig.ctypes.data + WORD_PAD
     # views without reference counts for the call each position makes (a counted array
     # costs two atomic operations a call); `seeds` is made again when `out` grows
-    backbone, overflow, hashtable = borrowed(backbone), borrowed(overflow), borrowed(hashtable)
-    next_pos, cell_start, offsets = borrowed(next_pos), borrowed(cell_start), borrowed(offsets)
-    pv, sequence, context_offset = borrowed(pv), borrowed(sequence), borrowed(context_offset)
+    backbone, overflow, next_pos = borrowed(backbone), borrowed(overflow), borrowed(next_pos)
+    chain_heads, present = borrowed(chain_heads), borrowed(present)
+    present_rank, cell_start = borrowed(present_rank), borrowed(cell_start)
+    offsets, sequence = borrowed(offsets), borrowed(sequence)
+    context_offset = borrowed(context_offset)
     context_length, listed, quads = borrowed(context_length), borrowed(listed), borrowed(quads)
     contexts, packed, seeds = borrowed(contexts), borrowed(packed), borrowed(out)
     for r in range(first, last):
@@ -103,10 +105,10 @@ def scan_ranges(kind, extend_kind, check_masks, word_size, width, scan_step,
         while s <= s_range - width:
             n0 = n
             n = _emit_position(kind, extend_kind, check_masks, word_size, width, backbone,
-                               overflow, hashtable, next_pos, cell_start, offsets, pv, pv_bts,
-                               sequence, context_offset, context_length, listed, quads,
-                               contexts, packed, byte_off, s_range, s, c, seeds, n0, q_bases,
-                               q_ambig)
+                               overflow, chain_heads, present, present_rank, next_pos,
+                               cell_start, offsets, sequence, context_offset, context_length,
+                               listed, quads, contexts, packed, byte_off, s_range, s, c, seeds,
+                               n0, q_bases, q_ambig)
             if n < 0:  # out is full: grown, and this position's seeds made again
                 out = _doubled(out, n0)
                 seeds = borrowed(out)
@@ -150,10 +152,11 @@ def find_masked_seeds(table: LookupTable, packed: np.ndarray, chunk_byte_offset:
     else:
         scan = scan_ranges
         args = (table.kind, masked_extend(table), table.check_masks, table.word_size,
-                table.width, table.scan_step, table.backbone, table.overflow, table.hashtable,
-                table.next_pos, table.cell_start, table.offsets, table.pv, table.pv_bts,
-                table.sequence, table.context_offset, table.context_length, table.listed_offsets,
-                table.query_quads, table.offset_contexts, *table.query_words)
+                table.width, table.scan_step, table.backbone, table.overflow, table.heads,
+                table.present, table.present_rank, table.next_pos, table.cell_start,
+                table.offsets, table.sequence, table.context_offset, table.context_length,
+                table.listed_offsets, table.query_quads, table.offset_contexts,
+                *table.query_words)
     total = int(chunk.size)
     groups = max(1, int(num_threads)) * 4 if num_threads > 1 else 1
     bounds = np.unique(np.linspace(0, total, groups + 1).astype(np.int64))

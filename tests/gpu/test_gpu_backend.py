@@ -16,7 +16,7 @@ from gblastn.engine import subject_chunks
 from gblastn.errors import GpuUnavailableError
 from gblastn.layouts import TABLE_MEGABLAST as MEGABLAST, TABLE_SMALL as SMALL, \
     TABLE_STANDARD as STANDARD
-from gblastn.lookup import build_lookup
+from gblastn.lookup import build_lookup, dense_hashtable
 from gblastn.options import make_options
 from gblastn.pools import on_threads
 from gblastn.query import Query, build_batch
@@ -381,6 +381,20 @@ def test_full_buffers_grow_and_lose_nothing(case):
     assert_same(tiny, table, packed, chunks, min_seeds=17)
     assert tiny.stats["hit_grows"] >= 1 and tiny.stats["seed_grows"] >= 1
     tiny.release()
+
+
+def test_megablast_heads_spread_on_the_device_are_blasts_array(gpu, case):
+    """A contiguous megablast table's 4^w chain heads, which the device spreads from the
+    heads of the words present, are BLAST's array: each present word's head, 0 elsewhere."""
+    rng, batch, table = case
+    if table.kind != MEGABLAST:
+        pytest.skip("a megablast table's heads")
+    packed, chunks = volume(rng, batch, [3000], plants=5)
+    gpu.find_seeds(table, on_device(packed), chunks.byte_offset, chunks.length)
+    got = np.empty(table.present.size << 5, dtype=np.int32)
+    gpu.drv.memcpy_dtoh(got, gpu.table_arrays["hashtable"])
+    assert np.array_equal(got, dense_hashtable(table))
+    assert np.count_nonzero(got) == table.heads.size > 0
 
 
 def test_volume_stays_resident(gpu, case):

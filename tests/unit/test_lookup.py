@@ -5,8 +5,9 @@ import pytest
 
 from gblastn.layouts import TABLE_MEGABLAST as MEGABLAST, TABLE_SMALL as SMALL, \
     TABLE_STANDARD as STANDARD
-from gblastn.lookup import (PARALLEL_TABLE_WORDS, build_lookup, choose_table, estimate_entries,
-                            megablast_pv_shape, words_of)
+from gblastn.lookup import (PARALLEL_TABLE_WORDS, build_lookup, chain_head, choose_table,
+                            dense_hashtable, estimate_entries, megablast_pv_shape, words_of)
+from gblastn.numba_start import njit
 from gblastn.options import make_options
 from gblastn.query import Query, build_batch
 from gblastn.pools import TaskPool
@@ -96,7 +97,9 @@ def check_contents(table, batch):
     if table.kind == SMALL:
         assert int((table.backbone != -1).sum()) == len(seen)
     elif table.kind == MEGABLAST:
-        assert int((table.hashtable != 0).sum()) == len(seen)
+        assert int((dense_hashtable(table) != 0).sum()) == len(seen) == table.heads.size
+        present = np.unpackbits(table.present.view(np.uint8), bitorder="little")
+        assert set(np.flatnonzero(present).tolist()) == seen
         for word in seen:   # every present word has its presence bit
             assert table.pv[word >> table.pv_bts] >> (word & 31) & 1
     else:
@@ -150,9 +153,30 @@ def test_megablast_table_on_threads_is_the_one_thread_table():
             tables.append(build_lookup(batch, options, pool))
     assert tables[0].kind == MEGABLAST and tables[0].num_entries >= PARALLEL_TABLE_WORDS
     for table in tables[1:]:
-        for name in ("hashtable", "next_pos", "pv"):
+        for name in ("heads", "present", "present_rank", "next_pos", "pv"):
             assert np.array_equal(getattr(table, name), getattr(tables[0], name))
     check_contents(tables[2], batch)
+
+
+@njit(cache=True)
+def heads_of(table_heads, present, present_rank, words):
+    out = np.empty(words.size, dtype=np.int64)
+    for i in range(words.size):
+        out[i] = chain_head(table_heads, present, present_rank, words[i])
+    return out
+
+
+def test_the_compiled_chain_heads_are_blasts_hashtable():
+    """chain_head, which the CPU scans read, against BLAST's 4^w array of heads for every
+    word of a table: present, absent, first and last of their 32."""
+    rng = np.random.default_rng(9)
+    batch, options = make_batch([with_ambiguity(rng, 70_000)])
+    table = build_lookup(batch, options)
+    assert table.kind == MEGABLAST and table.width == 11
+    words = np.arange(1 << (2 * table.width), dtype=np.int64)
+    heads = heads_of(table.heads, table.present, table.present_rank, words)
+    assert np.array_equal(heads, dense_hashtable(table))
+    assert (heads != 0).sum() == table.heads.size > 0
 
 
 def test_standard_table_contents():
