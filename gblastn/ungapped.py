@@ -58,7 +58,8 @@ from .numba_start import njit
 from .pools import in_turn
 from .refcounts import borrowed, prefetch
 from .scan import Seeds
-from .scan.cpu import _split_chunks, context_at, subject_base, subject_byte
+from .scan.cpu import CONTEXT_BLOCK_BITS, _split_chunks, context_at, subject_base, \
+    subject_byte
 
 DIAG_HASH_QUERY_LENGTH = 8000   # kQueryLenForHashTable
 HASH_OFFSET_LIMIT = 2147483647 // 4  # Blast_ExtendWordExit: the hash is emptied beyond this
@@ -565,7 +566,7 @@ def _extend_into(seed_order, seed_q, seed_s, seed_first, ahead, chunk_bounds, fi
                 q_later = np.int64(seed_q[later])
                 prefetch(q_bytes, q_later)
                 prefetch(sequence, q_later)
-                prefetch(contexts, q_later)
+                prefetch(contexts, q_later >> CONTEXT_BLOCK_BITS)
             i = seed_order[at] if ordered else at
             q_off = np.int64(seed_q[i])
             s_off = np.int64(seed_s[i])

@@ -14,8 +14,8 @@ from gblastn.pools import on_threads
 from gblastn.query import Query, build_batch
 from gblastn.layouts import SEED_FIELDS
 from gblastn.lookup import words_of
-from gblastn.scan.cpu import QUAD_PAD, _table_args, choose_extend, context_of, find_seeds, \
-    listed_at, offset_contexts, query_quad, query_quads, scan_chunks, scan_into
+from gblastn.scan.cpu import QUAD_PAD, _table_args, choose_extend, context_at, context_of, \
+    find_seeds, listed_at, offset_contexts, query_quad, query_quads, scan_chunks, scan_into
 from gblastn.wordrun import WORD_PAD
 
 
@@ -198,8 +198,9 @@ def test_context_of_is_the_last_context_starting_at_or_before(starts, q):
 
 
 def test_per_offset_reads_are_the_computed_ones():
-    """query_quads and offset_contexts, the mini-extensions' per-hit reads, hold what
-    query_quad and context_of compute at every offset."""
+    """query_quads and offset_contexts, the mini-extensions' per-hit reads, give what
+    query_quad and context_of compute at every offset (several contexts in one of
+    offset_contexts' blocks, offsets before and past the query)."""
     rng = np.random.default_rng(13)
     batch, options, _ = make_case(rng, [37, 5, 120], [10], "blastn")
     sequence = batch.sequence.copy()
@@ -208,7 +209,9 @@ def test_per_offset_reads_are_the_computed_ones():
     assert [int(quads[i + QUAD_PAD]) for i in range(-QUAD_PAD, sequence.size)] == \
         [query_quad(sequence, i) for i in range(-QUAD_PAD, sequence.size)]
     contexts = offset_contexts(batch.context_offset, sequence.size)
-    assert list(contexts) == [context_of(batch.context_offset, q) for q in range(sequence.size)]
+    offsets = range(-3, sequence.size + 70)
+    assert [context_at(contexts, batch.context_offset, q) for q in offsets] == \
+        [context_of(batch.context_offset, q) for q in offsets]
 
 
 @settings(max_examples=8, deadline=None)
