@@ -62,45 +62,32 @@ def _load_u8(typingctx, address):
     return sig, codegen
 
 
-@intrinsic
-def _byte_swap(typingctx, value):
-    sig = types.uint64(types.uint64)
-
-    def codegen(context, builder, signature, args):
-        return builder.bswap(args[0])
-
-    return sig, codegen
-
-
-def _zero_bits_counter(instruction: str, doc: str):
-    """An intrinsic counting a 64-bit word's zero bits with an LLVM instruction (ctlz, cttz);
-    a zero word gives 64."""
+def _word_intrinsic(build, doc: str):
+    """An intrinsic from a 64-bit word to a 64-bit word: build(builder, word) emits its LLVM
+    instruction."""
     @intrinsic
-    def count(typingctx, value):
+    def operation(typingctx, value):
         sig = types.uint64(types.uint64)
 
         def codegen(context, builder, signature, args):
-            return getattr(builder, instruction)(args[0], ir.Constant(ir.IntType(1), 0))
+            return build(builder, args[0])
 
         return sig, codegen
 
-    count.__doc__ = doc
-    return count
+    operation.__doc__ = doc
+    return operation
 
 
-@intrinsic
-def set_bits(typingctx, value):
-    """The set bits of a 64-bit word (LLVM's ctpop: one popcnt instruction)."""
-    sig = types.uint64(types.uint64)
+_ZERO_IS_NOT_POISON = ir.Constant(ir.IntType(1), 0)  # ctlz and cttz give 64 for a zero word
 
-    def codegen(context, builder, signature, args):
-        return builder.ctpop(args[0])
-
-    return sig, codegen
-
-
-leading_zeros = _zero_bits_counter("ctlz", "Leading zero bits of a 64-bit word (64 for zero).")
-trailing_zeros = _zero_bits_counter("cttz", "Trailing zero bits of a 64-bit word (64 for zero).")
+_byte_swap = _word_intrinsic(lambda builder, word: builder.bswap(word),
+                             "A 64-bit word's bytes in the reverse order.")
+set_bits = _word_intrinsic(lambda builder, word: builder.ctpop(word),
+                           "The set bits of a 64-bit word (one popcnt instruction).")
+leading_zeros = _word_intrinsic(lambda builder, word: builder.ctlz(word, _ZERO_IS_NOT_POISON),
+                                "Leading zero bits of a 64-bit word (64 for zero).")
+trailing_zeros = _word_intrinsic(lambda builder, word: builder.cttz(word, _ZERO_IS_NOT_POISON),
+                                 "Trailing zero bits of a 64-bit word (64 for zero).")
 
 
 @njit(cache=True, nogil=True)
