@@ -18,10 +18,11 @@ Layouts (the GPU kernels read the same arrays):
   the *last* inserted position of the word (0 = empty; BLAST stores q_off + 1, which is our
   offset); ``next_pos`` int32[len(sequence)] chains to the previous position of the same
   word (0 ends). Walking ``q = head(i); while q: use(q); q = next_pos[q]`` gives decreasing
-  offsets. BLAST keeps the heads in a 4^w array (``hashtable``, which the GPU scan reads:
-  ``dense_hashtable``); the CPU keeps only the words present: ``present`` uint32[4^w / 32]
-  has bit ``i & 31`` of word ``i >> 5`` set when word ``i`` has offsets, ``present_rank``
-  the set bits before each of its words, and ``heads`` the heads in word order, so
+  offsets. BLAST keeps the heads in a 4^w array, which the GPU scan reads (the device
+  makes it from the table: ``dense_hashtable`` on the host); the table keeps only the heads
+  of the words present: ``present`` uint32[4^w / 32] has bit ``i & 31`` of word ``i >> 5``
+  set when word ``i`` has offsets, ``present_rank`` the set bits before each of its words,
+  and ``heads`` the heads in word order, so
   ``head(i) = heads[present_rank[i >> 5] + set bits of present[i >> 5] below i & 31]``
   (``chain_head``). A 12-letter table is then 4 MB and 4 bytes a word present instead of
   64 MB, and a word without offsets is told from a bit in 2 MB, not a 64 MB array's cache
