@@ -642,11 +642,23 @@ def _scan_function(table: LookupTable):
 
 
 def _table_args(table: LookupTable) -> tuple:
-    return (table.kind, choose_extend(table), table.check_masks, table.word_size, table.width,
+    extend_kind = choose_extend(table)
+    return (table.kind, extend_kind, table.check_masks, table.word_size, table.width,
             table.scan_step, table.backbone, table.overflow, table.heads, table.present,
             table.present_rank, table.next_pos, table.cell_start, table.offsets, table.sequence,
-            table.context_offset, table.context_length, table.listed_offsets, table.query_quads,
-            table.offset_contexts, *table.query_words)
+            table.context_offset, table.context_length, table.listed_offsets,
+            extension_quads(table, extend_kind), table.offset_contexts, *table.query_words)
+
+
+NO_QUADS = np.zeros(0, dtype=np.uint8)
+
+
+def extension_quads(table: LookupTable, extend_kind: int) -> np.ndarray:
+    """The table's query_quads where its mini-extension reads them (the byte-wise ones),
+    else none: a byte a query letter, made once a batch."""
+    if extend_kind in (EXTEND_SMALL, EXTEND_SMALL_ONE_BYTE):
+        return table.query_quads
+    return NO_QUADS
 
 
 def _split_chunks(chunk_length: np.ndarray, parts: int) -> list:

@@ -21,7 +21,7 @@ from ..pools import in_turn
 from ..refcounts import borrowed
 from ..wordrun import WORD_PAD
 from . import Seeds
-from .cpu import _doubled, _emit, scan_discontiguous_range, subject_word
+from .cpu import _doubled, _emit, extension_quads, scan_discontiguous_range, subject_word
 
 
 def masked_extend(table: LookupTable) -> int:
@@ -151,11 +151,12 @@ def find_masked_seeds(table: LookupTable, packed: np.ndarray, chunk_byte_offset:
                 table.pv_bts)
     else:
         scan = scan_ranges
-        args = (table.kind, masked_extend(table), table.check_masks, table.word_size,
+        extend_kind = masked_extend(table)
+        args = (table.kind, extend_kind, table.check_masks, table.word_size,
                 table.width, table.scan_step, table.backbone, table.overflow, table.heads,
                 table.present, table.present_rank, table.next_pos, table.cell_start,
                 table.offsets, table.sequence, table.context_offset, table.context_length,
-                table.listed_offsets, table.query_quads, table.offset_contexts,
+                table.listed_offsets, extension_quads(table, extend_kind), table.offset_contexts,
                 *table.query_words)
     total = int(chunk.size)
     groups = max(1, int(num_threads)) * 4 if num_threads > 1 else 1
