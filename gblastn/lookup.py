@@ -35,9 +35,9 @@ Layouts (the GPU kernels read the same arrays):
 * **discontiguous** (megablast's layout, ``template_length`` > 0): the table word is the
   ``template_length`` (T) letters of a window read through a template, which keeps W of them
   (its '1' positions); the index is those letters packed in order, first most significant.
-  ``hashtable``/``next_pos`` are the first template's, ``hashtable2``/``next_pos2`` the second's,
-  both 4^w arrays of heads
-  (coding_and_optimal; empty otherwise); one ``pv`` serves both. The seed is the whole window:
+  Each template has a megablast table: the first's in ``next_pos``, ``heads``, ``present``
+  and ``present_rank``, the second's (coding_and_optimal; empty otherwise) in the same
+  names ending in 2; one ``pv`` serves both. The seed is the whole window:
   ``word_size`` = ``width`` = T, ``scan_step`` 1, so no mini-extension and no s_TypeOfWord
   (BLAST's word finder takes T for both lengths). A template is kept as TEMPLATE_RUNS runs
   of consecutive kept letters: the index is the sum over runs of
@@ -100,12 +100,11 @@ class LookupTable:
     # small table
     backbone: np.ndarray      # int16 [4^w] (empty array for other kinds)
     overflow: np.ndarray      # int16 []
-    # megablast table
-    hashtable: np.ndarray     # int32 [4^w] heads by word (discontiguous tables only)
+    # megablast table (a discontiguous one's first template)
     next_pos: np.ndarray      # int32 [len(sequence)]
-    heads: np.ndarray         # int32 [words present] heads in word order (contiguous only)
-    present: np.ndarray       # uint32 [4^w / 32] a bit per word with offsets (contiguous
-                              # megablast; the standard table's is its pv)
+    heads: np.ndarray         # int32 [words present] chain heads in word order
+    present: np.ndarray       # uint32 [4^w / 32] a bit per word with offsets (the standard
+                              # table's is its pv)
     present_rank: np.ndarray  # int32 [4^w / 32] present's set bits before each of its words
     # standard table
     cell_start: np.ndarray    # int32 [4^w + 1]
@@ -117,8 +116,11 @@ class LookupTable:
     template_length: int
     template_shift: np.ndarray  # int64 [templates, TEMPLATE_RUNS]
     template_mask: np.ndarray   # int64 [templates, TEMPLATE_RUNS] (0: no run)
-    hashtable2: np.ndarray      # int32 [4^W] the second template's (empty with one)
+    # the second template's megablast table (empty with one)
     next_pos2: np.ndarray       # int32 [len(sequence)]
+    heads2: np.ndarray          # int32 [words present]
+    present2: np.ndarray        # uint32 [4^W / 32]
+    present_rank2: np.ndarray   # int32 [4^W / 32]
     # the query as the extension sees it
     sequence: np.ndarray        # uint8 blastna, QueryBatch.sequence
     context_offset: np.ndarray  # int32
@@ -180,9 +182,9 @@ class LookupTable:
         """Let go of the word index once every volume of the batch is scanned: the later
         stages read the query (`sequence`, the contexts) only, and a batch waits for its
         tracebacks long after its scan (tens of MB a batch)."""
-        for name in ("backbone", "overflow", "hashtable", "next_pos", "heads", "present",
-                     "present_rank", "cell_start", "offsets", "pv", "hashtable2", "next_pos2",
-                     "listed_offsets"):
+        for name in ("backbone", "overflow", "next_pos", "heads", "present", "present_rank",
+                     "cell_start", "offsets", "pv", "next_pos2", "heads2", "present2",
+                     "present_rank2", "listed_offsets"):
             setattr(self, name, _NO_WORDS[name])
         for name in ("query_words", "query_quads", "offset_contexts", "query_bytes"):
             self.__dict__.pop(name, None)
@@ -192,11 +194,11 @@ _QUERY_ARRAYS_LOCK = threading.Lock()  # LookupTable._made_once's
 
 # drop_words' empty arrays, of each field's type
 _NO_WORDS = {name: np.zeros(0, dtype=dtype) for name, dtype in (
-    ("backbone", np.int16), ("overflow", np.int16), ("hashtable", np.int32),
-    ("next_pos", np.int32), ("heads", np.int32), ("present", np.uint32),
-    ("present_rank", np.int32), ("cell_start", np.int32), ("offsets", np.int32),
-    ("pv", np.uint32), ("hashtable2", np.int32), ("next_pos2", np.int32),
-    ("listed_offsets", np.uint8))}
+    ("backbone", np.int16), ("overflow", np.int16), ("next_pos", np.int32),
+    ("heads", np.int32), ("present", np.uint32), ("present_rank", np.int32),
+    ("cell_start", np.int32), ("offsets", np.int32), ("pv", np.uint32),
+    ("next_pos2", np.int32), ("heads2", np.int32), ("present2", np.uint32),
+    ("present_rank2", np.int32), ("listed_offsets", np.uint8))}
 
 
 def estimate_entries(segments: np.ndarray) -> tuple:
@@ -400,14 +402,12 @@ def _insert_sorted(offsets, words, first, last, heads, present, present_rank, ne
         heads[head] = offset
 
 
-def dense_hashtable(table: LookupTable) -> np.ndarray:
-    """A megablast table's heads as BLAST's 4^w array, which the GPU scan reads (made there
-    by seeds.cu's scatter_heads): the first template's of a discontiguous table."""
-    if table.template_length:
-        return table.hashtable
-    hashtable = np.zeros(table.present.size << 5, dtype=np.int32)
-    hashtable[np.flatnonzero(np.unpackbits(table.present.view(np.uint8), bitorder="little"))] \
-        = table.heads
+def dense_hashtable(heads: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """A megablast table's chain heads (heads, present: a LookupTable's, or its second
+    template's) as BLAST's 4^w array, which the GPU scan reads (made there by seeds.cu's
+    scatter_heads)."""
+    hashtable = np.zeros(present.size << 5, dtype=np.int32)
+    hashtable[np.flatnonzero(np.unpackbits(present.view(np.uint8), bitorder="little"))] = heads
     return hashtable
 
 
@@ -558,46 +558,61 @@ def template_index(window, shifts, masks, t):
 
 
 @njit(cache=True, nogil=True)
-def _fill_discontiguous(sequence, segments, length, shifts, masks, t, hashtable, next_pos, pv,
-                        pv_bts):
+def _fill_discontiguous(sequence, segments, length, shifts, masks, t, heads, present,
+                        present_rank, next_pos, pv, pv_bts):
     """s_FillDiscMBTable for template t: every window of `length` letters inside a segment and
-    free of ambiguities, in increasing offset, chained as the megablast table's words are."""
+    free of ambiguities, in increasing offset, chained as the megablast table's words are.
+    With `heads` empty, only marks each window's word in present and pv."""
     window_mask = (np.int64(1) << (2 * length)) - 1
+    marking = heads.size == 0
     for k in range(segments.shape[0]):
         window, valid = np.int64(0), 0
         for p in range(segments[k, 0], segments[k, 1]):
             window, valid = _next_word(window, valid, sequence[p], window_mask)
             if valid >= length:
                 index = template_index(window, shifts, masks, t)
-                offset = p - length + 1
-                next_pos[offset] = hashtable[index]
-                hashtable[index] = offset
-                pv[index >> pv_bts] |= np.uint32(1) << np.uint32(index & 31)
+                if marking:
+                    present[index >> 5] |= np.uint32(1) << np.uint32(index & 31)
+                    pv[index >> pv_bts] |= np.uint32(1) << np.uint32(index & 31)
+                else:
+                    offset = p - length + 1
+                    head = head_index(present, present_rank, index)
+                    next_pos[offset] = heads[head]
+                    heads[head] = offset
 
 
 def _build_discontiguous(batch: QueryBatch, options: SearchOptions, segments: np.ndarray,
                          sequence: np.ndarray, entries: int, max_q_off: int) -> LookupTable:
     """BLAST's discontiguous megablast table (BlastMBLookupTableNew with a template): a
-    4^W megablast table per template, one presence vector."""
+    megablast table per template (the module's layout), one presence vector."""
     weight, length = int(options.word_size), int(options.template_length)
     shifts, masks = template_arrays(options)
     pv_words, pv_bts = megablast_pv_shape(weight, entries)
     pv = np.zeros(pv_words, dtype=np.uint32)
     tables = []
     for t in range(shifts.shape[0]):
-        hashtable = np.zeros(1 << (2 * weight), dtype=np.int32)
         next_pos = np.zeros(sequence.size, dtype=np.int32)
-        _fill_discontiguous(sequence, segments, length, shifts, masks, t, hashtable, next_pos,
-                            pv, pv_bts)
-        tables.append((hashtable, next_pos))
-    empty16, empty32 = np.zeros(0, dtype=np.int16), np.zeros(0, dtype=np.int32)
-    hashtable2, next_pos2 = tables[1] if len(tables) > 1 else (empty32, empty32)
-    return LookupTable(TABLE_MEGABLAST, length, length, 1, False, entries, max_q_off, 0,
-                       empty16, empty16, tables[0][0], tables[0][1], empty32,
-                       np.zeros(0, dtype=np.uint32), empty32, empty32, empty32, pv,
-                       int(pv_bts), length, shifts, masks, hashtable2, next_pos2, sequence,
-                       np.ascontiguousarray(batch.context_offset, dtype=np.int32),
-                       np.ascontiguousarray(batch.context_length, dtype=np.int32), empty32)
+        present = np.zeros(1 << (2 * weight - 5), dtype=np.uint32)
+        _fill_discontiguous(sequence, segments, length, shifts, masks, t, _NO_WORDS["heads"],
+                            present, _NO_WORDS["present_rank"], next_pos, pv, pv_bts)
+        present_rank, words_present = _set_bits_before(present)
+        heads = np.zeros(words_present, dtype=np.int32)
+        _fill_discontiguous(sequence, segments, length, shifts, masks, t, heads, present,
+                            present_rank, next_pos, pv, pv_bts)
+        tables.append(dict(next_pos=next_pos, heads=heads, present=present,
+                           present_rank=present_rank))
+    second = {name + "2": array for name, array in tables[1].items()} if len(tables) > 1 \
+        else {name + "2": _NO_WORDS[name + "2"] for name in tables[0]}
+    return LookupTable(
+        kind=TABLE_MEGABLAST, word_size=length, width=length, scan_step=1, check_masks=False,
+        num_entries=entries, max_q_off=max_q_off, longest_chain=0,
+        backbone=_NO_WORDS["backbone"], overflow=_NO_WORDS["overflow"], **tables[0],
+        cell_start=_NO_WORDS["cell_start"], offsets=_NO_WORDS["offsets"], pv=pv,
+        pv_bts=int(pv_bts), template_length=length, template_shift=shifts,
+        template_mask=masks, **second, sequence=sequence,
+        context_offset=np.ascontiguousarray(batch.context_offset, dtype=np.int32),
+        context_length=np.ascontiguousarray(batch.context_length, dtype=np.int32),
+        listed_offsets=_NO_WORDS["listed_offsets"])
 
 
 def megablast_pv_shape(width: int, entries: int) -> tuple:
@@ -660,13 +675,19 @@ def build_lookup(batch: QueryBatch, options: SearchOptions, pool=INLINE) -> Look
         check = word_size > width and has_segments and bool(options.soft_masking)
     listed = _listed_offsets(sequence, segments, word_size, width) if check else \
         _NO_WORDS["listed_offsets"]
-    return LookupTable(kind, word_size, width, word_size - width + 1, bool(check), entries,
-                       max_q_off, int(longest), backbone, overflow, empty32, next_pos, heads,
-                       present, present_rank, cell_start, offsets, pv, int(pv_bts), 0,
-                       NO_TEMPLATE, NO_TEMPLATE,
-                       empty32, empty32, sequence,
-                       np.ascontiguousarray(batch.context_offset, dtype=np.int32),
-                       np.ascontiguousarray(batch.context_length, dtype=np.int32), listed)
+    return LookupTable(
+        kind=kind, word_size=word_size, width=width, scan_step=word_size - width + 1,
+        check_masks=bool(check), num_entries=entries, max_q_off=max_q_off,
+        longest_chain=int(longest), backbone=backbone, overflow=overflow, next_pos=next_pos,
+        heads=heads, present=present, present_rank=present_rank, cell_start=cell_start,
+        offsets=offsets, pv=pv, pv_bts=int(pv_bts), template_length=0,
+        template_shift=NO_TEMPLATE, template_mask=NO_TEMPLATE,
+        next_pos2=_NO_WORDS["next_pos2"], heads2=_NO_WORDS["heads2"],
+        present2=_NO_WORDS["present2"], present_rank2=_NO_WORDS["present_rank2"],
+        sequence=sequence,
+        context_offset=np.ascontiguousarray(batch.context_offset, dtype=np.int32),
+        context_length=np.ascontiguousarray(batch.context_length, dtype=np.int32),
+        listed_offsets=listed)
 
 
 @njit(cache=True, nogil=True)
@@ -693,10 +714,7 @@ def words_of(table: LookupTable, word: int) -> np.ndarray:
             k += 1
         return np.array(out, dtype=np.int32)
     if table.kind == TABLE_MEGABLAST:  # a discontiguous table: its first template's
-        if table.template_length:
-            q = int(table.hashtable[word])
-        else:
-            q = int(chain_head(table.heads, table.present, table.present_rank, word))
+        q = int(chain_head(table.heads, table.present, table.present_rank, word))
         out = []
         while q:
             out.append(q)

@@ -22,7 +22,7 @@ from ..arrays import joined_fields
 from ..layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND_SMALL_ONE_BYTE, \
     SEED_CHUNK, SEED_FIELDS, SEED_HIT_S, SEED_Q_OFF, SEED_S_FIRST, SEED_S_OFF, TABLE_MEGABLAST, \
     TABLE_SMALL
-from ..lookup import LookupTable, head_index, template_index
+from ..lookup import LookupTable, chain_head, head_index, template_index
 from ..numba_start import njit
 from ..pools import in_turn
 from ..refcounts import borrowed, prefetch_address
@@ -583,8 +583,9 @@ def _doubled(out, n):
 
 
 @njit(cache=True, nogil=True)
-def scan_discontiguous(length, shifts, masks, hashtable, next_pos, hashtable2, next_pos2, pv,
-                       pv_bts, packed, chunk_byte_offset, chunk_length, first_chunk, last_chunk):
+def scan_discontiguous(length, shifts, masks, next_pos, heads, present, present_rank,
+                       next_pos2, heads2, present2, present_rank2, packed, chunk_byte_offset,
+                       chunk_length, first_chunk, last_chunk):
     """Seeds of chunks [first_chunk, last_chunk) against a discontiguous table, in BLAST's
     order (s_MB_DiscWordScanSubject_*): every subject offset from 0 to the chunk's length -
     `length`, each window read through the first template, then the second; a chain lists
@@ -592,24 +593,27 @@ def scan_discontiguous(length, shifts, masks, hashtable, next_pos, hashtable2, n
     out = np.empty((SEED_FIELDS, 4096), dtype=np.int32)
     n = 0
     for c in range(first_chunk, last_chunk):
-        out, n = scan_discontiguous_range(length, shifts, masks, hashtable, next_pos,
-                                          hashtable2, next_pos2, pv, pv_bts, packed,
-                                          chunk_byte_offset[c], c, 0, chunk_length[c], out, n)
+        out, n = scan_discontiguous_range(length, shifts, masks, next_pos, heads, present,
+                                          present_rank, next_pos2, heads2, present2,
+                                          present_rank2, packed, chunk_byte_offset[c], c, 0,
+                                          chunk_length[c], out, n)
     return (out[SEED_CHUNK, :n].copy(), out[SEED_Q_OFF, :n].copy(), out[SEED_S_OFF, :n].copy(),
             out[SEED_S_FIRST, :n].copy(), out[SEED_HIT_S, :n].copy())
 
 
 @njit(cache=True, nogil=True)
-def scan_discontiguous_range(length, shifts, masks, hashtable, next_pos, hashtable2,
-                             next_pos2, pv, pv_bts, packed, byte_off, c, left, right, out, n):
+def scan_discontiguous_range(length, shifts, masks, next_pos, heads, present, present_rank,
+                             next_pos2, heads2, present2, present_rank2, packed, byte_off, c,
+                             left, right, out, n):
     """The seeds of chunk c's windows that start in [left, right - length], appended to
     `out` from row n: returns (out, n), out grown as it filled."""
     window_mask = (np.int64(1) << (2 * length)) - 1
     # views without reference counts: the per-position helpers below take them (inlined
     # or not, a counted array costs two atomic operations a call)
-    shifts, masks, pv, packed = borrowed(shifts), borrowed(masks), borrowed(pv), borrowed(packed)
-    hashtable, next_pos = borrowed(hashtable), borrowed(next_pos)
-    hashtable2, next_pos2 = borrowed(hashtable2), borrowed(next_pos2)
+    shifts, masks, packed = borrowed(shifts), borrowed(masks), borrowed(packed)
+    next_pos, heads, present = borrowed(next_pos), borrowed(heads), borrowed(present)
+    next_pos2, heads2, present2 = borrowed(next_pos2), borrowed(heads2), borrowed(present2)
+    present_rank, present_rank2 = borrowed(present_rank), borrowed(present_rank2)
     seeds = borrowed(out)  # `out` is what is returned; seeds is made again when it grows
     left = np.int64(left)
     window = np.int64(0)
@@ -619,9 +623,11 @@ def scan_discontiguous_range(length, shifts, masks, hashtable, next_pos, hashtab
         window = ((window << 2) | subject_base(packed, byte_off, s + length - 1)) & window_mask
         for t in range(shifts.shape[0]):
             index = template_index(window, shifts, masks, t)
-            if (pv[index >> pv_bts] >> (index & 31)) & 1:
-                head = hashtable[index] if t == 0 else hashtable2[index]
-                links = next_pos if t == 0 else next_pos2
+            if t == 0:
+                head, links = chain_head(heads, present, present_rank, index), next_pos
+            else:
+                head, links = chain_head(heads2, present2, present_rank2, index), next_pos2
+            if head != 0:
                 found = _chain_seeds(head, links, c, s, seeds, n)
                 while found < 0:
                     out = _doubled(out, n)
@@ -635,10 +641,15 @@ def _scan_function(table: LookupTable):
     """The compiled scan of a table's chunks and its table arguments: scan_discontiguous for
     discontiguous words, else scan_chunks."""
     if table.template_length:
-        return scan_discontiguous, (table.template_length, table.template_shift,
-                                    table.template_mask, table.hashtable, table.next_pos,
-                                    table.hashtable2, table.next_pos2, table.pv, table.pv_bts)
+        return scan_discontiguous, discontiguous_args(table)
     return scan_chunks, _table_args(table)
+
+
+def discontiguous_args(table: LookupTable) -> tuple:
+    """The table arguments of the discontiguous scans."""
+    return (table.template_length, table.template_shift, table.template_mask, table.next_pos,
+            table.heads, table.present, table.present_rank, table.next_pos2, table.heads2,
+            table.present2, table.present_rank2)
 
 
 def _table_args(table: LookupTable) -> tuple:

@@ -38,9 +38,9 @@ from ..db.format import parse_size
 from ..errors import GpuUnavailableError, OptionsError
 from ..layouts import CHAIN_CELL_BYTES, GAPPED_AHEAD_FIELDS, GAPPED_FIELDS, HASH_BUCKETS, \
     HASH_LANES, HIT_CHUNK, HIT_FIELDS, HIT_LENGTH, HIT_Q_START, HIT_S_START, HIT_SCORE, \
-    HSP_FIELDS, HSP_Q_END, HSP_Q_START, SCRIPT_RUNS, SEED_FIELDS, STORE_WORDS, \
-    TABLE_MEGABLAST, TABLE_SMALL, TAIL_FIELDS, TEMPLATES_MAX, TRACE_FIELDS, TRACE_MADE, \
-    TRACE_NO_ROOM, TRACE_NOT_MADE, UNGAPPED_FIELDS, WALK_FIELDS, kernel_defines
+    HSP_FIELDS, HSP_Q_END, HSP_Q_START, SCRIPT_RUNS, SEED_FIELDS, STORE_WORDS, TABLE_SMALL, \
+    TAIL_FIELDS, TEMPLATES_MAX, TRACE_FIELDS, TRACE_MADE, TRACE_NO_ROOM, TRACE_NOT_MADE, \
+    UNGAPPED_FIELDS, WALK_FIELDS, kernel_defines
 from ..lookup import LookupTable, kept_letters
 from ..timing import StageTimes
 from ..ungapped import NOTHING_AHEAD, DiagonalPass, InitialHits, UngappedAhead, \
@@ -626,8 +626,8 @@ class GpuBackend(Backend):
 
     def resident_table(self, table: LookupTable, kernels) -> dict:
         """The device copies of a table's arrays, kept until the next table's are made; a
-        contiguous megablast table's 4^w heads are made on the device (`kernels`: seeds.cu's
-        module)."""
+        megablast table's 4^w heads (each template's) are made on the device (`kernels`:
+        seeds.cu's module)."""
         if self.table_key is not None and self.table_key[0] is table:
             return self.table_arrays
         for alloc in self.table_arrays.values():
@@ -637,7 +637,6 @@ class GpuBackend(Backend):
             "backbone": np.ascontiguousarray(table.backbone, dtype=np.int16),
             "overflow": np.ascontiguousarray(table.overflow, dtype=np.int16),
             "next_pos": np.ascontiguousarray(table.next_pos, dtype=np.int32),
-            "hashtable2": np.ascontiguousarray(table.hashtable2, dtype=np.int32),
             "next_pos2": np.ascontiguousarray(table.next_pos2, dtype=np.int32),
             "cell_start": np.ascontiguousarray(table.cell_start, dtype=np.int32),
             "offsets": np.ascontiguousarray(table.offsets, dtype=np.int32),
@@ -647,20 +646,25 @@ class GpuBackend(Backend):
             "context_length": np.ascontiguousarray(table.context_length, dtype=np.int32),
         }
         self.table_arrays = {name: self.upload(a) for name, a in arrays.items()}
-        self.table_arrays["hashtable"] = self._device_hashtable(table, kernels)
+        self.table_arrays["hashtable"] = self._device_hashtable(
+            table.heads, table.present, table.present_rank, kernels)
+        self.table_arrays["hashtable2"] = self._device_hashtable(
+            table.heads2, table.present2, table.present_rank2, kernels)
         self.table_key = (table,)
         return self.table_arrays
 
-    def _device_hashtable(self, table: LookupTable, kernels):
-        """BLAST's 4^w array of a megablast table's chain heads on the device: a
-        discontiguous table's as it is, a contiguous one's spread there from its heads of
-        the words present (a fifth of the copy for a large batch's table)."""
-        if table.template_length or table.kind != TABLE_MEGABLAST:
-            return self.upload(np.ascontiguousarray(table.hashtable, dtype=np.int32))
-        words = int(table.present.size)
+    def _device_hashtable(self, heads, present, present_rank, kernels):
+        """BLAST's 4^w array of a megablast table's chain heads, spread on the device from
+        the heads of the words present (a fifth of the copy for a large batch's table);
+        empty for the other kinds, and for a discontiguous table's missing second template
+        (gblastn.lookup's layouts)."""
+        words = int(present_rank.size)
+        if not words:
+            return self.upload(np.zeros(0, dtype=np.int32))
         hashtable = self.drv.mem_alloc(4 * (words << 5))
         self.drv.memset_d32(hashtable, 0, words << 5)
-        parts = [self.upload(a) for a in (table.heads, table.present, table.present_rank)]
+        parts = [self.upload(np.ascontiguousarray(a))
+                 for a in (heads, present, present_rank)]
         try:
             kernels.get_function("scatter_heads")(*parts, np.int64(words), hashtable,
                                                   block=(256, 1, 1),

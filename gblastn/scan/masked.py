@@ -21,7 +21,8 @@ from ..pools import in_turn
 from ..refcounts import borrowed
 from ..wordrun import WORD_PAD
 from . import Seeds
-from .cpu import _doubled, _emit, extension_quads, scan_discontiguous_range, subject_word
+from .cpu import _doubled, _emit, discontiguous_args, extension_quads, \
+    scan_discontiguous_range, subject_word
 
 
 def masked_extend(table: LookupTable) -> int:
@@ -120,19 +121,20 @@ def scan_ranges(kind, extend_kind, check_masks, word_size, width, scan_step,
 
 
 @njit(cache=True, nogil=True)
-def scan_discontiguous_ranges(length, shifts, masks, hashtable, next_pos, hashtable2, next_pos2,
-                              pv, pv_bts, packed, chunk_byte_offset, range_chunk, range_left,
-                              range_right, first, last):
+def scan_discontiguous_ranges(length, shifts, masks, next_pos, heads, present, present_rank,
+                              next_pos2, heads2, present2, present_rank2, packed,
+                              chunk_byte_offset, range_chunk, range_left, range_right, first,
+                              last):
     """scan_discontiguous over scan ranges [first, last): every window that starts in
     [left, right - length] of its range."""
     out = np.empty((SEED_FIELDS, 4096), dtype=np.int32)
     n = 0
     for r in range(first, last):
         c = range_chunk[r]
-        out, n = scan_discontiguous_range(length, shifts, masks, hashtable, next_pos,
-                                          hashtable2, next_pos2, pv, pv_bts, packed,
-                                          chunk_byte_offset[c], c, range_left[r],
-                                          range_right[r], out, n)
+        out, n = scan_discontiguous_range(length, shifts, masks, next_pos, heads, present,
+                                          present_rank, next_pos2, heads2, present2,
+                                          present_rank2, packed, chunk_byte_offset[c], c,
+                                          range_left[r], range_right[r], out, n)
     return (out[SEED_CHUNK, :n].copy(), out[SEED_Q_OFF, :n].copy(), out[SEED_S_OFF, :n].copy(),
             out[SEED_S_FIRST, :n].copy(), out[SEED_HIT_S, :n].copy())
 
@@ -146,9 +148,7 @@ def find_masked_seeds(table: LookupTable, packed: np.ndarray, chunk_byte_offset:
     chunk = np.repeat(np.arange(ranges.first.size - 1, dtype=np.int32), np.diff(ranges.first))
     if table.template_length:
         scan = scan_discontiguous_ranges
-        args = (table.template_length, table.template_shift, table.template_mask,
-                table.hashtable, table.next_pos, table.hashtable2, table.next_pos2, table.pv,
-                table.pv_bts)
+        args = discontiguous_args(table)
     else:
         scan = scan_ranges
         extend_kind = masked_extend(table)
