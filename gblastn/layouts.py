@@ -10,7 +10,7 @@ refuse to compile without them (#error), and keep no copy of their own.
 # -- lookup tables (gblastn.lookup; seeds.cu's TABLE_KIND) -----------------------------------
 TABLE_SMALL = 0       # backbone/overflow int16
 TABLE_STANDARD = 1    # CSR (cell_start/offsets) and presence vector
-TABLE_MEGABLAST = 2   # hashtable/next_pos chains and presence vector
+TABLE_MEGABLAST = 2   # next_pos chains from the heads of the words present
 # discontiguous words (gblastn.lookup.TEMPLATES; seeds.cu's TEMPLATE_LENGTH variant): the
 # templates a table reads at once (coding_and_optimal)
 TEMPLATES_MAX = 2
