@@ -408,7 +408,7 @@ def scan_into(kind, extend_kind, check_masks, word_size, width, scan_step,
     words = np.zeros(SCAN_BLOCK, dtype=np.int64)
     heads = np.zeros(SCAN_BLOCK, dtype=np.int64)
     follow = np.zeros(SCAN_BLOCK, dtype=np.int64)
-    hit_at = np.zeros(SCAN_BLOCK, dtype=np.int64)  # megablast: the block's listed positions
+    hit_at = np.zeros(SCAN_BLOCK, dtype=np.int64)  # megablast: positions of words present
     q_bases = query_bases.ctypes.data + WORD_PAD
     q_ambig = query_ambig.ctypes.data + WORD_PAD
     links, link_bytes = next_pos.ctypes.data, next_pos.itemsize  # for prefetches
