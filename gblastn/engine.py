@@ -1072,9 +1072,9 @@ class Engine:
             return VolumeHits(hits)
 
         # the scan stops at a seed budget where it can (not through a masked database's
-        # ranges, nor discontiguous words)
+        # ranges)
         stops = self.backend_plan.stops_scans and every_chunk.ranges is None and \
-            not table.template_length and rules is None
+            rules is None
 
         # the device's slices have their greedy extensions made beside the later slices'
         # scans; DP ones there slowed the scans' walk and themselves (docs/perf/pipeline.md)

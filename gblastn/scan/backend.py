@@ -8,7 +8,7 @@ attributes):
 
 * ``scans_whole_volumes``: one call per volume is cheaper than one per part of it (a GPU
   call has a fixed cost), so the drivers share one scan among a volume's jobs;
-* ``stops_scans``: its scan of contiguous words stops at a seed budget and goes on from
+* ``stops_scans``: its scan stops at a seed budget and goes on from
   there (``find_seeds_from``), so that a search holds a bounded number of seeds even
   within one chunk;
 * ``ungapped_ahead``: with the seeds it makes every seed's ungapped extension ahead of the

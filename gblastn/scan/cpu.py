@@ -593,20 +593,44 @@ def scan_discontiguous(length, shifts, masks, next_pos, heads, present, present_
     out = np.empty((SEED_FIELDS, 4096), dtype=np.int32)
     n = 0
     for c in range(first_chunk, last_chunk):
-        out, n = scan_discontiguous_range(length, shifts, masks, next_pos, heads, present,
-                                          present_rank, next_pos2, heads2, present2,
-                                          present_rank2, packed, chunk_byte_offset[c], c, 0,
-                                          chunk_length[c], out, n)
+        s = np.int64(0)
+        while s >= 0:
+            n, s = scan_discontiguous_range(length, shifts, masks, next_pos, heads, present,
+                                            present_rank, next_pos2, heads2, present2,
+                                            present_rank2, packed, chunk_byte_offset[c], c, s,
+                                            chunk_length[c], out, n)
+            if s >= 0:
+                out = _doubled(out, n)
     return (out[SEED_CHUNK, :n].copy(), out[SEED_Q_OFF, :n].copy(), out[SEED_S_OFF, :n].copy(),
             out[SEED_S_FIRST, :n].copy(), out[SEED_HIT_S, :n].copy())
+
+
+@njit(cache=True, nogil=True)
+def scan_discontiguous_into(length, shifts, masks, next_pos, heads, present, present_rank,
+                            next_pos2, heads2, present2, present_rank2, packed,
+                            chunk_byte_offset, chunk_length, first_chunk, first_s, last_chunk,
+                            out, n):
+    """scan_into for a discontiguous table: the seeds from window start first_s of chunk
+    first_chunk up to chunk last_chunk, written to out[:, n:]; returns (n, c, s), c ==
+    last_chunk when done, else out filled up before window s of chunk c."""
+    for c in range(first_chunk, last_chunk):
+        n, s = scan_discontiguous_range(length, shifts, masks, next_pos, heads, present,
+                                        present_rank, next_pos2, heads2, present2,
+                                        present_rank2, packed, chunk_byte_offset[c], c,
+                                        first_s if c == first_chunk else 0, chunk_length[c],
+                                        out, n)
+        if s >= 0:
+            return n, c, s
+    return n, last_chunk, 0
 
 
 @njit(cache=True, nogil=True)
 def scan_discontiguous_range(length, shifts, masks, next_pos, heads, present, present_rank,
                              next_pos2, heads2, present2, present_rank2, packed, byte_off, c,
                              left, right, out, n):
-    """The seeds of chunk c's windows that start in [left, right - length], appended to
-    `out` from row n: returns (out, n), out grown as it filled."""
+    """The seeds of chunk c's windows that start in [left, right - length], written to
+    out[:, n:]: returns (n, -1), or (n, s) when out filled up at window s, none of whose
+    seeds were kept."""
     window_mask = (np.int64(1) << (2 * length)) - 1
     # views without reference counts: the per-position helpers below take them (inlined
     # or not, a counted array costs two atomic operations a call)
@@ -614,13 +638,15 @@ def scan_discontiguous_range(length, shifts, masks, next_pos, heads, present, pr
     next_pos, heads, present = borrowed(next_pos), borrowed(heads), borrowed(present)
     next_pos2, heads2, present2 = borrowed(next_pos2), borrowed(heads2), borrowed(present2)
     present_rank, present_rank2 = borrowed(present_rank), borrowed(present_rank2)
-    seeds = borrowed(out)  # `out` is what is returned; seeds is made again when it grows
+    out = borrowed(out)
+    n = np.int64(n)
     left = np.int64(left)
     window = np.int64(0)
     for p in range(left, left + length - 1):
         window = (window << 2) | subject_base(packed, byte_off, p)
     for s in range(left, np.int64(right) - length + 1):
         window = ((window << 2) | subject_base(packed, byte_off, s + length - 1)) & window_mask
+        first = n
         for t in range(shifts.shape[0]):
             index = template_index(window, shifts, masks, t)
             if t == 0:
@@ -628,13 +654,10 @@ def scan_discontiguous_range(length, shifts, masks, next_pos, heads, present, pr
             else:
                 head, links = chain_head(heads2, present2, present_rank2, index), next_pos2
             if head != 0:
-                found = _chain_seeds(head, links, c, s, seeds, n)
-                while found < 0:
-                    out = _doubled(out, n)
-                    seeds = borrowed(out)
-                    found = _chain_seeds(head, links, c, s, seeds, n)
-                n = found
-    return out, n
+                n = _chain_seeds(head, links, c, s, out, n)
+                if n < 0:
+                    return np.int64(first), np.int64(s)
+    return np.int64(n), np.int64(-1)
 
 
 def _scan_function(table: LookupTable):
@@ -712,8 +735,7 @@ def find_seeds_from(table: LookupTable, packed: np.ndarray, chunk_byte_offset: n
     (a multiple of the scan step) on, up to `budget` of them: (Seeds, stop), stop None when
     the scan reached the last chunk's end, else (chunk, position) where it stopped, none of
     that position's seeds taken, to go on from there. A position with more seeds than the
-    budget is taken whole. Contiguous words only (the discontiguous scan does not stop).
-    `out`: an int32 buffer of (SEED_FIELDS, budget) to write the seeds into (the Seeds are
+    budget is taken whole. `out`: an int32 buffer of (SEED_FIELDS, budget) to write the seeds into (the Seeds are
     views of it; the scan fills a buffer up to its size), else one is made."""
     packed = np.ascontiguousarray(packed, dtype=np.uint8)
     chunk_byte_offset = np.ascontiguousarray(chunk_byte_offset, dtype=np.int64)
@@ -722,9 +744,12 @@ def find_seeds_from(table: LookupTable, packed: np.ndarray, chunk_byte_offset: n
     budget = max(1, int(budget))
     if out is None or out.shape != (SEED_FIELDS, budget):
         out = np.empty((SEED_FIELDS, budget), dtype=np.int32)
+    if table.template_length:
+        scan, args = scan_discontiguous_into, discontiguous_args(table)
+    else:
+        scan, args = scan_into, _table_args(table)
     while True:
-        n, c, s = scan_into(*_table_args(table), packed, chunk_byte_offset, chunk_length, 0,
-                            position, k, out, 0)
+        n, c, s = scan(*args, packed, chunk_byte_offset, chunk_length, 0, position, k, out, 0)
         if n > 0 or c == k:
             break
         out = np.empty((SEED_FIELDS, 2 * out.shape[1]), dtype=np.int32)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from gblastn.errors import OptionsError
 from gblastn.lookup import TEMPLATES, build_lookup, template_index, template_runs
 from gblastn.options import make_options
-from gblastn.scan.cpu import find_seeds
+from gblastn.scan.cpu import find_seeds, find_seeds_from
 from gblastn.ungapped import DiagonalHash, extend_seeds
 
 from golden import gblastn
@@ -79,6 +79,32 @@ def test_scan_finds_every_discontiguous_word_in_blast_order(word_size, length, k
     assert len(got) > 20
     assert np.array_equal(seeds.s_first, seeds.s_off) and np.array_equal(seeds.hit_s,
                                                                           seeds.s_off)
+
+
+@pytest.mark.parametrize("length, kind, budget", [(18, "coding", 3),
+                                                  (21, "coding_and_optimal", 1)])
+def test_scan_stopped_at_a_budget_goes_on_where_it_stopped(length, kind, budget):
+    """find_seeds_from on a discontiguous table, a few seeds at a time (the CPU search's
+    slices): find_seeds' seeds, in order, none repeated or lost; a window's seeds are
+    never split, and one with more than the budget (two templates' at budget 1) is taken
+    whole."""
+    rng = np.random.default_rng(length)
+    batch, options, subjects = make_case(rng, [150, 90], [400, 30, 260], "dc-megablast",
+                                         template_length=length, template_type=kind)
+    table = build_lookup(batch, options)
+    packed, offsets, lengths = pack_chunks(subjects)
+    whole = find_seeds(table, packed, offsets, lengths)
+    taken, first, position = [], 0, 0
+    while True:
+        seeds, stop = find_seeds_from(table, packed, offsets[first:], lengths[first:],
+                                      position, budget)
+        taken.append(np.stack([seeds.chunk + first, seeds.q_off, seeds.s_off]))
+        if stop is None:
+            break
+        first, position = first + stop[0], stop[1]
+    assert len(taken) > 5
+    assert np.array_equal(np.concatenate(taken, axis=1),
+                          np.stack([whole.chunk, whole.q_off, whole.s_off]))
 
 
 def two_hit_case():
