@@ -392,7 +392,8 @@ def test_megablast_heads_spread_on_the_device_are_blasts_array(gpu, case):
     packed, chunks = volume(rng, batch, [3000], plants=5)
     gpu.find_seeds(table, on_device(packed), chunks.byte_offset, chunks.length)
     got = np.empty(table.present.size << 5, dtype=np.int32)
-    gpu.drv.memcpy_dtoh(got, gpu.table_arrays["hashtable"])
+    with gpu:  # the backend's context, current on this thread for the copy
+        gpu.drv.memcpy_dtoh(got, gpu.table_arrays["hashtable"])
     assert np.array_equal(got, dense_hashtable(table.heads, table.present))
     assert np.count_nonzero(got) == table.heads.size > 0
 
