@@ -593,16 +593,28 @@ def scan_discontiguous(length, shifts, masks, next_pos, heads, present, present_
     out = np.empty((SEED_FIELDS, 4096), dtype=np.int32)
     n = 0
     for c in range(first_chunk, last_chunk):
-        s = np.int64(0)
-        while s >= 0:
-            n, s = scan_discontiguous_range(length, shifts, masks, next_pos, heads, present,
-                                            present_rank, next_pos2, heads2, present2,
-                                            present_rank2, packed, chunk_byte_offset[c], c, s,
-                                            chunk_length[c], out, n)
-            if s >= 0:
-                out = _doubled(out, n)
+        out, n = discontiguous_range_grown(length, shifts, masks, next_pos, heads, present,
+                                           present_rank, next_pos2, heads2, present2,
+                                           present_rank2, packed, chunk_byte_offset[c], c, 0,
+                                           chunk_length[c], out, n)
     return (out[SEED_CHUNK, :n].copy(), out[SEED_Q_OFF, :n].copy(), out[SEED_S_OFF, :n].copy(),
             out[SEED_S_FIRST, :n].copy(), out[SEED_HIT_S, :n].copy())
+
+
+@njit(cache=True, nogil=True)
+def discontiguous_range_grown(length, shifts, masks, next_pos, heads, present, present_rank,
+                              next_pos2, heads2, present2, present_rank2, packed, byte_off, c,
+                              left, right, out, n):
+    """scan_discontiguous_range's seeds of the whole range, `out` grown as it fills:
+    returns (out, n)."""
+    s = np.int64(left)
+    while s >= 0:
+        n, s = scan_discontiguous_range(length, shifts, masks, next_pos, heads, present,
+                                        present_rank, next_pos2, heads2, present2,
+                                        present_rank2, packed, byte_off, c, s, right, out, n)
+        if s >= 0:
+            out = _doubled(out, n)
+    return out, n
 
 
 @njit(cache=True, nogil=True)

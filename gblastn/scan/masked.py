@@ -21,8 +21,8 @@ from ..pools import in_turn
 from ..refcounts import borrowed
 from ..wordrun import WORD_PAD
 from . import Seeds
-from .cpu import _doubled, _emit, discontiguous_args, extension_quads, \
-    scan_discontiguous_range, subject_word
+from .cpu import _doubled, _emit, discontiguous_args, discontiguous_range_grown, \
+    extension_quads, subject_word
 
 
 def masked_extend(table: LookupTable) -> int:
@@ -131,14 +131,10 @@ def scan_discontiguous_ranges(length, shifts, masks, next_pos, heads, present, p
     n = 0
     for r in range(first, last):
         c = range_chunk[r]
-        s = np.int64(range_left[r])
-        while s >= 0:
-            n, s = scan_discontiguous_range(length, shifts, masks, next_pos, heads, present,
-                                            present_rank, next_pos2, heads2, present2,
-                                            present_rank2, packed, chunk_byte_offset[c], c, s,
-                                            range_right[r], out, n)
-            if s >= 0:
-                out = _doubled(out, n)
+        out, n = discontiguous_range_grown(length, shifts, masks, next_pos, heads, present,
+                                           present_rank, next_pos2, heads2, present2,
+                                           present_rank2, packed, chunk_byte_offset[c], c,
+                                           range_left[r], range_right[r], out, n)
     return (out[SEED_CHUNK, :n].copy(), out[SEED_Q_OFF, :n].copy(), out[SEED_S_OFF, :n].copy(),
             out[SEED_S_FIRST, :n].copy(), out[SEED_HIT_S, :n].copy())
 
