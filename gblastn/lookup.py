@@ -335,8 +335,8 @@ def _build_small(index, offset, size):
 @njit(cache=True, nogil=True)
 def _sort_words(sequence, segments, word_size, width, shift, cursor, offsets, words):
     """The indexable words of `segments` (in _list_words' order) by cell range, word >>
-    `shift`: each word and its offset at cursor[its range], which moves on. With `offsets`
-    empty, only counts them there."""
+    `shift`: each word's offset, and its bits below the range's (`words`, 16 bits), at
+    cursor[its range], which moves on. With `offsets` empty, only counts them there."""
     mask = (1 << (2 * width)) - 1
     counting = offsets.size == 0
     for k in range(segments.shape[0]):
@@ -350,15 +350,16 @@ def _sort_words(sequence, segments, word_size, width, shift, cursor, offsets, wo
                 at = cursor[word >> shift]
                 if not counting:
                     offsets[at] = p - width + 1
-                    words[at] = word
+                    words[at] = word & 0xFFFF
                 cursor[word >> shift] = at + 1
 
 
 @njit(cache=True, nogil=True)
-def _mark_present(words, first, last, present, pv, pv_bts):
-    """The bits of the sorted words first..last-1 (one cell range) in present and pv."""
+def _mark_present(words, first, last, high, present, pv, pv_bts):
+    """The bits of the sorted words first..last-1 (one cell range, whose words' bits above
+    the 16 in `words` are `high`) in present and pv."""
     for i in range(first, last):
-        word = words[i]
+        word = high | np.int64(words[i])
         present[word >> 5] |= np.uint32(1) << np.uint32(word & 31)
         pv[word >> pv_bts] |= np.uint32(1) << np.uint32(word & 31)
 
@@ -392,11 +393,12 @@ def chain_head(heads, present, present_rank, word):
 
 
 @njit(cache=True, nogil=True)
-def _insert_sorted(offsets, words, first, last, heads, present, present_rank, next_pos):
-    """Insert the sorted words first..last-1, which all fall in one cell range. Our offset
-    is BLAST's q_off + 1, so it is stored as is."""
+def _insert_sorted(offsets, words, first, last, high, heads, present, present_rank,
+                   next_pos):
+    """Insert the sorted words first..last-1, which all fall in one cell range (`high`, as
+    _mark_present's). Our offset is BLAST's q_off + 1, so it is stored as is."""
     for i in range(first, last):
-        word, offset = words[i], offsets[i]
+        word, offset = high | np.int64(words[i]), offsets[i]
         head = head_index(present, present_rank, word)
         next_pos[offset] = heads[head]
         heads[head] = offset
@@ -413,7 +415,9 @@ def dense_hashtable(heads: np.ndarray, present: np.ndarray) -> np.ndarray:
 
 NO_TEMPLATE = np.zeros((0, TEMPLATE_RUNS), dtype=np.int64)  # a contiguous table's templates
 PARALLEL_TABLE_WORDS = 1_000_000  # below this, one thread fills the megablast table
-TABLE_CELL_RANGES = 64  # the megablast table's parts filled side by side (a power of 2)
+# the megablast table's parts filled side by side (a power of 2): 256 leave 16 bits of a
+# 12-letter word to keep while the words are sorted by range
+TABLE_CELL_RANGES = 256
 
 
 def _build_megablast(sequence, segments, word_size, width, entries, pool=INLINE):
@@ -452,10 +456,11 @@ def _fill_megablast(sequence, segments, word_size, width, next_pos, present, pv,
     share_segments = [segments[lo:hi] for lo, hi in zip(bounds, bounds[1:])]
     counts = np.zeros((shares, ranges), dtype=np.int64)
     none32 = np.zeros(0, dtype=np.int32)
+    none16 = np.zeros(0, dtype=np.uint16)
 
     def count(k):
         _sort_words(sequence, share_segments[k], word_size, width, shift, counts[k], none32,
-                    none32)
+                    none16)
 
     spread_map(pool, count, range(shares))
     # range-major, shares in order within a range: each range's words in _list_words' order
@@ -465,7 +470,7 @@ def _fill_megablast(sequence, segments, word_size, width, next_pos, present, pv,
     range_start = np.append(cursor[0], counts.sum())
     total = int(range_start[-1])
     offsets = np.empty(total, dtype=np.int32)
-    words = np.empty(total, dtype=np.int32)
+    words = np.empty(total, dtype=np.uint16)
 
     def place(k):
         _sort_words(sequence, share_segments[k], word_size, width, shift, cursor[k], offsets,
@@ -474,15 +479,16 @@ def _fill_megablast(sequence, segments, word_size, width, next_pos, present, pv,
     spread_map(pool, place, range(shares))
 
     def mark(r):
-        _mark_present(words, range_start[r], range_start[r + 1], present, pv, pv_bts)
+        _mark_present(words, range_start[r], range_start[r + 1], r << shift, present, pv,
+                      pv_bts)
 
     spread_map(pool, mark, range(ranges))
     present_rank, words_present = _set_bits_before(present)
     heads = np.zeros(words_present, dtype=np.int32)
 
     def insert(r):
-        _insert_sorted(offsets, words, range_start[r], range_start[r + 1], heads, present,
-                       present_rank, next_pos)
+        _insert_sorted(offsets, words, range_start[r], range_start[r + 1], r << shift, heads,
+                       present, present_rank, next_pos)
 
     spread_map(pool, insert, range(ranges))
     return heads, present_rank

@@ -23,14 +23,28 @@ def skip_numba_extras() -> None:
     unless in use: a config file present, or coverage already running. numba's typing
     words an error for each implementation that it tries and rejects (tens of thousands in
     a compilation), each through colorama's set-up of the terminal for colours: numba's
-    own switch leaves the colours out, where the user has not set it. Called before numba
-    is imported."""
+    own switch leaves the colours out, where the user has not set it. numba's cache names
+    and checks its files with hashlib's sums, whose OpenSSL backend maps libcrypto (3.4 MB
+    resident, a fiftieth of a small search's peak): the interpreter's own sums, where it
+    has them, give the same digests. Called before numba is imported."""
     os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
     sys.modules.setdefault("scipy", None)
     sys.modules.setdefault("scipy.linalg.cython_blas", None)  # in case scipy came first
     sys.modules.setdefault("coverage", None)
     if not os.path.isfile(".numba_config.yaml"):
         sys.modules.setdefault("yaml", None)
+    if "hashlib" not in sys.modules and _builtin_hashes():
+        sys.modules.setdefault("_hashlib", None)
+
+
+def _builtin_hashes() -> bool:
+    """Whether the interpreter has its own SHA-1 and SHA-256, which hashlib falls back on
+    without OpenSSL (some builds leave them out)."""
+    from importlib.machinery import PathFinder
+
+    names = ("_sha1", "_sha256") if sys.version_info < (3, 12) else ("_sha1", "_sha2")
+    return all(name in sys.builtin_module_names or PathFinder.find_spec(name) is not None
+               for name in names)
 
 
 def lighten_numba_start() -> None:
