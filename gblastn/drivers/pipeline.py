@@ -40,6 +40,7 @@ POLL_SECONDS = 0.1  # how often a blocked thread looks at the stop flag
 TRACE_BACKLOG = 8  # traceback groups waiting per CPU thread, at most
 WHOLE_VOLUME_JOBS = 1  # jobs per volume when the backend scans whole volumes
 MASK_AHEAD_LETTERS = 20_000  # the reader finds the masks of about this many letters a call
+QUERIES_AHEAD = 256  # queries read and not yet taken by the planner, at most
 
 
 class _Stop(Exception):
@@ -69,7 +70,7 @@ class Pipeline:
         self.prelim_threads = settings.prelim_threads or threads
         self.traceback_threads = settings.traceback_threads or threads
         depth = max(2, 2 * threads)
-        self.query_q = queue.Queue(maxsize=256)
+        self.query_q = queue.Queue(maxsize=QUERIES_AHEAD)
         self.job_q = queue.Queue(maxsize=depth)
         self.prelim_q = queue.Queue(maxsize=depth)
         self.result_q = queue.Queue(maxsize=4 * depth)
@@ -128,33 +129,62 @@ class Pipeline:
     # -- stages ----------------------------------------------------------------------------
 
     def _reader(self):
-        """Reads the queries, and finds their masks once handed on, MASK_AHEAD_LETTERS at a
-        time: a batch is planned once the batch before has counted its extensions (blastn's
-        batch sizes), and the masks of the queries read ahead are then found already."""
-        handed, letters = [], 0
+        """Reads the queries and hands them on at once; their masks are found ahead,
+        MASK_AHEAD_LETTERS at a time, only while the planner takes no more queries (the
+        queue is full: it waits for a batch's extension count, which sizes the next batch)
+        and after the last query, and only for queries not planned by then. Masked here
+        before they were handed on, the queries reached the planner at one thread's masking
+        pace, and the second batch, planned beside the first one's search, began after
+        all of its queries' masks (0.25 s on 5 Mbp of queries)."""
+        unmasked = collections.deque()  # (number, query) handed on, not planned nor masked
         for number, query in enumerate(self.queries):
             self.read_order.append(number)
-            self._put(self.query_q, (number, query))
-            handed.append((number, query))
-            letters += len(query)
-            if letters >= MASK_AHEAD_LETTERS:
-                self._mask_ahead(handed)
-                handed, letters = [], 0
+            item = (number, query)
+            while not self._offer(self.query_q, item):
+                if not self._mask_ahead(unmasked):
+                    self._put(self.query_q, item)
+                    break
+            unmasked.append(item)
+            if len(unmasked) > QUERIES_AHEAD:
+                self._drop_planned(unmasked)  # held for nothing once planned
         self._put(self.query_q, _END)
-        self._mask_ahead(handed)
+        while self._mask_ahead(unmasked):
+            pass
 
-    def _mask_ahead(self, handed: list) -> None:
-        """The masks of queries handed on (number, query), kept for the planner unless it
-        has planned them meanwhile."""
+    def _offer(self, q, item) -> bool:
+        """Put `item` on `q` unless it is full."""
+        if self.stop.is_set():
+            raise _Stop
+        try:
+            q.put_nowait(item)
+            return True
+        except queue.Full:
+            return False
+
+    def _mask_ahead(self, unmasked: collections.deque) -> bool:
+        """Find the masks of the first MASK_AHEAD_LETTERS or so of the queries handed on
+        and not planned yet (dropped from `unmasked`, as are those planned meanwhile), kept
+        for the planner unless it plans them meanwhile. Returns whether there were any."""
         from ..query import query_masks
 
+        self._drop_planned(unmasked)
+        handed, letters = [], 0
+        while unmasked and letters < MASK_AHEAD_LETTERS:
+            handed.append(unmasked.popleft())
+            letters += len(handed[-1][1])
         if not handed:
-            return
+            return False
         masks = query_masks([query for _, query in handed], self.options)
         with self.masks_lock:
             for (number, _), mask in zip(handed, masks):
                 if number > self.planned_through:
                     self.masks_ahead[number] = mask
+        return True
+
+    def _drop_planned(self, unmasked: collections.deque) -> None:
+        with self.masks_lock:
+            while unmasked and unmasked[0][0] <= self.planned_through:
+                unmasked.popleft()
 
     def _masks_found(self, items: list) -> list:
         """The masks the reader found for a batch's (number, query) items (None where not)."""

@@ -3,6 +3,7 @@ and any split of the gapped stage, volumes scanned once serve every job, the tas
 the most urgent work first, a failing stage stops the run cleanly, an interrupt leaves no
 partial output, and the warm-up reaches every stage a search uses."""
 
+import collections
 import os
 import signal
 import subprocess
@@ -598,6 +599,7 @@ def test_masks_found_by_the_reader_give_identical_output(case, monkeypatch):
     from gblastn.drivers import pipeline
 
     monkeypatch.setattr(pipeline, "MASK_AHEAD_LETTERS", 1)
+    monkeypatch.setattr(pipeline, "QUERIES_AHEAD", 1)  # the reader waits, and masks ahead
     taken = []
     real = query._masks_of
     monkeypatch.setattr(query, "_masks_of", lambda queries, options, pool, found: taken.append(
@@ -622,10 +624,40 @@ def test_the_planner_takes_the_masks_the_reader_kept():
     queries = [(k, Query(f"q{k}", "", np.full(60, 3, dtype=np.uint8), np.zeros(60, bool)))
                for k in range(4)]
     assert reader._masks_found(queries[:2]) == [None, None]
-    reader._mask_ahead(queries)
+    unmasked = collections.deque(queries)
+    assert reader._mask_ahead(unmasked) and not unmasked
     assert sorted(reader.masks_ahead) == [2, 3]
+    assert not reader._mask_ahead(unmasked)
     found = reader._masks_found(queries[2:])
     assert all(mask.tolist() == [[0, 60]] for mask in found) and not reader.masks_ahead
+
+
+def test_the_reader_hands_every_query_on_before_it_masks_any(monkeypatch):
+    """While the planner takes them, the queries are handed on as they are read: their
+    masks are found ahead only after the last one (or while the queue is full), and not
+    for queries planned by then."""
+    import queue
+
+    from gblastn import query as query_module
+    from gblastn.drivers.pipeline import _END, Pipeline
+
+    reader = Pipeline.__new__(Pipeline)
+    reader.masks_ahead, reader.planned_through = {}, -1
+    reader.masks_lock, reader.stop = threading.Lock(), threading.Event()
+    reader.read_order, reader.query_q = collections.deque(), queue.Queue(maxsize=100)
+    reader.options = make_options("blastn")
+    reader.queries = [Query(f"q{k}", "", np.full(60, 3, dtype=np.uint8), np.zeros(60, bool))
+                      for k in range(6)]
+    queued_at_masking = []
+    real = query_module.query_masks
+    monkeypatch.setattr(query_module, "query_masks", lambda queries, options: (
+        queued_at_masking.append(reader.query_q.qsize()), real(queries, options))[1])
+    reader._masks_found([(0, reader.queries[0]), (1, reader.queries[1])])  # planned already
+    reader._reader()
+    assert queued_at_masking and queued_at_masking[0] == 6 + 1  # every query, then the end
+    assert sorted(reader.masks_ahead) == [2, 3, 4, 5]
+    handed = [reader.query_q.get_nowait() for _ in range(7)]
+    assert [number for number, _ in handed[:6]] == list(range(6)) and handed[6] is _END
 
 
 def test_failing_stage_stops_the_run_and_leaves_no_output(case, monkeypatch):
