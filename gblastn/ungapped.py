@@ -681,10 +681,12 @@ def by_hash_part(q_off, s_off, parts: int, spread=None) -> tuple:
 
 
 PARTITION_RANGES = 64  # ranges of seeds partitioned side by side, at most
-# seeds a range at least: a slice's 0.4 M seeds in 64 ranges on 16 threads took 18 ms a
-# call, most of it the threads' start and the calls, held by the job in its ungapped turn
-# (about 1 s of synth 1G's q_small, docs/perf/whole-search.md)
-PARTITION_SEEDS = 1 << 20
+# seeds a range at least. With threads started for each call, a slice's 0.4 M seeds in 64
+# ranges on 16 threads took 18 ms, held by the job in its ungapped turn; on the kept
+# spread threads a turn's run of up to 1 M seeds is sorted in ranges of 2^16 (synth 1G's
+# q_small on 16 threads: 2.33-2.55 s against 2.52-2.69 s sorted by the turn's own thread,
+# docs/perf/whole-search.md)
+PARTITION_SEEDS = 1 << 16
 
 
 @njit(cache=True, nogil=True)
