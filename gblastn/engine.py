@@ -1004,7 +1004,8 @@ class Engine:
         from .gapped import hit_contexts
         from .scan import Seeds
         from .scan.masked import find_masked_seeds
-        from .ungapped import PARALLEL_SEEDS, diagonal_pass, extend_seeds, ungapped_rules
+        from .ungapped import PARALLEL_SEEDS, diagonal_pass, extend_seeds, \
+            sort_initial_hits, ungapped_rules
 
         subject_buffer = self.buffers.of(volume)
         buffer = subject_buffer.packed
@@ -1068,7 +1069,8 @@ class Engine:
                                         options.reward, options.penalty, hash_threads,
                                         plan.diag_hash, hash_spread, options.window_size,
                                         scanned.ahead, carry, cut,
-                                        SPREAD_SEEDS if in_turn_spread else PARALLEL_SEEDS)
+                                        SPREAD_SEEDS if in_turn_spread else PARALLEL_SEEDS,
+                                        by_score=not in_turn_spread)
             return VolumeHits(hits)
 
         # the scan stops at a seed budget where it can (not through a masked database's
@@ -1094,12 +1096,18 @@ class Engine:
             with turns:
                 if stops and len(part.length):
                     if in_turn_spread:
-                        return stopping_initial_hits(part, scan_from, extend,
-                                                     SCAN_AHEAD_SLICES, turns.enter_ungapped)
-                    return stopping_initial_hits(part, scan_from, extend)
-                return sliced_initial_hits(part, scan, extend,
-                                           None if walk is None else DEVICE_SLICE_SEEDS,
-                                           counted, beside_scans)
+                        found = stopping_initial_hits(part, scan_from, extend,
+                                                      SCAN_AHEAD_SLICES, turns.enter_ungapped)
+                    else:
+                        return stopping_initial_hits(part, scan_from, extend)
+                else:
+                    return sliced_initial_hits(part, scan, extend,
+                                               None if walk is None else DEVICE_SLICE_SEEDS,
+                                               counted, beside_scans)
+            # the hits of a turn's runs in each chunk's order by score, made after the turn,
+            # which every other job of the batch waits for
+            with self.times.stage("ungapped"):
+                return VolumeHits(sort_initial_hits(found.hits), found.ahead)
 
         def made_ahead(found: VolumeHits, part) -> VolumeHits:
             if found.ahead is not None:

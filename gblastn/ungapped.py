@@ -861,7 +861,8 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
                  num_threads: int = 1, diag_hash: DiagonalHash | None = None,
                  spread=None, window: int = 0,
                  ahead: UngappedAhead | None = None, carry: CutChunk | None = None,
-                 cut: bool = False, parallel_seeds: int = PARALLEL_SEEDS) -> InitialHits:
+                 cut: bool = False, parallel_seeds: int = PARALLEL_SEEDS,
+                 by_score: bool = True) -> InitialHits:
     """Ungapped extension of all seeds (as ``find_seeds`` returns them).
 
     ``ungapped_xdrop``, ``ungapped_cutoff``, ``reduced_cutoff``: int32 per context (raw X > 0,
@@ -879,6 +880,8 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
     and `carry`, the same CutChunk for every call of one sequence of chunks, takes its state
     and hits from this call to the next. A cut chunk's hits come with the call that ends it.
     `parallel_seeds`: the fewest seeds whose hash parts `spread` runs side by side.
+    `by_score`: each chunk's hits in sort_initial_hits' order; else in the order the seeds
+    found them (the caller sorts them, out of its turn at the diagonal hash).
     """
     spread = spread or in_turn
     packed = np.ascontiguousarray(packed, dtype=np.uint8)
@@ -935,5 +938,5 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
     fields = _with_cut_chunk(fields, carry, cut, k)
     if carry is not None:
         carry.open = cut
-    fields = [np.ascontiguousarray(f, dtype=np.int32) for f in fields]
-    return sort_initial_hits(InitialHits(*fields))
+    hits = InitialHits(*(np.ascontiguousarray(f, dtype=np.int32) for f in fields))
+    return sort_initial_hits(hits) if by_score else hits

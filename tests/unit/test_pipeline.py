@@ -312,12 +312,32 @@ def _counting_extensions(monkeypatch) -> list:
     extended = []
     real = ungapped.extend_seeds
 
-    def spy(seeds, *args):
+    def spy(seeds, *args, **kwargs):
         extended.append(len(seeds))
-        return real(seeds, *args)
+        return real(seeds, *args, **kwargs)
 
     monkeypatch.setattr(ungapped, "extend_seeds", spy)
     return extended
+
+
+@pytest.mark.parametrize("task", ["blastn", "megablast"])
+def test_hits_sorted_after_the_turn_give_identical_output(case, monkeypatch, task):
+    """With 4 threads a job's turn at the diagonal hash spreads the hash's parts, and its
+    hits are put in each chunk's order by score once the turn is passed on: the output is
+    the one-thread search's."""
+    from gblastn import ungapped
+
+    deferred = []
+    real = ungapped.extend_seeds
+
+    def spy(*args, **kwargs):
+        deferred.append(kwargs.get("by_score") is False)
+        return real(*args, **kwargs)
+
+    reference = search(case, "serial", 1, f"turn-sorted-ref-{task}.out", task=task)
+    monkeypatch.setattr(ungapped, "extend_seeds", spy)
+    assert search(case, "pipeline", 4, f"turn-sorted-{task}.out", task=task) == reference
+    assert any(deferred)
 
 
 def test_volumes_scanned_and_extended_in_slices_give_identical_output(case, monkeypatch):
