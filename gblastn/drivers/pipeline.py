@@ -148,7 +148,7 @@ class Pipeline:
             if len(unmasked) > QUERIES_AHEAD:
                 self._drop_planned(unmasked)  # held for nothing once planned
         self._put(self.query_q, _END)
-        while self._mask_ahead(unmasked):
+        while not self.stop.is_set() and self._mask_ahead(unmasked):
             pass
 
     def _offer(self, q, item) -> bool:

@@ -680,6 +680,28 @@ def test_the_reader_hands_every_query_on_before_it_masks_any(monkeypatch):
     assert [number for number, _ in handed[:6]] == list(range(6)) and handed[6] is _END
 
 
+def test_a_stopped_run_finds_no_more_masks_ahead(monkeypatch):
+    """After the last query the reader masks ahead chunk by chunk, and stops with the run."""
+    import queue
+
+    from gblastn import query as query_module
+    from gblastn.drivers import pipeline
+
+    monkeypatch.setattr(pipeline, "MASK_AHEAD_LETTERS", 1)  # a query a chunk
+    reader = pipeline.Pipeline.__new__(pipeline.Pipeline)
+    reader.masks_ahead, reader.planned_through = {}, -1
+    reader.masks_lock, reader.stop = threading.Lock(), threading.Event()
+    reader.read_order, reader.query_q = collections.deque(), queue.Queue(maxsize=100)
+    reader.options = make_options("blastn")
+    reader.queries = [Query(f"q{k}", "", np.full(60, 3, dtype=np.uint8), np.zeros(60, bool))
+                      for k in range(4)]
+    real = query_module.query_masks
+    monkeypatch.setattr(query_module, "query_masks", lambda queries, options: (
+        reader.stop.set(), real(queries, options))[1])
+    reader._reader()
+    assert sorted(reader.masks_ahead) == [0]
+
+
 def test_failing_stage_stops_the_run_and_leaves_no_output(case, monkeypatch):
     from gblastn import engine
     from gblastn.options import make_options
