@@ -1093,21 +1093,21 @@ class Engine:
             ungapped_done(count)
 
         def initial_hits(part, counted=None) -> VolumeHits:
+            stopping = stops and len(part.length)
+            if stopping and in_turn_spread:
+                with turns:
+                    found = stopping_initial_hits(part, scan_from, extend, SCAN_AHEAD_SLICES,
+                                                  turns.enter_ungapped)
+                # the hits in each chunk's order by score, put so once the turn, which every
+                # other job of the batch waits for, is passed on
+                with self.times.stage("ungapped"):
+                    return VolumeHits(sort_initial_hits(found.hits), found.ahead)
             with turns:
-                if stops and len(part.length):
-                    if in_turn_spread:
-                        found = stopping_initial_hits(part, scan_from, extend,
-                                                      SCAN_AHEAD_SLICES, turns.enter_ungapped)
-                    else:
-                        return stopping_initial_hits(part, scan_from, extend)
-                else:
-                    return sliced_initial_hits(part, scan, extend,
-                                               None if walk is None else DEVICE_SLICE_SEEDS,
-                                               counted, beside_scans)
-            # the hits of a turn's runs in each chunk's order by score, made after the turn,
-            # which every other job of the batch waits for
-            with self.times.stage("ungapped"):
-                return VolumeHits(sort_initial_hits(found.hits), found.ahead)
+                if stopping:
+                    return stopping_initial_hits(part, scan_from, extend)
+                return sliced_initial_hits(part, scan, extend,
+                                           None if walk is None else DEVICE_SLICE_SEEDS,
+                                           counted, beside_scans)
 
         def made_ahead(found: VolumeHits, part) -> VolumeHits:
             if found.ahead is not None:
