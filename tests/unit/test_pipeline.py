@@ -652,14 +652,11 @@ def test_the_planner_takes_the_masks_the_reader_kept():
     assert all(mask.tolist() == [[0, 60]] for mask in found) and not reader.masks_ahead
 
 
-def test_the_reader_hands_every_query_on_before_it_masks_any(monkeypatch):
-    """While the planner takes them, the queries are handed on as they are read: their
-    masks are found ahead only after the last one (or while the queue is full), and not
-    for queries planned by then."""
+def _bare_reader(count: int):
+    """A Pipeline with only what its reader uses, reading `count` queries of 60 letters."""
     import queue
 
-    from gblastn import query as query_module
-    from gblastn.drivers.pipeline import _END, Pipeline
+    from gblastn.drivers.pipeline import Pipeline
 
     reader = Pipeline.__new__(Pipeline)
     reader.masks_ahead, reader.planned_through = {}, -1
@@ -667,7 +664,18 @@ def test_the_reader_hands_every_query_on_before_it_masks_any(monkeypatch):
     reader.read_order, reader.query_q = collections.deque(), queue.Queue(maxsize=100)
     reader.options = make_options("blastn")
     reader.queries = [Query(f"q{k}", "", np.full(60, 3, dtype=np.uint8), np.zeros(60, bool))
-                      for k in range(6)]
+                      for k in range(count)]
+    return reader
+
+
+def test_the_reader_hands_every_query_on_before_it_masks_any(monkeypatch):
+    """While the planner takes them, the queries are handed on as they are read: their
+    masks are found ahead only after the last one (or while the queue is full), and not
+    for queries planned by then."""
+    from gblastn import query as query_module
+    from gblastn.drivers.pipeline import _END
+
+    reader = _bare_reader(6)
     queued_at_masking = []
     real = query_module.query_masks
     monkeypatch.setattr(query_module, "query_masks", lambda queries, options: (
@@ -682,19 +690,11 @@ def test_the_reader_hands_every_query_on_before_it_masks_any(monkeypatch):
 
 def test_a_stopped_run_finds_no_more_masks_ahead(monkeypatch):
     """After the last query the reader masks ahead chunk by chunk, and stops with the run."""
-    import queue
-
     from gblastn import query as query_module
     from gblastn.drivers import pipeline
 
     monkeypatch.setattr(pipeline, "MASK_AHEAD_LETTERS", 1)  # a query a chunk
-    reader = pipeline.Pipeline.__new__(pipeline.Pipeline)
-    reader.masks_ahead, reader.planned_through = {}, -1
-    reader.masks_lock, reader.stop = threading.Lock(), threading.Event()
-    reader.read_order, reader.query_q = collections.deque(), queue.Queue(maxsize=100)
-    reader.options = make_options("blastn")
-    reader.queries = [Query(f"q{k}", "", np.full(60, 3, dtype=np.uint8), np.zeros(60, bool))
-                      for k in range(4)]
+    reader = _bare_reader(4)
     real = query_module.query_masks
     monkeypatch.setattr(query_module, "query_masks", lambda queries, options: (
         reader.stop.set(), real(queries, options))[1])
