@@ -440,7 +440,7 @@ def _fill_megablast(sequence, segments, word_size, width, next_pos, present, pv,
     of `pool`; returns (heads, present_rank). Each thread sorts the words of its share of
     the segments by cell range (counts them, then places them); each range's words are
     marked present by one thread, the present words counted, and then each range's words
-    are inserted in order by one thread. A range's cells are a 64th of the table, so its
+    are inserted in order by one thread. A range's cells are a 256th of the table, so its
     insertions mostly hit the cache: inserted in the batch's order, a large batch's words
     miss the cache at nearly every insertion, and threads that each read the whole batch
     and keep the words of their own cells each take as long as one thread
