@@ -481,9 +481,10 @@ class ClusterSearch:
                     results.append(future.result(timeout=STRANDED_CHECK_SECONDS))
                     break
                 except TimeoutError:
-                    if future.done():  # the task's own error
-                        raise
-                    self.client.run_on_scheduler(schedule_stranded, self.search_id)
+                    if future.status == "error":  # the task's own (a TimeoutError too)
+                        raise future.exception() from None
+                    if not future.done():  # else it finished as the wait ran out
+                        self.client.run_on_scheduler(schedule_stranded, self.search_id)
         return results
 
     def _live_workers(self) -> None:

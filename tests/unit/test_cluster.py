@@ -232,6 +232,51 @@ def test_a_cancelled_forecasts_preliminary_search_is_not_kept(case):
         resident.db.close()
 
 
+class FinishingFuture:
+    """A Future whose wait runs out just as its task ends (its result then being gathered),
+    or whose task raised `error`."""
+
+    def __init__(self, error=None):
+        self.error, self.waits = error, 0
+        self.status = "finished" if error is None else "error"
+
+    def result(self, timeout=None):
+        self.waits += 1
+        if self.error is not None:
+            raise self.error
+        if self.waits == 1:
+            raise TimeoutError(f"timed out after {timeout} s.")
+        return 7
+
+    def done(self):
+        return True
+
+    def exception(self):
+        return self.error
+
+
+def waiting_search():
+    from types import SimpleNamespace
+
+    from gblastn.drivers.cluster import ClusterSearch
+
+    search = object.__new__(ClusterSearch)  # the wait alone, without a cluster
+    search.search_id = "s"
+    search.client = SimpleNamespace(run_on_scheduler=lambda *args: pytest.fail("not stranded"))
+    return search
+
+
+def test_a_wait_that_runs_out_as_its_task_ends_takes_the_result():
+    future = FinishingFuture()
+    assert waiting_search()._results([future]) == [7]
+    assert future.waits == 2
+
+
+def test_a_tasks_own_timeout_error_ends_the_wait():
+    with pytest.raises(TimeoutError, match="the task's own"):
+        waiting_search()._results([FinishingFuture(TimeoutError("the task's own"))])
+
+
 def task_state(key, dask_scheduler=None) -> str | None:
     task = dask_scheduler.tasks.get(key)
     return None if task is None else task.state
