@@ -1,5 +1,5 @@
-"""Arrays: a buffer grown as it fills in compiled code, parts' fields joined, arrays in
-fresh anonymous memory, and such buffers used again once let go."""
+"""Arrays: a buffer grown as it fills in compiled code, parts' fields joined, distinct
+values, arrays in fresh anonymous memory, and such buffers used again once let go."""
 
 import mmap
 import sys
@@ -19,6 +19,16 @@ def grown(array, need):
     out = np.empty((max(need, 2 * array.shape[0]),) + array.shape[1:], dtype=array.dtype)
     out[:array.shape[0]] = array
     return out
+
+
+def distinct_sorted(values) -> np.ndarray:
+    """np.unique(values): the distinct values in ascending order. np.unique checks its
+    argument for a masked array, importing numpy.ma (0.014 CPU-s, on the planner's path
+    of every search)."""
+    ordered = np.sort(np.asarray(values).ravel())
+    if ordered.size < 2:
+        return ordered
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
 
 
 def joined_fields(parts: list, count: int) -> list:

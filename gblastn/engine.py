@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from .arrays import RecycledBuffers, fresh_pages
+from .arrays import RecycledBuffers, distinct_sorted, fresh_pages
 from .hsp import Hsps, QueryResult, SubjectHits, joined, query_coverage, score_order
 from .layouts import GAPPED_AHEAD_FIELDS, GAPPED_MADE, SEED_CHUNK, SEED_FIELDS, SEED_HIT_S, \
     SEED_Q_OFF, SEED_S_FIRST, SEED_S_OFF
@@ -494,8 +494,8 @@ def volume_jobs(db, parts_per_volume: int) -> list:
             continue
         ends = np.cumsum(lengths)
         targets = ends[-1] * np.arange(1, parts_per_volume) / parts_per_volume
-        cuts = np.unique(np.concatenate([[0], np.searchsorted(ends, targets, side="left") + 1,
-                                         [lengths.size]]))
+        cuts = distinct_sorted(np.concatenate([[0], np.searchsorted(ends, targets, side="left") + 1,
+                                              [lengths.size]]))
         cuts = cuts[cuts <= lengths.size]
         jobs += [(volume, range(int(a), int(b))) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
     return jobs
@@ -1329,7 +1329,7 @@ class VolumeGapped:
     def extensions(self) -> int:
         """The initial hits of this stage's chunks: BLAST's ungapped extensions kept
         (good_init_extends), counted chunk by chunk as BLAST counts them."""
-        chunks = np.unique(np.array([c for c, _ in self.pieces], dtype=np.int64))
+        chunks = distinct_sorted(np.array([c for c, _ in self.pieces], dtype=np.int64))
         return int((self.bounds[chunks + 1] - self.bounds[chunks]).sum())
 
     def piece_hits(self) -> list:

@@ -26,8 +26,14 @@ def skip_numba_extras() -> None:
     own switch leaves the colours out, where the user has not set it. numba's cache names
     and checks its files with hashlib's sums, whose OpenSSL backend maps libcrypto (3.4 MB
     resident, a fiftieth of a small search's peak): the interpreter's own sums, where it
-    has them, give the same digests. Called before numba is imported."""
+    has them, give the same digests. numba's module that runs other packages' numba
+    extensions imports importlib.metadata (and email's parsers, 0.02-0.03 CPU-s) as numba
+    is imported; gblastn's code uses no extension, so that module is one that runs none.
+    Called before numba is imported."""
     os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
+    if "numba" not in sys.modules and not any(isinstance(finder, _NoNumbaExtensions)
+                                              for finder in sys.meta_path):
+        sys.meta_path.insert(0, _NoNumbaExtensions())
     sys.modules.setdefault("scipy", None)
     sys.modules.setdefault("scipy.linalg.cython_blas", None)  # in case scipy came first
     sys.modules.setdefault("coverage", None)
@@ -35,6 +41,26 @@ def skip_numba_extras() -> None:
         sys.modules.setdefault("yaml", None)
     if "hashlib" not in sys.modules and _builtin_hashes():
         sys.modules.setdefault("_hashlib", None)
+
+
+class _NoNumbaExtensions:
+    """Finds, and makes, numba.core.entrypoints as a module whose `init_all` runs no
+    extension (through the import system, which binds it to its package as numba's code
+    expects)."""
+
+    NAME = "numba.core.entrypoints"
+
+    def find_spec(self, name, path=None, target=None):
+        from importlib.machinery import ModuleSpec
+
+        return ModuleSpec(name, self) if name == self.NAME else None
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        module._already_initialized = True
+        module.init_all = lambda: None
 
 
 def _builtin_hashes() -> bool:

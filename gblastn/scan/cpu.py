@@ -18,7 +18,7 @@ limits make such bases irrelevant.
 
 import numpy as np
 
-from ..arrays import joined_fields
+from ..arrays import distinct_sorted, joined_fields
 from ..layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, EXTEND_SMALL_ONE_BYTE, \
     SEED_CHUNK, SEED_FIELDS, SEED_HIT_S, SEED_Q_OFF, SEED_S_FIRST, SEED_S_OFF, TABLE_MEGABLAST, \
     TABLE_SMALL
@@ -715,7 +715,7 @@ def _split_chunks(chunk_length: np.ndarray, parts: int) -> list:
     cum = np.cumsum(chunk_length, dtype=np.int64)
     targets = cum[-1] * np.arange(1, parts) / parts
     cuts = np.searchsorted(cum, targets, side="left") + 1
-    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, k), [k]]))
+    bounds = distinct_sorted(np.concatenate([[0], np.clip(cuts, 0, k), [k]]))
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 

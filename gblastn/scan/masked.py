@@ -12,7 +12,7 @@ reads every window [left, right - template length]. The seeds are those of
 
 import numpy as np
 
-from ..arrays import joined_fields
+from ..arrays import distinct_sorted, joined_fields
 from ..layouts import EXTEND_BASEWISE, EXTEND_DIRECT, EXTEND_SMALL, SEED_CHUNK, SEED_FIELDS, \
     SEED_HIT_S, SEED_Q_OFF, SEED_S_FIRST, SEED_S_OFF, TABLE_MEGABLAST, TABLE_SMALL
 from ..lookup import LookupTable, head_index
@@ -160,7 +160,7 @@ def find_masked_seeds(table: LookupTable, packed: np.ndarray, chunk_byte_offset:
                 *table.query_words)
     total = int(chunk.size)
     groups = max(1, int(num_threads)) * 4 if num_threads > 1 else 1
-    bounds = np.unique(np.linspace(0, total, groups + 1).astype(np.int64))
+    bounds = distinct_sorted(np.linspace(0, total, groups + 1).astype(np.int64))
     parts = [None] * max(1, len(bounds) - 1)
 
     def run(k):

@@ -1,12 +1,17 @@
 """Arrays in compiled code: a borrowed view is the array itself, minus its reference count;
 a prefetch changes nothing, whatever its index. Recycled buffers come back only once let
-go, views included."""
+go, views included. Distinct values are numpy's unique ones, without numpy.ma."""
+
+import subprocess
+import sys
 
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 from numba import njit, types
 from numba.extending import intrinsic
 
-from gblastn.arrays import RecycledBuffers, grown
+from gblastn.arrays import RecycledBuffers, distinct_sorted, grown
 from gblastn.refcounts import borrowed, prefetch
 
 
@@ -97,3 +102,16 @@ def test_a_recycled_buffer_comes_back_only_once_nothing_holds_it():
     address = second.__array_interface__["data"][0]
     del second
     assert buffers.free().__array_interface__["data"][0] == address
+
+
+@given(st.lists(st.integers(-5, 5), max_size=40))
+def test_distinct_sorted_is_numpys_unique(values):
+    array = np.array(values, dtype=np.int64)
+    got = distinct_sorted(array)
+    assert got.dtype == np.int64 and np.array_equal(got, np.unique(array))
+
+
+def test_distinct_sorted_leaves_numpys_masked_arrays_unimported():
+    code = ("import sys, numpy as np; from gblastn.arrays import distinct_sorted; "
+            "distinct_sorted(np.array([3, 1, 3])); assert 'numpy.ma' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)

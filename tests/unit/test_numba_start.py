@@ -36,6 +36,7 @@ lighten_numba_start()
 """
 
 COMPILE = START + """
+assert "importlib.metadata" not in sys.modules, "numba looked for extensions"
 import cached
 cached.triple(2)
 cached.total(4)
@@ -54,6 +55,7 @@ assert cached.triple(2) == 6
 assert cached.total(4) == 6
 assert "numba.np.arrayobj" not in sys.modules, "an environment imported its module"
 assert "numpy.ma" not in sys.modules, "typing an array imported numpy.ma"
+assert "importlib.metadata" not in sys.modules, "numba looked for extensions"
 library = cached.triple.overloads[cached.triple.signatures[0]].library
 assert "_unparsed_bitcode" in vars(library), "the bitcode was parsed on loading"
 engine = library._codegen._engine
