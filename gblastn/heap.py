@@ -9,7 +9,6 @@ blocks mapped and returned.
 """
 
 import ctypes
-import ctypes.util
 import functools
 
 M_MMAP_THRESHOLD = -3  # mallopt's parameter (malloc.h)
@@ -19,12 +18,12 @@ LARGE_BLOCK = 1 << 20
 @functools.cache
 def return_large_blocks() -> bool:
     """Fix the mmap threshold at LARGE_BLOCK bytes (a block that large is mapped and given
-    back when freed). False where the C library has no mallopt (not glibc). Once a process:
-    the setting holds, and finding the C library runs `ldconfig -p` (a cluster worker makes
-    a search of each of its tasks)."""
-    name = ctypes.util.find_library("c")
+    back when freed). False where the C library has no mallopt (not glibc). Once a process
+    (a cluster worker makes a search of each of its tasks): the setting holds. mallopt is
+    looked up among the symbols the process has loaded, the C library's among them: by
+    name, the library is found by running `ldconfig -p`."""
     try:
-        mallopt = ctypes.CDLL(name).mallopt
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError, TypeError):
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
