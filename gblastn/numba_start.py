@@ -303,6 +303,46 @@ def njit(**options):
     return decorate
 
 
+def intrinsic(definition):
+    """numba.extending.intrinsic(definition), made when a compilation first types it (see
+    LazyIntrinsic): a module that defines intrinsics is imported without numba."""
+    return LazyIntrinsic(definition)
+
+
+class LazyIntrinsic:
+    """Stands for numba's intrinsic of `definition` (whose body imports what numba types it
+    with). numba types a global by its `_numba_type_` before its own registry of globals:
+    that of the intrinsic, made on first use."""
+
+    def __init__(self, definition):
+        self._definition = definition
+        self._made = None
+        functools.update_wrapper(self, definition)
+
+    @property
+    def _numba_type_(self):
+        return self.made()[1]
+
+    def made(self) -> tuple:
+        """(numba's intrinsic, its type)."""
+        if self._made is None:
+            with _MAKING_INTRINSICS:
+                if self._made is None:
+                    _import_numba()
+                    from numba.core.typing.templates import builtin_registry
+                    from numba.extending import intrinsic as numba_intrinsic
+
+                    made = numba_intrinsic(self._definition)
+                    typed = next(kind for value, kind in reversed(builtin_registry.globals)
+                                 if value is made)
+                    self._made = (made, typed)
+        return self._made
+
+    def __call__(self, *args, **kwargs):
+        return self.made()[0](*args, **kwargs)  # numba's message: not usable in Python
+
+
+_MAKING_INTRINSICS = threading.Lock()
 _MAKING = threading.Lock()
 
 

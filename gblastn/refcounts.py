@@ -1,10 +1,8 @@
 """Array views that numba does not reference-count, and cache prefetches (for hot loops over
-tables). Its own module: it imports numba, which gblastn.arrays' users (the output's line
-writer in a process that only formats, say) must not."""
+tables). The intrinsics are made, and numba imported, when a compilation first types them
+(numba_start.intrinsic)."""
 
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from .numba_start import intrinsic
 
 
 @intrinsic
@@ -18,6 +16,9 @@ def borrowed(typingctx, array):
     CPU scan spent 59 % of its time on kleb q_medium there). Only for a function's own use
     of an argument, while the caller holds it: never returned, stored, or kept past the
     call."""
+    from numba import types
+    from numba.core import cgutils
+
     if not isinstance(array, types.Array):
         return None
 
@@ -33,6 +34,8 @@ def borrowed(typingctx, array):
 def prefetch(typingctx, array, index):
     """A hint to bring array[index]'s cache line in ahead of its use (LLVM's prefetch for
     reading: it never faults, so any index is safe)."""
+    from numba import types
+
     if not isinstance(array, types.Array) or not isinstance(index, types.Integer):
         return None
 
@@ -48,6 +51,9 @@ def prefetch(typingctx, array, index):
 def prefetch_address(typingctx, address):
     """prefetch of the byte at a raw address: for loops that hold addresses rather than
     arrays (an array handed to a helper is counted in and out, two atomic operations)."""
+    from numba import types
+    from numba.core import cgutils
+
     if not isinstance(address, types.Integer):
         return None
 
@@ -61,6 +67,7 @@ def prefetch_address(typingctx, address):
 def _prefetch(builder, address) -> None:
     """LLVM's prefetch of `address` for reading, into every cache level."""
     from llvmlite import ir
+    from numba.core import cgutils
 
     int32 = ir.IntType(32)
     hint = builder.module.declare_intrinsic(

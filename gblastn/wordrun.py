@@ -24,12 +24,9 @@ its bytes lie inside the subject array, and letter-at-a-time code covers the res
 """
 
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.extending import intrinsic
 
 from .layouts import PACKED_STEP
-from .numba_start import njit
+from .numba_start import intrinsic, njit
 
 WORD_PAD = 8          # zero bytes around the packed query arrays
 AMBIGUOUS_BYTES = 0xFCFCFCFCFCFCFCFC  # a blastna letter with one of these bits is no base
@@ -42,6 +39,9 @@ AMBIGUOUS_BYTES = 0xFCFCFCFCFCFCFCFC  # a blastna letter with one of these bits 
 @intrinsic
 def _load_u64(typingctx, address):
     """The 8 bytes at `address` (any alignment) as a native (little-endian) integer."""
+    from llvmlite import ir
+    from numba import types
+
     sig = types.uint64(types.intp)
 
     def codegen(context, builder, signature, args):
@@ -54,6 +54,9 @@ def _load_u64(typingctx, address):
 @intrinsic
 def _load_u8(typingctx, address):
     """The byte at `address`."""
+    from llvmlite import ir
+    from numba import types
+
     sig = types.uint8(types.intp)
 
     def codegen(context, builder, signature, args):
@@ -67,6 +70,8 @@ def _word_intrinsic(build, doc: str):
     instruction."""
     @intrinsic
     def operation(typingctx, value):
+        from numba import types
+
         sig = types.uint64(types.uint64)
 
         def codegen(context, builder, signature, args):
@@ -78,15 +83,20 @@ def _word_intrinsic(build, doc: str):
     return operation
 
 
-_ZERO_IS_NOT_POISON = ir.Constant(ir.IntType(1), 0)  # ctlz and cttz give 64 for a zero word
+def _zero_is_not_poison():
+    """ctlz's and cttz's flag for 64 from a zero word."""
+    from llvmlite import ir
+
+    return ir.Constant(ir.IntType(1), 0)
+
 
 _byte_swap = _word_intrinsic(lambda builder, word: builder.bswap(word),
                              "A 64-bit word's bytes in the reverse order.")
 set_bits = _word_intrinsic(lambda builder, word: builder.ctpop(word),
                            "The set bits of a 64-bit word (one popcnt instruction).")
-leading_zeros = _word_intrinsic(lambda builder, word: builder.ctlz(word, _ZERO_IS_NOT_POISON),
+leading_zeros = _word_intrinsic(lambda builder, word: builder.ctlz(word, _zero_is_not_poison()),
                                 "Leading zero bits of a 64-bit word (64 for zero).")
-trailing_zeros = _word_intrinsic(lambda builder, word: builder.cttz(word, _ZERO_IS_NOT_POISON),
+trailing_zeros = _word_intrinsic(lambda builder, word: builder.cttz(word, _zero_is_not_poison()),
                                  "Trailing zero bits of a 64-bit word (64 for zero).")
 
 

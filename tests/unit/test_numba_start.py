@@ -320,3 +320,12 @@ def test_compiler_flags_hash_and_compare_as_numba_s():
     assert hash(plain) == hash(tuple(sorted(plain.values())))
     explicit.nrt = not explicit.nrt
     assert plain != explicit
+
+
+def test_the_stages_modules_import_without_numba():
+    """Their intrinsics are made when a compilation first types them (numba_start.intrinsic):
+    a process that has its compiled code from elsewhere needs no numba to import them."""
+    code = ("import sys; import gblastn.engine, gblastn.traceback, gblastn.scan.cpu, "
+            "gblastn.greedy, gblastn.dynprog; "
+            "assert 'numba' not in sys.modules and 'llvmlite' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
