@@ -479,6 +479,10 @@ def search_command(
                         num_alignments=limits.num_alignments, show_gis=show_gis,
                         command_line=_command_line())
     run_search(files, database, options, output, backend, settings, times)
+    if cluster is None:
+        from .compile_ahead import after_search
+
+        after_search(task, device, backend)
     if stage_times:
         print("gblastn: " + times.report(), file=sys.stderr)
 

@@ -69,6 +69,13 @@ def marker_path(task: str, device: str) -> str:
                         f"compiled-{task}-{device}-{source_keys().package_key()}")
 
 
+def bundle_path(task: str) -> str:
+    """The task's machine-code bundle for CPU searches (machine_code), as of the package's
+    sources."""
+    return os.path.join(numba_cache_dir(),
+                        f"machine-code-{task}-cpu-{source_keys().package_key()}.pkl")
+
+
 def is_compiled(task: str, device: str) -> bool:
     """Whether this cache holds the stages that the task's searches with `-device` (auto,
     cpu or gpu: the GPU's searches compile other CPU stages) use, as of the package's
@@ -97,7 +104,8 @@ def stages_before_search(task: str, device: str, word_size: int | None,
                          query_letters: int | None, backend):
     """What a search runs before its first query. When the task's stages are compiled in
     this cache: nothing (they are loaded in a background thread meanwhile, while the GPU
-    and the database are prepared), and None is returned. Else a function that compiles
+    and the database are prepared: on the CPU, from the task's machine-code bundle where
+    there is one, without numba), and None is returned. Else a function that compiles
     them, which the search calls once its outputs and database are found in order.
     `backend`: the Future of the scan backend's set-up."""
     if task not in TASKS or device not in DEVICES or is_compiled(task, device):
@@ -106,6 +114,10 @@ def stages_before_search(task: str, device: str, word_size: int | None,
         # they are made (0.04-0.06 CPU-s) are left out until the stages are loaded and
         # frozen (or a compilation, which makes garbage, starts after all)
         gc.disable()
+        if task in TASKS and _on_the_cpu(device, backend) and os.path.exists(bundle_path(task)):
+            from .machine_code import expect
+
+            expect(bundle_path(task))  # the warm-up loads it, the stages' calls wait
         threading.Thread(target=_load_stages, name="gblastn-warm-up", daemon=True,
                          args=(task, word_size, query_letters, backend, True, True)).start()
         return None
@@ -144,6 +156,22 @@ def _compile_task(task: str, device: str, backend, word_size: int | None,
     _mark_compiled(task, (device, _device_of(backend)))
 
 
+def after_search(task: str, device: str, backend) -> None:
+    """After a CPU search that numba loaded stages for (all of them, or those its bundle
+    lacked): the task's machine-code bundle (machine_code) with what the search called, so
+    that later searches call it without importing numba. (Not after the compiling search:
+    numba's runtime, which the bundle takes from the cache, is cached by the next one.)"""
+    from .numba_start import MADE
+
+    if task not in TASKS or not MADE or _device_of(backend) != "cpu" or \
+            not is_compiled(task, device):
+        return
+    from .compile_cache import installed_versions
+    from .machine_code import write_bundle
+
+    write_bundle(bundle_path(task), list(MADE), installed_versions())
+
+
 def load_compiled_stages(task: str, backend) -> None:
     """Load the task's stages (engine.warm_up's made-up search) in a process that serves
     searches, a served cluster's worker, ahead of the first one, where this cache holds them
@@ -163,7 +191,14 @@ def _load_stages(task: str, word_size: int | None, query_letters: int | None, ba
     machine with no core beyond its start-up's busy threads gets numba imported and no
     made-up search: with no GPU's set-up to wait beside, it would take a core from the
     search's first batch, whose stages load the same code as they come
-    (docs/perf/start-up.md)."""
+    (docs/perf/start-up.md). A machine-code bundle that stages_before_search expects is
+    loaded instead of all that (machine_code)."""
+    from .machine_code import load_expected
+
+    if announce and load_expected():  # first: the stages' first calls wait for it
+        gc.freeze()
+        gc.enable()
+        return  # numba is not imported: the stages call the bundle's machine code
     from .engine import warm_up
     from .numba_start import lighten_numba_start
     from .pools import available_cores
@@ -182,6 +217,15 @@ def _load_stages(task: str, word_size: int | None, query_letters: int | None, ba
         gc.freeze()
         if announce:
             gc.enable()
+
+
+def _on_the_cpu(device: str, backend) -> bool:
+    """Whether the search runs on the CPU, as known now: `-device cpu`, or a scan backend
+    already set up on it (a GPU's set-up is not waited for)."""
+    if device == "cpu":
+        return True
+    return backend is not None and hasattr(backend, "done") and backend.done() and \
+        _device_of(backend) == "cpu"
 
 
 def _device_of(backend) -> str:

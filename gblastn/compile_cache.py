@@ -46,7 +46,7 @@ class SourceKeys:
     def __init__(self, package: str, folder: str, salt: str = ""):
         self.package, self.folder = package, folder
         self.sources = _read_sources(package, folder)
-        self.salt = salt or _versions()
+        self.salt = salt or installed_versions()
         self._keys: dict = {}
         self._imported: dict = {}  # each module's imports, parsed once for every closure
         self._digests: dict = {}  # each module's source hashed once for every closure
@@ -175,7 +175,7 @@ def _resolve(target: str, module: str, is_package: bool) -> str:
     return ".".join(parts + ([rest] if rest else []))
 
 
-def _versions() -> str:
+def installed_versions() -> str:
     import importlib.util
 
     found = [f"{name}={_installed_version(name, importlib.util.find_spec(name))}"

@@ -5,7 +5,9 @@ their machine code to be loaded from numba's cache, one entry point at a time (n
 compiler lock). Each step below held the GIL on the search's path (docs/perf/start-up.md);
 each is skipped only where numba's internals are those it was written for, and a
 compilation (a cache miss) still finds everything it needs. gblastn's compiled functions
-are declared with this module's `njit`, whose dispatchers are made on first use.
+are declared with this module's `njit`, whose dispatchers are made on first use, and its
+intrinsics with `intrinsic`; a CPU search whose task has a machine-code bundle calls that,
+without numba (machine_code).
 """
 
 import functools
@@ -344,6 +346,13 @@ class LazyIntrinsic:
 
 _MAKING_INTRINSICS = threading.Lock()
 _MAKING = threading.Lock()
+MADE = []  # the stand-ins whose dispatchers were made, in order (machine_code's bundle)
+
+
+def _arguments_match(spec, args) -> bool:
+    from .machine_code import matches
+
+    return matches(spec, args)
 
 
 class LazyDispatcher:
@@ -368,10 +377,27 @@ class LazyDispatcher:
                     if names.get(self.py_func.__name__) is self:
                         names[self.py_func.__name__] = made
                     self._dispatcher = made
+                    MADE.append(self)
         return self._dispatcher
 
     def __call__(self, *args, **kwargs):
+        if not kwargs:
+            for spec, function in self._bundled():
+                if _arguments_match(spec, args):
+                    return function(*args)
         return self.dispatcher()(*args, **kwargs)
+
+    def _bundled(self) -> list:
+        """The machine-code bundle's callables of this function (machine_code), once the
+        bundle is loaded; [] where there is none (the module's global then becomes numba's
+        dispatcher at the first call, and calls skip this stand-in)."""
+        found = self.__dict__.get("_bundled_functions")
+        if found is None:
+            from .machine_code import functions_for
+
+            found = self._bundled_functions = functions_for(self.py_func.__module__,
+                                                            self.py_func.__qualname__)
+        return found
 
     def __getattr__(self, name):
         # a probe for a private name (pytest's collector looks for its markers on every

@@ -256,7 +256,8 @@ def started_and_stopped_at(world, tmp_path, point: str):
     out_dir.mkdir()
     if point == "start-up":
         process = start_search(world, "-query", world.query, "-out", str(out_dir / "out.tsv"))
-        time.sleep(0.3)  # inside the interpreter's start, the imports or the database load
+        time.sleep(0.1)  # inside the interpreter's start or the imports (a whole search of
+        #                  this query takes 0.3 s)
         return process, out_dir, [out_dir / "out.tsv"]
     if point == "reading queries":
         process = start_search(world, "-out", str(out_dir / "out.tsv"))  # the query: stdin
