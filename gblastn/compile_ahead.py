@@ -139,8 +139,13 @@ def compile_task(task: str, device: str, backend, word_size: int | None = None,
 
 def _compile_task(task: str, device: str, backend, word_size: int | None,
                   query_letters: int | None) -> None:
+    from .numba_start import lighten_numba_start
+
     child = _start_traceback_child(task)
     try:
+        # before the first compilation sets numba's runtime up: its machine code is then
+        # cached, and this search can write the task's machine-code bundle (after_search)
+        lighten_numba_start()
         if child is not None and make_options(task).greedy:
             # this process's share of what both need, done before its first stage
             _compile_greedy_aligner(GREEDY_AFFINE)
@@ -159,8 +164,8 @@ def _compile_task(task: str, device: str, backend, word_size: int | None,
 def after_search(task: str, device: str, backend) -> None:
     """After a CPU search that numba loaded stages for (all of them, or those its bundle
     lacked): the task's machine-code bundle (machine_code) with what the search called, so
-    that later searches call it without importing numba. (Not after the compiling search:
-    numba's runtime, which the bundle takes from the cache, is cached by the next one.)"""
+    that later searches call it without importing numba. The compiling search writes it
+    too."""
     from .numba_start import MADE
 
     if task not in TASKS or not MADE or _device_of(backend) != "cpu" or \

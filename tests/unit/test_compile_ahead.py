@@ -59,9 +59,9 @@ def test_declared_greedy_aligner_types_are_their_callers_own():
 
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory):
-    """A database, a query and a cache holding the megablast stages but no marker, as a
-    first search would find them after a compilation (copied, so no test compiles it all
-    again)."""
+    """A database, a query and a cache holding the megablast stages but no marker, no
+    machine-code bundle and no numba runtime, as a first search would find them after a
+    compilation (copied, so no test compiles it all again)."""
     from gblastn.db.writer import make_db
     from gblastn.engine import warm_up
     from gblastn.options import make_options
@@ -71,7 +71,8 @@ def seeded(tmp_path_factory):
     db_fasta, queries = megablast_case(str(folder))
     cache = folder / "cache"
     shutil.copytree(numba_cache_dir(), cache,
-                    ignore=shutil.ignore_patterns("compiled-*"))
+                    ignore=shutil.ignore_patterns("compiled-*", "machine-code-*",
+                                                  "numba-runtime-*"))
     return {"db": make_db([db_fasta], str(folder / "db"), progress=False),
             "query": queries["small"], "cache": str(cache), "folder": folder}
 
@@ -82,16 +83,29 @@ def _gblastn(seeded, *args):
                           text=True, env=env, timeout=600)
 
 
-def _compiled(seeded, task, device="cpu"):
+def _bundle(seeded, task):
+    from gblastn.compile_ahead import bundle_path
+
+    with _cache_of(seeded):
+        return bundle_path(task)
+
+
+@contextlib.contextmanager
+def _cache_of(seeded):
     old = os.environ.get("NUMBA_CACHE_DIR")
     os.environ["NUMBA_CACHE_DIR"] = seeded["cache"]
     try:
-        return is_compiled(task, device), marker_path(task, device)
+        yield
     finally:
         if old is None:
             del os.environ["NUMBA_CACHE_DIR"]
         else:
             os.environ["NUMBA_CACHE_DIR"] = old
+
+
+def _compiled(seeded, task, device="cpu"):
+    with _cache_of(seeded):
+        return is_compiled(task, device), marker_path(task, device)
 
 
 def test_a_first_search_says_once_that_it_compiles(seeded):
@@ -105,6 +119,7 @@ def test_a_first_search_says_once_that_it_compiles(seeded):
     notices = [line for line in first.stderr.splitlines() if "compiling" in line]
     assert len(notices) == 1 and "-task megablast, once" in notices[0], first.stderr
     assert _compiled(seeded, "megablast")[0]
+    assert os.path.exists(_bundle(seeded, "megablast")), "the compiling search wrote no bundle"
     second = _gblastn(seeded, *args)
     assert second.returncode == 0 and "compiling" not in second.stderr, second.stderr
     assert second.stdout == first.stdout and first.stdout.count("\n") > 0
