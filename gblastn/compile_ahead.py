@@ -166,13 +166,15 @@ def after_search(task: str, device: str, backend) -> None:
     lacked): the task's machine-code bundle (machine_code) with what the search called, so
     that later searches call it without importing numba. The compiling search writes it
     too."""
+    from .machine_code import bundle_expected, write_bundle
     from .numba_start import MADE
 
     if task not in TASKS or not MADE or _device_of(backend) != "cpu" or \
             not is_compiled(task, device):
         return
+    if os.path.exists(bundle_path(task)) and not bundle_expected():
+        return  # numba loaded the stages because the device was not known in time
     from .compile_cache import installed_versions
-    from .machine_code import write_bundle
 
     write_bundle(bundle_path(task), list(MADE), installed_versions())
 

@@ -211,6 +211,11 @@ def expect(path: str) -> None:
     _BUNDLE = _Bundle(path)
 
 
+def bundle_expected() -> bool:
+    """Whether this process was to load a bundle (`expect`)."""
+    return _BUNDLE is not None
+
+
 def load_expected() -> bool:
     """Load the bundle `expect` named; True where its entry points are in use."""
     bundle = _BUNDLE

@@ -159,3 +159,24 @@ def test_a_call_of_other_types_goes_to_numba_with_the_same_result(cached, tmp_pa
                           capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "equal"
+
+
+def test_a_search_that_did_not_expect_the_bundle_leaves_it_alone(cached, tmp_path, monkeypatch):
+    """A search whose device was not known in time loads its stages through numba: the
+    bundle it did not expect is not written again."""
+    from gblastn import compile_ahead, numba_start
+
+    if not os.path.exists(cached["bundle"]):
+        _search(cached, tmp_path / "numba.tsv")
+    written = []
+    monkeypatch.setenv("NUMBA_CACHE_DIR", cached["cache"])
+    monkeypatch.setattr(machine_code, "_BUNDLE", None)
+    monkeypatch.setattr(machine_code, "write_bundle", lambda *args: written.append(args))
+    monkeypatch.setattr(numba_start, "MADE", [object()])
+    monkeypatch.setattr(compile_ahead, "_device_of", lambda backend: "cpu")
+    monkeypatch.setattr(compile_ahead, "is_compiled", lambda task, device: True)
+    compile_ahead.after_search("megablast", "auto", None)
+    assert written == []
+    machine_code.expect(cached["bundle"])
+    compile_ahead.after_search("megablast", "auto", None)
+    assert len(written) == 1
