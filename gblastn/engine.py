@@ -234,6 +234,10 @@ class ForecastBatches:
             return dropped
         return 0
 
+    def queries_left(self) -> bool:
+        """Whether any query is left after the batches formed (one more is read to know)."""
+        return sum(self._formed) < len(self._read) or self._read_one()
+
     def _forecast_letters(self) -> int:
         """The size of the next batch to form: the true size when every batch before it is
         counted; else QueryBatchSizes run on, each batch formed and not counted taken to

@@ -230,8 +230,11 @@ class ClusterSearch:
         if has_query_filter(self.options):
             self.mode = _mode_for_query_filters(self.spec)
         self.shards = self._shards() if self.mode == "shard" else []
+        # a replicated search's last batch may go to several workers, each over a shard
+        self.split_last = self.mode == "replicate" and not has_query_filter(self.options)
         self.requests_made = 0  # the search's batches so far: their task keys' numbers
         self.forecasts_dropped = 0
+        self.last_split = 1     # the workers the last batch went to (replicate mode)
         self.dealt: dict = {}   # worker address -> the letters of the batches dealt to it
         self.spent: dict = {}   # worker address -> what its tasks spent (resident.forget_search)
 
@@ -340,14 +343,14 @@ class ClusterSearch:
             yield request.queries, outputs
 
     def _replicated(self, batches, report):
-        """Whole batches on the workers (each to the one dealt the fewest letters), as many
-        preliminary searches in flight as PRELIMS_PER_WORKER for each worker: the batches
-        after the first uncounted one are forecasts (ForecastBatches), and a forecast the
-        counts prove wrong is cancelled with those after it and formed again. Yields (a
-        batch's queries, the Future of their outputs) for the batches that stand, in
-        order."""
+        """Whole batches on the workers (each to the one dealt the fewest letters; the last
+        one may be shared, _deal), as many preliminary searches in flight as
+        PRELIMS_PER_WORKER for each worker: the batches after the first uncounted one are
+        forecasts (ForecastBatches), and a forecast the counts prove wrong is cancelled with
+        those after it and formed again. Yields (a batch's queries, the Future of their
+        outputs) for the batches that stand, in order."""
         depth = PRELIMS_PER_WORKER * len(self.workers)
-        uncounted = deque()  # (request, its worker's address, Future of its extensions,
+        uncounted = deque()  # (request, its parts, [Futures of its extensions],
         #                      Future of its outputs)
         while True:
             while len(uncounted) < depth:
@@ -355,15 +358,14 @@ class ClusterSearch:
                 if formed is None:
                     break
                 self._live_workers()
-                worker = self._free_worker(formed[1])
+                workers = self._deal(formed[1], last=not batches.queries_left())
                 request = self._request(formed[1], formed[0])
-                uncounted.append((request, self.workers[worker],
-                                  *self._submit_replicated(request, worker, report)))
+                uncounted.append((request, *self._submit_dealt(request, workers, report)))
             if not uncounted:
                 return
             request, _, extensions, outputs = uncounted.popleft()
             with self.times.stage("cluster wait"):
-                dropped = batches.counted(self._results([extensions])[0])
+                dropped = batches.counted(sum(self._results(extensions)))
             if dropped:
                 self._drop([uncounted.pop() for _ in range(dropped)])
             yield request.queries, outputs
@@ -375,20 +377,36 @@ class ClusterSearch:
         from .resident import drop_forecasts
 
         self.forecasts_dropped += len(forecasts)
-        self.client.cancel([future for forecast in forecasts for future in forecast[2:]])
+        self.client.cancel([future for _, _, extensions, outputs in forecasts
+                            for future in (*extensions, outputs)])
         self.client.run(drop_forecasts, self.search_id,
-                        [request.number for request, *_ in forecasts])
+                        [(request.number, part) for request, parts, *_ in forecasts
+                         for part in parts])
 
-    def _free_worker(self, batch: list) -> int:
-        """The worker to search `batch` (replicate mode): the one dealt the fewest letters so
-        far, the first of them in the cluster's order. Dealt in turn, batches whose sizes
+    def _deal(self, batch: list, last: bool = False) -> list:
+        """The workers to search `batch` (replicate mode): the one dealt the fewest letters so
+        far, the first of them in the cluster's order; dealt in turn, batches whose sizes
         alternate (blastn's largest and smallest, where the queries find next to nothing)
-        all went to one worker."""
-        worker = min(range(len(self.workers)),
-                     key=lambda index: self.dealt.get(self.workers[index], 0))
-        address = self.workers[worker]
-        self.dealt[address] = self.dealt.get(address, 0) + _letters(batch)
-        return worker
+        all went to one worker. The search's last batch goes to the k least dealt workers,
+        each over 1/k of the database, for the k that ends their dealing lowest (water
+        filling): the batches are BLAST's, so whole ones leave one worker a batch behind the
+        others at the end."""
+        from ..shards import contiguous_count
+
+        letters = _letters(batch)
+        order = sorted(range(len(self.workers)),
+                       key=lambda index: (self.dealt.get(self.workers[index], 0), index))
+        count = 1
+        if last and self.split_last:
+            loads = [self.dealt.get(self.workers[index], 0) for index in order]
+            count = min(range(1, len(order) + 1), key=lambda k: (loads[k - 1] + letters / k, k))
+            count = contiguous_count(count, self.db.num_seqs)
+        if last:
+            self.last_split = count
+        for index in order[:count]:
+            address = self.workers[index]
+            self.dealt[address] = self.dealt.get(address, 0) + -(-letters // count)
+        return order[:count]
 
     def _wait(self, queries: list, future) -> tuple:
         """(a batch's queries, their outputs)."""
@@ -419,6 +437,20 @@ class ClusterSearch:
                                   key=self._task_key("request", request, worker),
                                   **self._placement(worker))
 
+    def _submit_dealt(self, request, workers: list, report) -> tuple:
+        """A replicated search's batch on the workers dealt it: whole on one, or over as
+        many contiguous shards of the database as workers (the merge of shard mode, on
+        workers that each hold the whole database). (its parts: None or the shards'
+        indices, [the Futures of its extensions], the Future of its outputs)."""
+        from ..shards import ContiguousShard
+
+        if len(workers) == 1:
+            extensions, outputs = self._submit_replicated(request, workers[0], report)
+            return [None], [extensions], outputs
+        shards = [ContiguousShard(index, len(workers)) for index in range(len(workers))]
+        extensions, outputs = self._submit_sharded(request, report, shards, workers)
+        return list(range(len(workers))), extensions, outputs
+
     def _submit_replicated(self, request, worker: int, report) -> tuple:
         """Replicate mode: the batch's preliminary search on `worker`, and its traceback and
         formatting there after it, which leave the worker's task slot to the next batch's
@@ -434,30 +466,32 @@ class ClusterSearch:
                                      **self._placement(worker))
         return prelim, outputs
 
-    def _submit_sharded(self, request, report) -> tuple:
-        """Shard mode: a batch's tasks on the shards, as one chain submitted at once: each
-        shard's preliminary search, each shard's traceback of its subjects that survive the
-        merge of their hit lists, and the results (and texts) made from the traced subjects.
-        The data goes from worker to worker; this process reads only each shard's count of
-        extensions. ([the Futures of the shards' extensions], the Future of the outputs)."""
+    def _submit_sharded(self, request, report, shards=None, workers=None) -> tuple:
+        """Shard mode: a batch's tasks on the shards (the search's, or `shards` on the worker
+        indices `workers`, shard k on the k-th modulo their number), as one chain submitted at
+        once: each shard's preliminary search, each shard's traceback of its subjects that
+        survive the merge of their hit lists, and the results (and texts) made from the
+        traced subjects. The data goes from worker to worker; this process reads only each
+        shard's count of extensions. ([the Futures of the shards' extensions], the Future of
+        the outputs)."""
         from .resident import extensions_kept, finish_batch, shard_prelim, shard_traceback
 
-        workers = len(self.workers)
-        held = [self._held(request, worker) for worker in range(min(workers, len(self.shards)))]
-        prelims = [self.client.submit(shard_prelim, held[shard.index % workers], shard,
-                                      pure=False,
-                                      key=self._task_key("prelim", request, shard.index),
-                                      **self._placement(shard.index))
-                   for shard in self.shards]
-        extensions = [self.client.submit(extensions_kept, prelim, pure=False,
-                                         key=self._task_key("extensions", request, shard.index),
-                                         **self._placement(shard.index))
-                      for shard, prelim in zip(self.shards, prelims)]
-        traced = [self.client.submit(shard_traceback, held[shard.index % workers], shard,
-                                     prelims, pure=False,
-                                     key=self._task_key("traceback", request, shard.index),
-                                     **self._placement(shard.index))
-                  for shard in self.shards]
+        shards = self.shards if shards is None else shards
+        workers = list(range(len(self.workers))) if workers is None else workers
+        held = [self._held(request, worker) for worker in workers[:len(shards)]]
+
+        def on_its_worker(task, what: str, shard, *args):
+            return self.client.submit(task, *args, pure=False,
+                                      key=self._task_key(what, request, shard.index),
+                                      **self._placement(workers[shard.index % len(workers)]))
+
+        prelims = [on_its_worker(shard_prelim, "prelim", shard,
+                                 held[shard.index % len(workers)], shard) for shard in shards]
+        extensions = [on_its_worker(extensions_kept, "extensions", shard, prelim)
+                      for shard, prelim in zip(shards, prelims)]
+        traced = [on_its_worker(shard_traceback, "traceback", shard,
+                                held[shard.index % len(workers)], shard, prelims)
+                  for shard in shards]
         outputs = self.client.submit(finish_batch, held[0], traced, report, pure=False,
                                      key=self._task_key("finish", request))
         return extensions, outputs
@@ -512,7 +546,9 @@ class ClusterSearch:
                                spent)
         if self.mode == "replicate":
             self.times.notes["batches"] = (f"{self.requests_made} formed, "
-                                           f"{self.forecasts_dropped} forecasts dropped")
+                                           f"{self.forecasts_dropped} forecasts dropped" +
+                                           (f", the last on {self.last_split} workers"
+                                            if self.last_split > 1 else ""))
         if self.spent:
             self.times.notes["workers"] = " / ".join(
                 _spent_text(spent) for _, spent in sorted(self.spent.items()))

@@ -331,8 +331,7 @@ def shard_prelim(request: BatchRequest, shard) -> tuple:
     shard = resident.shard(shard)
     with plugin.task(request.search_id) as times:
         plan, prelim = _shard_prelim(request, shard, plugin, resident, times)
-        with resident.lock:
-            resident.pending[(request.search_id, request.number, shard.index)] = (plan, prelim)
+        resident.keep((request.search_id, request.number, shard.index), (plan, prelim))
         return PackedHitLists.of(prelim_hit_lists(prelim, request.options)), prelim.extensions
 
 
@@ -464,13 +463,14 @@ def _outputs(request: BatchRequest, pairs: list, report) -> list:
         return [text for texts in pool.map(render, runs) for text in texts]
 
 
-def drop_forecasts(search_id: str, numbers: list, dask_worker=None) -> None:
+def drop_forecasts(search_id: str, parts: list, dask_worker=None) -> None:
     """Run on every worker (Client.run) when a search cancels forecast batches (replicate
-    mode): their preliminary searches, kept already or still running, are not kept for a
-    traceback that will not come."""
+    mode), `parts` their (number, shard index or None for a whole batch): their preliminary
+    searches, kept already or still running, are not kept for a traceback that will not
+    come."""
     plugin = dask_worker.plugins.get(PLUGIN_NAME)
     for resident in getattr(plugin, "databases", {}).values():
-        resident.drop([(search_id, number, None) for number in numbers])
+        resident.drop([(search_id, number, part) for number, part in parts])
 
 
 def worker_device_memory(dask_worker=None) -> int | None:

@@ -163,10 +163,81 @@ def test_batches_go_to_the_worker_dealt_the_fewest_letters():
     search = object.__new__(ClusterSearch)  # the dealing alone, without a cluster
     search.workers, search.dealt = ["tcp://a:1", "tcp://b:1"], {}
     first, small, large = ["a" * 10], ["c"], ["b" * 50] * 2
-    dealt = [search._free_worker(batch)
+    dealt = [search._deal(batch)[0]
              for batch in (first, small, large, small, large, small, large)]
     assert dealt == [0, 1, 1, 0, 0, 1, 1]
     assert search.dealt == {"tcp://a:1": 111, "tcp://b:1": 202}
+
+
+def test_the_last_batch_is_shared_where_that_ends_the_dealing_lowest():
+    """Whole batches leave one worker a batch behind the others at the end: the last one
+    goes to the k least dealt workers, each over 1/k of the database, for the k that ends
+    their dealing lowest; where the workers stand level without it, it stays whole."""
+    from types import SimpleNamespace
+
+    from gblastn.drivers.cluster import ClusterSearch
+
+    search = object.__new__(ClusterSearch)
+    search.db, search.split_last, search.last_split = SimpleNamespace(num_seqs=50), True, 1
+    search.workers, search.dealt = ["tcp://a:1", "tcp://b:1"], {}
+    large = ["b" * 100]
+    assert [search._deal(large) for _ in range(6)] == [[0], [1], [0], [1], [0], [1]]
+    assert search._deal(large, last=True) == [0, 1] and search.last_split == 2
+    assert search.dealt == {"tcp://a:1": 350, "tcp://b:1": 350}
+
+    search.workers, search.dealt = [f"tcp://{name}:1" for name in "abcd"], {}
+    assert [search._deal(large)[0] for _ in range(6)] == [0, 1, 2, 3, 0, 1]
+    assert search._deal(large, last=True) == [2, 3]  # 2 and 3 a batch behind
+    search.dealt = {}
+    assert [search._deal(large)[0] for _ in range(7)] == [0, 1, 2, 3, 0, 1, 2]
+    assert search._deal(large, last=True) == [3]  # 3 alone a batch behind: whole there
+    search.dealt = {}
+    assert search._deal(["a" * 10]) == [0]
+    assert search._deal(large, last=True) == [1, 2, 3]  # 10 + 100/4 > 100/3
+
+
+def test_a_filtered_search_keeps_its_last_batch_whole():
+    from types import SimpleNamespace
+
+    from gblastn.drivers.cluster import ClusterSearch
+
+    search = object.__new__(ClusterSearch)
+    search.db, search.split_last, search.last_split = SimpleNamespace(num_seqs=50), False, 1
+    search.workers, search.dealt = ["tcp://a:1", "tcp://b:1"], {}
+    assert search._deal(["b" * 100], last=True) == [0]
+
+
+@pytest.mark.parametrize("task", ["megablast", "blastn"])
+def test_a_replicated_searchs_last_batch_on_both_workers_gives_the_single_search(
+        cluster, case, task):
+    """The last batch's shards on both workers (the only one, or blastn's second, guessed
+    beside the first): their hit lists merged as in shard mode, with ties cut by
+    max_target_seqs across the shards. (A shared last batch dropped as a wrong forecast:
+    test_replicated_batches_formed_ahead_give_the_single_search.)"""
+    from gblastn.timing import StageTimes
+
+    expected = search(case, "mixed", TABULAR, task, max_target_seqs=2)
+    times = StageTimes()
+    out = case["folder"] / "last-shared.txt"
+    run_search([case["queries"]["mixed"]], case["db"], make_options(task, max_target_seqs=2),
+               OutputSpec(TABULAR, str(out), None, "db"),
+               settings=RunSettings(cluster=on(cluster, mode="replicate")), times=times)
+    assert out.read_bytes() == expected
+    assert times.notes["batches"].endswith(", the last on 2 workers")
+
+
+def test_a_replicated_search_with_culling_keeps_its_last_batch_whole(cluster, case):
+    from gblastn.timing import StageTimes
+
+    expected = search(case, "small", TABULAR, culling_limit=1)
+    times = StageTimes()
+    out = case["folder"] / "culled.txt"
+    run_search([case["queries"]["small"]], case["db"], make_options("megablast",
+                                                                    culling_limit=1),
+               OutputSpec(TABULAR, str(out), None, "db"),
+               settings=RunSettings(cluster=on(cluster)), times=times)
+    assert out.read_bytes() == expected
+    assert "the last on" not in times.notes["batches"]
 
 
 def test_a_replicated_search_on_two_workers_guesses_its_second_batch(cluster, case,
@@ -198,11 +269,11 @@ def test_a_dropped_forecasts_letters_stay_dealt_to_its_worker():
     search.search_id = "s"
     search.client = SimpleNamespace(cancel=lambda futures: None, run=lambda *args: None)
     first, guess, true_second = ["a" * 10], ["b" * 50] * 2, ["b" * 50]
-    assert search._free_worker(first) == 0
-    assert search._free_worker(guess) == 1
-    search._drop([(SimpleNamespace(queries=guess, number=1), "tcp://b:1")])
+    assert search._deal(first) == [0]
+    assert search._deal(guess) == [1]
+    search._drop([(SimpleNamespace(queries=guess, number=1), [None], [], None)])
     assert search.forecasts_dropped == 1
-    assert search._free_worker(true_second) == 0
+    assert search._deal(true_second) == [0]
 
 
 def test_a_cancelled_forecasts_preliminary_search_is_not_kept(case):
@@ -221,11 +292,11 @@ def test_a_cancelled_forecasts_preliminary_search_is_not_kept(case):
     try:
         resident.keep(("s", 3, None), "kept before the cancel")
         resident.keep(("s", 5, None), "a batch that stands")
-        drop_forecasts("s", [3, 4], dask_worker=worker)  # 4 still running
+        drop_forecasts("s", [(3, None), (4, None)], dask_worker=worker)  # 4 still running
         resident.keep(("s", 4, None), "its task ended after the cancel")
         assert resident.pending == {("s", 5, None): "a batch that stands"}
         assert not resident.dropped
-        drop_forecasts("s", [6], dask_worker=worker)
+        drop_forecasts("s", [(6, None), (7, 0), (7, 1)], dask_worker=worker)
         forget_search("s", dask_worker=worker)
         assert not resident.pending and not resident.dropped
     finally:

@@ -87,23 +87,26 @@ def blastns_batches(queries: list, task: str, db_letters: int) -> list:
 
 
 def forecast_batches(queries: list, task: str, db_letters: int, depth: int,
-                     guess_second: bool = False) -> tuple:
+                     guess_second: bool = False, lasts: list | None = None) -> tuple:
     """The batches a cluster keeps, forming up to `depth` ahead and counting them in order as
     cluster.py does: (the batches kept with their first query's index, the forecasts
-    dropped)."""
+    dropped); `lasts` is told, for each batch kept, whether no query was left after it when
+    it was formed."""
     batches = ForecastBatches(iter(queries), QueryBatchSizes(task, db_letters),
                               size=lambda query: query[1], guess_second=guess_second)
     formed, kept, dropped = deque(), [], 0
+    lasts = [] if lasts is None else lasts
     while True:
         while len(formed) < depth:
             batch = batches.next_batch()
             if batch is None:
                 break
-            formed.append(batch)
+            formed.append((*batch, not batches.queries_left()))
         if not formed:
             return kept, dropped
-        first, batch = formed.popleft()
+        first, batch, last = formed.popleft()
         kept.append((first, batch))
+        lasts.append(last)
         for _ in range(batches.counted(extensions_of(batch))):
             formed.pop()
             dropped += 1
@@ -117,8 +120,10 @@ def forecast_batches(queries: list, task: str, db_letters: int, depth: int,
 def test_batches_formed_ahead_are_blastns(lengths, task, db_letters, depth, guess_second):
     queries = list(enumerate(lengths))
     expected = blastns_batches(queries, task, db_letters)
-    kept, _ = forecast_batches(queries, task, db_letters, depth, guess_second)
+    lasts = []
+    kept, _ = forecast_batches(queries, task, db_letters, depth, guess_second, lasts)
     assert [batch for _, batch in kept] == expected
+    assert lasts == [False] * (len(kept) - 1) + [True] * bool(kept)
     assert [first for first, _ in kept] == [batch[0][0] for batch in expected]
 
 
