@@ -51,6 +51,11 @@ from ..options import LOCAL_ONLY_OPTIONS
 MODES = ("auto", "shard", "replicate")
 BATCHES_AHEAD = 2            # batches in flight beyond the one waited for, per worker
 PRELIMS_PER_WORKER = 2       # replicate mode: a worker's preliminary searches in flight
+# A batch's work for dealing (_work), from served megablast runs where a batch took about
+# a fixed time plus a time per query letter: synth 1G on 8 CPU threads a worker, synth 8G
+# on an H200 each (docs/perf/scale-out.md)
+BATCH_PASS_LETTERS = 300_000
+SETUP_SHARE = 0.1
 WORKERS_WAIT_SECONDS = 60    # how long a search waits for a cluster's first worker
 STRANDED_CHECK_SECONDS = 10  # how often a waiting search looks for tasks left unrunnable
 CONNECT_SECONDS = 30
@@ -235,7 +240,7 @@ class ClusterSearch:
         self.requests_made = 0  # the search's batches so far: their task keys' numbers
         self.forecasts_dropped = 0
         self.last_split = 1     # the workers the last batch went to (replicate mode)
-        self.dealt: dict = {}   # worker address -> the letters of the batches dealt to it
+        self.dealt: dict = {}   # worker address -> the work dealt to it (_work)
         self.spent: dict = {}   # worker address -> what its tasks spent (resident.forget_search)
 
     def _device_memory(self) -> int | None:
@@ -384,13 +389,13 @@ class ClusterSearch:
                          for part in parts])
 
     def _deal(self, batch: list, last: bool = False) -> list:
-        """The workers to search `batch` (replicate mode): the one dealt the fewest letters so
-        far, the first of them in the cluster's order; dealt in turn, batches whose sizes
-        alternate (blastn's largest and smallest, where the queries find next to nothing)
-        all went to one worker. The search's last batch goes to the k least dealt workers,
-        each over 1/k of the database, for the k that ends their dealing lowest (water
-        filling): the batches are BLAST's, so whole ones leave one worker a batch behind the
-        others at the end."""
+        """The workers to search `batch` (replicate mode): the one dealt the least work so
+        far (_work), the first of them in the cluster's order; dealt in turn, batches whose
+        sizes alternate (blastn's largest and smallest, where the queries find next to
+        nothing) all went to one worker. The search's last batch goes to the k least dealt
+        workers, each over 1/k of the database, for the k that ends their dealing lowest
+        (water filling): the batches are BLAST's, so whole ones leave one worker a batch
+        behind the others at the end."""
         from ..shards import contiguous_count
 
         letters = _letters(batch)
@@ -399,13 +404,14 @@ class ClusterSearch:
         count = 1
         if last and self.split_last:
             loads = [self.dealt.get(self.workers[index], 0) for index in order]
-            count = min(range(1, len(order) + 1), key=lambda k: (loads[k - 1] + letters / k, k))
+            count = min(range(1, len(order) + 1),
+                        key=lambda k: (loads[k - 1] + _work(letters, k), k))
             count = contiguous_count(count, self.db.num_seqs)
         if last:
             self.last_split = count
         for index in order[:count]:
             address = self.workers[index]
-            self.dealt[address] = self.dealt.get(address, 0) + -(-letters // count)
+            self.dealt[address] = self.dealt.get(address, 0) + _work(letters, count)
         return order[:count]
 
     def _wait(self, queries: list, future) -> tuple:
@@ -552,6 +558,14 @@ class ClusterSearch:
         if self.spent:
             self.times.notes["workers"] = " / ".join(
                 _spent_text(spent) for _, spent in sorted(self.spent.items()))
+
+
+def _work(letters: int, shares: int = 1) -> float:
+    """A share of a batch of `letters` query letters searched in `shares` shares, in query
+    letters' worth of work: the batch's pass over the database costs about as much as
+    BATCH_PASS_LETTERS of queries, and each share makes the batch's query setup again,
+    about SETUP_SHARE of the letters' work."""
+    return (BATCH_PASS_LETTERS + letters * (1 - SETUP_SHARE)) / shares + letters * SETUP_SHARE
 
 
 def _letters(queries: list) -> int:

@@ -154,25 +154,27 @@ def test_replicated_batches_formed_ahead_give_the_single_search(cluster, case, m
     assert re.fullmatch(dropped, forecasts) and int(formed) > 3
 
 
-def test_batches_go_to_the_worker_dealt_the_fewest_letters():
+def test_batches_go_to_the_worker_dealt_the_least_work():
     """Batches whose sizes alternate (blastn's largest and smallest, where queries find next
-    to nothing) are spread by their letters: dealt in turn, every large one went to the same
+    to nothing) are spread by their work: dealt in turn, every large one went to the same
     worker."""
-    from gblastn.drivers.cluster import ClusterSearch
+    from gblastn.drivers.cluster import BATCH_PASS_LETTERS, ClusterSearch
 
     search = object.__new__(ClusterSearch)  # the dealing alone, without a cluster
     search.workers, search.dealt = ["tcp://a:1", "tcp://b:1"], {}
-    first, small, large = ["a" * 10], ["c"], ["b" * 50] * 2
+    first, small, large = ["a" * 10_000], ["c" * 100], ["b" * 5_000_000]
     dealt = [search._deal(batch)[0]
              for batch in (first, small, large, small, large, small, large)]
     assert dealt == [0, 1, 1, 0, 0, 1, 1]
-    assert search.dealt == {"tcp://a:1": 111, "tcp://b:1": 202}
+    assert search.dealt == {"tcp://a:1": 3 * BATCH_PASS_LETTERS + 5_010_100,
+                            "tcp://b:1": 4 * BATCH_PASS_LETTERS + 10_000_200}
 
 
 def test_the_last_batch_is_shared_where_that_ends_the_dealing_lowest():
     """Whole batches leave one worker a batch behind the others at the end: the last one
     goes to the k least dealt workers, each over 1/k of the database, for the k that ends
-    their dealing lowest; where the workers stand level without it, it stays whole."""
+    their dealing lowest; where the workers stand level without it, or where the batch is
+    small beside its pass over the database, it stays whole."""
     from types import SimpleNamespace
 
     from gblastn.drivers.cluster import ClusterSearch
@@ -180,10 +182,14 @@ def test_the_last_batch_is_shared_where_that_ends_the_dealing_lowest():
     search = object.__new__(ClusterSearch)
     search.db, search.split_last, search.last_split = SimpleNamespace(num_seqs=50), True, 1
     search.workers, search.dealt = ["tcp://a:1", "tcp://b:1"], {}
-    large = ["b" * 100]
+    large = ["b" * 5_000_000]
     assert [search._deal(large) for _ in range(6)] == [[0], [1], [0], [1], [0], [1]]
     assert search._deal(large, last=True) == [0, 1] and search.last_split == 2
-    assert search.dealt == {"tcp://a:1": 350, "tcp://b:1": 350}
+    assert search.dealt["tcp://a:1"] == search.dealt["tcp://b:1"]
+
+    search.dealt = {}
+    assert search._deal(["a" * 13_333]) == [0]
+    assert search._deal(["a" * 37_000], last=True) == [1]  # its pass is most of its work
 
     search.workers, search.dealt = [f"tcp://{name}:1" for name in "abcd"], {}
     assert [search._deal(large)[0] for _ in range(6)] == [0, 1, 2, 3, 0, 1]
@@ -192,8 +198,8 @@ def test_the_last_batch_is_shared_where_that_ends_the_dealing_lowest():
     assert [search._deal(large)[0] for _ in range(7)] == [0, 1, 2, 3, 0, 1, 2]
     assert search._deal(large, last=True) == [3]  # 3 alone a batch behind: whole there
     search.dealt = {}
-    assert search._deal(["a" * 10]) == [0]
-    assert search._deal(large, last=True) == [1, 2, 3]  # 10 + 100/4 > 100/3
+    assert search._deal(["a" * 1_000_000]) == [0]
+    assert search._deal(large, last=True) == [1, 2, 3]
 
 
 def test_a_filtered_search_keeps_its_last_batch_whole():
@@ -204,40 +210,7 @@ def test_a_filtered_search_keeps_its_last_batch_whole():
     search = object.__new__(ClusterSearch)
     search.db, search.split_last, search.last_split = SimpleNamespace(num_seqs=50), False, 1
     search.workers, search.dealt = ["tcp://a:1", "tcp://b:1"], {}
-    assert search._deal(["b" * 100], last=True) == [0]
-
-
-@pytest.mark.parametrize("task", ["megablast", "blastn"])
-def test_a_replicated_searchs_last_batch_on_both_workers_gives_the_single_search(
-        cluster, case, task):
-    """The last batch's shards on both workers (the only one, or blastn's second, guessed
-    beside the first): their hit lists merged as in shard mode, with ties cut by
-    max_target_seqs across the shards. (A shared last batch dropped as a wrong forecast:
-    test_replicated_batches_formed_ahead_give_the_single_search.)"""
-    from gblastn.timing import StageTimes
-
-    expected = search(case, "mixed", TABULAR, task, max_target_seqs=2)
-    times = StageTimes()
-    out = case["folder"] / "last-shared.txt"
-    run_search([case["queries"]["mixed"]], case["db"], make_options(task, max_target_seqs=2),
-               OutputSpec(TABULAR, str(out), None, "db"),
-               settings=RunSettings(cluster=on(cluster, mode="replicate")), times=times)
-    assert out.read_bytes() == expected
-    assert times.notes["batches"].endswith(", the last on 2 workers")
-
-
-def test_a_replicated_search_with_culling_keeps_its_last_batch_whole(cluster, case):
-    from gblastn.timing import StageTimes
-
-    expected = search(case, "small", TABULAR, culling_limit=1)
-    times = StageTimes()
-    out = case["folder"] / "culled.txt"
-    run_search([case["queries"]["small"]], case["db"], make_options("megablast",
-                                                                    culling_limit=1),
-               OutputSpec(TABULAR, str(out), None, "db"),
-               settings=RunSettings(cluster=on(cluster)), times=times)
-    assert out.read_bytes() == expected
-    assert "the last on" not in times.notes["batches"]
+    assert search._deal(["b" * 5_000_000], last=True) == [0]
 
 
 def test_a_replicated_search_on_two_workers_guesses_its_second_batch(cluster, case,
