@@ -13,7 +13,10 @@ Two modes:
   worker to worker.
 * replicate: each worker holds the whole database; whole batches go to the workers, each
   searched there (its preliminary search, then its traceback beside the next batch's
-  preliminary search); the batches are BLAST's, so the results are the same.
+  preliminary search); the batches are BLAST's, so the results are the same. The search's
+  last batch may go to several workers instead, each over a contiguous shard of the
+  database, merged as in shard mode, where whole batches would leave the others idle at
+  the end.
 
 blastn sizes each query batch from the ungapped extensions the one before kept
 (engine.QueryBatchSizes; only the counts come back here). In shard mode a batch is formed
