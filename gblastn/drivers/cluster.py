@@ -351,8 +351,8 @@ class ClusterSearch:
             yield request.queries, outputs
 
     def _replicated(self, batches, report):
-        """Whole batches on the workers (each to the one dealt the fewest letters; the last
-        one may be shared, _deal), as many preliminary searches in flight as
+        """Whole batches on the workers (each to the one dealt the least work; the last one
+        may be shared, _deal), as many preliminary searches in flight as
         PRELIMS_PER_WORKER for each worker: the batches after the first uncounted one are
         forecasts (ForecastBatches), and a forecast the counts prove wrong is cancelled with
         those after it and formed again. Yields (a batch's queries, the Future of their
