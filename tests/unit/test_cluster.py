@@ -731,6 +731,16 @@ def test_worker_lost_mid_replicated_search_redoes_its_batch(cluster, case, kille
     assert got == expected
 
 
+def test_worker_lost_mid_shared_last_batch_redoes_its_shard(cluster, case, killer, tmp_path):
+    """A replicated search's last batch shared by both workers: the worker tracing its shard
+    dies, and the other redoes that shard's preliminary search and traceback."""
+    expected = search(case, "mixed", TABULAR, "blastn")
+    killer("gblastn-traceback-", str(tmp_path / "killed"))
+    got = search(case, "mixed", TABULAR, "blastn", on(cluster, mode="replicate"))
+    assert (tmp_path / "killed").exists()
+    assert got == expected
+
+
 def test_search_that_cannot_finish_leaves_no_output(cluster, case, killer, tmp_path):
     allowed = cluster.scheduler.allowed_failures
     cluster.scheduler.allowed_failures = 0
