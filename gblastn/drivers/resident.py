@@ -50,9 +50,12 @@ class ResidentDatabases(WorkerPlugin):
         self.pools: dict = {}
         self.searches: dict = {}  # search id -> SearchOnWorker
         self._backend = None
+        self.loading = None
         if self.preload is not None:
             # beside the worker's event loop, which must keep answering the scheduler
-            threading.Thread(target=self._load, name="gblastn-preload", daemon=True).start()
+            self.loading = threading.Thread(target=self._load, name="gblastn-preload",
+                                            daemon=True)
+            self.loading.start()
 
     def _load(self) -> None:
         """The preloaded database with its diagonal-hash resets (where contiguous shards are
@@ -471,6 +474,18 @@ def drop_forecasts(search_id: str, parts: list, dask_worker=None) -> None:
     plugin = dask_worker.plugins.get(PLUGIN_NAME)
     for resident in getattr(plugin, "databases", {}).values():
         resident.drop([(search_id, number, part) for number, part in parts])
+
+
+async def preloaded(timeout: float, dask_worker=None) -> bool:
+    """Run on every worker (Client.run): wait, up to `timeout` seconds, for the worker's
+    preload (ResidentDatabases._load) to end, beside its event loop; whether it has."""
+    import asyncio
+
+    loading = getattr(dask_worker.plugins.get(PLUGIN_NAME), "loading", None)
+    if loading is None:
+        return True
+    await asyncio.to_thread(loading.join, timeout)
+    return not loading.is_alive()
 
 
 def worker_device_memory(dask_worker=None) -> int | None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from ..errors import ClusterError, GpuUnavailableError, OptionsError
 
 PROBE_SECONDS = 5  # how long an existing scheduler file's scheduler is given to answer
+PRELOAD_SECONDS = 600  # how long serving waits for its workers' preload at most
 # a search's threads beyond which synth 8G's searches got no faster on an H200 host (32
 # or 64 threads against 16: docs/perf/scale-out.md)
 WORKER_THREADS_CAP = 16
@@ -113,7 +114,7 @@ def _start(distributed, spec: ServeSpec, name: str, gpus: list, ready) -> None:
     until interrupted; the scheduler file is written once every worker is up and removed
     at the end."""
     from .cluster import local_cluster
-    from .resident import PLUGIN_NAME
+    from .resident import PLUGIN_NAME, preloaded
     from .served import SearchDoor, write_scheduler_file
 
     workers = len(gpus) or spec.workers
@@ -122,6 +123,9 @@ def _start(distributed, spec: ServeSpec, name: str, gpus: list, ready) -> None:
             distributed.Client(cluster, set_as_default=False) as client:
         client.register_plugin(_plugin(spec, name), name=PLUGIN_NAME)
         client.wait_for_workers(workers)
+        # served once the workers hold the database and its stages' code: a first search
+        # that came sooner waited for them (3 s on synth 1G's CPU workers, 0.3 s later)
+        client.run(preloaded, PRELOAD_SECONDS)
         door = SearchDoor(client, _host_of(cluster.scheduler_address))
         write_scheduler_file(client, spec.scheduler_file, door)
         try:
@@ -159,8 +163,15 @@ def _join(distributed, address: str, spec: ServeSpec, name: str, gpus: list, rea
 
 
 async def _nannies(distributed, address: str, envs: list, spec: ServeSpec, ready) -> None:
+    from .resident import preloaded
+
     nannies = [distributed.Nanny(address, nthreads=1, env=env) for env in envs]
     await asyncio.gather(*nannies)
+    with contextlib.suppress(OSError, TimeoutError):  # served even where this wait fails
+        async with distributed.Client(address, asynchronous=True, timeout=PROBE_SECONDS,
+                                      set_as_default=False) as client:
+            await client.run(preloaded, PRELOAD_SECONDS,
+                             workers=[nanny.worker_address for nanny in nannies])
     try:
         ready(f"serving {spec.db} with {len(nannies)} more worker"
               f"{'s' if len(nannies) != 1 else ''} in the cluster of {address}")

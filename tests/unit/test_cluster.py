@@ -276,6 +276,28 @@ def test_a_cancelled_forecasts_preliminary_search_is_not_kept(case):
         resident.db.close()
 
 
+def test_serving_waits_for_the_workers_preload():
+    """gblastn serve announces itself once each worker holds the database and its stages'
+    code (its preload thread ended), or once the wait runs out."""
+    import asyncio
+    import threading
+    from types import SimpleNamespace
+
+    from gblastn.drivers.resident import PLUGIN_NAME, preloaded
+
+    def worker_loading(seconds):
+        loading = threading.Thread(target=time.sleep, args=(seconds,))
+        loading.start()
+        return SimpleNamespace(plugins={PLUGIN_NAME: SimpleNamespace(loading=loading)})
+
+    started = time.perf_counter()
+    assert asyncio.run(preloaded(10, dask_worker=worker_loading(0.3)))
+    assert time.perf_counter() - started >= 0.3
+    assert not asyncio.run(preloaded(0.05, dask_worker=worker_loading(0.5)))
+    no_preload = SimpleNamespace(plugins={PLUGIN_NAME: SimpleNamespace(loading=None)})
+    assert asyncio.run(preloaded(10, dask_worker=no_preload))
+
+
 class FinishingFuture:
     """A Future whose wait runs out just as its task ends (its result then being gathered),
     or whose task raised `error`."""
