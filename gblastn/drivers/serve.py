@@ -111,8 +111,8 @@ def _plugin(spec: ServeSpec, name: str):
 
 def _start(distributed, spec: ServeSpec, name: str, gpus: list, ready) -> None:
     """A scheduler and this host's workers (one per GPU of `gpus`, else CPU processes),
-    until interrupted; the scheduler file is written once every worker is up and removed
-    at the end."""
+    until interrupted; the scheduler file is written once every worker is up and has
+    preloaded the database, and removed at the end."""
     from .cluster import local_cluster
     from .resident import PLUGIN_NAME, preloaded
     from .served import SearchDoor, write_scheduler_file
