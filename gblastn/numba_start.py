@@ -349,12 +349,6 @@ _MAKING = threading.Lock()
 MADE = []  # the stand-ins whose dispatchers were made, in order (machine_code's bundle)
 
 
-def _arguments_match(spec, args) -> bool:
-    from .machine_code import matches
-
-    return matches(spec, args)
-
-
 class LazyDispatcher:
     """Stands for the numba dispatcher of `py_func` until its first use, then passes every
     call and attribute to it. The module's global of that name becomes the dispatcher
@@ -382,15 +376,16 @@ class LazyDispatcher:
 
     def __call__(self, *args, **kwargs):
         if not kwargs:
-            for spec, function in self._bundled():
-                if _arguments_match(spec, args):
+            for match, function in self._bundled():
+                if match(args):
                     return function(*args)
         return self.dispatcher()(*args, **kwargs)
 
     def _bundled(self) -> list:
-        """The machine-code bundle's callables of this function (machine_code), once the
-        bundle is loaded; [] where there is none (the module's global then becomes numba's
-        dispatcher at the first call, and calls skip this stand-in)."""
+        """The machine-code bundle's (matcher, callable) pairs of this function
+        (machine_code), once the bundle is loaded; [] where there is none (the module's
+        global then becomes numba's dispatcher at the first call, and calls skip this
+        stand-in)."""
         found = self.__dict__.get("_bundled_functions")
         if found is None:
             from .machine_code import functions_for

@@ -53,6 +53,17 @@ def test_arrays_match_whatever_their_alignment_flag():
     assert machine_code.matches((_spec_of(typeof(np.zeros(2, dtype=np.int64))),), (unaligned,))
 
 
+def test_arrays_of_equal_dtypes_of_two_objects_match_alike():
+    """int64 has two dtype objects on Linux (long, longlong): both match the same spec,
+    as numba types both as int64."""
+    from numba.core.typing.typeof import typeof
+
+    spec = (_spec_of(typeof(np.zeros(2, dtype=np.int64))),)
+    for kind in (np.int64, np.longlong, np.dtype("<i8")):
+        assert machine_code.matches(spec, (np.zeros(3, dtype=kind),)), kind
+    assert not machine_code.matches(spec, (np.zeros(3, dtype=np.uint64),))
+
+
 def test_a_big_python_int_and_a_wrong_count_do_not_match():
     spec = (("i", 64, True),)
     assert machine_code.matches(spec, (1 << 62,))
