@@ -235,11 +235,12 @@ class ClusterSearch:
         self.workers = worker_addresses(self.client)
         self.mode = choose_mode(self.spec, self.workers, self._device_memory(),
                                 int(self.db.total_letters) // 4)
-        if has_query_filter(self.options):
+        filtered = has_query_filter(self.options)
+        if filtered:
             self.mode = _mode_for_query_filters(self.spec)
         self.shards = self._shards() if self.mode == "shard" else []
         # a replicated search's last batch may go to several workers, each over a shard
-        self.split_last = self.mode == "replicate" and not has_query_filter(self.options)
+        self.split_last = self.mode == "replicate" and not filtered
         self.requests_made = 0  # the search's batches so far: their task keys' numbers
         self.forecasts_dropped = 0
         self.last_split = 1     # the workers the last batch went to (replicate mode)
