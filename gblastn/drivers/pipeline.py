@@ -39,6 +39,9 @@ from dataclasses import dataclass, field
 POLL_SECONDS = 0.1  # how often a blocked thread looks at the stop flag
 TRACE_BACKLOG = 8  # traceback groups waiting per CPU thread, at most
 WHOLE_VOLUME_JOBS = 1  # jobs per volume when the backend scans whole volumes
+# jobs per volume and prelim thread where the CPU scans: 8 and 16 were level with 4 on 16
+# threads (docs/perf/whole-search.md)
+CPU_JOBS_PER_THREAD = 4
 MASK_AHEAD_LETTERS = 20_000  # the reader finds the masks of about this many letters a call
 QUERIES_AHEAD = 256  # queries read and not yet taken by the planner, at most
 
@@ -280,7 +283,7 @@ class Pipeline:
         elif self.whole_volumes:
             parts = WHOLE_VOLUME_JOBS
         else:
-            parts = 4 * self.prelim_threads
+            parts = CPU_JOBS_PER_THREAD * self.prelim_threads
         self.jobs = volume_jobs(self.db, parts)
         for volume, _ in self.jobs:
             self.volume_rank.setdefault(volume, len(self.volume_rank))
