@@ -1102,8 +1102,8 @@ class Engine:
                 with turns:
                     found = stopping_initial_hits(part, scan_from, extend, SCAN_AHEAD_SLICES,
                                                   turns.enter_ungapped)
-                # the hits in each chunk's order by score, put so once the turn, which every
-                # other job of the batch waits for, is passed on
+                # the hits in seed order and each chunk's by score, put so once the turn,
+                # which every other job of the batch waits for, is passed on
                 with self.times.stage("ungapped"):
                     return VolumeHits(sort_initial_hits(found.hits), found.ahead)
             with turns:

@@ -74,6 +74,9 @@ class InitialHits:
     score: np.ndarray     # int32, raw ungapped score
     seed_q: np.ndarray    # int32, the seed BLAST saves with the hit (q_off after s_TypeOfWord)
     seed_s: np.ndarray    # int32
+    # int64, where hits are not yet in the order the seeds found them: that order's key
+    # (each chunk's hits in order of it; sort_initial_hits puts them so)
+    found: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.chunk.size)
@@ -82,6 +85,7 @@ class InitialHits:
         """The hits of chunks [first, end), renumbered from 0 (hits are in chunk order)."""
         if first == 0 and (self.chunk.size == 0 or int(self.chunk[-1]) < end):
             return self  # every hit, numbered as they are
+        assert self.found is None, "hits in chunk order only"
         lo, hi = np.searchsorted(self.chunk, [first, end])
         return InitialHits(self.chunk[lo:hi] - np.int32(first), self.q_start[lo:hi],
                            self.s_start[lo:hi], self.length[lo:hi], self.score[lo:hi],
@@ -133,6 +137,8 @@ def joined_initial_hits(parts: list) -> InitialHits:
     fields = [np.concatenate([hits.chunk + np.int32(first) for first, hits in parts])]
     for name in ("q_start", "s_start", "length", "score", "seed_q", "seed_s"):
         fields.append(np.concatenate([getattr(hits, name) for _, hits in parts]))
+    if parts[0][1].found is not None:
+        fields.append(np.concatenate([hits.found for _, hits in parts]))
     return InitialHits(*fields)
 
 
@@ -340,12 +346,15 @@ class CutChunk:
     """What the calls of extend_seeds that one chunk's seeds are cut between carry from one
     to the next: whether the next call's first chunk goes on with this one (`open`), its
     diagonal array (searches with the hash carry the DiagonalHash instead), and its hits so
-    far (the seven InitialHits fields, in the order they were found, numbered chunk 0)."""
+    far (the seven InitialHits fields, in the order they were found, numbered chunk 0); and
+    how many seeds the calls before had, from which a call's `found` keys go on
+    (extend_seeds' by_score=False)."""
 
     def __init__(self):
         self.open = False
         self.array: DiagonalArray | None = None
         self.hits: list | None = None
+        self.seeds_before = 0  # the seeds of the calls before (their hits' `found` keys)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -718,11 +727,11 @@ def _extend_hash_parts(seeds: Seeds, state: DiagonalHash, run, chunks: int, spre
                        parallel_seeds: int = PARALLEL_SEEDS) -> list:
     """extend_chunks over all chunks for each part of the hash's buckets, with that part's
     seeds in their order, the parts run by `spread` when there are at least
-    `parallel_seeds` seeds; the hits of all parts in the order one pass over every seed
-    finds them."""
+    `parallel_seeds` seeds; the hits of all parts, part after part, each with the index of
+    its seed (the eighth field: in_seed_order puts them in the order one pass over every
+    seed finds them)."""
     if len(state.parts) == 1:
-        found = run(NO_ORDER, seeds.chunk, (0, chunks), state.parts[0], NO_ARRAY)
-        return list(found[:7])
+        return list(run(NO_ORDER, seeds.chunk, (0, chunks), state.parts[0], NO_ARRAY))
     parallel = len(seeds) >= parallel_seeds
     order, bounds = by_hash_part(seeds.q_off, seeds.s_off, len(state.parts),
                                  spread if parallel else None)
@@ -734,9 +743,13 @@ def _extend_hash_parts(seeds: Seeds, state: DiagonalHash, run, chunks: int, spre
                        NO_ARRAY)
 
     (spread if parallel else in_turn)(run_part, len(state.parts))
-    seed_of = np.concatenate([f[7] for f in found])
-    in_order = np.argsort(seed_of, kind="stable")
-    return [np.concatenate([f[i] for f in found])[in_order] for i in range(7)]
+    return [np.concatenate([f[i] for f in found]) for i in range(8)]
+
+
+def in_seed_order(fields: list) -> list:
+    """The seven fields of hits whose eighth is their seeds' indices, in seed order."""
+    in_order = np.argsort(fields[7], kind="stable")
+    return [field[in_order] for field in fields[:7]]
 
 
 def ungapped_hsp_rows(q_start, s_start, length, score, seed_q, seed_s, batch) -> np.ndarray:
@@ -761,9 +774,11 @@ def ungapped_hsp_rows(q_start, s_start, length, score, seed_q, seed_s, batch) ->
 
 def sort_initial_hits(hits: InitialHits) -> InitialHits:
     """Per chunk, Blast_InitHitListSortByScore: score desc, s_start asc, length desc,
-    q_start asc (ties left in processing order). The fields are new arrays: those given
-    may be views of a whole slice's buffers, which they would keep."""
-    order = np.argsort(hits.chunk, kind="stable")
+    q_start asc (ties left in processing order: the hits' order, or `found` where given).
+    The fields are new arrays: those given may be views of a whole slice's buffers, which
+    they would keep."""
+    order = np.argsort(hits.chunk, kind="stable") if hits.found is None else \
+        np.lexsort((hits.found, hits.chunk))
     chunk_start = np.flatnonzero(np.diff(hits.chunk[order], prepend=-1, append=-1))
     _sort_chunks_by_score(order, chunk_start, *(
         np.ascontiguousarray(getattr(hits, f), dtype=np.int32)
@@ -827,7 +842,8 @@ def _ranks_before(a, b, score, s_start, length, q_start):
 def _extend_array_ranges(seeds: Seeds, run, chunk_length, num_threads: int, spread,
                          array_of) -> list:
     """extend_chunks over groups of chunks (4 * num_threads when num_threads > 1), each with
-    the diagonal array array_of(first chunk, end) gives it; the hits in chunk order."""
+    the diagonal array array_of(first chunk, end) gives it; the hits in chunk order, each
+    with the index of its seed (the eighth field)."""
     k = int(chunk_length.size)
     ranges = _split_chunks(chunk_length, 4 * num_threads) if num_threads > 1 else [(0, k)]
     parts = [None] * len(ranges)
@@ -836,7 +852,7 @@ def _extend_array_ranges(seeds: Seeds, run, chunk_length, num_threads: int, spre
         parts[r] = run(NO_ORDER, seeds.chunk, ranges[r], HashPart(), array_of(*ranges[r]))
 
     spread(run_range, len(ranges))
-    return joined_fields(parts, 7)
+    return joined_fields(parts, 8)
 
 
 def _with_cut_chunk(fields: list, carry: CutChunk | None, cut: bool, chunks: int) -> list:
@@ -880,8 +896,12 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
     and `carry`, the same CutChunk for every call of one sequence of chunks, takes its state
     and hits from this call to the next. A cut chunk's hits come with the call that ends it.
     `parallel_seeds`: the fewest seeds whose hash parts `spread` runs side by side.
-    `by_score`: each chunk's hits in sort_initial_hits' order; else in the order the seeds
-    found them (the caller sorts them, out of its turn at the diagonal hash).
+    `by_score`: each chunk's hits in sort_initial_hits' order. Else unsorted, not even in
+    chunk order, with the order the seeds found them as `found` (each seed's index, after
+    those of the calls before with the same `carry`), and a cut chunk's hits left with
+    each call: the caller joins its calls' hits and sort_initial_hits puts them in order,
+    out of its turn at the diagonal hash (the parts' hits merged in seed order there took
+    about a sixth of a turn at 16 threads, docs/perf/whole-search.md).
     """
     spread = spread or in_turn
     packed = np.ascontiguousarray(packed, dtype=np.uint8)
@@ -935,8 +955,17 @@ def extend_seeds(seeds: Seeds, table: LookupTable, packed: np.ndarray,
             return array
 
         fields = _extend_array_ranges(seeds, run, chunk_length, num_threads, spread, array_of)
-    fields = _with_cut_chunk(fields, carry, cut, k)
+    if not by_score:
+        found = fields[7].astype(np.int64)
+        if carry is not None:
+            carry.open = cut
+            found += carry.seeds_before
+            carry.seeds_before += len(seeds)
+        return InitialHits(*(np.ascontiguousarray(f, dtype=np.int32) for f in fields[:7]),
+                           found=found)
+    parted = use_hash and len(state.parts) > 1
+    fields = _with_cut_chunk(in_seed_order(fields) if parted else fields[:7], carry, cut, k)
     if carry is not None:
         carry.open = cut
-    hits = InitialHits(*(np.ascontiguousarray(f, dtype=np.int32) for f in fields))
-    return sort_initial_hits(hits) if by_score else hits
+    return sort_initial_hits(InitialHits(*(np.ascontiguousarray(f, dtype=np.int32)
+                                           for f in fields)))

@@ -17,7 +17,8 @@ from gblastn.options import make_options
 from gblastn.query import Query, build_batch
 from gblastn.scan import Seeds
 from gblastn.scan.cpu import find_seeds, find_seeds_from
-from gblastn.ungapped import HASH_OFFSET_LIMIT, DiagonalHash, extend_seeds, uses_diag_hash
+from gblastn.ungapped import HASH_OFFSET_LIMIT, DiagonalHash, extend_seeds, sort_initial_hits, \
+    uses_diag_hash
 
 from test_scan import make_case, pack_chunks
 
@@ -52,10 +53,12 @@ def fresh_hash(offset: int) -> DiagonalHash:
 
 
 def sliced_hits(table, packed, offsets, lengths, cutoffs, budget: int, hash_offset: int,
-                ahead: int = 1):
+                ahead: int = 1, by_score: bool = True):
     """engine.stopping_initial_hits over the chunks with the CPU scan stopped every `budget`
     seeds; also the runs extended, as (seeds, cut) per run. With `ahead` > 1 the extensions
-    wait (as for a turn at the diagonal hash) until that many slices are scanned, or all."""
+    wait (as for a turn at the diagonal hash) until that many slices are scanned, or all.
+    Without `by_score` each run's hits come unsorted, and the joined ones are sorted at the
+    end (as a job does after its turn)."""
     k = lengths.size
     chunks = SubjectChunks(np.arange(k, dtype=np.int32), np.zeros(k, np.int64), offsets, lengths)
     state = fresh_hash(hash_offset)
@@ -75,11 +78,13 @@ def sliced_hits(table, packed, offsets, lengths, cutoffs, budget: int, hash_offs
         slices.append((Seeds(*(getattr(scanned.seeds, name).copy() for name in SEED_NAMES)), cut))
         return VolumeHits(extend_seeds(scanned.seeds, table, packed, part.byte_offset,
                                        part.length, *cutoffs, diag_hash=state, carry=carry,
-                                       cut=cut))
+                                       cut=cut, by_score=by_score))
 
     if ahead == 1:
-        return stopping_initial_hits(chunks, scan_from, extend).hits, slices
-    return stopping_initial_hits(chunks, scan_from, extend, ahead, filled.wait).hits, slices
+        hits = stopping_initial_hits(chunks, scan_from, extend).hits
+    else:
+        hits = stopping_initial_hits(chunks, scan_from, extend, ahead, filled.wait).hits
+    return (hits if by_score else sort_initial_hits(hits)), slices
 
 
 def assert_same_hits(a, b):
@@ -154,6 +159,35 @@ def test_slices_scanned_ahead_of_a_turn_are_extended_as_one_run_with_the_unslice
         assert_same_hits(hits, reference)
         # the first run holds the slices scanned before the turn: `ahead` of them
         assert len(runs[0][0]) > budget and len(runs) < len(find_seeds(*case[:4])) / budget
+
+
+@pytest.mark.parametrize("task,query_lengths", [ARRAY, HASH], ids=["array", "hash"])
+def test_runs_extended_unsorted_and_sorted_after_give_the_unsliced_hits(task, query_lengths):
+    """A job in its turn at the diagonal hash leaves its runs' hits unsorted and unmerged,
+    each with the order its seed was found in (extend_seeds' by_score=False, the keys going
+    on from run to run through the CutChunk), and sorts them all once its turn is passed
+    on: the very hits, in the very order, of the unsliced search, whatever the cuts."""
+    case = searched_case(11, task, query_lengths, [4000, 40, 2500, 6001])
+    reference = unsliced_hits(*case, 0)
+    whole = find_seeds(*case[:4])
+    for budget, ahead in ((1, 1), (7, 1), (7, 3), (64, 4), (len(whole), 1)):
+        hits, runs = sliced_hits(*case, budget, 0, ahead, by_score=False)
+        assert_same_hits(hits, reference)
+        assert hits.found is None
+        if budget < 64:
+            assert sum(cut for _, cut in runs) > 0
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10**6), budget=st.integers(1, 300), hashed=st.booleans(),
+       unsorted=st.booleans(), subject_lengths=st.lists(st.integers(1, 3000), min_size=1,
+                                                       max_size=4))
+def test_any_budget_with_the_hits_sorted_after_the_runs_gives_the_unsliced_hits(
+        seed, budget, hashed, unsorted, subject_lengths):
+    task, query_lengths = HASH if hashed else ARRAY
+    case = searched_case(seed, task, query_lengths, subject_lengths)
+    assert_same_hits(sliced_hits(*case, budget, 0, 3, by_score=not unsorted)[0],
+                     unsliced_hits(*case, 0))
 
 
 @settings(max_examples=15, deadline=None)
