@@ -157,6 +157,9 @@ def uses_diag_hash(table: LookupTable) -> bool:
 
 
 HASH_PARTS = 64     # the most parts of the buckets, each extended on its own (a power of two)
+# the most parts a search's hash is cut into, whatever its threads: each part is a helper to
+# start, under the GIL, in every call of a job's turn at the hash (docs/perf/whole-search.md)
+SEARCH_HASH_PARTS = 8
 NO_ORDER = np.zeros(0, dtype=np.int64)  # extend_chunks' seeds in their own order
 PARALLEL_SEEDS = 1 << 18  # fewer seeds are extended part after part in the calling thread
 SERIAL_HASH_THREADS = 2  # with this many threads or fewer, the hash is one part
@@ -164,17 +167,17 @@ SERIAL_HASH_THREADS = 2  # with this many threads or fewer, the hash is one part
 
 def hash_parts(num_threads: int) -> int:
     """How many parts a batch's hash has: one per thread (a power of two, at most
-    HASH_PARTS) for the threads to share out, and one with up to SERIAL_HASH_THREADS.
-    Each part's seeds are a pass over the chunks' subject letters of their own, so more
-    parts than the threads need cost time: kleb q_medium's seeds, extended in 8 parts (2
-    threads), took 0.82-0.89 of the time they took in 64; synth 1G's q_small on 16 threads
-    took 3.5-3.8 s with 16 parts, 3.8-4.6 s with 64. On 2 cores the scan and the gapped
-    stage keep both busy beside the ungapped stage, and one part took 1 CPU-s less than 8
-    (docs/perf/whole-search.md)."""
+    SEARCH_HASH_PARTS) for the threads to share out, and one with up to SERIAL_HASH_THREADS.
+    Each part's seeds are a pass over the chunks' subject letters of their own, and each
+    part of a turn's call waits for a helper to start, so more parts than the threads need
+    cost time, and past 8 parts on 16 threads the helpers' starts cost more than the parts'
+    share of the work saves. On 2 cores the scan and the gapped stage keep both busy beside
+    the ungapped stage, and one part is cheapest (the measurements:
+    docs/perf/whole-search.md)."""
     if num_threads <= SERIAL_HASH_THREADS:
         return 1
     parts = 1
-    while parts < num_threads and parts < HASH_PARTS:
+    while parts < num_threads and parts < SEARCH_HASH_PARTS:
         parts *= 2
     return parts
 

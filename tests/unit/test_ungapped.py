@@ -204,8 +204,8 @@ def test_hash_parts_side_by_side_give_the_one_hash_hits(threads):
 
 
 def test_hash_parts_one_a_thread():
-    """A part a thread, a power of two up to HASH_PARTS; one up to two threads."""
-    assert [hash_parts(t) for t in (1, 2, 3, 8, 16, 100)] == [1, 1, 4, 8, 16, 64]
+    """A part a thread, a power of two up to SEARCH_HASH_PARTS; one up to two threads."""
+    assert [hash_parts(t) for t in (1, 2, 3, 8, 16, 100)] == [1, 1, 4, 8, 8, 8]
 
 
 def test_an_emptied_hash_keeps_its_kind_and_takes_an_offset_everywhere():
