@@ -10,7 +10,8 @@ stage, start, end (seconds from the process's start). It also records the import
 heavy modules, each `plan_batch` (a batch's masks, statistics and table), each call of the
 functions `--calls` names (`gblastn.engine:joined_volume_hits`, a method as
 `gblastn.engine:Engine.extensions_ahead`), each job's turn at a batch's turnstile (the
-diagonal hash's order: waited for, then held) and the process's resource use at its exit.
+diagonal hash's order: waited for, then held) and the process's resource use at its exit,
+with the CPU seconds of each kind of thread (the scan's, the CPU pool's, the spread's).
 `show` prints, per stage (and per kind of thread with --threads), how many threads were in
 it in each time step: which stages overlap, and what waits on what; and, per turnstile, how
 long its turns were held and how soon each began after the one before.
@@ -41,6 +42,7 @@ def record(path: str, args: list, calls: tuple = ()) -> None:
     _time_imports(add_event)
     _time_stages(add_event)
     turns = _time_turns(add_event)
+    cpu_by_kind = _time_threads_cpu()
     for call in ("gblastn.engine:plan_batch", *calls):
         _time_calls(call, add_event)
     real_exit = os._exit
@@ -57,12 +59,46 @@ def record(path: str, args: list, calls: tuple = ()) -> None:
                 out.write("# turn %d %d %.5f %.5f %.5f\n" % turn)
             out.write(f"# minor faults {usage.ru_minflt}, voluntary switches {usage.ru_nvcsw}, "
                       f"user {usage.ru_utime:.2f} s, system {usage.ru_stime:.2f} s\n")
+            out.write("# CPU seconds by kind of thread: " + ", ".join(
+                f"{kind} {seconds:.2f}" for kind, seconds in cpu_by_kind().most_common()) + "\n")
         real_exit(code)
 
     os._exit = leave
     sys.argv = ["gblastn"] + args
     from gblastn.__main__ import main
     main()
+
+
+def _time_threads_cpu():
+    """A function giving the CPU seconds of each kind of thread (_thread_kind) so far: those
+    of the threads that ended, added up as each ends, and those of the threads alive, read
+    from their CPU clocks."""
+    import collections
+
+    ended, lock = collections.Counter(), threading.Lock()
+    real_run = threading.Thread.run
+
+    def run(self):
+        try:
+            real_run(self)
+        finally:
+            with lock:
+                ended[_thread_kind(self.name)] += time.thread_time()
+
+    threading.Thread.run = run
+
+    def cpu_by_kind() -> collections.Counter:
+        with lock:
+            seconds = collections.Counter(ended)
+        for thread in threading.enumerate():
+            try:
+                clock = time.pthread_getcpuclockid(thread.ident)
+                seconds[_thread_kind(thread.name)] += time.clock_gettime(clock)
+            except (OSError, TypeError):  # ended meanwhile
+                continue
+        return seconds
+
+    return cpu_by_kind
 
 
 def _time_stages(add_event) -> None:
