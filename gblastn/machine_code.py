@@ -250,16 +250,20 @@ def matcher(spec: tuple):
 
 
 def _check_of(part: tuple):
-    """A function of one argument: _matches(part, it)."""
-    if part[0] != "a" or not part[5]:
-        return lambda value: _matches(part, value)
-    # an array: its dtype by identity first (numpy's builtin dtypes are mostly one object
-    # each), else by its string; numba types every array as aligned, whatever its flag says
-    text, ndim, layout, readonly = part[1], part[2], part[3], part[4]
+    """A function of one argument: _matches(part, it), an array's checks made once."""
+    return _array_check(part) if part[0] == "a" else lambda value: _matches(part, value)
+
+
+def _array_check(part: tuple):
+    """A function of one argument: whether it is an array numba types as `part` says
+    ("a", dtype string, ndim, layout, read-only, aligned). Its dtype is compared by identity
+    first (numpy's builtin dtypes are mostly one object each), else by its string; numba
+    types every array as aligned, whatever its flag says."""
+    _, text, ndim, layout, readonly, aligned = part
     dtype = np.dtype(text)
 
     def check(value) -> bool:
-        if type(value) is not np.ndarray or value.ndim != ndim or \
+        if not aligned or type(value) is not np.ndarray or value.ndim != ndim or \
                 (value.dtype is not dtype and value.dtype.str != text):
             return False
         flags = value.flags
@@ -271,13 +275,7 @@ def _check_of(part: tuple):
 def _matches(part: tuple, value) -> bool:
     kind = part[0]
     if kind == "a":
-        if type(value) is not np.ndarray:
-            return False
-        flags = value.flags
-        layout = "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
-        # numba types every array as aligned, whatever its flag says
-        return (value.dtype.str == part[1] and value.ndim == part[2] and layout == part[3]
-                and (not flags.writeable) == part[4] and part[5])
+        return _array_check(part)(value)
     if kind == "i":
         if type(value) is int:  # numba: int64 below 2**63 in magnitude
             return part[1:] == (64, True) and value.bit_length() < 64
