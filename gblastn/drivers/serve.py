@@ -125,18 +125,28 @@ def _start(distributed, spec: ServeSpec, name: str, gpus: list, ready) -> None:
         client.wait_for_workers(workers)
         # served once the workers hold the database and its stages' code: a first search
         # that came sooner waited for them (3 s on synth 1G's CPU workers, 0.3 s later)
-        client.run(preloaded, PRELOAD_SECONDS)
+        loading = still_loading(client.run(preloaded, PRELOAD_SECONDS))
         door = SearchDoor(client, _host_of(cluster.scheduler_address))
         write_scheduler_file(client, spec.scheduler_file, door)
         try:
             ready(f"serving {spec.db} on {cluster.scheduler_address} with {workers} "
                   f"{'GPU' if gpus else 'CPU'} worker{'s' if workers != 1 else ''} "
-                  f"(scheduler file {spec.scheduler_file})")
+                  f"(scheduler file {spec.scheduler_file}){loading}")
             threading.Event().wait()
         finally:
             with contextlib.suppress(OSError):
                 os.remove(spec.scheduler_file)
             door.close()
+
+
+def still_loading(preloads: dict) -> str:
+    """What the announcement adds where some workers' preloads (resident.preloaded's
+    answers, by worker) outlasted PRELOAD_SECONDS: searches are served, but wait for them."""
+    count = sum(not done for done in preloads.values())
+    if not count:
+        return ""
+    return (f"; {count} worker{'s' if count != 1 else ''} still loading the database after "
+            f"{PRELOAD_SECONDS} s (searches wait for {'them' if count != 1 else 'it'})")
 
 
 def _host_of(address: str) -> str:
@@ -167,14 +177,15 @@ async def _nannies(distributed, address: str, envs: list, spec: ServeSpec, ready
 
     nannies = [distributed.Nanny(address, nthreads=1, env=env) for env in envs]
     await asyncio.gather(*nannies)
+    loading = ""
     with contextlib.suppress(OSError, TimeoutError):  # served even where this wait fails
         async with distributed.Client(address, asynchronous=True, timeout=PROBE_SECONDS,
                                       set_as_default=False) as client:
-            await client.run(preloaded, PRELOAD_SECONDS,
-                             workers=[nanny.worker_address for nanny in nannies])
+            loading = still_loading(await client.run(
+                preloaded, PRELOAD_SECONDS, workers=[nanny.worker_address for nanny in nannies]))
     try:
         ready(f"serving {spec.db} with {len(nannies)} more worker"
-              f"{'s' if len(nannies) != 1 else ''} in the cluster of {address}")
+              f"{'s' if len(nannies) != 1 else ''} in the cluster of {address}{loading}")
         await asyncio.Event().wait()
     finally:
         await asyncio.gather(*(nanny.close() for nanny in nannies), return_exceptions=True)

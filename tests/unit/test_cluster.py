@@ -298,6 +298,19 @@ def test_serving_waits_for_the_workers_preload():
     assert asyncio.run(preloaded(10, dask_worker=no_preload))
 
 
+def test_serving_says_which_workers_are_still_loading():
+    """A preload that outlasts the wait is announced: searches are served, and wait for it."""
+    from gblastn.drivers.serve import PRELOAD_SECONDS, still_loading
+
+    assert still_loading({"tcp://a": True, "tcp://b": True}) == ""
+    assert still_loading({}) == ""
+    assert still_loading({"tcp://a": True, "tcp://b": False}) == (
+        f"; 1 worker still loading the database after {PRELOAD_SECONDS} s "
+        "(searches wait for it)")
+    assert still_loading({"tcp://a": False, "tcp://b": False}).startswith(
+        "; 2 workers still loading")
+
+
 class FinishingFuture:
     """A Future whose wait runs out just as its task ends (its result then being gathered),
     or whose task raised `error`."""
