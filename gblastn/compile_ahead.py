@@ -69,11 +69,12 @@ def marker_path(task: str, device: str) -> str:
                         f"compiled-{task}-{device}-{source_keys().package_key()}")
 
 
-def bundle_path(task: str) -> str:
-    """The task's machine-code bundle for CPU searches (machine_code), as of the package's
+def bundle_path(task: str, device: str = "cpu") -> str:
+    """The task's machine-code bundle (machine_code) for searches whose scan runs on
+    `device` (cpu or gpu: a GPU's searches call other CPU stages), as of the package's
     sources."""
     return os.path.join(numba_cache_dir(),
-                        f"machine-code-{task}-cpu-{source_keys().package_key()}.pkl")
+                        f"machine-code-{task}-{device}-{source_keys().package_key()}.pkl")
 
 
 def is_compiled(task: str, device: str) -> bool:
@@ -104,8 +105,8 @@ def stages_before_search(task: str, device: str, word_size: int | None,
                          query_letters: int | None, backend):
     """What a search runs before its first query. When the task's stages are compiled in
     this cache: nothing (they are loaded in a background thread meanwhile, while the GPU
-    and the database are prepared: on the CPU, from the task's machine-code bundle where
-    there is one, without numba), and None is returned. Else a function that compiles
+    and the database are prepared: from the machine-code bundle of the task on the search's
+    device where there is one, without numba), and None is returned. Else a function that compiles
     them, which the search calls once its outputs and database are found in order.
     `backend`: the Future of the scan backend's set-up."""
     if task not in TASKS or device not in DEVICES or is_compiled(task, device):
@@ -114,10 +115,11 @@ def stages_before_search(task: str, device: str, word_size: int | None,
         # they are made (0.04-0.06 CPU-s) are left out until the stages are loaded and
         # frozen (or a compilation, which makes garbage, starts after all)
         gc.disable()
-        if task in TASKS and _on_the_cpu(device, backend) and os.path.exists(bundle_path(task)):
+        bundle = _bundle_for(task, device, backend) if task in TASKS else None
+        if bundle is not None:
             from .machine_code import expect
 
-            expect(bundle_path(task))  # the warm-up loads it, the stages' calls wait
+            expect(bundle)  # the warm-up loads it, the stages' calls wait
         threading.Thread(target=_load_stages, name="gblastn-warm-up", daemon=True,
                          args=(task, word_size, query_letters, backend, True, True)).start()
         return None
@@ -162,21 +164,21 @@ def _compile_task(task: str, device: str, backend, word_size: int | None,
 
 
 def after_search(task: str, device: str, backend) -> None:
-    """After a CPU search that numba loaded stages for (all of them, or those its bundle
-    lacked): the task's machine-code bundle (machine_code) with what the search called, so
-    that later searches call it without importing numba. The compiling search writes it
-    too."""
+    """After a search that numba loaded stages for (all of them, or those its bundle
+    lacked): the machine-code bundle (machine_code) of the task on the device the search
+    ran on, with what the search called, so that later searches call it without importing
+    numba. The compiling search writes it too."""
     from .machine_code import bundle_expected, write_bundle
     from .numba_start import MADE
 
-    if task not in TASKS or not MADE or _device_of(backend) != "cpu" or \
-            not is_compiled(task, device):
+    if task not in TASKS or not MADE or not is_compiled(task, device):
         return
-    if os.path.exists(bundle_path(task)) and not bundle_expected():
-        return  # numba loaded the stages because the device was not known in time
+    path = bundle_path(task, _device_of(backend))
+    if os.path.exists(path) and not bundle_expected():
+        return  # numba loaded the stages because no bundle was expected in time
     from .compile_cache import installed_versions
 
-    write_bundle(bundle_path(task), list(MADE), installed_versions())
+    write_bundle(path, list(MADE), installed_versions())
 
 
 def load_compiled_stages(task: str, backend) -> None:
@@ -226,13 +228,22 @@ def _load_stages(task: str, word_size: int | None, query_letters: int | None, ba
             gc.enable()
 
 
-def _on_the_cpu(device: str, backend) -> bool:
-    """Whether the search runs on the CPU, as known now: `-device cpu`, or a scan backend
-    already set up on it (a GPU's set-up is not waited for)."""
-    if device == "cpu":
-        return True
-    return backend is not None and hasattr(backend, "done") and backend.done() and \
-        _device_of(backend) == "cpu"
+def _bundle_for(task: str, device: str, backend):
+    """The machine-code bundle a search is to load: its path where the device is known now
+    (`-device cpu`, or a scan backend already set up), else a function that waits for the
+    GPU's set-up (0.1-0.2 s, while numba's import alone takes 0.17 CPU-s) and gives the
+    bundle of the device it came to; None where this cache holds no bundle for the task."""
+    if device == "cpu" or (backend is not None and backend.done()):
+        path = bundle_path(task, "cpu" if device == "cpu" else _device_of(backend))
+        return path if os.path.exists(path) else None
+    if backend is None or not any(os.path.exists(bundle_path(task, each))
+                                  for each in ("cpu", "gpu")):
+        return None
+
+    def once_set_up() -> str | None:
+        path = bundle_path(task, _device_of(backend))
+        return path if os.path.exists(path) else None
+    return once_set_up
 
 
 def _device_of(backend) -> str:

@@ -182,7 +182,9 @@ class _Bundle:
 
     def load(self) -> None:
         try:
-            self.engine, self.dynfunc, self.entries = _load(self.path)
+            path = self.path() if callable(self.path) else self.path
+            if path is not None:
+                self.engine, self.dynfunc, self.entries = _load(path)
         except Exception:  # noqa: BLE001 - any failure leaves the search to numba
             self.entries = {}
         finally:
@@ -204,9 +206,10 @@ class _Bundle:
 _BUNDLE = None
 
 
-def expect(path: str) -> None:
+def expect(path) -> None:
     """The stand-ins' first calls wait for the bundle at `path` to be loaded (or given up)
-    by load_expected, which must follow."""
+    by load_expected, which must follow; `path` may be a function that load_expected calls
+    for it (None: no bundle after all)."""
     global _BUNDLE
     _BUNDLE = _Bundle(path)
 

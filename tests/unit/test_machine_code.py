@@ -1,7 +1,8 @@
 """The machine-code bundle (gblastn/machine_code.py): arguments are checked as numba types
-them; a CPU search after one whose stages numba loaded writes the bundle, and the next
-searches call it without importing numba, with the same output; a call of other types
-goes to numba; a bundle for other versions is left alone."""
+them; a search after one whose stages numba loaded writes its device's bundle, and the
+next searches call it without importing numba, with the same output (on the CPU, on the
+default device, on a GPU); a call of other types goes to numba; a bundle for other
+versions is left alone."""
 
 import os
 import pickle
@@ -98,15 +99,18 @@ def cached(tmp_path_factory):
     try:
         from gblastn.compile_ahead import bundle_path
 
-        _mark_compiled("megablast", ("cpu",))
+        # and for the default device and the GPU, whose searches compile what they lack
+        _mark_compiled("megablast", ("cpu", "auto", "gpu"))
         bundle = bundle_path("megablast")
+        gpu_bundle = bundle_path("megablast", "gpu")
     finally:
         if old is None:
             del os.environ["NUMBA_CACHE_DIR"]
         else:
             os.environ["NUMBA_CACHE_DIR"] = old
     return {"db": make_db([db_fasta], str(folder / "db"), progress=False),
-            "query": queries["small"], "cache": str(cache), "bundle": bundle}
+            "query": queries["small"], "cache": str(cache), "bundle": bundle,
+            "gpu_bundle": gpu_bundle}
 
 
 SEARCH = """
@@ -123,11 +127,11 @@ main()
 """
 
 
-def _search(cached, out):
+def _search(cached, out, device="cpu"):
     env = {**os.environ, "NUMBA_CACHE_DIR": cached["cache"]}
     done = subprocess.run([sys.executable, "-c", SEARCH, "search", "-task", "megablast",
                            "-db", cached["db"], "-query", cached["query"], "-outfmt", "6",
-                           "-device", "cpu", "-num_threads", "2", "-out", str(out)],
+                           "-device", device, "-num_threads", "2", "-out", str(out)],
                           capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr
     return done.stderr.strip().splitlines()[-1], out.read_bytes()
@@ -141,6 +145,44 @@ def test_the_search_after_numbas_writes_the_bundle_and_the_next_call_it(cached, 
         told, bundled = _search(cached, tmp_path / f"bundle{run}.tsv")
         assert told == "numba not imported"
         assert bundled == by_numba and by_numba
+
+
+def test_a_search_on_the_default_device_calls_the_bundle_of_the_one_it_came_to(
+        cached, tmp_path):
+    """-device auto: the device is not known when the stages start loading; the warm-up
+    waits for the scan backend's set-up and loads that device's bundle (written by the
+    first such search where there was none)."""
+    if not os.path.exists(cached["bundle"]):
+        _search(cached, tmp_path / "numba.tsv")
+    _, by_cpu = _search(cached, tmp_path / "cpu.tsv")
+    _search(cached, tmp_path / "first.tsv", "auto")
+    for run in range(2):
+        told, bundled = _search(cached, tmp_path / f"auto{run}.tsv", "auto")
+        assert told == "numba not imported"
+        assert bundled == by_cpu and by_cpu
+
+
+@pytest.mark.gpu
+def test_a_gpu_search_writes_the_gpu_bundle_and_the_next_calls_it(cached, tmp_path):
+    """The GPU path's CPU stages (the query setup, the gapped and traceback stages, the
+    output) from a bundle of their own; output identical to the CPU search's."""
+    from gblastn.errors import GpuUnavailableError
+    from gblastn.scan.gpu import backend_for
+
+    try:
+        backend_for(0)
+    except GpuUnavailableError as exc:
+        pytest.skip(str(exc))
+    if os.path.exists(cached["gpu_bundle"]):
+        os.remove(cached["gpu_bundle"])
+    _, by_cpu = _search(cached, tmp_path / "cpu.tsv")
+    told, by_numba = _search(cached, tmp_path / "numba.tsv", "gpu")
+    assert told == "numba imported"
+    assert os.path.exists(cached["gpu_bundle"])
+    for run in range(2):
+        told, bundled = _search(cached, tmp_path / f"gpu{run}.tsv", "gpu")
+        assert told == "numba not imported"
+        assert bundled == by_numba == by_cpu and by_cpu
 
 
 CALLS = """
