@@ -106,8 +106,8 @@ def stages_before_search(task: str, device: str, word_size: int | None,
     """What a search runs before its first query. When the task's stages are compiled in
     this cache: nothing (they are loaded in a background thread meanwhile, while the GPU
     and the database are prepared: from the machine-code bundle of the task on the search's
-    device where there is one, without numba), and None is returned. Else a function that compiles
-    them, which the search calls once its outputs and database are found in order.
+    device where there is one, without numba), and None is returned. Else a function that
+    compiles them, which the search calls once its outputs and database are found in order.
     `backend`: the Future of the scan backend's set-up."""
     if task not in TASKS or device not in DEVICES or is_compiled(task, device):
         # numba's import and its loads make most of the objects (about a million) that the
@@ -230,11 +230,12 @@ def _load_stages(task: str, word_size: int | None, query_letters: int | None, ba
 
 def _bundle_for(task: str, device: str, backend):
     """The machine-code bundle a search is to load: its path where the device is known now
-    (`-device cpu`, or a scan backend already set up), else a function that waits for the
-    GPU's set-up (0.1-0.2 s, while numba's import alone takes 0.17 CPU-s) and gives the
-    bundle of the device it came to; None where this cache holds no bundle for the task."""
-    if device == "cpu" or (backend is not None and backend.done()):
-        path = bundle_path(task, "cpu" if device == "cpu" else _device_of(backend))
+    (`-device cpu` or `gpu`, whose search fails without one, or a scan backend already set
+    up), else a function that waits for the GPU's set-up (0.1-0.2 s, while numba's import
+    alone takes 0.17 CPU-s) and gives the bundle of the device it came to; None where this
+    cache holds no bundle for the task."""
+    if device != "auto" or (backend is not None and backend.done()):
+        path = bundle_path(task, device if device != "auto" else _device_of(backend))
         return path if os.path.exists(path) else None
     if backend is None or not any(os.path.exists(bundle_path(task, each))
                                   for each in ("cpu", "gpu")):
