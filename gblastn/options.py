@@ -244,6 +244,9 @@ def _file_name(name: str, value) -> str:
 def _checked_hsp_filters(given: dict) -> dict:
     """blastn's checks of the HSP filters' values, in its words, and the best-hit filter's
     two values: giving one turns the filter on with the other's default."""
+    max_hsps = given.get("max_hsps")
+    if max_hsps is not None and max_hsps < 1:  # 0, the default, stands for no limit
+        raise OptionsError(f'Argument "max_hsps". Illegal value, expected >=1:  `{max_hsps}\'')
     culling = given.get("culling_limit")
     if culling is not None and culling < 0:
         raise OptionsError(f'Argument "culling_limit". Illegal value, expected >=0:  '

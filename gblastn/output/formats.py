@@ -144,6 +144,9 @@ def report_limits(outfmt: str, max_target_seqs=None, num_descriptions=None,
     keeps as many subjects as the larger of the two when either is given. For the other
     formats -num_alignments stands for -max_target_seqs, -num_descriptions and
     -line_length are ignored with a warning. `warn` takes blastn's warnings."""
+    if max_target_seqs is not None and max_target_seqs < 1:
+        # refused before any warning, as blastn's argument check refuses it
+        raise OptionsError("-max_target_seqs must be at least 1")
     for flag, value in (("-num_descriptions", num_descriptions),
                         ("-num_alignments", num_alignments)):
         if value is not None and max_target_seqs is not None:

@@ -73,6 +73,26 @@ def test_integers_out_of_blastns_range_are_refused(world, flag, value):
     assert flag in error or "word size" in error
 
 
+@pytest.mark.parametrize("flag, value", [("-max_hsps", "0"), ("-max_hsps", "-1"),
+                                          ("-max_target_seqs", "0"),
+                                          ("-max_target_seqs", "-1")])
+def test_limits_below_one_are_refused_before_any_warning(world, flag, value):
+    """blastn takes -max_hsps and -max_target_seqs from 1 (0 is no limit to gblastn's
+    options, never a user's value), and refuses the rest in its argument check, before the
+    warning that fewer than 5 targets are examined."""
+    done = search(world, "-query", world.query, flag, value)
+    error = assert_one_line_error(done, 2)
+    assert flag.lstrip("-") in error and "Warning" not in done.stderr
+
+
+@needs_blast
+@pytest.mark.golden
+@pytest.mark.parametrize("flag", ["-max_hsps", "-max_target_seqs"])
+def test_blastn_refuses_the_same_limits(world, flag):
+    done = blastn(world, "-query", world.query, flag, "0")
+    assert done.returncode != 0 and "expected >=1" in done.stderr
+
+
 # the queries that find their exact copy in s1 (3,000 and 300 letters) with each word size,
 # as blastn finds them: a word longer than half of the copy is not found
 FOUND_WITH_WORD_SIZE = {101: {"qlong", "qshort"}, 257: {"qlong", "qshort"}, 301: {"qlong"},
