@@ -623,7 +623,7 @@ def warmup_command(
                                "searches on this machine will use (with a GPU, its kernels too)."),
     gpu_id: int = typer.Option(0, "-gpu_id"),
 ) -> None:
-    from .compile_ahead import TASKS, compile_task, is_compiled, write_bytecode
+    from .compile_ahead import TASKS, after_search, compile_task, is_compiled, write_bytecode
     from .scan import select_backend
 
     tasks = TASKS if task == "all" else (task,)
@@ -639,6 +639,9 @@ def warmup_command(
             print(f"gblastn: -task {name} is compiled", file=sys.stderr)
             continue
         compile_task(name, device, backend)
+        # its machine-code bundle, as a compiling search writes it: the first search after
+        # a warm-up then starts without numba too
+        after_search(name, device, backend)
         print(f"gblastn: -task {name} compiled in {time.perf_counter() - started:.0f} s",
               file=sys.stderr)
     backend.result()  # a GPU asked for and missing is an error here too

@@ -138,9 +138,13 @@ def test_warmup_compiles_ahead_once(seeded):
     marked, marker = _compiled(seeded, "megablast")
     if marked:
         os.remove(marker)
+    bundle = _bundle(seeded, "megablast")
+    if os.path.exists(bundle):
+        os.remove(bundle)
     done = _gblastn(seeded, "warmup", "-task", "megablast", "-device", "cpu")
     assert done.returncode == 0, done.stderr
     assert re.search(r"-task megablast compiled in \d+ s", done.stderr), done.stderr
+    assert os.path.exists(bundle), "the warm-up wrote no machine-code bundle"
     assert os.path.exists(bytecode) or not os.access(os.path.dirname(bytecode), os.W_OK)
     again = _gblastn(seeded, "warmup", "-task", "megablast", "-device", "cpu")
     assert again.returncode == 0 and "-task megablast is compiled" in again.stderr
