@@ -18,6 +18,7 @@ import re
 import subprocess
 import sys
 import threading
+from concurrent.futures import wait
 
 from .compile_cache import numba_cache_dir, source_keys
 from .errors import OptionsError
@@ -29,6 +30,11 @@ GREEDY_LINEAR, GREEDY_AFFINE = "greedy_linear", "greedy_affine"
 # for the notice's estimate of its wall time
 COMPILE_CPU_SECONDS = {"megablast": 45, "dc-megablast": 41, "blastn": 51, "blastn-short": 51}
 COMPILE_PARALLELISM = 1.7
+
+# how long the warm-up of a -device auto search waits for the scan backend's set-up to know
+# which machine-code bundle to load (0.1-0.2 s on an H200 host); past it, the stages go to
+# numba, so that a set-up that itself called a stage could never wait for the bundle forever
+SET_UP_WAIT_SECONDS = 5
 
 # threads a search keeps busy from its start to its first scan: the reader's masks and the
 # planner's first batch (docs/perf/start-up.md)
@@ -242,6 +248,8 @@ def _bundle_for(task: str, device: str, backend):
         return None
 
     def once_set_up() -> str | None:
+        if not wait([backend], timeout=SET_UP_WAIT_SECONDS).done:
+            return None
         path = bundle_path(task, _device_of(backend))
         return path if os.path.exists(path) else None
     return once_set_up

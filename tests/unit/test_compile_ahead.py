@@ -255,3 +255,23 @@ def test_version_as_blastn_prints_it(flag):
     assert done.stdout.splitlines() == [
         f"gblastn: {__version__}",
         f" Package: gblastn {__version__}, results of BLAST+ 2.12.0"]
+
+
+def test_a_set_up_that_never_ends_leaves_the_stages_to_numba(tmp_path, monkeypatch):
+    """-device auto: the bundle is chosen once the scan backend is set up, but not waited for
+    past SET_UP_WAIT_SECONDS (no bundle then: the stages go to numba)."""
+    from concurrent.futures import Future
+
+    from gblastn import compile_ahead
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compile_ahead, "SET_UP_WAIT_SECONDS", 0.05)
+    for device in ("cpu", "gpu"):
+        with open(compile_ahead.bundle_path("megablast", device), "wb"):
+            pass
+    pending = Future()
+    choose = compile_ahead._bundle_for("megablast", "auto", pending)
+    assert callable(choose) and choose() is None
+    pending.set_result(type("Backend", (), {"name": "gpu"})())
+    assert choose() == compile_ahead.bundle_path("megablast", "gpu")
+
