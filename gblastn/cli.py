@@ -623,7 +623,7 @@ def warmup_command(
                                "searches on this machine will use (with a GPU, its kernels too)."),
     gpu_id: int = typer.Option(0, "-gpu_id"),
 ) -> None:
-    from .compile_ahead import TASKS, after_search, compile_task, is_compiled, write_bytecode
+    from .compile_ahead import TASKS, compile_task, is_compiled, write_bundles, write_bytecode
     from .scan import select_backend
 
     tasks = TASKS if task == "all" else (task,)
@@ -633,18 +633,20 @@ def warmup_command(
 
     write_bytecode()  # its worker processes forked before this command starts a thread
     backend = beside(select_backend, device, gpu_id)
+    compiled = []
     for name in tasks:
         started = time.perf_counter()
         if is_compiled(name, device):
             print(f"gblastn: -task {name} is compiled", file=sys.stderr)
             continue
         compile_task(name, device, backend)
-        # its machine-code bundle, as a compiling search writes it: the first search after
-        # a warm-up then starts without numba too
-        after_search(name, device, backend)
+        compiled.append(name)
         print(f"gblastn: -task {name} compiled in {time.perf_counter() - started:.0f} s",
               file=sys.stderr)
     backend.result()  # a GPU asked for and missing is an error here too
+    # their machine-code bundles, as a compiling search writes its task's: the first
+    # search after a warm-up then starts without numba too
+    write_bundles(compiled, device, gpu_id)
 
 
 # -- database commands: makedb, dbinfo, dbcmd ------------------------------------------------

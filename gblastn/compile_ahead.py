@@ -5,11 +5,13 @@ The first search of a task in a cache says so on stderr and compiles before its 
 bar starts, over two processes: a child compiles the traceback (the largest stage) from
 its declared argument types while this process runs the made-up search of engine.warm_up
 up to the traceback; then the whole made-up search runs, loading what both compiled.
-`gblastn warmup` does the same ahead of any search, and writes the bytecode of the modules
-a search imports where an install left it out. A marker file per task and -device, keyed
+`gblastn warmup` does the same ahead of any search, then has a child process per task write
+its machine-code bundle (write_bundles), and writes the bytecode of the modules a search
+imports where an install left it out. A marker file per task and -device, keyed
 by the package's sources, records that a task's stages were compiled.
 
-`python -m gblastn.compile_ahead TASK` is the child.
+`python -m gblastn.compile_ahead TASK` is the traceback's child, `... TASK bundle DEVICE
+GPU_ID` a bundle's.
 """
 
 import gc
@@ -358,9 +360,45 @@ def _compile_greedy_aligner(which: str) -> None:
         getattr(greedy, which).compile(numba_types(getattr(greedy, which.upper() + "_ARGUMENTS")))
 
 
+def write_bundles(tasks: list, device: str, gpu_id: int = 0) -> None:
+    """The machine-code bundle of each task (compiled in this cache), each written by a
+    child process of its own at once (`python -m gblastn.compile_ahead TASK bundle DEVICE
+    GPU_ID`): in one process that loaded several tasks' stages, every task's bundle would
+    hold them all, and each search would load all of them. A bundle that cannot be written
+    only leaves a first search to numba, which writes it then."""
+    children = []
+    for task in tasks:
+        try:
+            children.append(subprocess.Popen(
+                [sys.executable, "-m", "gblastn.compile_ahead", task, "bundle", device,
+                 str(gpu_id)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=None if os.environ.get("GBLASTN_DEBUG") else subprocess.DEVNULL))
+        except OSError:
+            pass
+    for child in children:
+        child.wait()
+
+
+def _write_bundle(task: str, device: str, gpu_id: int) -> None:
+    """A child of write_bundles: the task's made-up search (engine.warm_up) with the scan
+    backend of `device`, loading its stages as a search's warm-up does, then the bundle of
+    what it called, as after_search writes it."""
+    from .pools import beside
+    from .scan import select_backend
+
+    backend = beside(select_backend, device, gpu_id)
+    _load_stages(task, None, None, backend, trace=True)
+    after_search(task, device, backend)
+
+
 def main(argv: list) -> int:
+    if len(argv) == 4 and argv[0] in TASKS and argv[1] == "bundle" and argv[2] in DEVICES \
+            and argv[3].isdigit():
+        _write_bundle(argv[0], argv[2], int(argv[3]))
+        return 0
     if len(argv) != 1 or argv[0] not in TASKS:
-        raise OptionsError(f"usage: python -m gblastn.compile_ahead {{{','.join(TASKS)}}}")
+        raise OptionsError(f"usage: python -m gblastn.compile_ahead {{{','.join(TASKS)}}} "
+                           f"[bundle {{{','.join(DEVICES)}}} GPU_ID]")
     from .numba_start import skip_numba_extras
 
     skip_numba_extras()

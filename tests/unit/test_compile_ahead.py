@@ -16,6 +16,7 @@ import pytest
 from golden import megablast_case
 from gblastn.compile_ahead import TASKS, is_compiled, marker_path, numba_types, on_one_stack_chunk
 from gblastn.compile_cache import numba_cache_dir
+from gblastn.errors import OptionsError
 
 
 def test_declared_types_read():
@@ -169,6 +170,15 @@ def test_bytecode_written_for_packages_installed_without_it(tmp_path, monkeypatc
     write_bytecode(("bytecode_probe", "bytecode_probe_module", "no_such_package_here"))
     for source in [*sources, single]:
         assert os.path.exists(importlib.util.cache_from_source(str(source))), source
+
+
+@pytest.mark.parametrize("args", [["megablast", "bundle", "tpu", "0"], ["nonsense"],
+                                  ["megablast", "bundle", "cpu"]])
+def test_the_compiling_children_refuse_other_arguments(args):
+    from gblastn.compile_ahead import main
+
+    with pytest.raises(OptionsError, match="usage: python -m gblastn.compile_ahead"):
+        main(args)
 
 
 @pytest.mark.parametrize("args", [["-task", "dc-nonsense"], ["-task", "megablast", "-bogus"]])
