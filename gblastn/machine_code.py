@@ -15,6 +15,7 @@ CPU), goes to numba as before.
 
 import builtins
 import ctypes
+import functools
 import hashlib
 import importlib.util
 import os
@@ -257,6 +258,7 @@ def _check_of(part: tuple):
     return _array_check(part) if part[0] == "a" else lambda value: _matches(part, value)
 
 
+@functools.cache  # one per part: a tuple's array items are checked at every call
 def _array_check(part: tuple):
     """A function of one argument: whether it is an array numba types as `part` says
     ("a", dtype string, ndim, layout, read-only, aligned). Its dtype is compared by identity
