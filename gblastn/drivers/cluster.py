@@ -12,8 +12,8 @@ Two modes:
   the traceback). A batch's tasks are submitted as one chain, their data passing from
   worker to worker.
 * replicate: each worker holds the whole database; whole batches go to the workers, each
-  searched there (its preliminary search, then its traceback beside the next batch's
-  preliminary search); the batches are BLAST's, so the results are the same. The search's
+  searched there by the pipeline driver, whose traceback and output run on beside the
+  next batch's preliminary search once the batch's extensions are counted); the batches are BLAST's, so the results are the same. The search's
   last batch may go to several workers instead, each over a contiguous shard of the
   database, merged as in shard mode, where whole batches would leave the others idle at
   the end.
@@ -309,9 +309,9 @@ class ClusterSearch:
 
         sizes = QueryBatchSizes(self.options.task, int(self.db.total_letters))
         if self.mode == "replicate":
-            # a second worker searches a guess at the second batch beside the first
-            guess = len(self.workers) > 1
-            submitted = self._replicated(ForecastBatches(queries, sizes, guess_second=guess),
+            # a guess at the second batch is searched beside the first, by another worker,
+            # or planned beside it by the same one
+            submitted = self._replicated(ForecastBatches(queries, sizes, guess_second=True),
                                          report)
         else:
             submitted = self._sharded(query_batches(queries, lambda: sizes.letters), sizes,
@@ -468,7 +468,7 @@ class ClusterSearch:
         from .resident import replicate_finish, replicate_prelim
 
         held = self._held(request, worker)
-        prelim = self.client.submit(replicate_prelim, held, pure=False,
+        prelim = self.client.submit(replicate_prelim, held, report, pure=False,
                                     key=self._task_key("prelim", request),
                                     **self._placement(worker))
         outputs = self.client.submit(replicate_finish, held, prelim, report, pure=False,

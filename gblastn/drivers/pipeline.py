@@ -56,10 +56,12 @@ _END = object()  # end-of-stream marker on a queue
 class Pipeline:
     """The four-queue search pipeline over one database (see the module docstring)."""
 
-    def __init__(self, search, queries, settings, render):
-        """`search`: a drivers.Search; `queries`: an iterable of the queries, in order."""
+    def __init__(self, search, queries, settings, render, given: "GivenBatch | None" = None):
+        """`search`: a drivers.Search; `queries`: an iterable of the queries, in order;
+        `given`: the queries are one batch already formed (GivenBatch) instead of blastn's
+        batches formed here."""
         threads = search.options.num_threads
-        self.search, self.queries = search, queries
+        self.search, self.queries, self.given = search, queries, given
         self.read_order = collections.deque()  # the numbers read and not yet written
         self.masks_ahead: dict = {}  # query number -> its masks, found by the reader
         self.planned_through = -1  # the last query number planned
@@ -140,7 +142,8 @@ class Pipeline:
         pace, and the second batch, planned beside the first one's search, began after
         all of its queries' masks (0.25 s on 5 Mbp of queries)."""
         unmasked = collections.deque()  # (number, query) handed on, not planned nor masked
-        for number, query in enumerate(self.queries):
+        first = 0 if self.given is None else self.given.first_index
+        for number, query in enumerate(self.queries, first):
             self.read_order.append(number)
             item = (number, query)
             while not self._offer(self.query_q, item):
@@ -209,8 +212,11 @@ class Pipeline:
             while (item := self._get(self.query_q)) is not _END:
                 yield item
 
-        batches = ForecastBatches(queries(), self.search.batch_sizes(),
-                                  size=lambda item: len(item[1]), guess_second=True)
+        if self.given is not None:
+            batches = self.given.reading(queries())
+        else:
+            batches = ForecastBatches(queries(), self.search.batch_sizes(),
+                                      size=lambda item: len(item[1]), guess_second=True)
         batch_id, guessed = 0, None
         while True:
             plan = None if guessed is None else guessed.result()
@@ -219,7 +225,9 @@ class Pipeline:
                 if formed is None:
                     break
                 plan = self._plan(formed[1])
-            guess_formed = Future() if batch_id == 0 else None
+            if self.given is not None:
+                self.given.wait_turn(self.stop)
+            guess_formed = Future() if batch_id == 0 and self.given is None else None
             guessed = None if guess_formed is None else \
                 beside(self._guessed_plan, batches, guess_formed)
             self._post(batch_id, plan)
@@ -464,6 +472,14 @@ class Pipeline:
         for thread in threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
+    def cancel(self) -> None:
+        """Stop every stage from another thread: texts() raises CancelledError."""
+        from concurrent.futures import CancelledError
+
+        with self.lock:
+            self.errors.append(CancelledError("the batch was cancelled"))
+        self.stop.set()
+
     def _get_result(self):
         while True:
             self._raise_error()
@@ -475,6 +491,43 @@ class Pipeline:
     def _raise_error(self):
         if self.errors:
             raise self.errors[0]
+
+
+class GivenBatch:
+    """The queries of a Pipeline as one batch, formed by its caller as blastn would (a
+    cluster worker's replicated batch, drivers/resident.py), in place of ForecastBatches:
+    the planner takes them whole, and the batch's count of ungapped extensions, which
+    sizes the batch after it, is set on `extensions` as soon as every job has counted.
+    `after`, the count of a batch searched before it beside it: its jobs wait for that,
+    once it is planned, as the pipeline's own next batch waits for this one's."""
+
+    def __init__(self, first_index: int, after: Future | None = None):
+        self.first_index = first_index  # the search's number of the batch's first query
+        self.after = after
+        self.extensions = Future()
+        self.items = None
+
+    def wait_turn(self, stop: threading.Event) -> None:
+        """Wait for the batch before (told, or failed) unless the run stops."""
+        from concurrent.futures import wait
+
+        while self.after is not None and not wait([self.after], POLL_SECONDS).done:
+            if stop.is_set():
+                raise _Stop
+
+    def reading(self, items) -> "GivenBatch":
+        self.items = items
+        return self
+
+    def next_batch(self) -> tuple | None:
+        if self.items is None:
+            return None
+        items, self.items = list(self.items), None
+        return (self.first_index, items) if items else None
+
+    def counted(self, extensions: int) -> int:
+        self.extensions.set_result(extensions)
+        return 0
 
 
 class _ExtensionCounts:

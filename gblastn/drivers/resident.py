@@ -4,10 +4,11 @@ ResidentDatabases, a Dask worker plugin, keeps on each worker the databases it o
 (ResidentDatabase: the volumes' subject buffers, the shards' windows, the database's
 contiguous shards) and the scan backend: a GPU worker's CUDA context and the volumes it
 copied to the device stay there from one search to the next. The tasks drive the engine's
-stages as the one-process drivers do, on the worker's own threads: a replicated batch goes
-through the serial driver's preliminary search (its extensions size the next batch), then,
-beside the next batch's, its traceback; a shard's batch goes through the preliminary search,
-the merge of the shards' hit lists and the traceback. The workers also format the output
+stages as the one-process drivers do, on the worker's own threads: a replicated batch is
+searched by the pipeline driver (ReplicatedRun), whose count of extensions sizes the next
+batch while its traceback and output run on beside the next batch's search; a shard's batch
+goes through the preliminary search, the merge of the shards' hit lists and the traceback.
+The workers also format the output
 (the report's render), so that the searching process only writes it.
 """
 
@@ -153,32 +154,49 @@ class ResidentDatabase:
         self.windows: dict = {}   # (shard key, replay, two-hit window) -> [ShardWindow]
         self.kept: dict = {}      # shard key -> bool per ordinal
         self.contiguous: dict = {}  # shard count -> [Shard]
-        self.pending: dict = {}   # (search, batch, shard) -> (plan, PrelimHits)
+        self.pending: dict = {}   # (search, batch, shard) -> (plan, PrelimHits) of a shard,
+        #                           the ReplicatedRun of a whole batch (shard None)
         self.dropped: set = set()  # (search, batch, shard) of forecasts the search cancelled
+        self.last_run: dict = {}  # search -> (number, extensions Future) of its last batch run
         self._resets: dict = {}   # two-hit window -> the database's HashResets
 
-    def keep(self, key: tuple, found) -> None:
+    def keep(self, key: tuple, found) -> bool:
         """Keep a preliminary search for its traceback, unless its batch was dropped (a
-        cancelled forecast whose task ran on)."""
+        cancelled forecast whose task ran on); whether it was kept."""
         with self.lock:
             if key in self.dropped:
                 self.dropped.discard(key)
-            else:
-                self.pending[key] = found
+                return False
+            self.pending[key] = found
+            return True
 
     def drop(self, keys: list) -> None:
         """Forget the preliminary searches of cancelled batches, kept or still to come."""
         with self.lock:
             for key in keys:
-                if self.pending.pop(key, None) is None:
+                found = self.pending.pop(key, None)
+                if found is None:
                     self.dropped.add(key)
+                _cancel(found)
 
     def forget(self, search_id: str) -> None:
         """Drop what is left of a search."""
         with self.lock:
             for key in [key for key in self.pending if key[0] == search_id]:
-                del self.pending[key]
+                _cancel(self.pending.pop(key))
+            self.last_run.pop(search_id, None)
             self.dropped = {key for key in self.dropped if key[0] != search_id}
+
+    def count_before(self, search_id: str, number: int, extensions) -> object:
+        """The count (a Future) of the batch of the search run here last, should it come
+        before batch `number`, whose count, `extensions`, is the one the next batch waits
+        for; None without one."""
+        with self.lock:
+            last_number, last = self.last_run.get(search_id, (-1, None))
+            if number < last_number:
+                return None
+            self.last_run[search_id] = (number, extensions)
+            return last
 
     def load(self, shard=None) -> None:
         """Make the subject buffers of the shard's volumes (all without one) and copy them to
@@ -243,6 +261,13 @@ class ResidentDatabase:
             return self.kept[shard.key]
 
 
+def _cancel(found) -> None:
+    """Stop a batch's run that nothing will collect (a shard's preliminary search is done
+    already)."""
+    if isinstance(found, ReplicatedRun):
+        found.cancel()
+
+
 # ----------------------------------------------------------------------------------------------
 # the workers' tasks
 
@@ -271,47 +296,72 @@ def held_request(request: BatchRequest) -> BatchRequest:
     return request
 
 
-def replicate_prelim(request: BatchRequest) -> int:
-    """A worker's task: the preliminary search of a whole batch against the whole database
-    (serial.prelim_batch), kept for replicate_finish; returns the ungapped extensions it
-    kept, from which the search sizes the next batch."""
+def replicate_prelim(request: BatchRequest, report) -> int:
+    """A worker's task: start the whole batch's search against the whole database
+    (ReplicatedRun), kept for replicate_finish; returns the ungapped extensions it kept, from
+    which the search sizes the next batch, as soon as they are counted. It leaves the
+    worker's task slot first: a forecast batch sent to the worker is planned beside the
+    batch before it, whose count its jobs wait for."""
+    _leave_task_slot()
     plugin, resident = _resident(request)
     with plugin.task(request.search_id) as times:
-        found = _replicated_prelim(request, plugin, resident, times)
-        resident.keep((request.search_id, request.number, None), found)
-        return found[1].extensions
-
-
-def _replicated_prelim(request: BatchRequest, plugin, resident, times) -> tuple:
-    """(plan, PrelimHits) of the whole batch against the whole database, on the worker's
-    threads."""
-    from .serial import prelim_batch
-
-    options = plugin.options(request.options)
-    search = resident.search(options, times)
-    return prelim_batch(search, request.queries, request.first_index,
-                        plugin.pool(options.num_threads))
+        run = ReplicatedRun(request, report, plugin, resident, times)
+        if not resident.keep((request.search_id, request.number, None), run):
+            run.cancel()  # a forecast the search cancelled before it began
+        return run.given.extensions.result()
 
 
 def replicate_finish(request: BatchRequest, extensions: int, report) -> list:
     """A worker's task, after replicate_prelim (`extensions`, its result, only orders it
-    after): the traceback of the batch and each query's output text by `report`, or its
-    QueryResult without one, in input order. It leaves the worker's task slot first, so that
-    the next batch's preliminary search, which may come to this worker, runs beside it. A
-    worker without the batch's preliminary search (it ran on a worker since lost) redoes
-    it."""
-    from .serial import traced_results
-
+    after): each query's output text by `report`, or its QueryResult without one, in input
+    order, once the batch's run ends. It leaves the worker's task slot first, so that the
+    next batch's preliminary search, which may come to this worker, runs beside it. A
+    worker without the batch's run (it ran on a worker since lost) runs it again."""
     _leave_task_slot()
     plugin, resident = _resident(request)
     with plugin.task(request.search_id) as times:
         with resident.lock:
-            held = resident.pending.pop((request.search_id, request.number, None), None)
-        plan, prelim = held or _replicated_prelim(request, plugin, resident, times)
+            run = resident.pending.pop((request.search_id, request.number, None), None)
+        if run is None:
+            run = ReplicatedRun(request, report, plugin, resident, times)
+        return run.outputs.result()
+
+
+class ReplicatedRun:
+    """A whole batch searched on a worker by the pipeline driver (a Pipeline given the
+    batch), in a thread of its own that runs on after replicate_prelim returns the batch's
+    count: its stages overlap as in a search in one process, where the serial driver's ran
+    one after the other (each volume's subjects go to traceback as the volume's gapped
+    pieces end, each query is formatted once its last subject is traced). `outputs` gets
+    each query's text by `report`, or its QueryResult without one, in input order."""
+
+    def __init__(self, request: BatchRequest, report, plugin, resident, times):
+        from concurrent.futures import Future
+
+        from .pipeline import GivenBatch, Pipeline
+        from .run import RunSettings
+
         options = plugin.options(request.options)
-        search = resident.search(options, times)
-        results = traced_results(search, plan, prelim, plugin.pool(options.num_threads))
-    return _outputs(request, list(zip(request.queries, results)), report)
+        render = _renderer(report, resident.db, times) if report is not None else \
+            (lambda pairs: [result for _, result in pairs])
+        self.given = GivenBatch(request.first_index)
+        self.given.after = resident.count_before(request.search_id, request.number,
+                                                 self.given.extensions)
+        self.outputs = Future()
+        self.pipeline = Pipeline(resident.search(options, times), request.queries,
+                                 RunSettings(), render, self.given)
+        threading.Thread(target=self._run, name="gblastn-batch", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self.outputs.set_result(list(self.pipeline.texts()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the tasks that wait
+            if not self.given.extensions.done():
+                self.given.extensions.set_exception(exc)
+            self.outputs.set_exception(exc)
+
+    def cancel(self) -> None:
+        self.pipeline.cancel()
 
 
 def _renderer(report, db, times):

@@ -154,6 +154,32 @@ def test_replicated_batches_formed_ahead_give_the_single_search(cluster, case, m
     assert re.fullmatch(dropped, forecasts) and int(formed) > 3
 
 
+@pytest.mark.parametrize("largest, dropped", [(6_000, "0"), (None, "[1-9][0-9]*")])
+def test_one_worker_plans_its_forecasts_beside_the_batch_before(case, monkeypatch, largest,
+                                                                dropped):
+    """On one worker, the forecast batches are searched there beside the batch before
+    (each waits for that one's count before its jobs): standing or dropped, the output is
+    the single search's."""
+    from gblastn import engine
+    from gblastn.timing import StageTimes
+
+    monkeypatch.setattr(engine, "MIN_TARGET_EXTENSIONS", 3000)
+    if largest is not None:
+        monkeypatch.setitem(engine.QUERY_CHUNK_LETTERS, "blastn", largest)
+    expected = search(case, "mixed", TABULAR, "blastn")
+    times = StageTimes()
+    out = case["folder"] / "one-worker.txt"
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0", silence_logs=40) as one:
+        run_search([case["queries"]["mixed"]], case["db"], make_options("blastn"),
+                   OutputSpec(TABULAR, str(out), None, "db"),
+                   settings=RunSettings(cluster=on(one, mode="replicate")), times=times)
+    assert out.read_bytes() == expected
+    formed, forecasts = re.fullmatch(r"(\d+) formed, (\d+) forecasts dropped",
+                                     times.notes["batches"]).groups()
+    assert re.fullmatch(dropped, forecasts) and int(formed) > 3
+
+
 def test_batches_go_to_the_worker_dealt_the_least_work():
     """Batches whose sizes alternate (blastn's largest and smallest, where queries find next
     to nothing) are spread by their work: dealt in turn, every large one went to the same
@@ -213,7 +239,7 @@ def test_a_filtered_search_keeps_its_last_batch_whole():
     assert search._deal(["b" * 5_000_000], last=True) == [0]
 
 
-def test_a_replicated_search_on_two_workers_guesses_its_second_batch(cluster, case,
+def test_a_replicated_search_guesses_its_second_batch(cluster, case,
                                                                      monkeypatch, small_tabular):
     from gblastn import engine
 
@@ -272,6 +298,38 @@ def test_a_cancelled_forecasts_preliminary_search_is_not_kept(case):
         drop_forecasts("s", [(6, None), (7, 0), (7, 1)], dask_worker=worker)
         forget_search("s", dask_worker=worker)
         assert not resident.pending and not resident.dropped
+    finally:
+        resident.db.close()
+
+
+def test_a_dropped_or_forgotten_batchs_run_is_stopped(case):
+    """A whole batch's run goes on after its count: a forecast the search cancels, or a
+    search that ends without collecting it (it failed), stops it."""
+    from types import SimpleNamespace
+
+    from gblastn.db.reader import open_db
+    from gblastn.drivers.resident import (PLUGIN_NAME, ReplicatedRun, ResidentDatabase,
+                                          ResidentDatabases, drop_forecasts, forget_search)
+
+    plugin = ResidentDatabases("cpu")
+    plugin.setup()
+    resident = plugin.databases["db"] = ResidentDatabase(open_db(case["db"]), plugin)
+    worker = SimpleNamespace(plugins={PLUGIN_NAME: plugin})
+    stopped = []
+
+    def running(name):
+        run = ReplicatedRun.__new__(ReplicatedRun)
+        run.pipeline = SimpleNamespace(cancel=lambda: stopped.append(name))
+        return run
+
+    try:
+        assert resident.keep(("s", 3, None), running("forecast"))
+        assert resident.keep(("s", 4, None), running("left"))
+        drop_forecasts("s", [(3, None), (5, None)], dask_worker=worker)
+        assert stopped == ["forecast"]
+        assert not resident.keep(("s", 5, None), running("began after the cancel"))
+        forget_search("s", dask_worker=worker)
+        assert stopped == ["forecast", "left"] and not resident.pending
     finally:
         resident.db.close()
 

@@ -592,6 +592,127 @@ def test_a_wrong_guess_is_dropped_and_the_batch_planned_again(case, monkeypatch)
     assert len(planned) > 3
 
 
+def _hits_of(results: list) -> list:
+    return [(r.query_index, [(s.ordinal, s.hsps.score.tolist(), s.hsps.s_start.tolist())
+                             for s in r.subjects]) for r in results]
+
+
+def test_a_given_batch_is_searched_whole_as_the_serial_driver_does(case, monkeypatch):
+    """A Pipeline given one batch formed by its caller (a cluster worker's) searches it whole
+    (blastn's batches here would hold a query or two), its queries numbered from the
+    batch's first: the serial driver's results, and the batch's count of extensions told
+    on it."""
+    from gblastn.db.reader import open_db
+    from gblastn.drivers import Search
+    from gblastn.engine import QueryBatchSizes
+    from gblastn.drivers.pipeline import GivenBatch, Pipeline
+    from gblastn.drivers.run import RunSettings
+    from gblastn.drivers.serial import search_batch
+    from gblastn.query import read_queries
+    from gblastn.timing import StageTimes
+
+    class SmallBatches(QueryBatchSizes):
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.letters = 300
+
+    monkeypatch.setattr(Search, "batch_sizes", lambda self: SmallBatches(
+        self.options.task, int(self.db.total_letters)))
+    planned = _planned_batches(monkeypatch)
+    queries = read_queries(case["query"])[3:9]
+    db = open_db(case["db"])
+    try:
+        def fresh_search():
+            return Search(db, make_options("megablast", num_threads=2), StageTimes(),
+                          CpuBackend())
+
+        given = GivenBatch(first_index=3)
+        results = list(Pipeline(fresh_search(), queries, RunSettings(),
+                                lambda pairs: [result for _, result in pairs], given).texts())
+        expected, extensions = search_batch(fresh_search(), queries, 3)
+        assert given.extensions.result(timeout=0) == extensions > 0
+        assert planned == [(3, 6)]
+        assert [result.query_index for result in results] == list(range(3, 9))
+        assert _hits_of(results) == _hits_of(expected)
+        assert sum(len(result.subjects) for result in results) > 0
+    finally:
+        db.close()
+
+
+def test_a_given_batch_is_planned_and_then_waits_for_the_count_before(case, monkeypatch):
+    """A given batch with the count of a batch before it (searched beside it on a cluster
+    worker) is planned at once, and its jobs wait for that count, as the pipeline's own
+    next batch waits for this one's."""
+    from concurrent.futures import Future
+
+    from gblastn.db.reader import open_db
+    from gblastn.drivers import Search, pipeline
+    from gblastn.drivers.run import RunSettings
+    from gblastn.query import read_queries
+    from gblastn.timing import StageTimes
+
+    events, planned = [], threading.Event()
+    real_plan, real_post = pipeline.Pipeline._plan, pipeline.Pipeline._post
+    monkeypatch.setattr(pipeline.Pipeline, "_plan", lambda self, items: (
+        real_plan(self, items), planned.set())[0])
+    monkeypatch.setattr(pipeline.Pipeline, "_post", lambda self, *args: (
+        events.append("posted"), real_post(self, *args))[1])
+    before = Future()
+    given = pipeline.GivenBatch(0, after=before)
+    db = open_db(case["db"])
+    try:
+        run = pipeline.Pipeline(Search(db, make_options("megablast"), StageTimes(),
+                                       CpuBackend()), read_queries(case["query"])[:3],
+                                RunSettings(), lambda pairs: [r for _, r in pairs], given)
+        results = []
+        reading = threading.Thread(target=lambda: results.extend(run.texts()), daemon=True)
+        reading.start()
+        assert planned.wait(10)
+        time.sleep(0.3)
+        assert events == [] and not given.extensions.done()
+        events.append("told")
+        before.set_result(7)
+        reading.join(10)
+        assert events == ["told", "posted"] and len(results) == 3
+        assert given.extensions.done()
+    finally:
+        db.close()
+
+
+def test_a_cancelled_run_stops_every_stage_and_says_so(case):
+    """Pipeline.cancel, from another thread (a cluster search dropped the batch): texts()
+    raises CancelledError, and the stages stop, though the queries never end."""
+    from concurrent.futures import CancelledError
+
+    from gblastn.db.reader import open_db
+    from gblastn.drivers import Search
+    from gblastn.drivers.pipeline import Pipeline
+    from gblastn.drivers.run import RunSettings
+    from gblastn.query import read_queries
+    from gblastn.timing import StageTimes
+
+    first = read_queries(case["query"])[0]
+    read, never = threading.Event(), threading.Event()
+
+    def queries():
+        yield first
+        read.set()
+        never.wait(10)
+
+    db = open_db(case["db"])
+    try:
+        run = Pipeline(Search(db, make_options("megablast"), StageTimes(), CpuBackend()),
+                       queries(), RunSettings(), lambda pairs: [])
+        threading.Thread(target=lambda: (read.wait(10), run.cancel()), daemon=True).start()
+        started = time.monotonic()
+        with pytest.raises(CancelledError):
+            list(run.texts())
+        assert time.monotonic() - started < 5
+    finally:
+        never.set()
+        db.close()
+
+
 def test_the_count_is_told_before_the_slices_hits_are_joined(case, monkeypatch):
     """The next batch is planned from this batch's count of initial hits, which is known
     once the last slice is extended: it is told before the slices' hits are joined."""
@@ -662,6 +783,7 @@ def _bare_reader(count: int):
     reader.masks_ahead, reader.planned_through = {}, -1
     reader.masks_lock, reader.stop = threading.Lock(), threading.Event()
     reader.read_order, reader.query_q = collections.deque(), queue.Queue(maxsize=100)
+    reader.given = None
     reader.options = make_options("blastn")
     reader.queries = [Query(f"q{k}", "", np.full(60, 3, dtype=np.uint8), np.zeros(60, bool))
                       for k in range(count)]
