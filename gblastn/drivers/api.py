@@ -1,32 +1,33 @@
-"""The Python API's search (gblastn.search, gblastn.search_iter): the serial driver, its
-stages' pieces on a pool of options.num_threads threads, each query's result made into the
-records of gblastn.results while the database is open."""
+"""The Python API's search (gblastn.search, gblastn.search_iter): the pipeline driver, as
+the command line's search, on options.num_threads threads, each query's result made into
+the records of gblastn.results while the database is open."""
 
 from contextlib import contextmanager
 
 DEFAULT_COLUMNS = "std score sstrand qlen slen"
 
 
-def search_queries(queries, db, options, backend=None, times=None):
-    """Yield (Query, gblastn.hsp.QueryResult) per query, in input order. `backend`: a scan
+def searched_records(queries, db, options, record, backend=None, times=None):
+    """Yield record(query, gblastn.hsp.QueryResult) for each query, in input order, each
+    made on the pipeline's threads as its query's subjects are all traced. `backend`: a scan
     Backend (the CPU's when None); `times`: a StageTimes to count the search's time in."""
-    from ..pools import TaskPool
     from ..scan.backend import CPU
     from ..timing import StageTimes
     from . import Search
-    from .serial import search_results
+    from .pipeline import Pipeline
+    from .run import RunSettings
 
     search = Search(db, options, times or StageTimes(), backend or CPU)
-    with TaskPool(options.num_threads) as pool:
-        yield from search_results(search, queries, pool)
+    yield from Pipeline(search, queries, RunSettings(),
+                        lambda pairs: [record(query, result) for query, result in pairs]).texts()
 
 
 def search_iter(queries, db, columns: str = DEFAULT_COLUMNS, backend=None, scheduler=None,
                 scheduler_file=None, local_workers: int = 0, shards: int = 0,
                 cluster_mode: str = "auto", shard_assignment=None, **options):
     """Search `queries` against `db` and yield one gblastn.results.QueryResult per query, in
-    input order, as each batch of queries is searched: memory holds one batch's queries
-    and results, whatever the length of the input.
+    input order, as each query's search ends: the input is read a bounded way ahead (two of
+    blastn's batches at most, and a few hundred queries), whatever its length.
 
     queries: a FASTA path (str or os.PathLike), FASTA text, a Bio.SeqRecord.SeqRecord, or an
         iterable of these or of plain sequence strings (a list, a Bio.SeqIO.parse(...)); in
@@ -59,26 +60,31 @@ def _results(queries, db, settings, columns: str, backend, cluster):
     from ..query import iter_source_queries, located_queries
     from ..results import query_result
 
-    with _opened(db) as (database, name), _searched(database, name, settings, backend,
-                                                    cluster) as searched:
-        located = located_queries(iter_source_queries(queries), settings.query_loc)
-        for query, result in searched(located):
-            yield query_result(query, result, database, name, settings.task, columns)
+    with _opened(db) as (database, name):
+        def record(query, result):
+            return query_result(query, result, database, name, settings.task, columns)
+
+        with _searched(database, name, settings, backend, cluster, record) as searched:
+            yield from searched(located_queries(iter_source_queries(queries),
+                                                settings.query_loc))
 
 
 @contextmanager
-def _searched(database, name, settings, backend, cluster):
-    """The search of a query iterable: in this process, or on `cluster` when it names one."""
+def _searched(database, name, settings, backend, cluster, record):
+    """The search of a query iterable, each query's record(query, QueryResult) in input
+    order: in this process, or on `cluster` when it names one."""
     from ..pools import rare_collections
     from .cluster import ClusterSearch, connected, requested, worker_db_name
 
     if not requested(cluster):
         with rare_collections():
-            yield lambda queries: search_queries(queries, database, settings, backend)
+            yield lambda queries: searched_records(queries, database, settings, record,
+                                                   backend)
         return
     with connected(cluster, settings.num_threads) as client:
         search = ClusterSearch(client, cluster, database, worker_db_name(name), settings)
-        yield search.results
+        yield lambda queries: (record(query, result)
+                               for query, result in search.results(queries))
 
 
 def search(queries, db, columns: str = DEFAULT_COLUMNS, backend=None, **options) -> list:

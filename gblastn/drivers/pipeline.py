@@ -32,6 +32,7 @@ then runs beside the reader's first queries.
 import collections
 import queue
 import threading
+import time
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -467,7 +468,6 @@ class Pipeline:
     def _join(threads, seconds: float = 0.5):
         """Give the stages a moment to notice the stop flag. A thread inside a long numba call
         cannot be interrupted; it is a daemon, so it never keeps the process alive."""
-        import time
         deadline = time.monotonic() + seconds
         for thread in threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))

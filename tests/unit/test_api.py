@@ -1,5 +1,5 @@
-"""The Python API (gblastn.search): the serial driver on a pool of num_threads threads, with
-the same results for any thread count."""
+"""The Python API (gblastn.search): the pipeline driver on num_threads threads, with the
+same results for any thread count."""
 
 import threading
 
@@ -36,11 +36,11 @@ def test_num_threads_runs_the_gapped_and_traceback_work_on_that_many_threads(cas
                         spying("traceback", engine.Engine.trace_group))
     alone = search(query, db, task="megablast", num_threads=1)
     assert sum(len(q.hsps) for q in alone) > 20
-    assert ran == {"gapped": {"MainThread"}, "traceback": {"MainThread"}}
+    assert ran == {"gapped": {"gblastn-cpu0"}, "traceback": {"gblastn-cpu0"}}
     ran = {"gapped": set(), "traceback": set()}
     assert search(query, db, task="megablast", num_threads=3) == alone
-    pool = {f"gblastn-task{i}" for i in range(3)}
-    assert ran["gapped"] and ran["gapped"] <= pool | {"MainThread"}
+    pool = {f"gblastn-cpu{i}" for i in range(3)} | {f"gblastn-prelim{i}" for i in range(3)}
+    assert ran["gapped"] and ran["gapped"] <= pool
     assert ran["traceback"] and ran["traceback"] <= pool
     assert len(ran["gapped"] | ran["traceback"]) > 1
 
@@ -96,24 +96,36 @@ def test_seqrecord_deflines_are_those_of_the_fasta_biopython_writes():
         read_queries([3])
 
 
-def test_search_iter_reads_its_input_a_batch_at_a_time(case):
+def test_search_iter_reads_a_bounded_way_ahead_of_its_results(case):
+    """The first result comes while an endless input is read no further than blastn's first
+    batch (5,000 letters), the second one guessed at the largest size beside it, and the
+    pipeline's queue of queries; closed, the search stops."""
+    import itertools
+
     from Bio import SeqIO
 
     from gblastn import search, search_iter
+    from gblastn.drivers.pipeline import QUERIES_AHEAD
+    from gblastn.engine import QUERY_CHUNK_LETTERS
 
-    db, query = case  # blastn's first batch: 5,000 letters
+    db, query = case
     pulled = []
+    every = list(SeqIO.parse(query, "fasta"))
 
     def records():
-        for record in SeqIO.parse(query, "fasta"):
-            pulled.append(record.id)
+        for record in itertools.cycle(every):
+            pulled.append(len(record))
             yield record
 
     results = search_iter(records(), db)
     assert pulled == []
     first = next(results)
-    assert first.id == "qs1" and 0 < len(pulled) < 9
-    assert [first, *results] == search(query, db)
+    longest = max(len(record) for record in every)
+    assert first.id == "qs1" and 0 < sum(pulled) <= \
+        5_000 + QUERY_CHUNK_LETTERS["megablast"] + (QUERIES_AHEAD + 2) * longest
+    following = [next(results) for _ in range(len(every) - 1)]
+    results.close()
+    assert [first, *following] == search(query, db)
 
 
 def test_a_mistyped_option_names_the_closest_one(case):
@@ -154,7 +166,7 @@ def test_help_shows_the_public_api_and_every_option_default():
     text = pydoc.render_doc(gblastn, renderer=pydoc.plaintext)
     functions = text.split("\nFUNCTIONS\n", 1)[1].split("\nDATA\n", 1)[0]
     assert "search_iter(" in functions and "make_db(" in functions
-    assert "search_queries" not in functions and "SUBMODULES" not in text
+    assert "searched_records" not in functions and "SUBMODULES" not in text
     assert all(f"    {name}=" in text for name in option_names())
     assert "evalue=10.0" in text and "word_size=28  (dc-megablast: 11; blastn: 11; blastn-short: 7)" in text
     assert "evalue=10.0" in gblastn.search.__doc__
