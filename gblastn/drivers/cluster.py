@@ -12,11 +12,11 @@ Two modes:
   the traceback). A batch's tasks are submitted as one chain, their data passing from
   worker to worker.
 * replicate: each worker holds the whole database; whole batches go to the workers, each
-  searched there by the pipeline driver, whose traceback and output run on beside the
-  next batch's preliminary search once the batch's extensions are counted); the batches are BLAST's, so the results are the same. The search's
-  last batch may go to several workers instead, each over a contiguous shard of the
-  database, merged as in shard mode, where whole batches would leave the others idle at
-  the end.
+  searched there by the pipeline driver (its traceback and output run on beside the next
+  batch's preliminary search once its extensions are counted); the batches are BLAST's,
+  so the results are the same. The search's last batch may go to several workers
+  instead, each over a contiguous shard of the database, merged as in shard mode, where
+  whole batches would leave the others idle at the end.
 
 blastn sizes each query batch from the ungapped extensions the one before kept
 (engine.QueryBatchSizes; only the counts come back here). In shard mode a batch is formed

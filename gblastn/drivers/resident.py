@@ -8,8 +8,8 @@ stages as the one-process drivers do, on the worker's own threads: a replicated 
 searched by the pipeline driver (ReplicatedRun), whose count of extensions sizes the next
 batch while its traceback and output run on beside the next batch's search; a shard's batch
 goes through the preliminary search, the merge of the shards' hit lists and the traceback.
-The workers also format the output
-(the report's render), so that the searching process only writes it.
+The workers also format the output (the report's render), so that the searching process
+only writes it.
 """
 
 import contextlib
@@ -188,9 +188,9 @@ class ResidentDatabase:
             self.dropped = {key for key in self.dropped if key[0] != search_id}
 
     def count_before(self, search_id: str, number: int, extensions) -> object:
-        """The count (a Future) of the batch of the search run here last, should it come
-        before batch `number`, whose count, `extensions`, is the one the next batch waits
-        for; None without one."""
+        """The count (a Future) that batch `number` of the search waits for before its jobs:
+        that of the search's batch begun here last, where it comes before; None without one.
+        `extensions`, batch `number`'s own count, is then the one a later batch waits for."""
         with self.lock:
             last_number, last = self.last_run.get(search_id, (-1, None))
             if number < last_number:
