@@ -57,12 +57,15 @@ _END = object()  # end-of-stream marker on a queue
 class Pipeline:
     """The four-queue search pipeline over one database (see the module docstring)."""
 
-    def __init__(self, search, queries, settings, render, given: "GivenBatch | None" = None):
+    def __init__(self, search, queries, settings, render, given: "GivenBatch | None" = None,
+                 pool=None):
         """`search`: a drivers.Search; `queries`: an iterable of the queries, in order;
         `given`: the queries are one batch already formed (GivenBatch) instead of blastn's
-        batches formed here."""
+        batches formed here; `pool`: a PriorityPool the run shares with others (a cluster
+        worker's runs), instead of one of its own."""
         threads = search.options.num_threads
         self.search, self.queries, self.given = search, queries, given
+        self.shared_pool = pool
         self.read_order = collections.deque()  # the numbers read and not yet written
         self.masks_ahead: dict = {}  # query number -> its masks, found by the reader
         self.planned_through = -1  # the last query number planned
@@ -393,7 +396,9 @@ class Pipeline:
             with self.lock:
                 for task in group.tasks:
                     joins[task.query_index].remaining += 1
-            self.pool.submit((1, batch_id, -group.work), self._trace_group, joins, group)
+            first = 0 if self.given is None else self.given.number
+            self.pool.submit((1, first + batch_id, -group.work), self._trace_group, joins,
+                             group)
 
     def _acquire(self, semaphore) -> None:
         while not semaphore.acquire(timeout=POLL_SECONDS):
@@ -446,7 +451,7 @@ class Pipeline:
         threads = [self._run("reader", self._reader)]
         waiting = {}
         try:
-            self.pool = PriorityPool(self.traceback_threads)
+            self.pool = self.shared_pool or PriorityPool(self.traceback_threads)
             threads += [self._run("planner", self._planner),
                         self._run("collector", self._collector)]
             threads += [self._run(f"prelim{i}", self._prelim_worker)
@@ -460,7 +465,7 @@ class Pipeline:
         finally:
             self.stop.set()
             self._join(threads)
-            if self.pool is not None:
+            if self.pool is not None and self.pool is not self.shared_pool:
                 self.pool.close()
         self._raise_error()
 
@@ -499,11 +504,14 @@ class GivenBatch:
     the planner takes them whole, and the batch's count of ungapped extensions, which
     sizes the batch after it, is set on `extensions` as soon as every job has counted.
     `after`, the count of a batch searched before it beside it: its jobs wait for that,
-    once it is planned, as the pipeline's own next batch waits for this one's."""
+    once it is planned, as the pipeline's own next batch waits for this one's. `number`,
+    the batch's place in its search: its traceback tasks go after those of the batches
+    before it in a pool the runs share."""
 
-    def __init__(self, first_index: int, after: Future | None = None):
+    def __init__(self, first_index: int, after: Future | None = None, number: int = 0):
         self.first_index = first_index  # the search's number of the batch's first query
         self.after = after
+        self.number = number
         self.extensions = Future()
         self.items = None
 

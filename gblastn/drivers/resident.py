@@ -49,6 +49,7 @@ class ResidentDatabases(WorkerPlugin):
         self.lock = threading.Lock()
         self.databases: dict = {}
         self.pools: dict = {}
+        self.run_pools: dict = {}
         self.searches: dict = {}  # search id -> SearchOnWorker
         self._backend = None
         self.loading = None
@@ -76,7 +77,7 @@ class ResidentDatabases(WorkerPlugin):
     def teardown(self, worker=None) -> None:
         for resident in self.databases.values():
             resident.db.close()
-        for pool in self.pools.values():
+        for pool in [*self.pools.values(), *self.run_pools.values()]:
             pool.close()
 
     def backend(self):
@@ -104,6 +105,17 @@ class ResidentDatabases(WorkerPlugin):
 
         with self.lock:
             return self.pools.setdefault(threads, TaskPool(threads))
+
+    def run_pool(self, threads: int):
+        """The PriorityPool of `threads` threads that the batches' runs on this worker share
+        (ReplicatedRun), as one search's batches share one in a process: a pool each gave
+        two runs side by side twice the threads the cores have."""
+        from ..pools import PriorityPool
+
+        with self.lock:
+            if threads not in self.run_pools:
+                self.run_pools[threads] = PriorityPool(threads)
+            return self.run_pools[threads]
 
     def options(self, options):
         """A search's options as this worker runs them: with its own threads, if it has."""
@@ -344,12 +356,13 @@ class ReplicatedRun:
         options = plugin.options(request.options)
         render = _renderer(report, resident.db, times) if report is not None else \
             (lambda pairs: [result for _, result in pairs])
-        self.given = GivenBatch(request.first_index)
+        self.given = GivenBatch(request.first_index, number=request.number)
         self.given.after = resident.count_before(request.search_id, request.number,
                                                  self.given.extensions)
         self.outputs = Future()
         self.pipeline = Pipeline(resident.search(options, times), request.queries,
-                                 RunSettings(), render, self.given)
+                                 RunSettings(), render, self.given,
+                                 plugin.run_pool(options.num_threads))
         threading.Thread(target=self._run, name="gblastn-batch", daemon=True).start()
 
     def _run(self) -> None:

@@ -639,6 +639,45 @@ def test_a_given_batch_is_searched_whole_as_the_serial_driver_does(case, monkeyp
         db.close()
 
 
+def test_given_batches_side_by_side_share_a_pool_that_outlives_them(case):
+    """Two given batches run at once on one PriorityPool (a cluster worker's runs share
+    one): each gives the serial driver's results, and the pool stays open after them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gblastn.db.reader import open_db
+    from gblastn.drivers import Search
+    from gblastn.drivers.pipeline import GivenBatch, Pipeline
+    from gblastn.drivers.run import RunSettings
+    from gblastn.drivers.serial import search_batch
+    from gblastn.pools import PriorityPool
+    from gblastn.query import read_queries
+    from gblastn.timing import StageTimes
+
+    queries = read_queries(case["query"])
+    db = open_db(case["db"])
+    pool = PriorityPool(2)
+    try:
+        def fresh_search():
+            return Search(db, make_options("megablast", num_threads=2), StageTimes(),
+                          CpuBackend())
+
+        def run(number, first, last):
+            return list(Pipeline(fresh_search(), queries[first:last], RunSettings(),
+                                 lambda pairs: [result for _, result in pairs],
+                                 GivenBatch(first, number=number), pool).texts())
+
+        parts = [(0, 0, 4), (1, 4, len(queries))]
+        with ThreadPoolExecutor(2) as runs:
+            found = list(runs.map(lambda part: run(*part), parts))
+        for (_, first, last), results in zip(parts, found):
+            expected, _ = search_batch(fresh_search(), queries[first:last], first)
+            assert _hits_of(results) == _hits_of(expected)
+        assert pool.submit((0,), lambda: 7).result(timeout=5) == 7
+    finally:
+        pool.close()
+        db.close()
+
+
 def test_a_given_batch_is_planned_and_then_waits_for_the_count_before(case, monkeypatch):
     """A given batch with the count of a batch before it (searched beside it on a cluster
     worker) is planned at once, and its jobs wait for that count, as the pipeline's own
