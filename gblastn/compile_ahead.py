@@ -198,6 +198,23 @@ def load_compiled_stages(task: str, backend) -> None:
         _load_stages(task, None, None, backend, trace=True)
 
 
+def load_first_bundle(task: str, device: str) -> bool:
+    """For a process that searches through the Python API: the machine-code bundle of the
+    task on the device loaded, where this cache holds one (the command line's searches and
+    `gblastn warmup` write them) and numba was not imported yet; whether its entry points
+    are in use. One bundle a process: a later task's stages go to numba, as does every
+    call of a process that imported it."""
+    from .machine_code import bundle_expected, expect, load_expected
+
+    if bundle_expected() or "numba" in sys.modules or task not in TASKS:
+        return False
+    path = bundle_path(task, device)
+    if not os.path.exists(path):
+        return False
+    expect(path)
+    return load_expected()
+
+
 def _load_stages(task: str, word_size: int | None, query_letters: int | None, backend,
                  trace: bool, announce: bool = False) -> None:
     """engine.warm_up's made-up search with the task's tables and aligners, and the stages

@@ -31,3 +31,18 @@ def compiled_stages():
             done = subprocess.run([sys.executable, "-m", "gblastn", "warmup", "-device",
                                    device], capture_output=True, text=True)
             assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture(scope="session", autouse=True)
+def api_searches_leave_bundles_alone():
+    """The tests look into numba's dispatchers (their signatures, what they compiled): the
+    Python API's searches in this process leave the machine-code bundles alone, which
+    would take the dispatchers' calls for the rest of the session. test_machine_code tests
+    the API's bundles in processes of their own."""
+    from gblastn import compile_ahead
+
+    real = compile_ahead.load_first_bundle
+    compile_ahead.load_first_bundle = lambda task, device: False
+    yield
+    compile_ahead.load_first_bundle = real
+

@@ -11,15 +11,28 @@ def searched_records(queries, db, options, record, backend=None, times=None):
     """Yield record(query, gblastn.hsp.QueryResult) for each query, in input order, each
     made on the pipeline's threads as its query's subjects are all traced. `backend`: a scan
     Backend (the CPU's when None); `times`: a StageTimes to count the search's time in."""
+    from concurrent.futures import Future
+
+    from ..compile_ahead import after_search, load_first_bundle
     from ..scan.backend import CPU
     from ..timing import StageTimes
     from . import Search
     from .pipeline import Pipeline
     from .run import RunSettings
 
-    search = Search(db, options, times or StageTimes(), backend or CPU)
+    backend = backend or CPU
+    if backend is CPU:
+        # a process's first search calls the task's compiled stages without numba's
+        # import, as the command line's do, where a search or a warm-up wrote them
+        load_first_bundle(options.task, "cpu")
+    search = Search(db, options, times or StageTimes(), backend)
     yield from Pipeline(search, queries, RunSettings(),
                         lambda pairs: [record(query, result) for query, result in pairs]).texts()
+    if backend is CPU:
+        # what numba loaded beside the bundle (stages it lacked) goes into it
+        set_up = Future()
+        set_up.set_result(backend)
+        after_search(options.task, "cpu", set_up)
 
 
 def search_iter(queries, db, columns: str = DEFAULT_COLUMNS, backend=None, scheduler=None,

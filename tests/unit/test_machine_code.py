@@ -147,6 +147,49 @@ def test_the_search_after_numbas_writes_the_bundle_and_the_next_call_it(cached, 
         assert bundled == by_numba and by_numba
 
 
+API_SEARCH = """
+import sys
+if sys.argv[3:] == ["numba first"]:
+    import numba
+import gblastn
+from gblastn import machine_code
+results = gblastn.search(sys.argv[1], sys.argv[2], task="megablast", num_threads=2)
+print([(r.id, [(h.hit_id, h.score, h.query_start, h.hit_start) for h in r.hsps])
+       for r in results])
+print("bundle" if machine_code.bundle_expected() else "no bundle", file=sys.stderr)
+print("numba imported" if "numba.core.dispatcher" in sys.modules else "numba not imported",
+      file=sys.stderr)
+"""
+
+
+def test_the_apis_first_search_in_a_process_calls_the_bundle(cached, tmp_path):
+    """gblastn.search in a fresh process loads the task's CPU bundle that a command-line
+    search wrote, as the command line does, and adds what numba loaded beside it (stages
+    of another batch's kind): the next one imports no numba, with the same results; in a
+    process that imported numba the search leaves the bundle alone."""
+    from gblastn import search
+
+    if not os.path.exists(cached["bundle"]):
+        _search(cached, tmp_path / "numba.tsv")
+    env = {**os.environ, "NUMBA_CACHE_DIR": cached["cache"]}
+
+    def api_search(*first):
+        done = subprocess.run([sys.executable, "-c", API_SEARCH, cached["query"],
+                               cached["db"], *first], capture_output=True, text=True,
+                              env=env, timeout=600)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip(), done.stderr.strip().splitlines()[-2:]
+
+    api_search()
+    found, told = api_search()
+    assert told == ["bundle", "numba not imported"]
+    expected = search(cached["query"], cached["db"], task="megablast", num_threads=2)
+    assert found == str([(r.id, [(h.hit_id, h.score, h.query_start, h.hit_start)
+                                 for h in r.hsps]) for r in expected])
+    assert sum(len(r.hsps) for r in expected) > 20
+    assert api_search("numba first") == (found, ["no bundle", "numba imported"])
+
+
 def test_a_search_on_the_default_device_calls_the_bundle_of_the_one_it_came_to(
         cached, tmp_path):
     """-device auto: the device is not known when the stages start loading; the warm-up
