@@ -130,12 +130,16 @@ def test_each_batch_is_sized_from_the_extensions_the_one_before_kept(cluster, ca
     assert counted == in_one_process and len(counted) == 5
 
 
+@pytest.mark.parametrize("workers", [2, 1])
 @pytest.mark.parametrize("largest, dropped", [(6_000, "0"), (None, "[1-9][0-9]*")])
 def test_replicated_batches_formed_ahead_give_the_single_search(cluster, case, monkeypatch,
-                                                                largest, dropped):
+                                                                largest, dropped, workers):
     """Batches of at most 5,000 letters keep their size: the workers search the forecast
-    ones at once and none is dropped. With a target of 3,000 extensions each batch's size
+    ones at once (one worker plans each beside the batch before, its jobs waiting for that
+    one's count) and none is dropped. With a target of 3,000 extensions each batch's size
     changes, the forecasts are dropped and formed again, and the output stays the same."""
+    import contextlib
+
     from gblastn import engine
     from gblastn.timing import StageTimes
 
@@ -145,35 +149,13 @@ def test_replicated_batches_formed_ahead_give_the_single_search(cluster, case, m
     expected = search(case, "mixed", TABULAR, "blastn")
     times = StageTimes()
     out = case["folder"] / "forecast.txt"
-    run_search([case["queries"]["mixed"]], case["db"], make_options("blastn"),
-               OutputSpec(TABULAR, str(out), None, "db"),
-               settings=RunSettings(cluster=on(cluster, mode="replicate")), times=times)
-    assert out.read_bytes() == expected
-    formed, forecasts = re.fullmatch(r"(\d+) formed, (\d+) forecasts dropped",
-                                     times.notes["batches"]).groups()
-    assert re.fullmatch(dropped, forecasts) and int(formed) > 3
-
-
-@pytest.mark.parametrize("largest, dropped", [(6_000, "0"), (None, "[1-9][0-9]*")])
-def test_one_worker_plans_its_forecasts_beside_the_batch_before(case, monkeypatch, largest,
-                                                                dropped):
-    """On one worker, the forecast batches are searched there beside the batch before
-    (each waits for that one's count before its jobs): standing or dropped, the output is
-    the single search's."""
-    from gblastn import engine
-    from gblastn.timing import StageTimes
-
-    monkeypatch.setattr(engine, "MIN_TARGET_EXTENSIONS", 3000)
-    if largest is not None:
-        monkeypatch.setitem(engine.QUERY_CHUNK_LETTERS, "blastn", largest)
-    expected = search(case, "mixed", TABULAR, "blastn")
-    times = StageTimes()
-    out = case["folder"] / "one-worker.txt"
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                                  dashboard_address=":0", silence_logs=40) as one:
+    workers_cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                          dashboard_address=":0", silence_logs=40) \
+        if workers == 1 else contextlib.nullcontext(cluster)
+    with workers_cluster as where:
         run_search([case["queries"]["mixed"]], case["db"], make_options("blastn"),
                    OutputSpec(TABULAR, str(out), None, "db"),
-                   settings=RunSettings(cluster=on(one, mode="replicate")), times=times)
+                   settings=RunSettings(cluster=on(where, mode="replicate")), times=times)
     assert out.read_bytes() == expected
     formed, forecasts = re.fullmatch(r"(\d+) formed, (\d+) forecasts dropped",
                                      times.notes["batches"]).groups()
