@@ -5,6 +5,9 @@ the records of gblastn.results while the database is open."""
 from contextlib import contextmanager
 
 DEFAULT_COLUMNS = "std score sstrand qlen slen"
+# task -> how many of numba's dispatchers the process had made when its search last wrote
+# the task's machine-code bundle: a later search writes it again only where numba made more
+_MADE_AT_WRITING: dict = {}
 
 
 def searched_records(queries, db, options, record, backend=None, times=None):
@@ -14,6 +17,7 @@ def searched_records(queries, db, options, record, backend=None, times=None):
     from concurrent.futures import Future
 
     from ..compile_ahead import after_search, load_first_bundle
+    from ..numba_start import MADE
     from ..scan.backend import CPU
     from ..timing import StageTimes
     from . import Search
@@ -28,8 +32,9 @@ def searched_records(queries, db, options, record, backend=None, times=None):
     search = Search(db, options, times or StageTimes(), backend)
     yield from Pipeline(search, queries, RunSettings(),
                         lambda pairs: [record(query, result) for query, result in pairs]).texts()
-    if backend is CPU:
-        # what numba loaded beside the bundle (stages it lacked) goes into it
+    if backend is CPU and _MADE_AT_WRITING.get(options.task) != len(MADE):
+        # what numba loaded beside the bundle (stages it lacked) goes into it, once
+        _MADE_AT_WRITING[options.task] = len(MADE)
         set_up = Future()
         set_up.set_result(backend)
         after_search(options.task, "cpu", set_up)
