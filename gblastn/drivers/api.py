@@ -16,7 +16,7 @@ def searched_records(queries, db, options, record, backend=None, times=None):
     Backend (the CPU's when None); `times`: a StageTimes to count the search's time in."""
     from concurrent.futures import Future
 
-    from ..compile_ahead import after_search, load_first_bundle
+    from ..compile_ahead import after_search
     from ..numba_start import MADE
     from ..scan.backend import CPU
     from ..timing import StageTimes
@@ -25,19 +25,29 @@ def searched_records(queries, db, options, record, backend=None, times=None):
     from .run import RunSettings
 
     backend = backend or CPU
+    set_up = Future()
+    set_up.set_result(backend)
     if backend is CPU:
-        # a process's first search calls the task's compiled stages without numba's
-        # import, as the command line's do, where a search or a warm-up wrote them
-        load_first_bundle(options.task, "cpu")
+        _cpu_stages_ready(options.task, set_up)
     search = Search(db, options, times or StageTimes(), backend)
     yield from Pipeline(search, queries, RunSettings(),
                         lambda pairs: [record(query, result) for query, result in pairs]).texts()
     if backend is CPU and _MADE_AT_WRITING.get(options.task) != len(MADE):
         # what numba loaded beside the bundle (stages it lacked) goes into it, once
         _MADE_AT_WRITING[options.task] = len(MADE)
-        set_up = Future()
-        set_up.set_result(backend)
         after_search(options.task, "cpu", set_up)
+
+
+def _cpu_stages_ready(task: str, set_up) -> None:
+    """The task's CPU stages as the command line's search gets them: compiled first where
+    this cache does not hold them, saying so on stderr (compile_ahead); else, in a process's
+    first search, called from the task's machine-code bundle without numba's import."""
+    from ..compile_ahead import compile_task, is_compiled, load_first_bundle
+
+    if not is_compiled(task, "cpu"):
+        compile_task(task, "cpu", set_up)
+    else:
+        load_first_bundle(task, "cpu")
 
 
 def search_iter(queries, db, columns: str = DEFAULT_COLUMNS, backend=None, scheduler=None,

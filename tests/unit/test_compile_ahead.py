@@ -126,6 +126,32 @@ def test_a_first_search_says_once_that_it_compiles(seeded):
     assert second.stdout == first.stdout and first.stdout.count("\n") > 0
 
 
+API_SEARCH = """
+import sys
+import gblastn
+results = gblastn.search(sys.argv[1], sys.argv[2], task="megablast")
+print(sum(len(result.hsps) for result in results))
+"""
+
+
+def test_the_apis_first_search_says_once_that_it_compiles(seeded):
+    """gblastn.search in a cache that does not hold its task compiled says so, as the
+    command line does, marks it compiled and writes its bundle; the next says nothing."""
+    marked, marker = _compiled(seeded, "megablast")
+    if marked:
+        os.remove(marker)
+    env = {**os.environ, "NUMBA_CACHE_DIR": seeded["cache"]}
+    runs = [subprocess.run([sys.executable, "-c", API_SEARCH, seeded["query"], seeded["db"]],
+                           capture_output=True, text=True, env=env, timeout=600)
+            for _ in range(2)]
+    assert all(run.returncode == 0 for run in runs), runs[0].stderr + runs[1].stderr
+    notices = [line for line in runs[0].stderr.splitlines() if "compiling" in line]
+    assert len(notices) == 1 and "-task megablast, once" in notices[0], runs[0].stderr
+    assert "compiling" not in runs[1].stderr and runs[0].stdout == runs[1].stdout
+    assert int(runs[0].stdout) > 20
+    assert _compiled(seeded, "megablast")[0] and os.path.exists(_bundle(seeded, "megablast"))
+
+
 def test_warmup_compiles_ahead_once(seeded):
     """Its stages, once; and the bytecode an install left out (here one module's, removed)."""
     import importlib.util
