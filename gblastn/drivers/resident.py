@@ -16,6 +16,7 @@ import contextlib
 import logging
 import threading
 import time
+from concurrent.futures import InvalidStateError
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -369,9 +370,10 @@ class ReplicatedRun:
         try:
             self.outputs.set_result(list(self.pipeline.texts()))
         except BaseException as exc:  # noqa: BLE001 - handed to the tasks that wait
-            if not self.given.extensions.done():
-                self.given.extensions.set_exception(exc)
             self.outputs.set_exception(exc)
+            # the planner may tell the count at this very moment
+            with contextlib.suppress(InvalidStateError):
+                self.given.extensions.set_exception(exc)
 
     def cancel(self) -> None:
         self.pipeline.cancel()
