@@ -53,7 +53,7 @@ from ..options import LOCAL_ONLY_OPTIONS
 
 MODES = ("auto", "shard", "replicate")
 BATCHES_AHEAD = 2            # batches in flight beyond the one waited for, per worker
-PRELIMS_PER_WORKER = 2       # replicate mode: a worker's preliminary searches in flight
+PRELIMS_PER_WORKER = 2       # a worker's preliminary searches in flight
 # A batch's work for dealing (_work), from served megablast runs where a batch took about
 # a fixed time plus a time per query letter: synth 1G on 8 CPU threads a worker, synth 8G
 # on an H200 each (docs/perf/scale-out.md)
@@ -305,17 +305,11 @@ class ClusterSearch:
     def _outputs(self, queries, report):
         """(queries, their outputs) of each batch in turn: QueryResults, or their texts by
         `report`. Each worker's share of the search is noted at the end."""
-        from ..engine import ForecastBatches, QueryBatchSizes, query_batches
+        from ..engine import ForecastBatches, QueryBatchSizes
 
         sizes = QueryBatchSizes(self.options.task, int(self.db.total_letters))
-        if self.mode == "replicate":
-            # a guess at the second batch is searched beside the first, by another worker,
-            # or planned beside it by the same one
-            submitted = self._replicated(ForecastBatches(queries, sizes, guess_second=True),
-                                         report)
-        else:
-            submitted = self._sharded(query_batches(queries, lambda: sizes.letters), sizes,
-                                      report)
+        # a guess at the second batch is searched beside the first, or planned beside it
+        submitted = self._forecast(ForecastBatches(queries, sizes, guess_second=True), report)
         try:
             yield from self._in_flight(submitted)
         except GblastnError:
@@ -337,39 +331,26 @@ class ClusterSearch:
         while in_flight:
             yield self._wait(*in_flight.popleft())
 
-    def _sharded(self, batches, sizes, report):
-        """Each batch's tasks over the shards, submitted once the batch before has told its
-        extensions (query_batches asks sizes.letters as each batch's first query comes);
-        yields (its queries, the Future of their outputs)."""
-        first_index = 0
-        for batch in batches:
-            self._live_workers()
-            request = self._request(batch, first_index)
-            first_index += len(batch)
-            extensions, outputs = self._submit_sharded(request, report)
-            with self.times.stage("cluster wait"):
-                sizes.searched(sum(self._results(extensions)))
-            yield request.queries, outputs
-
-    def _replicated(self, batches, report):
-        """Whole batches on the workers (each to the one dealt the least work; the last one
-        may be shared, _deal), as many preliminary searches in flight as
-        PRELIMS_PER_WORKER for each worker: the batches after the first uncounted one are
-        forecasts (ForecastBatches), and a forecast the counts prove wrong is cancelled with
-        those after it and formed again. Yields (a batch's queries, the Future of their
+    def _forecast(self, batches, report):
+        """The batches on the workers, PRELIMS_PER_WORKER preliminary searches in flight for
+        each worker: the batches after the first uncounted one are forecasts
+        (ForecastBatches), and a forecast the counts prove wrong is cancelled with those
+        after it and formed again. A worker's forecast batch is planned beside the batch
+        before it and searched as soon as that one is, rather than once its count has come
+        here and the next batch has gone out. Yields (a batch's queries, the Future of their
         outputs) for the batches that stand, in order."""
-        depth = PRELIMS_PER_WORKER * len(self.workers)
+        spread = len(self.workers) if self.mode == "replicate" else 1
         uncounted = deque()  # (request, its parts, [Futures of its extensions],
         #                      Future of its outputs)
         while True:
-            while len(uncounted) < depth:
+            while len(uncounted) < PRELIMS_PER_WORKER * spread:
                 formed = batches.next_batch()
                 if formed is None:
                     break
                 self._live_workers()
-                workers = self._deal(formed[1], last=not batches.queries_left())
                 request = self._request(formed[1], formed[0])
-                uncounted.append((request, *self._submit_dealt(request, workers, report)))
+                uncounted.append((request, *self._submit(request, not batches.queries_left(),
+                                                         report)))
             if not uncounted:
                 return
             request, _, extensions, outputs = uncounted.popleft()
@@ -378,6 +359,16 @@ class ClusterSearch:
             if dropped:
                 self._drop([uncounted.pop() for _ in range(dropped)])
             yield request.queries, outputs
+
+    def _submit(self, request, last: bool, report) -> tuple:
+        """A batch's tasks: over every shard (shard mode), or whole on the worker dealt the
+        least work (replicate mode; the last batch may be shared, _deal). (its parts: the
+        shards' indices or [None], [the Futures of its extensions], the Future of its
+        outputs)."""
+        if self.mode == "shard":
+            extensions, outputs = self._submit_sharded(request, report)
+            return [shard.index for shard in self.shards], extensions, outputs
+        return self._submit_dealt(request, self._deal(request.queries, last), report)
 
     def _drop(self, forecasts: list) -> None:
         """Cancel forecast batches the counts proved wrong; their workers keep none of
@@ -481,9 +472,9 @@ class ClusterSearch:
         indices `workers`, shard k on the k-th modulo their number), as one chain submitted at
         once: each shard's preliminary search, each shard's traceback of its subjects that
         survive the merge of their hit lists, and the results (and texts) made from the
-        traced subjects. The data goes from worker to worker; this process reads only each
-        shard's count of extensions. ([the Futures of the shards' extensions], the Future of
-        the outputs)."""
+        traced subjects, on each worker in turn. The data goes from worker to worker; this
+        process reads only each shard's count of extensions. ([the Futures of the shards'
+        extensions], the Future of the outputs)."""
         from .resident import extensions_kept, finish_batch, shard_prelim, shard_traceback
 
         shards = self.shards if shards is None else shards
@@ -502,8 +493,11 @@ class ClusterSearch:
         traced = [on_its_worker(shard_traceback, "traceback", shard,
                                 held[shard.index % len(workers)], shard, prelims)
                   for shard in shards]
-        outputs = self.client.submit(finish_batch, held[0], traced, report, pure=False,
-                                     key=self._task_key("finish", request))
+        # the batches' results and texts made on each worker in turn
+        finisher = request.number % len(held)
+        outputs = self.client.submit(finish_batch, held[finisher], traced, report, pure=False,
+                                     key=self._task_key("finish", request),
+                                     **self._placement(workers[finisher]))
         return extensions, outputs
 
     def _placement(self, index: int) -> dict:
@@ -554,11 +548,10 @@ class ClusterSearch:
                 if spent is not None:
                     _add_spent(self.spent.setdefault(address, {"tasks": 0.0, "stages": {}}),
                                spent)
-        if self.mode == "replicate":
-            self.times.notes["batches"] = (f"{self.requests_made} formed, "
-                                           f"{self.forecasts_dropped} forecasts dropped" +
-                                           (f", the last on {self.last_split} workers"
-                                            if self.last_split > 1 else ""))
+        self.times.notes["batches"] = (f"{self.requests_made} formed, "
+                                       f"{self.forecasts_dropped} forecasts dropped" +
+                                       (f", the last on {self.last_split} workers"
+                                        if self.last_split > 1 else ""))
         if self.spent:
             self.times.notes["workers"] = " / ".join(
                 _spent_text(spent) for _, spent in sorted(self.spent.items()))

@@ -171,6 +171,8 @@ class ResidentDatabase:
         #                           the ReplicatedRun of a whole batch (shard None)
         self.dropped: set = set()  # (search, batch, shard) of forecasts the search cancelled
         self.last_run: dict = {}  # search -> (number, extensions Future) of its last batch run
+        self.last_turn: dict = {}  # search -> (number, Event set when it is searched) of the
+        #                            last shard's preliminary search begun here
         self._resets: dict = {}   # two-hit window -> the database's HashResets
 
     def keep(self, key: tuple, found) -> bool:
@@ -198,6 +200,7 @@ class ResidentDatabase:
             for key in [key for key in self.pending if key[0] == search_id]:
                 _cancel(self.pending.pop(key))
             self.last_run.pop(search_id, None)
+            self.last_turn.pop(search_id, None)
             self.dropped = {key for key in self.dropped if key[0] != search_id}
 
     def count_before(self, search_id: str, number: int, extensions) -> object:
@@ -210,6 +213,26 @@ class ResidentDatabase:
                 return None
             self.last_run[search_id] = (number, extensions)
             return last
+
+    @contextlib.contextmanager
+    def prelim_turn(self, search_id: str, number: int):
+        """A shard's preliminary search of the search's batch `number` scans and extends in
+        this context once the one begun here before it has, as the pipeline's batches take
+        turns: its query setup, made before, runs beside that one (a batch begun after a
+        later one, run again, waits for none)."""
+        done = threading.Event()
+        with self.lock:
+            last_number, last = self.last_turn.get(search_id, (-1, None))
+            if number >= last_number:
+                self.last_turn[search_id] = (number, done)
+            else:
+                last = None
+        try:
+            if last is not None:
+                last.wait()
+            yield
+        finally:
+            done.set()
 
     def load(self, shard=None) -> None:
         """Make the subject buffers of the shard's volumes (all without one) and copy them to
@@ -391,14 +414,18 @@ def shard_prelim(request: BatchRequest, shard) -> tuple:
     """A worker's task: the preliminary search of the batch against one shard; returns each
     query's preliminary hit list with its ranking keys (PackedHitLists) and the shard's
     ungapped extensions kept (the next batch's size follows from the shards' sum), and keeps
-    the search for the traceback."""
+    the search for the traceback. It leaves the worker's task slot first: the next batch's
+    preliminary search, a forecast, makes its query setup beside this one, and then waits
+    for its turn (ResidentDatabase.prelim_turn)."""
     from ..engine import prelim_hit_lists
     from ..shards import PackedHitLists
 
+    _leave_task_slot()
     plugin, resident = _resident(request)
     shard = resident.shard(shard)
     with plugin.task(request.search_id) as times:
-        plan, prelim = _shard_prelim(request, shard, plugin, resident, times)
+        turn = resident.prelim_turn(request.search_id, request.number)
+        plan, prelim = _shard_prelim(request, shard, plugin, resident, times, turn)
         resident.keep((request.search_id, request.number, shard.index), (plan, prelim))
         return PackedHitLists.of(prelim_hit_lists(prelim, request.options)), prelim.extensions
 
@@ -409,18 +436,25 @@ def extensions_kept(found: tuple) -> int:
     return found[1]
 
 
-def _shard_prelim(request: BatchRequest, shard, plugin, resident, times) -> tuple:
+def _shard_prelim(request: BatchRequest, shard, plugin, resident, times, turn=None) -> tuple:
     """(plan, PrelimHits) of the batch against the shard: its subjects' preliminary HSPs as one
-    search of the whole database finds them (shards.shard_windows)."""
-    from ..engine import PrelimHits, ungapped_in_database_order
-
+    search of the whole database finds them (shards.shard_windows). The batch is planned
+    first, then searched in `turn` (a context)."""
     options = plugin.options(request.options)
     pool = plugin.pool(options.num_threads)
     search = resident.search(options, times)
     plan = search.plan(request.queries, request.first_index, pool)
+    with turn or contextlib.nullcontext():
+        return plan, _shard_prelim_hits(plan, shard, search, pool, resident, options)
+
+
+def _shard_prelim_hits(plan, shard, search, pool, resident, options):
+    """The planned batch's PrelimHits in the shard's subjects."""
+    from ..engine import PrelimHits, ungapped_in_database_order
+
     prelim = PrelimHits()
     if plan.table is None:
-        return plan, prelim
+        return prelim
     engine = search.engine()
     replay = ungapped_in_database_order(plan.table)
     kept = resident.kept_ordinals(shard)
@@ -437,7 +471,7 @@ def _shard_prelim(request: BatchRequest, shard, plugin, resident, times) -> tupl
                                  volume_hits)
             volume_hits.tails = engine.tails_ahead(volume_hits.by_query, plan)
             prelim.merge(volume_hits)
-    return plan, prelim
+    return prelim
 
 
 def shard_traceback(request: BatchRequest, shard, prelims: list):
@@ -481,10 +515,9 @@ def shard_traceback(request: BatchRequest, shard, prelims: list):
 
 def _leave_task_slot() -> None:
     """Run the rest of the task beside the worker's task slot (Dask's secede): a worker runs
-    one task at a time, and a batch's traceback would hold back the next batch's
-    preliminary search, which the searching process submits once this batch's extensions
-    are counted (blastn sizes the next batch from them). Both share the worker's threads, as
-    the stages of successive batches share them in the pipeline."""
+    one task at a time, and a batch's traceback, say, would hold back the next batch's
+    preliminary search. They share the worker's threads, as the stages of successive
+    batches share them in the pipeline."""
     from distributed import secede
 
     secede()
@@ -503,9 +536,11 @@ def _survivors_of(shard, merged: dict) -> dict:
 def finish_batch(request: BatchRequest, traced_parts: list, report) -> list:
     """A worker's task: each query's result from the shards' traced subjects
     (engine.query_result: BLAST's final order, max_target_seqs), and its output text by
-    `report`, or the QueryResult itself without one; in input order."""
+    `report`, or the QueryResult itself without one; in input order. It leaves the worker's
+    task slot first, to the preliminary searches of the batches after."""
     from ..engine import query_results
 
+    _leave_task_slot()
     traced = [[] for _ in request.queries]
     for found in traced_parts:
         for (q, ordinal), hsps in found.unpacked():

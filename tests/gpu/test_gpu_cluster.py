@@ -86,12 +86,13 @@ def test_gpu_workers_give_the_single_search(gpu_cluster, case, mode):
     assert search(case, spec) == expected
 
 
+@pytest.mark.parametrize("mode", ["replicate", "shard"])
 @pytest.mark.parametrize("largest", [6_000, None])
 def test_gpu_workers_search_forecast_batches_as_the_single_search(gpu_cluster, case,
-                                                                  monkeypatch, largest):
-    """Whole batches on every GPU at once (replicate mode's forecasts), blastn's batches
-    kept at 5,000 letters or sized anew each time (forecasts dropped): the one-process
-    output."""
+                                                                  monkeypatch, largest, mode):
+    """Whole batches on every GPU at once (replicate mode's forecasts) or each over every
+    GPU's shard, planned beside the batch before (shard mode's), blastn's batches kept at
+    5,000 letters or sized anew each time (forecasts dropped): the one-process output."""
     from gblastn import engine
 
     cluster, _ = gpu_cluster
@@ -103,7 +104,7 @@ def test_gpu_workers_search_forecast_batches_as_the_single_search(gpu_cluster, c
     mixed.write_text(small + big + small + big + small)
     outputs = []
     for spec in (None, ClusterSpec(scheduler=cluster.scheduler_address, device="gpu",
-                                   mode="replicate")):
+                                   mode=mode)):
         out = case["folder"] / "mixed.txt"
         run_search([str(mixed)], case["db"], make_options("blastn"),
                    OutputSpec(TABULAR, str(out), None, "db"),

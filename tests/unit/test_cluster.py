@@ -130,14 +130,17 @@ def test_each_batch_is_sized_from_the_extensions_the_one_before_kept(cluster, ca
     assert counted == in_one_process and len(counted) == 5
 
 
+@pytest.mark.parametrize("mode", ["replicate", "shard"])
 @pytest.mark.parametrize("workers", [2, 1])
 @pytest.mark.parametrize("largest, dropped", [(6_000, "0"), (None, "[1-9][0-9]*")])
-def test_replicated_batches_formed_ahead_give_the_single_search(cluster, case, monkeypatch,
-                                                                largest, dropped, workers):
+def test_batches_formed_ahead_give_the_single_search(cluster, case, monkeypatch, largest,
+                                                     dropped, workers, mode):
     """Batches of at most 5,000 letters keep their size: the workers search the forecast
-    ones at once (one worker plans each beside the batch before, its jobs waiting for that
-    one's count) and none is dropped. With a target of 3,000 extensions each batch's size
-    changes, the forecasts are dropped and formed again, and the output stays the same."""
+    ones at once (replicate mode; one worker plans each beside the batch before, its jobs
+    waiting for that one's count) or each over its shard, planned beside the batch before
+    and searched after it (shard mode), and none is dropped. With a target of 3,000
+    extensions each batch's size changes, the forecasts are dropped and formed again, and
+    the output stays the same."""
     import contextlib
 
     from gblastn import engine
@@ -155,11 +158,41 @@ def test_replicated_batches_formed_ahead_give_the_single_search(cluster, case, m
     with workers_cluster as where:
         run_search([case["queries"]["mixed"]], case["db"], make_options("blastn"),
                    OutputSpec(TABULAR, str(out), None, "db"),
-                   settings=RunSettings(cluster=on(where, mode="replicate")), times=times)
+                   settings=RunSettings(cluster=on(where, mode=mode)), times=times)
     assert out.read_bytes() == expected
     formed, forecasts = re.fullmatch(r"(\d+) formed, (\d+) forecasts dropped",
                                      times.notes["batches"]).groups()
     assert re.fullmatch(dropped, forecasts) and int(formed) > 3
+
+
+def test_a_shards_preliminary_searches_take_turns_on_a_worker():
+    """A batch's search over a shard waits for the one begun on the worker before it (its
+    query setup, made before the turn, runs beside that one); an earlier batch begun after
+    a later one (run again) waits for none, and a forgotten search leaves no turn behind."""
+    import threading
+
+    from gblastn.drivers.resident import ResidentDatabase
+
+    resident = object.__new__(ResidentDatabase)  # the turns alone, without a worker
+    resident.lock, resident.last_turn = threading.Lock(), {}
+    resident.pending, resident.last_run, resident.dropped = {}, {}, set()
+    order = []
+    first = resident.prelim_turn("s", 0)
+    first.__enter__()
+    searched = threading.Thread(target=lambda: [order.append(1)
+                                                for _ in [resident.prelim_turn("s", 1)
+                                                          .__enter__()]])
+    searched.start()
+    searched.join(0.2)
+    assert searched.is_alive() and order == []
+    with resident.prelim_turn("s", 0):  # begun after batch 1: its turn is not behind it
+        order.append(0)
+    order.append("first done")
+    first.__exit__(None, None, None)
+    searched.join(5)
+    assert order == [0, "first done", 1]
+    resident.forget("s")
+    assert resident.last_turn == {}
 
 
 def test_batches_go_to_the_worker_dealt_the_least_work():
@@ -462,7 +495,8 @@ def test_stage_times_name_the_split_and_each_workers_share(cluster, case):
     report = times.report()
     assert "cluster wait" in report
     split, workers = report.split("; cluster: ")[1].split("; workers: ")
-    assert split == "2 workers, the database in 2 shards"
+    assert split == "2 workers, the database in 2 shards; batches: 2 formed, 0 forecasts " \
+        "dropped"
     shares = workers.split(" / ")
     # which stages a worker shows depends on where the scheduler ran the tasks and on their
     # times (stages under 5 ms are left out): only the form is fixed
