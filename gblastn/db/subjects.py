@@ -151,6 +151,12 @@ def is_subject_set(db) -> bool:
     return isinstance(db, SubjectDatabase)
 
 
+def shown_num_seqs(db) -> int:
+    """The sequences the pairwise report says the database holds: for -subject's, every
+    record of the file, those without letters included, as blastn counts them."""
+    return int(db.record_numbers[-1]) if is_subject_set(db) else int(db.num_seqs)
+
+
 def subject_number(db, ordinal: int) -> str:
     """What blastn calls a subject where it has no id of its own: Subject_N, its place in
     the file (records without letters counted)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..db.seqid import describe, primary_defline
-from ..db.subjects import is_subject_set, whole_length
+from ..db.subjects import is_subject_set, shown_num_seqs, whole_length
 from .alignments import lower_masked, mask_of, shown_hsps
 from .statistics import query_statistics
 from .tabular import format_bitscore, subject_deflines
@@ -242,7 +242,7 @@ class PairwiseReport:
             "\n\n  Database: ", wrapped(database_title(db)), _masked_using(db, "  "),
             f"    Posted date:  {database_date(db)}\n",
             f"  Number of letters in database: {with_commas(db.total_letters)}\n",
-            f"  Number of sequences in database:  {with_commas(db.num_seqs)}\n\n",
+            f"  Number of sequences in database:  {with_commas(shown_num_seqs(db))}\n\n",
             f"\n\nMatrix: blastn matrix {options.reward} {options.penalty}\n",
             "" if options.ungapped else
             f"Gap Penalties: Existence: {options.gapopen}, Extension: {extension:g}\n",
@@ -255,7 +255,7 @@ class PairwiseReport:
         return "".join([
             f"{PROGRAM_VERSION}\n\n\n", wrapped("Reference: " + reference), "\n\n\n",
             "Database: ", wrapped(database_title(db)), _masked_using(db, ""),
-            f"{' ' * 11}{with_commas(db.num_seqs)} sequences; "
+            f"{' ' * 11}{with_commas(shown_num_seqs(db))} sequences; "
             f"{with_commas(db.total_letters)} total letters\n\n"])
 
     def _query(self, query, result, stats, db) -> str:

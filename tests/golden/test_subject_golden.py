@@ -149,3 +149,17 @@ def test_deflines_that_are_not_ascii_as_blastn(case, not_ascii, outfmt, tmp_path
     else:
         assert ours == theirs
         assert "café".encode() in theirs
+
+
+@pytest.mark.parametrize("outfmt", ["0", "5", "7 qseqid sseqid evalue bitscore"])
+def test_subjects_without_letters_as_blastn(case, varied, outfmt, tmp_path):
+    """Records without letters among the subjects: warned about, counted in the statistics
+    and in the pairwise report's number of sequences, never hit."""
+    with open(varied["varied"]) as handle:
+        records = handle.read().split(">")[1:3]
+    path = tmp_path / "with_empty.fa"
+    path.write_text(">empty one\n>" + records[0] + ">empty two\n\n>" + records[1] + ">last\n")
+    report = _same_report(["-task", "blastn", "-query", case["query"], "-subject", str(path),
+                           "-outfmt", outfmt], tmp_path)
+    if outfmt == "0":
+        assert "  Number of sequences in database:  5\n" in report
