@@ -20,6 +20,7 @@ depends on the order the HSPs come in, which these functions keep.
 import numpy as np
 
 from .numba_start import njit
+from .stats import EVALUE_EQUAL_BELOW
 
 CULLING_PRELIM_EXTRA = 3       # the preliminary culling's allowance beyond a limit above 1
 SUBJECT_BESTHIT_RANGE_DIFF = 3  # DEFAULT_SUBJECT_BESTHIT_NUCL_MAX_RANGE_DIFF
@@ -87,17 +88,33 @@ def _keep(lists: list, ordinals: list, query_length: int, options, prelim: bool)
     begin = np.where(minus, query_length - q_end, q_start)
     end = np.where(minus, query_length - q_start, q_end)
     score = np.concatenate([h.score for h in lists]).astype(np.int64)
+    sid = np.repeat(np.asarray(ordinals, dtype=np.int64), [len(h) for h in lists])
     if options.culling_limit:
         limit = options.culling_limit
         if prelim and limit > 1:
             limit += CULLING_PRELIM_EXTRA
-        sid = np.repeat(np.asarray(ordinals, dtype=np.int64), [len(h) for h in lists])
         s_start = np.concatenate([h.s_start for h in lists]).astype(np.int64)
         return cull(begin, end, score, sid, s_start, int(query_length), int(limit))
     overhang = 0.0 if prelim else float(options.best_hit_overhang)
     evalue = np.concatenate([h.evalue for h in lists]).astype(np.float64)
-    return best_hits(begin, end - begin, score, evalue, overhang,
-                     float(options.best_hit_score_edge))
+    capacity = best_hit_capacity(options)
+    kept, place = best_hits(begin, end - begin, score, evalue, overhang,
+                            float(options.best_hit_score_edge), sid, capacity)
+    # the filter's final list goes to a hit list of `capacity` subjects
+    entries = np.flatnonzero(kept)
+    entries = entries[np.argsort(place[entries], kind="stable")]
+    keep = np.zeros(kept.size, dtype=np.bool_)
+    keep[entries[best_subjects(entries, evalue, score, sid, capacity)]] = True
+    return keep
+
+
+def best_hit_capacity(options) -> int:
+    """The subjects the best-hit filter keeps a query (BlastHSPBestHitParamsNew's
+    prelim_hitlist_size, the preliminary hit list's), which also bounds the HSPs it holds
+    before it prunes."""
+    from .engine import prelim_hitlist_size
+
+    return prelim_hitlist_size(options)
 
 
 def _split_kept(lists: list, ordinals: list, keep: np.ndarray) -> dict:
@@ -396,15 +413,21 @@ def _process_tree(hsps, merit, following, alive, nodes, top, x):
 
 
 @njit(cache=True, nogil=True)
-def best_hits(begin, length, score, evalue, overhang, score_edge):
+def best_hits(begin, length, score, evalue, overhang, score_edge, sid, capacity):
     """Which HSPs the best-hit filter keeps, the HSPs (plus-strand query starts and
-    lengths, scores, E-values) added in order: a boolean per HSP."""
+    lengths, scores, E-values, subjects) added in order: a boolean per HSP, and each kept
+    one's place in the filter's final list (-1 for the others). Once it holds more HSPs
+    than twice `capacity` subjects' worth (at first; twice what it keeps after), only the
+    HSPs of its best `capacity` subjects stay, their ranges no longer widened
+    (s_BlastHSPBestHitRun's prune)."""
     n = begin.size
     kept = np.zeros(n, dtype=np.bool_)
     low = np.empty(n, dtype=np.int64)    # the kept HSPs' ranges, widened by their overhang
     high = np.empty(n, dtype=np.int64)
     following = np.full(n, -1, dtype=np.int64)
     head = -1
+    count = 0
+    most = 2 * capacity
     edge = 1.0 - score_edge
     for a in range(n):
         start = begin[a]
@@ -414,14 +437,84 @@ def best_hits(begin, length, score, evalue, overhang, score_edge):
             continue
         reach = int(2.0 * length[a] * overhang / (1.0 - 2.0 * overhang))
         widen = int(length[a] * overhang)
-        head = _drop_beaten(head, following, kept, low, high, length, score, evalue,
-                            start - reach, stop + reach, start - widen, stop + widen,
-                            score[a] / length[a] * edge, evalue[a])
+        head, dropped = _drop_beaten(head, following, kept, low, high, length, score, evalue,
+                                     start - reach, stop + reach, start - widen, stop + widen,
+                                     score[a] / length[a] * edge, evalue[a])
         low[a] = start - widen
         high[a] = stop + widen
         kept[a] = True
         head = _insert_by_low(head, following, low, a)
-    return kept
+        count += 1 - dropped
+        if count > most:
+            head, count = _prune(head, following, kept, low, high, begin, length, score,
+                                 evalue, sid, capacity)
+            most = 2 * count
+    place = np.full(n, -1, dtype=np.int64)
+    entries = _walk(head, following, count)
+    for k in range(entries.size):
+        place[entries[k]] = k
+    return kept, place
+
+
+@njit(cache=True, nogil=True)
+def _walk(head, following, count):
+    """The list's HSPs in its order."""
+    entries = np.empty(count, dtype=np.int64)
+    k = 0
+    p = head
+    while p >= 0:
+        entries[k] = p
+        k += 1
+        p = following[p]
+    return entries[:k]
+
+
+@njit(cache=True, nogil=True)
+def best_subjects(entries, evalue, score, sid, capacity):
+    """The `capacity` best subjects of a list's HSPs (`entries`, in the list's order), as
+    Blast_HitListUpdate keeps them: by best E-value (tiny ones equal), then the score of
+    the subject's first HSP in the list, then the higher ordinal. A boolean per entry."""
+    subjects = np.unique(sid[entries])
+    group = np.searchsorted(subjects, sid[entries])
+    best = np.full(subjects.size, np.inf)
+    first = np.full(subjects.size, -1, dtype=np.int64)
+    for k in range(entries.size):
+        g = group[k]
+        if first[g] < 0:
+            first[g] = score[entries[k]]
+        best[g] = min(best[g], evalue[entries[k]])
+    keep_group = np.ones(subjects.size, dtype=np.bool_)
+    if subjects.size > capacity:
+        best = np.where(best < EVALUE_EQUAL_BELOW, 0.0, best)
+        order = np.argsort(-subjects, kind="mergesort")
+        order = order[np.argsort(-first[order], kind="mergesort")]
+        order = order[np.argsort(best[order], kind="mergesort")]
+        keep_group[order[capacity:]] = False
+    return keep_group[group]
+
+
+@njit(cache=True, nogil=True)
+def _prune(head, following, kept, low, high, begin, length, score, evalue, sid, capacity):
+    """Keep the HSPs of the list's best `capacity` subjects, relinked by their ranges
+    unwidened, each placed before those of equal start already relinked (s_ExportToHitlist,
+    then s_ImportFromHitlist). Returns (head, count)."""
+    entries = _walk(head, following, kept.size)
+    stay = best_subjects(entries, evalue, score, sid, capacity)
+    for k in range(entries.size):
+        if not stay[k]:
+            kept[entries[k]] = False
+    entries = entries[stay]
+    # relinked in turn, each before the equal starts: equal starts end in reverse
+    order = np.argsort(-np.arange(entries.size), kind="mergesort")
+    order = order[np.argsort(begin[entries[order]], kind="mergesort")]
+    head = -1
+    for k in range(order.size - 1, -1, -1):
+        e = entries[order[k]]
+        low[e] = begin[e]
+        high[e] = begin[e] + length[e]
+        following[e] = head
+        head = e
+    return head, entries.size
 
 
 @njit(cache=True, nogil=True)
@@ -444,7 +537,8 @@ def _drop_beaten(head, following, kept, low, high, length, score, evalue, reach_
                  reach_high, start, stop, density, evalue_new):
     """Drop the kept HSPs starting in [reach_low, reach_high) that lie within [start,
     stop) once their own widening is taken off, with an E-value no better and a score per
-    letter below `density`. Returns the list's head."""
+    letter below `density`. Returns (the list's head, how many were dropped)."""
+    dropped = 0
     before = -1
     p = head
     while p >= 0 and low[p] < reach_low:
@@ -456,6 +550,7 @@ def _drop_beaten(head, following, kept, low, high, length, score, evalue, reach_
         if low[p] + own >= start and high[p] - own <= stop and evalue[p] >= evalue_new \
                 and score[p] / length[p] < density:
             kept[p] = False
+            dropped += 1
             if before < 0:
                 head = nxt
             else:
@@ -463,7 +558,7 @@ def _drop_beaten(head, following, kept, low, high, length, score, evalue, reach_
         else:
             before = p
         p = nxt
-    return head
+    return head, dropped
 
 
 @njit(cache=True, nogil=True)

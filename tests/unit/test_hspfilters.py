@@ -45,11 +45,13 @@ def test_a_split_tree_still_culls_what_a_covering_hsp_dominates():
 
 
 def _best_hits(hsps, overhang=0.1, score_edge=0.1):
-    """best_hits over (begin, length, score, evalue) tuples, in order."""
+    """best_hits over (begin, length, score, evalue) tuples, in order, each of a subject
+    of its own."""
     begin, length, score, evalue = zip(*hsps)
     return best_hits(np.array(begin, dtype=np.int64), np.array(length, dtype=np.int64),
                      np.array(score, dtype=np.int64), np.array(evalue, dtype=np.float64),
-                     overhang, score_edge).tolist()
+                     overhang, score_edge, np.arange(len(hsps), dtype=np.int64),
+                     10)[0].tolist()
 
 
 def test_a_best_hit_keeps_out_a_worse_one_inside_it():
@@ -103,3 +105,32 @@ def test_a_cluster_searches_with_query_filters_replicated():
                  ClusterSpec(local_workers=2, mode="shard")):
         with pytest.raises(OptionsError):
             _mode_for_query_filters(spec)
+
+
+def test_the_best_hit_filter_keeps_its_best_subjects_once_it_holds_too_many_hsps():
+    """More HSPs than twice the capacity's subjects: the HSPs of all but the best subjects
+    go (s_BlastHSPBestHitRun's prune), so a later HSP that one of them would have beaten
+    stays. Ten subjects of two HSPs each, then an eleventh's one, E-values worsening with
+    the subject; capacity 10: the 21st HSP prunes the eleventh subject, and a worse HSP
+    inside its one then stays."""
+    begin, length, score, evalue, sid = [], [], [], [], []
+    for subject in range(11):
+        for region in range(2 if subject < 10 else 1):
+            begin.append(1000 * subject + 400 * region)
+            length.append(100)
+            score.append(100)
+            evalue.append(1e-30 * 10 ** subject)
+            sid.append(subject)
+    begin.append(10000 + 10)   # inside the eleventh subject's HSP, less dense
+    length.append(80)
+    score.append(40)
+    evalue.append(1.0)
+    sid.append(11)
+    arrays = [np.array(values, dtype=dtype) for values, dtype in
+              ((begin, np.int64), (length, np.int64), (score, np.int64), (evalue, np.float64))]
+    subjects = np.array(sid, dtype=np.int64)
+    kept, place = best_hits(*arrays, 0.0, 0.1, subjects, 10)
+    assert kept[:20].all() and not kept[20] and kept[21]
+    assert sorted(place[kept].tolist()) == list(range(21)) and (place[~kept] == -1).all()
+    unpruned, _ = best_hits(*arrays, 0.0, 0.1, subjects, 100)
+    assert unpruned[:21].all() and not unpruned[21]
