@@ -88,7 +88,7 @@ FILTERED = [
     ("blastn", ["-best_hit_score_edge", "0.2", "-max_target_seqs", "5"]),
     ("blastn", ["-subject_besthit", "-culling_limit", "2"]),
     ("blastn", ["-subject_besthit"]),
-    # more HSPs than twice the hit list: the filter keeps its best subjects' alone
+    # the best-hit filter with hit lists of a few subjects
     ("blastn", ["-best_hit_overhang", "0.25", "-max_target_seqs", "1"]),
     ("blastn", ["-best_hit_score_edge", "0.05", "-max_target_seqs", "3", "-word_size", "7"]),
     ("megablast", ["-best_hit_overhang", "0.1", "-max_target_seqs", "2"]),
