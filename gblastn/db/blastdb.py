@@ -393,6 +393,9 @@ class BlastDatabase(OrdinalAccess):
                                     f"or {name}{INDEX_SUFFIX})")
             nodes.append(self._node(path, ()))
         self.title = "; ".join(node.title for node in nodes)
+        # the pairwise report's footer names each database of several
+        self.footer_parts = [(node.title, node.volumes[0].created, node.letters, node.num_seqs)
+                             for node in nodes] if len(nodes) > 1 else None
         self.stats_num_seqs = sum(node.num_seqs for node in nodes)
         self.stats_letters = sum(node.letters for node in nodes)
         first = self.volumes[0]
@@ -406,7 +409,10 @@ class BlastDatabase(OrdinalAccess):
         self.total_letters = int(self.lengths.sum())
         self.max_length = max(v.max_length for v in self.volumes)
         # whether ids were parsed (-parse_seqids), as the first sequence of a volume shows
-        self.parse_seqids = any(v.num_seqs and v.deflines(0)[0].parsed for v in self.volumes)
+        parsed = [bool(v.num_seqs and v.deflines(0)[0].parsed) for v in self.volumes]
+        self.parse_seqids = any(parsed)
+        # databases made with and without -parse_seqids in one -db value: each volume's own
+        self._parsed_volumes = np.array(parsed) if len(set(parsed)) > 1 else None
 
     def _node(self, path: str, within: tuple) -> _Node:
         """The alias tree below `path` (an alias file's or a volume's, without suffix)."""
@@ -458,6 +464,12 @@ class BlastDatabase(OrdinalAccess):
 
     def defline(self, ordinal: int) -> str:
         return self._first_defline(ordinal).text()
+
+    def ids_parsed_at(self, ordinal: int) -> bool:
+        """Whether the subject's ids were parsed (its volume's -parse_seqids)."""
+        if self._parsed_volumes is None:
+            return self.parse_seqids
+        return bool(self._parsed_volumes[np.searchsorted(self._firsts, ordinal, "right") - 1])
 
     def defline_texts(self, ordinal: int) -> list[str]:
         return [found.text() for found in self.deflines_of(ordinal)]

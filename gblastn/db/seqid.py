@@ -69,6 +69,13 @@ def split_defline(defline: str) -> tuple[str, str]:
     return parts[0], parts[1] if len(parts) > 1 else ""
 
 
+def ids_parsed(db, ordinal: int) -> bool:
+    """Whether a subject's ids were parsed (makeblastdb -parse_seqids): its own volume's
+    say where one -db value names databases made with and without."""
+    at = getattr(db, "ids_parsed_at", None)
+    return at(ordinal) if at is not None else bool(getattr(db, "parse_seqids", False))
+
+
 def describe(defline: str, parse_seqids: bool) -> tuple[str, str, str]:
     """(seq_id, accession, title) of a defline, as BLAST shows them."""
     token, rest = split_defline(defline)

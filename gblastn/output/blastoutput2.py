@@ -13,6 +13,7 @@ formats (13, 14) name their files as blastn names them from -out (query_file_nam
 import os
 from dataclasses import dataclass
 
+from ..db.seqid import ids_parsed
 from ..db.subjects import whole_length
 from ..query import local_id
 from .alignments import lower_masked, mask_of, shown_hsps
@@ -109,7 +110,7 @@ def hit_names(db, ordinal: int) -> list[tuple]:
     tag), and the title."""
     from .tabular import report_accession_of, subject_deflines
 
-    if not db.parse_seqids:
+    if not ids_parsed(db, ordinal):
         return [(f"gnl|BL_ORD_ID|{ordinal}", str(ordinal), db.defline(ordinal))]
     return [(seq_id, report_accession_of(seq_id, accession, True), title)
             for seq_id, accession, title in subject_deflines(db, ordinal)]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..db.seqid import describe, primary_defline
+from ..db.seqid import describe, ids_parsed, primary_defline
 from ..db.subjects import is_subject_set, shown_num_seqs, whole_length
 from .alignments import lower_masked, mask_of, shown_hsps
 from .statistics import query_statistics
@@ -138,7 +138,7 @@ def posted_date(created: str) -> str:
 def subject_id(db, ordinal: int, show_gis: bool) -> tuple:
     """(gi, the id as the descriptions show it, the id as the alignments' titles show it):
     none for a database without parsed ids, whose sequences are known by ordinal."""
-    if not db.parse_seqids:
+    if not ids_parsed(db, ordinal):
         return 0, "", ""
     return _id_forms(db.seq_id(ordinal), db.accession(ordinal), show_gis)
 
@@ -174,7 +174,7 @@ def subject_title(db, ordinal: int) -> str:
         from ..query import latin1_if_not_utf8
 
         return latin1_if_not_utf8(db.shown_defline(ordinal))
-    if not db.parse_seqids:
+    if not ids_parsed(db, ordinal):
         return db.defline(ordinal)
     texts = db.defline_texts(ordinal)
     if len(texts) == 1:
@@ -187,7 +187,7 @@ def _title_lines(db, ordinal: int, show_gis: bool) -> str:
     on lines of their own starting with a blank; a -subject's defline after '> '."""
     if is_subject_set(db):
         return "> " + wrap_title(subject_title(db, ordinal)) + "\n"
-    if not db.parse_seqids:
+    if not ids_parsed(db, ordinal):
         return ">" + wrap_title(db.defline(ordinal)) + "\n"
     lines = []
     for seq_id, accession, title in subject_deflines(db, ordinal):
@@ -239,10 +239,12 @@ class PairwiseReport:
         if options.gapextend == 0:  # linear gap costs (PMID 10890397)
             extension = (-2 * options.penalty + options.reward) / 2.0
         return "".join([
-            "\n\n  Database: ", wrapped(database_title(db)), _masked_using(db, "  "),
-            f"    Posted date:  {database_date(db)}\n",
-            f"  Number of letters in database: {with_commas(db.total_letters)}\n",
-            f"  Number of sequences in database:  {with_commas(shown_num_seqs(db))}\n\n",
+            "\n", *("".join([
+                "\n  Database: ", wrapped(title), _masked_using(db, "  "),
+                f"    Posted date:  {date}\n",
+                f"  Number of letters in database: {with_commas(letters)}\n",
+                f"  Number of sequences in database:  {with_commas(num_seqs)}\n"])
+                for title, date, letters, num_seqs in _footer_databases(db)), "\n",
             f"\n\nMatrix: blastn matrix {options.reward} {options.penalty}\n",
             "" if options.ungapped else
             f"Gap Penalties: Existence: {options.gapopen}, Extension: {extension:g}\n",
@@ -327,6 +329,16 @@ class PairwiseReport:
 
 def _bytes(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
+
+
+def _footer_databases(db) -> list:
+    """(title, posted date, letters, sequences) of the database the footer names, or of
+    each of several (a -db value of several names, which blastn's footer lists apart)."""
+    parts = getattr(db, "footer_parts", None)
+    if parts:
+        return [(title, posted_date(created), letters, num_seqs)
+                for title, created, letters, num_seqs in parts]
+    return [(database_title(db), database_date(db), db.total_letters, shown_num_seqs(db))]
 
 
 def _masked_using(db, indent: str) -> str:

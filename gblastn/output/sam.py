@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import __version__
 from ..alphabet import decode_blastna, reverse_complement
+from ..db.seqid import ids_parsed
 from ..db.subjects import letters_before, whole_length
 from ..query import local_id
 from .alignments import GAP, shown_hsps
@@ -190,7 +191,7 @@ def subject_name(db, ordinal: int) -> str:
 
     if is_subject_set(db):
         return subject_number(db, ordinal)
-    if db.parse_seqids:
+    if ids_parsed(db, ordinal):
         return db.accession(ordinal)
     return f"BL_ORD_ID:{ordinal}"
 

@@ -17,7 +17,7 @@ from typing import TextIO
 import numpy as np
 
 from ..alphabet import COMPLEMENT_BLASTNA, IUPAC_FROM_BLASTNA, reverse_complement
-from ..db.seqid import describe
+from ..db.seqid import describe, ids_parsed
 from ..db.subjects import letters_before, whole_length
 from ..layouts import OP_DEL, OP_INS, OP_SUB
 from ..numba_start import njit
@@ -366,12 +366,12 @@ def _accession_base_of(seq_id: str, accession: str, parsed: bool) -> str:
 
 
 def _subject_gi(db, ordinal: int) -> str:
-    return _gi_of(db.seq_id(ordinal), getattr(db, "parse_seqids", False))
+    return _gi_of(db.seq_id(ordinal), ids_parsed(db, ordinal))
 
 
 def _subject_accession_base(db, ordinal: int) -> str:
     return _accession_base_of(db.seq_id(ordinal), db.accession(ordinal),
-                              getattr(db, "parse_seqids", False))
+                              ids_parsed(db, ordinal))
 
 
 def subject_deflines(db, ordinal: int) -> list[tuple[str, str, str]]:
@@ -380,14 +380,14 @@ def subject_deflines(db, ordinal: int) -> list[tuple[str, str, str]]:
     texts = db.defline_texts(ordinal)
     if len(texts) == 1:
         return [(db.seq_id(ordinal), db.accession(ordinal), db.title_of(ordinal))]
-    parsed = getattr(db, "parse_seqids", False)
+    parsed = ids_parsed(db, ordinal)
     return [describe(text, parsed) for text in texts]
 
 
 def _all_deflines_value(name: str, db, ordinal: int) -> str:
     """sallseqid, sallgi, sallacc (';' between deflines), salltitles ('<>' between them,
     N/A for a defline without a title)."""
-    parsed = getattr(db, "parse_seqids", False)
+    parsed = ids_parsed(db, ordinal)
     found = subject_deflines(db, ordinal)
     if name == "sallseqid":
         return ";".join(seq_id for seq_id, _, _ in found)
@@ -403,7 +403,7 @@ def report_accession(db, ordinal: int) -> str:
     """The accession the XML and JSON reports give: sacc's, but of a general id (gnl|db|tag,
     sacc db:tag) the tag alone."""
     return report_accession_of(db.seq_id(ordinal), db.accession(ordinal),
-                               getattr(db, "parse_seqids", False))
+                               ids_parsed(db, ordinal))
 
 
 def report_accession_of(seq_id: str, accession: str, parsed: bool) -> str:

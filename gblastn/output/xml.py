@@ -9,7 +9,7 @@ score, bit score and E-value; per query the statistics of its first valid contex
 
 from dataclasses import dataclass
 
-from ..db.seqid import describe, fasta_id_text
+from ..db.seqid import describe, fasta_id_text, ids_parsed
 from ..db.subjects import is_subject_set, subject_number, whole_length
 from ..query import local_id
 from .alignments import shown_hsps
@@ -93,7 +93,7 @@ def subject_names(db, ordinal: int) -> tuple:
     if is_subject_set(db):  # -subject's: its id, its defline, its place in the file
         return (db.seq_id(ordinal), db.shown_defline(ordinal) or NO_DEFINITION,
                 subject_number(db, ordinal))
-    if not db.parse_seqids:
+    if not ids_parsed(db, ordinal):
         return f"gnl|BL_ORD_ID|{ordinal}", db.defline(ordinal) or NO_DEFINITION, str(ordinal)
     texts = db.defline_texts(ordinal)
     if len(texts) == 1:
