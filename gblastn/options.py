@@ -28,6 +28,8 @@ class DustOptions:
     level: int = 20
     window: int = 64
     linker: int = 1
+    # the values as given, which BLAST's reports name even where they fall back
+    given: tuple | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,7 @@ def parse_dust(value: str | None) -> DustOptions | None:
     # out-of-range values fall back to the defaults, as CSymDustMasker does
     return DustOptions(level if 2 <= level <= 64 else 20,
                        window if 8 <= window <= 64 else 64,
-                       linker if 1 <= linker <= 32 else 1)
+                       linker if 1 <= linker <= 32 else 1, (level, window, linker))
 
 
 def task_defaults(task: str) -> SearchOptions:

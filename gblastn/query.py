@@ -482,6 +482,7 @@ def iter_queries(source, first_number: int = 1, name: str | None = None, warn=No
 
 
 _LEADING_BLANKS = " \t\v\f"
+_SPACES = re.compile(" {2,}")
 _CONTROL = re.compile(r"[\x00-\x1f]")
 
 
@@ -493,6 +494,12 @@ def blast_defline(defline: str) -> str:
     text = defline.split("\r", 1)[0].lstrip(_LEADING_BLANKS)
     control = _CONTROL.search(text, 1)
     return (text if control is None else text[:control.start()]).rstrip(" ")
+
+
+def report_title(defline: str) -> str:
+    """The query's defline as blastn's XML and JSON reports give it: blast_defline with
+    each run of spaces made one."""
+    return _SPACES.sub(" ", blast_defline(defline))
 
 
 def latin1_if_not_utf8(text: str) -> str:

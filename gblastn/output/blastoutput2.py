@@ -57,11 +57,11 @@ def _report(query, result, stats, db, options, db_name: str) -> Node:
 
 
 def _search(query, result, stats, db) -> Node:
-    from ..query import blast_defline
+    from ..query import report_title
 
     number = result.query_index + 1
     members = [("query-id", local_id(query, result.query_index))]
-    title = blast_defline(query.defline or "")
+    title = report_title(query.defline or "")
     if title:
         members.append(("query-title", title))
     members.append(("query-len", query.searched_length))

@@ -67,8 +67,10 @@ def filter_string(options) -> str:
     text = ""
     if options.dust is not None:
         dust = options.dust
-        text += "L;" if dust == DustOptions() else \
-            f"D {dust.level} {dust.window} {dust.linker};"
+        given = dust.given or (dust.level, dust.window, dust.linker)
+        defaults = DustOptions()
+        text += "L;" if given == (defaults.level, defaults.window, defaults.linker) else \
+            "D {} {} {};".format(*given)
     if options.window_masker_db is not None:
         text += f"W -d {options.window_masker_db};"
     if options.soft_masking:
@@ -77,9 +79,9 @@ def filter_string(options) -> str:
 
 
 def query_definition(query) -> str:
-    from ..query import blast_defline
+    from ..query import report_title
 
-    return blast_defline(query.defline or "") or NO_DEFINITION
+    return report_title(query.defline or "") or NO_DEFINITION
 
 
 def subject_names(db, ordinal: int) -> tuple:

@@ -22,6 +22,9 @@ def test_escape_and_numbers():
 @pytest.mark.parametrize("overrides,text", [
     ({}, "L;m;"), ({"dust": "no"}, "m;"), ({"soft_masking": False}, "L;"),
     ({"dust": "no", "soft_masking": False}, "F"), ({"dust": "30 64 1"}, "D 30 64 1;m;"),
+    # blastn names the values given, though DUST falls back from those out of its range
+    ({"dust": "20 128 1"}, "D 20 128 1;m;"), ({"dust": "30 128 4"}, "D 30 128 4;m;"),
+    ({"dust": "20 64 1"}, "L;m;"),
     ({"window_masker_db": "wm.obinary"}, "L;W -d wm.obinary;m;"),
     ({"window_masker_db": "wm", "dust": "no", "soft_masking": False}, "W -d wm;"),
 ])
@@ -92,3 +95,17 @@ def _searchio(SearchIO, text):
                          hsp.hit_strand, str(hsp.query.seq), str(hsp.hit.seq))
                         for hit in query for hsp in hit])
             for query in SearchIO.parse(io.StringIO(text), "blast-xml")]
+
+
+@needs_blast
+@pytest.mark.golden
+def test_query_titles_with_runs_of_spaces_as_blastn(data, tmp_path):
+    """The XML report gives a query's defline with each run of spaces made one."""
+    with open(data["queries"]["small"]) as handle:
+        letters = handle.read().split("\n", 1)[1].split(">")[0]
+    query = tmp_path / "spaced.fa"
+    query.write_text("".join(f">{defline}\n{letters}" for defline in
+                             ("  myid   two   words  ", "lcl|xx   t  t", "onlyid   ")))
+    expected = blastn_output(str(query), data["example"], "megablast", "5")
+    assert "<Iteration_query-def>myid two words</Iteration_query-def>" in expected
+    assert gblastn_output(data, str(query), data["example"], "megablast", "5") == expected
