@@ -113,12 +113,18 @@ def check_flags(argv: list) -> None:
     takes_value = {name: not getattr(param, "is_flag", False)
                    for param in command.params for name in param.opts + param.secondary_opts}
     takes_value.update(dict.fromkeys(HELP_FLAGS, False))
+    given = set()
     tokens = iter(argv[1:])
     for token in tokens:
         if token == "--":
             return
         name = token.split("=", 1)[0]
         if name in takes_value:
+            if name in given and name not in HELP_FLAGS:
+                # blastn's words; click would keep the last value in silence
+                raise OptionsError(f"Argument with this name is defined already: "
+                                   f"{name.lstrip('-')}")
+            given.add(name)
             if takes_value[name] and "=" not in token:
                 next(tokens, None)  # its value, which may start with '-' (-penalty -3)
             continue

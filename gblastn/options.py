@@ -343,7 +343,7 @@ def _validate(o: SearchOptions) -> None:
         raise OptionsError("the match reward must be positive")
     if o.penalty >= 0:
         raise OptionsError("the mismatch penalty must be negative")
-    if o.no_greedy and o.task == "megablast" and o.gapopen == 0 and o.gapextend == 0:
+    if not o.greedy and o.gapopen == 0 and o.gapextend == 0:
         # blastn's words: DP has no linear gap costs (megablast's 0/0 default)
         raise OptionsError("Greedy extension must be used if gap existence and extension "
                            "options are zero")

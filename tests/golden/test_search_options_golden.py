@@ -88,6 +88,26 @@ def test_no_greedy_needs_affine_gap_costs_as_in_blastn(world):
         assert message in blastn(world, "-query", world.diverged, "-no_greedy", *costs).stderr
 
 
+@pytest.mark.parametrize("task", ["blastn", "blastn-short", "dc-megablast"])
+def test_dp_tasks_refuse_zero_gap_costs_as_blastn(world, task):
+    """The tasks that extend with DP refuse 0/0 gap costs, as megablast with -no_greedy."""
+    message = "Greedy extension must be used if gap existence and extension options are zero"
+    costs = ["-task", task, "-gapopen", "0", "-gapextend", "0"]
+    ours = search(world, "-query", world.diverged, *costs)
+    assert ours.returncode == 2 and ours.stderr == f"gblastn: error: {message}\n"
+    assert message in blastn(world, "-query", world.diverged, *costs).stderr
+
+
+@pytest.mark.parametrize("args", [["-outfmt", "6", "-outfmt", "7"],
+                                  ["-evalue", "1", "-evalue=2"], ["-ungapped", "-ungapped"]])
+def test_a_flag_given_twice_is_refused_as_in_blastn(world, args):
+    name = args[0].lstrip("-")
+    message = f"Argument with this name is defined already: {name}"
+    ours = search(world, "-query", world.diverged, *args)
+    assert ours.returncode == 2 and ours.stderr == f"gblastn: error: {message}\n"
+    assert message in blastn(world, "-query", world.diverged, *args).stderr
+
+
 @pytest.mark.parametrize("args", [["-num_alignments", "1"], ["-num_descriptions", "1"],
                                   ["-num_alignments", "2", "-num_descriptions", "1"],
                                   ["-max_target_seqs", "1"], ["-max_target_seqs", "2"]])
