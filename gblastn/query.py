@@ -90,29 +90,49 @@ def local_id(query: Query, index: int) -> str:
     return f"Query_{index + 1 if query.location is None else query.location.number}"
 
 
-def located_queries(queries, query_loc: tuple):
+def located_queries(queries, query_loc: tuple, warn=None):
     """The queries with -query_loc's part of each to search (`query_loc`: 0-based first and
-    last letters; () for all). As blastn, a query the location starts after is left out,
-    and one it starts just after the end of ends the search."""
+    last letters; () for all). As blastn, a query the location starts after is left out;
+    one it starts just after the end of is searched without letters (no hits), warned
+    about to `warn` (stderr without it), unless no query has letters left, which ends the
+    search. Such queries are held back until one with letters comes, so that nothing of
+    theirs is written first."""
     from .errors import InputError
 
     if not query_loc:
         yield from queries
         return
     first, last = query_loc
-    found = False
+    found, held = False, []
     for number, query in enumerate(queries, 1):
         if first > len(query):
             continue
-        if first == len(query):
-            raise InputError(f"query {query.id}: -query_loc starts after its last letter: "
-                             "Sequence contains no data")
-        found = True
-        yield replace(query, location=QueryLocation(first, min(last + 1, len(query)),
-                                                    last - first + 1, number))
+        located = replace(query, location=QueryLocation(first, min(last + 1, len(query)),
+                                                        last - first + 1, number))
+        if first < len(query) and not found:
+            found = True
+            for empty in held:
+                _warn_no_letters(empty, warn)
+                yield empty
+        elif first == len(query):
+            if not found:  # blastn warns only where the search goes on
+                held.append(located)
+                continue
+            _warn_no_letters(located, warn)
+        yield located
+    if held and not found:
+        raise InputError(f"query {held[0].id}: -query_loc starts after its last letter: "
+                         "Sequence contains no data")
     if not found:
         raise InputError("-query_loc starts after the last letter of every query: "
                          "Empty CBlastQueryVector")
+
+
+def _warn_no_letters(query: Query, warn) -> None:
+    from .fasta import reader_warning
+
+    label = " ".join(filter(None, (local_id(query, 0), query.defline)))
+    (warn or reader_warning)(f"Warning: [blastn] {label}: Sequence contains no data ")
 
 
 @dataclass

@@ -359,7 +359,7 @@ def searched_queries(files, query_loc: tuple, source_of=None, warn=None):
     (query.located_queries)."""
     from ..query import located_queries
 
-    return located_queries(numbered_queries(files, source_of, warn), query_loc)
+    return located_queries(numbered_queries(files, source_of, warn), query_loc, warn)
 
 
 def numbered_queries(files, source_of=None, warn=None):

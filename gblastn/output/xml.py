@@ -175,10 +175,11 @@ class XmlReport:
 
 
 def no_hits_message(query, number: int) -> str:
-    """blastn's message: an empty query's carries its warning, twice, in its words."""
-    if len(query):
+    """blastn's message: that of a query without letters to search (an empty record, or
+    one -query_loc starts just after) carries its warning, twice, in its words."""
+    if query.searched_length:
         return NO_HITS
-    label = " ".join(filter(None, (f"Query_{number}", query.defline)))
+    label = " ".join(filter(None, (local_id(query, number - 1), query.defline)))
     return f"{label}:  {label}: Sequence contains no data  {NO_HITS}"
 
 

@@ -111,6 +111,31 @@ def test_a_subject_location_needs_subjects(case):
     assert theirs.returncode != 0 and message in theirs.stderr
 
 
+@pytest.mark.parametrize("outfmt", ["7", "0", "5"])
+def test_a_location_just_past_a_querys_end_leaves_it_without_hits(case, outfmt, tmp_path):
+    """-query_loc starting just after a query's last letter: blastn warns, reports it
+    without hits and searches the others; for a lone query it fails."""
+    with open(case["queries"]["small"]) as handle:
+        letters = handle.read().split(">")[1].split("\n", 1)[1].replace("\n", "")
+    query = tmp_path / "lengths.fa"
+    query.write_text(f">long one\n{letters[:60]}\n>short two\n{letters[:19]}\n"
+                     f">long three\n{letters[5:70]}\n")
+    args = ["-task", "blastn-short", "-query", str(query), "-db", case["blast_db"],
+            "-outfmt", outfmt, "-query_loc", "20-300"]
+    _same_as_blastn(case, *args)
+    ours = gblastn("search", "-device", "cpu",
+                   *[case["our_db"] if arg == case["blast_db"] else arg for arg in args])
+    warning = "Warning: [blastn] Query_2 short two: Sequence contains no data \n"
+    if outfmt != "5":  # the XML report carries it instead (gblastn warns there too)
+        assert warning in subprocess.run(["blastn", *args], capture_output=True,
+                                         text=True).stderr
+    assert warning in ours.stderr
+    lone = tmp_path / "lone.fa"
+    lone.write_text(f">short\n{letters[:19]}\n")
+    done = gblastn("search", "-query", str(lone), "-db", case["our_db"], "-query_loc", "20-300")
+    assert "Sequence contains no data" in assert_one_line_error(done, 2)
+
+
 def test_a_location_past_every_query_is_refused(case):
     done = gblastn("search", "-query", case["queries"]["small"], "-db", case["our_db"],
                    "-query_loc", "100000-100010")
