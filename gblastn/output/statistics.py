@@ -20,6 +20,9 @@ class QueryStatistics:
     gapped: KarlinBlock | None
     # half-open ranges of the plus strand masked (DUST, lower case with -lcase_masking)
     masked: tuple = ()
+    # letters searched, none of whose contexts has Karlin-Altschul parameters (all N, or
+    # masked whole): blastn's XML and JSON reports say so
+    invalid: bool = False
 
     @property
     def of_evalues(self) -> KarlinBlock | None:
@@ -65,7 +68,7 @@ def _first_valid(stats, first_context: int, batch) -> QueryStatistics:
                                    int(stats.eff_searchsp[context]),
                                    stats.kbp_ungapped[context], stats.kbp_gapped[context],
                                    masked)
-    return QueryStatistics(0, 0, None, None, masked)
+    return QueryStatistics(0, 0, None, None, masked, invalid=True)
 
 
 def _plus_strand_masks(batch, plus_context: int) -> tuple:

@@ -169,18 +169,25 @@ class XmlReport:
             parts.append(_hit(hit_number, subject, query, db))
         parts += ["</Iteration_hits>\n", _statistics(stats, db)]
         if not subjects:
-            parts.append(_element(2, "Iteration_message", escape(no_hits_message(query, number))))
+            parts.append(_element(2, "Iteration_message", escape(no_hits_message(query, number, stats))))
         parts.append("</Iteration>\n")
         return "".join(parts)
 
 
-def no_hits_message(query, number: int) -> str:
+INVALID_QUERY_WARNING = ("Could not calculate ungapped Karlin-Altschul parameters due to an "
+                         "invalid query sequence or its translation. Please verify the query "
+                         "sequence(s) and/or filtering options")
+
+
+def no_hits_message(query, number: int, stats=None) -> str:
     """blastn's message: that of a query without letters to search (an empty record, or
-    one -query_loc starts just after) carries its warning, twice, in its words."""
-    if query.searched_length:
+    one -query_loc starts just after), or without statistics (all N, or all masked),
+    carries its warning, twice, in its words."""
+    if query.searched_length and not (stats is not None and stats.invalid):
         return NO_HITS
     label = " ".join(filter(None, (local_id(query, number - 1), query.defline)))
-    return f"{label}:  {label}: Sequence contains no data  {NO_HITS}"
+    warning = INVALID_QUERY_WARNING if query.searched_length else "Sequence contains no data"
+    return f"{label}:  {label}: {warning}  {NO_HITS}"
 
 
 def _statistics(stats, db) -> str:

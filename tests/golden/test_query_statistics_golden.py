@@ -1,0 +1,38 @@
+"""Golden tests: queries whose Karlin-Altschul statistics cannot be had (all N, lower case
+masked whole, DUST masked whole), beside one with hits, in the reports blastn 2.12 writes
+for them: no blocks in the pairwise report, blastn's warning in the XML's and JSON's
+message."""
+
+import os
+
+import pytest
+
+from golden import needs_blast
+from report_golden import blastn_output, example_data, gblastn_output
+
+pytestmark = [pytest.mark.golden, needs_blast]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    found = example_data(tmp_path_factory.mktemp("statistics"))
+    with open(found["queries"]["small"]) as handle:
+        with_hits = handle.read()
+    path = os.path.join(found["folder"], "no_statistics.fa")
+    with open(path, "w") as handle:
+        handle.write(">all_n only N\n" + "N" * 200 + "\n" +
+                     ">lower all lower case\n" + "acgtgcattgcaccgtattgcaatgccgttagcatgcca" * 3 +
+                     "\n>dusted repeat\n" + "ACGT" * 20 + "\n" + with_hits)
+    found["query"] = path
+    return found
+
+
+@pytest.mark.parametrize("outfmt", ["0", "5", "7", "15"])
+@pytest.mark.parametrize("task", ["megablast", "blastn"])
+def test_queries_without_statistics_reported_as_blastn(data, outfmt, task):
+    flags = {"lcase_masking": True, "soft_masking": False}
+    expected = blastn_output(data["query"], data["example"], task, outfmt, "-lcase_masking",
+                             "-soft_masking", "false")
+    assert "Could not calculate" in expected or outfmt in ("0", "7")
+    got = gblastn_output(data, data["query"], data["example"], task, outfmt, **flags)
+    assert got == expected
