@@ -298,8 +298,12 @@ def _search_into(search, outputs, index, fmt, files, output, settings, cluster=N
     if served is not None:
         texts = served.texts(files, fmt)
     else:
-        texts = _texts(search, searched_queries(files, search.options.query_loc), fmt, render,
-                       settings, cluster)
+        from ..fasta import reader_warning
+        from ..output.formats import query_warnings
+
+        queries = searched_queries(files, search.options.query_loc,
+                                   warn=query_warnings(fmt, reader_warning))
+        texts = _texts(search, queries, fmt, render, settings, cluster)
     per_query = getattr(fmt, "per_query_files", False)  # -outfmt 13, 14
     progress = _Progress(files) if settings.progress else None
     out = outputs.open(index)

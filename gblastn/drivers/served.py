@@ -265,6 +265,7 @@ class SearchDoor:
         """Each batch's texts by the request's report (made here, with the database, for a
         report that keeps every query until its footer: SAM), the reader's warnings as they
         come, then "done" with the report's last text and the search's notes."""
+        from ..output.formats import query_warnings
         from ..timing import StageTimes
         from .cluster import ClusterSearch
         from .run import searched_queries
@@ -276,9 +277,9 @@ class SearchDoor:
         times.notes["cluster"] = search.split()
         inputs = ReceivedInputs(connection)
         # the queries are read (and their warnings sent) in this thread, as the batches form
+        warn = query_warnings(request.report, lambda text: _send(connection, ("warning", text)))
         queries = _Counted(searched_queries(request.inputs, request.options.query_loc,
-                                            inputs.stream_of,
-                                            lambda text: _send(connection, ("warning", text))))
+                                            inputs.stream_of, warn))
         report = request.report
         sent, done = 0, False
         for batch, texts in search.batch_texts(queries, report,

@@ -159,6 +159,8 @@ class BlastOutput2Report:
     footer() its end). A subclass writes the trees (whole_file, part) and the document's
     head and ends."""
 
+    says_empty_queries = True  # blastn writes no warning of them on stderr
+
     options: object
     db_name: str
     single_file: bool

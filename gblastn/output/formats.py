@@ -70,6 +70,11 @@ class DeferredReport:
                 self._made = getattr(module, self.name)(*self.args)
             return self._made
 
+    @property
+    def says_empty_queries(self) -> bool:
+        """The XML report carries an empty query's warning (the pairwise one does not)."""
+        return self.module == "xml"
+
     def render(self, pairs: list, db) -> list:
         return self.report().render(pairs, db)
 
@@ -113,6 +118,19 @@ def _pairwise_settings(line_length=None, num_descriptions=None, num_alignments=N
             DEFAULT_DESCRIPTIONS if num_descriptions is None else num_descriptions,
             DEFAULT_ALIGNMENTS if num_alignments is None else num_alignments,
             bool(show_gis))
+
+
+def query_warnings(report, warn):
+    """The warn function of a search's query reader for `report`: blastn writes its warning
+    of a query without letters to search on stderr only where the report does not carry
+    it (XML, JSON, SAM)."""
+    if not getattr(report, "says_empty_queries", False):
+        return warn
+
+    def warn_unless_empty(text: str) -> None:
+        if not text.endswith(": Sequence contains no data "):
+            warn(text)
+    return warn_unless_empty
 
 
 def warn_missing_taxonomy_names(outfmt: str, warn) -> None:

@@ -51,6 +51,8 @@ class SamReport:
     """-outfmt 17 with its words (`SR`, `SQ`, as blastn spells them; others are ignored)
     and the command line the @PG line names (none: no CL tag)."""
 
+    says_empty_queries = True  # blastn writes no warning of them on stderr
+
     spec: str = ""
     command_line: str = ""
     ungapped: bool = False  # -ungapped: a subject's HSPs make one record (_JoinedHsps)

@@ -116,6 +116,8 @@ class XmlReport:
     """-outfmt 5: render() gives each query's iteration (the first with the document's
     head), footer() the document's end."""
 
+    says_empty_queries = True  # blastn writes no warning of them on stderr
+
     options: object
     db_name: str
 

@@ -159,6 +159,21 @@ def test_empty_records_are_warned_about_and_the_search_goes_on(world, tmp_path):
     assert "q2\ts1\t100.000\t300" in done.stdout and "q5\ts1\t100.000\t300" in done.stdout
 
 
+@pytest.mark.parametrize("outfmt", ["5", "15", "17"])
+def test_reports_that_carry_an_empty_records_warning_leave_stderr_alone(world, tmp_path,
+                                                                       outfmt):
+    """blastn writes the warning in the XML and JSON reports' messages (and no SAM record),
+    not on stderr."""
+    done = search(world, "-query", empty_records(world, tmp_path), "-outfmt", outfmt)
+    assert done.returncode == 0, done.stderr
+    assert "Sequence contains no data" not in done.stderr
+    if outfmt == "5":
+        assert "Query_1 e1 empty first: Sequence contains no data  No hits found" in done.stdout
+    if HAS_BLAST:
+        theirs = blastn(world, "-query", str(tmp_path / "empty.fa"), "-outfmt", outfmt)
+        assert theirs.returncode == 0 and "Sequence contains no data" not in theirs.stderr
+
+
 @needs_blast
 @pytest.mark.golden
 def test_empty_records_as_blastn(world, tmp_path):
