@@ -122,7 +122,7 @@ def located_queries(queries, query_loc: tuple, warn=None):
         yield located
     if held and not found:
         raise InputError(f"query {held[0].id}: -query_loc starts after its last letter: "
-                         "Sequence contains no data")
+                         f"{NO_DATA}")
     if not found:
         raise InputError("-query_loc starts after the last letter of every query: "
                          "Empty CBlastQueryVector")
@@ -132,7 +132,7 @@ def _warn_no_letters(query: Query, warn) -> None:
     from .fasta import reader_warning
 
     label = " ".join(filter(None, (local_id(query, 0), query.defline)))
-    (warn or reader_warning)(f"Warning: [blastn] {label}: Sequence contains no data ")
+    (warn or reader_warning)(EMPTY_QUERY_WARNING.format(label=label))
 
 
 @dataclass
@@ -502,6 +502,9 @@ def iter_queries(source, first_number: int = 1, name: str | None = None, warn=No
 
 
 _LEADING_BLANKS = " \t\v\f"
+# blastn's words, to the trailing space, for a query without letters to search
+NO_DATA = "Sequence contains no data"
+EMPTY_QUERY_WARNING = "Warning: [blastn] {label}: " + NO_DATA + " "
 _SPACES = re.compile(" {2,}")
 _CONTROL = re.compile(r"[\x00-\x1f]")
 

@@ -352,9 +352,7 @@ def _write_query_file(outputs, path: str, text: str) -> None:
     outputs.close(index)
 
 
-# blastn's words, to the trailing space, for a record without letters
-EMPTY_QUERY_WARNING = "Warning: [blastn] {label}: Sequence contains no data "
-# and for an input without a record
+# blastn's words for an input without a record
 EMPTY_INPUT_WARNING = "Warning: [blastn] Query is Empty!"
 
 
@@ -374,7 +372,7 @@ def numbered_queries(files, source_of=None, warn=None):
     and so does this: empty records are held back until a query with letters comes, so that
     nothing of theirs is written first."""
     from ..fasta import reader_warning
-    from ..query import iter_queries
+    from ..query import EMPTY_QUERY_WARNING, iter_queries
 
     warn = warn or reader_warning
     held, number, any_letters = [], 0, False

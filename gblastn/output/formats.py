@@ -124,11 +124,13 @@ def query_warnings(report, warn):
     """The warn function of a search's query reader for `report`: blastn writes its warning
     of a query without letters to search on stderr only where the report does not carry
     it (XML, JSON, SAM)."""
+    from ..query import NO_DATA
+
     if not getattr(report, "says_empty_queries", False):
         return warn
 
     def warn_unless_empty(text: str) -> None:
-        if not text.endswith(": Sequence contains no data "):
+        if not text.endswith(f": {NO_DATA} "):
             warn(text)
     return warn_unless_empty
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..db.seqid import describe, fasta_id_text, ids_parsed
 from ..db.subjects import is_subject_set, subject_number, whole_length
-from ..query import local_id
+from ..query import NO_DATA, local_id
 from .alignments import shown_hsps
 from .statistics import query_statistics
 
@@ -171,7 +171,8 @@ class XmlReport:
             parts.append(_hit(hit_number, subject, query, db))
         parts += ["</Iteration_hits>\n", _statistics(stats, db)]
         if not subjects:
-            parts.append(_element(2, "Iteration_message", escape(no_hits_message(query, number, stats))))
+            parts.append(_element(2, "Iteration_message",
+                                  escape(no_hits_message(query, number, stats))))
         parts.append("</Iteration>\n")
         return "".join(parts)
 
@@ -188,7 +189,7 @@ def no_hits_message(query, number: int, stats=None) -> str:
     if query.searched_length and not (stats is not None and stats.invalid):
         return NO_HITS
     label = " ".join(filter(None, (local_id(query, number - 1), query.defline)))
-    warning = INVALID_QUERY_WARNING if query.searched_length else "Sequence contains no data"
+    warning = INVALID_QUERY_WARNING if query.searched_length else NO_DATA
     return f"{label}:  {label}: {warning}  {NO_HITS}"
 
 
