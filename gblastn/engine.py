@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from .arrays import RecycledBuffers, distinct_sorted, fresh_pages
-from .hsp import Hsps, QueryResult, SubjectHits, joined, query_coverage, score_order
+from .hsp import Hsps, QueryResult, SubjectHits, joined, score_order
 from .layouts import GAPPED_AHEAD_FIELDS, GAPPED_MADE, SEED_CHUNK, SEED_FIELDS, SEED_HIT_S, \
     SEED_Q_OFF, SEED_S_FIRST, SEED_S_OFF
 from .options import SearchOptions
@@ -1807,32 +1807,40 @@ def query_result(query_index: int, query, traced: list, options: SearchOptions) 
     """A query's result from its traced (ordinal, HSPs) pairs, in any order: the subjects
     with HSPs left, best first, max_target_seqs of them, through the HSP filters asked for
     (blastn's order: culling or the best-hit filter, then max_hsps and the query coverage
-    test, which the traceback left for here when one of those is on, then the subject best
-    hit). The HSPs of a query searched in part (-query_loc) are placed on the whole query."""
+    test, then the subject best hit). The HSPs of a query searched in part (-query_loc) are
+    placed on the whole query."""
     return query_results([(query_index, query, traced)], options)[0]
 
 
 def query_results(entries: list, options: SearchOptions) -> list:
     """query_result of each (query index, query, traced pairs), their subjects ranked
-    together."""
+    together. The ranking sees every HSP the traceback kept: blastn ranks a subject by
+    its best E-value from before max_hsps and the query coverage test, and a subject
+    they leave without HSPs still took its place among the max_target_seqs."""
+    from .hspfilters import has_query_filter, traced_filtered
+
     ranked = best_first_each([[(o, h) for o, h in traced if len(h)]
                               for _, _, traced in entries])
+    # blastn's hit list sorts each subject's HSPs by E-value once more subjects come than
+    # it holds (Blast_HitListUpdate), and max_hsps keeps the first of that order
+    evalue_ordered = [len(traced) > options.max_target_seqs for traced in ranked]
+    ranked = [traced[:options.max_target_seqs] for traced in ranked]
+    if has_query_filter(options):
+        ranked = [best_first(traced_filtered(traced, query.searched_length, options))
+                  for (_, query, _), traced in zip(entries, ranked)]
+        evalue_ordered = [False] * len(ranked)
+    ranked = within_hsp_limits(ranked, [query.searched_length for _, query, _ in entries],
+                               evalue_ordered, options)
     return [_ranked_result(query_index, query, traced, options)
             for (query_index, query, _), traced in zip(entries, ranked)]
 
 
 def _ranked_result(query_index: int, query, traced: list, options: SearchOptions) -> QueryResult:
-    """query_result from the pairs with HSPs, best first."""
-    from .hspfilters import has_query_filter, subject_best_hit, traced_filtered
+    """query_result from the pairs left, in their final order."""
+    from .hspfilters import subject_best_hit
 
-    searched = query.searched_length
-    traced = traced[:options.max_target_seqs]
-    if has_query_filter(options):
-        traced = best_first(traced_filtered(traced, searched, options))
-        traced = [(o, h) for o, h in ((o, _within_hsp_limits(h, options, searched))
-                                      for o, h in traced) if len(h)]
     if options.subject_besthit:
-        traced = [(o, subject_best_hit(h, searched)) for o, h in traced]
+        traced = [(o, subject_best_hit(h, query.searched_length)) for o, h in traced]
     if query.location is not None:
         traced = [(o, _on_whole_query(h, query)) for o, h in traced]
     return QueryResult(query_index, query.id, query.defline, len(query),
@@ -1850,18 +1858,65 @@ def _on_whole_query(hsps: Hsps, query) -> Hsps:
                    q_gapped_start=hsps.q_gapped_start + shift)
 
 
-def _within_hsp_limits(hsps: Hsps, options: SearchOptions, query_length: int) -> Hsps:
-    """A subject's HSPs (E-value order) cut to max_hsps in score order
-    (Blast_TrimHSPListByMaxHsps), then without those covering less of the query than
-    qcov_hsp_perc (Blast_HSPListReapByQueryCoverage); the order is kept."""
-    keep = np.ones(len(hsps), dtype=bool)
+def within_hsp_limits(lists: list, query_lengths: list, evalue_ordered: list,
+                      options: SearchOptions) -> list:
+    """Each list of (ordinal, HSPs) pairs (a query's subjects; its HSPs in E-value order)
+    with each subject's HSPs cut to max_hsps (Blast_TrimHSPListByMaxHsps): the first in
+    score order, or in their E-value order where evalue_ordered[i]; then without those
+    covering less of the query (query_lengths[i] letters) than qcov_hsp_perc
+    (Blast_HSPListReapByQueryCoverage). The order is kept, and subjects left without HSPs
+    go. All pairs at once: a batch of short reads holds tens of thousands."""
+    if not options.max_hsps and not options.qcov_hsp_perc:
+        return lists
+    pairs = [hsps for traced in lists for _, hsps in traced]
+    if not pairs:
+        return lists
+    counts = [len(traced) for traced in lists]
+    keep = _kept_by_limits(pairs, np.repeat(np.asarray(query_lengths, dtype=np.float64), counts),
+                           np.repeat(np.asarray(evalue_ordered, dtype=bool), counts), options)
+    out, k = [], 0
+    for traced in lists:
+        limited = []
+        for ordinal, hsps in traced:
+            kept = keep[k]
+            k += 1
+            if kept is None:
+                limited.append((ordinal, hsps))
+            elif kept.any():
+                limited.append((ordinal, hsps.take(kept)))
+        out.append(limited)
+    return out
+
+
+def _kept_by_limits(pairs: list, lengths: np.ndarray, evalue_ordered: np.ndarray,
+                    options: SearchOptions) -> list:
+    """within_hsp_limits' mask of each pair's HSPs (pairs[i] on a query of lengths[i]
+    letters, cut in E-value order where evalue_ordered[i]), or None where all are kept."""
+    sizes = np.array([len(hsps) for hsps in pairs], dtype=np.int64)
+    starts = np.zeros(sizes.size, dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    score, s_start, s_end, q_start, q_end = (
+        part.astype(np.int64) for part in
+        joined(pairs, ("score", "s_start", "s_end", "q_start", "q_end")))
+    owner = np.repeat(np.arange(sizes.size), sizes)
+    keep = np.ones(score.size, dtype=bool)
     if options.max_hsps:
-        keep[score_order(hsps)[options.max_hsps:]] = False
+        # each pair's places in score order, the pairs one after the other
+        order = np.lexsort((-q_end, q_start, -s_end, s_start, -score, owner))
+        place = np.empty(order.size, dtype=np.int64)
+        place[order] = np.arange(order.size)
+        place -= np.repeat(starts, sizes)
+        in_order = np.repeat(evalue_ordered, sizes)
+        place[in_order] = (np.arange(score.size) - np.repeat(starts, sizes))[in_order]
+        keep &= place < options.max_hsps
     if options.qcov_hsp_perc:
-        covered = [query_coverage(aligned, query_length)
-                   for aligned in (hsps.q_end - hsps.q_start).tolist()]
-        keep &= np.array(covered) >= options.qcov_hsp_perc
-    return hsps if keep.all() else hsps.take(keep)
+        percent = 100.0 * (q_end - q_start) / np.repeat(lengths, sizes)
+        percent = np.where(percent < 99, percent + 0.5, percent)  # query_coverage
+        keep &= percent >= options.qcov_hsp_perc
+    masks = [None] * sizes.size
+    for i in np.flatnonzero(np.bincount(owner[~keep], minlength=sizes.size)).tolist():
+        masks[i] = keep[starts[i]:starts[i] + sizes[i]]
+    return masks
 
 
 # ----------------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from .db.reader import CODE_OF, fill_ranges
 from .dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS, adjust_subject_range, gapped_offsets, \
     gapped_start_nucl, traceback_dp_in
 from .greedy import greedy_alignment_from_runs, greedy_gapped_alignment
-from .hsp import Hsps, alloc_tree, count_identities, covering, \
+from .hsp import Hsps, alloc_tree, count_identities, \
     containment_keep, hsp_rows, hsps_from_rows, purge_rows, ranked_order, rows_by_score, \
     reevaluate_with_ambiguities, score_order, score_order_rows, take_rows, tree_add, \
     tree_contains
@@ -73,14 +73,14 @@ def traceback_final(hsps: Hsps, batch, query_codes: np.ndarray, subject_codes: n
                     ahead: np.ndarray | None = None,
                     ahead_runs: np.ndarray | None = None) -> Hsps | None:
     """traceback_subject, then BLAST's final steps for one subject: E-values and bit scores,
-    the E-value threshold, max_hsps, the E-value order, the query coverage test; with each
-    HSP's alignment counts (hsps.counts, for the output), counted on the query's letters
-    `query_codes`. All in one compiled call. With `spans` (letter_spans), only the letters
-    in them are true: None is returned when an alignment read outside them (BLAST's fence
-    hit), and the traceback must be redone with more letters. `ahead`: the greedy searches
-    made ahead for the HSPs in score order (TAIL_FIELDS columns and a done flag, as
-    GpuBackend.greedy_tails gives them), which each greedy traceback stops at, or takes the
-    edit runs of (`ahead_runs`, where made)."""
+    the E-value threshold and the E-value order (max_hsps and the query coverage test come
+    later: _final_args); with each HSP's alignment counts (hsps.counts, for the output),
+    counted on the query's letters `query_codes`. All in one compiled call. With `spans`
+    (letter_spans), only the letters in them are true: None is returned when an alignment
+    read outside them (BLAST's fence hit), and the traceback must be redone with more
+    letters. `ahead`: the greedy searches made ahead for the HSPs in score order
+    (TAIL_FIELDS columns and a done flag, as GpuBackend.greedy_tails gives them), which each
+    greedy traceback stops at, or takes the edit runs of (`ahead_runs`, where made)."""
     if len(hsps) == 0:
         return Hsps.empty()
     complete, rows, op_start, ops, op_len, evalue, bitscore, counts, _, _ = \
@@ -175,7 +175,7 @@ def _starts(arrays) -> np.ndarray:
 TRACE_GROUP_ARGUMENTS = (
     "i64[1] i64[1] i64[1] i64[2] i64[1] i64[2] u32[2] u8[1]r i64[1] i64[1] i64[1]r i64[1]r "
     "i64[1]r i64[1] u8[1]r u8[1] u8[1] i64[1] i64[1] i64[1] u8[1] u8[1] i64[2] {aligner} "
-    "i64 i64 i64 i64 i64 i64 f64 i64[1] f64[1] f64[1] i64[1] bool f64 i64 f64 u8[1] i64 u8[1]")
+    "i64 i64 i64 i64 i64 i64 f64 i64[1] f64[1] f64[1] i64[1] bool f64 u8[1] i64 u8[1]")
 
 
 def trace_group_arguments(greedy: bool) -> str:
@@ -190,7 +190,7 @@ def _trace_group(task_subject, task_query, task_rows, rows, task_ahead, ahead, a
                  query, unmasked, matrix, dp_traceback, xdrop, reward, penalty, gap_open,
                  gap_extend,
                  min_diag, perc_identity, cutoffs, lambdas, log_ks, searchsp, round_down,
-                 evalue_max, max_hsps, qcov_percent, complement, fetch_margin, scratch):
+                 evalue_max, complement, fetch_margin, scratch):
     """traceback_group's loop. Task i: volume subject task_subject[i], query
     task_query[i] (its letters query_codes[query_start[q]:query_start[q + 1]]), HSP rows
     task_rows[i]:task_rows[i + 1] of `rows` (score order), searches made ahead
@@ -245,8 +245,7 @@ def _trace_group(task_subject, task_query, task_rows, rows, task_ahead, ahead, a
                     matrix, dp_traceback, xdrop, reward, penalty, gap_open, gap_extend, min_diag,
                     perc_identity, cutoffs, spans, task_ahead_rows,
                     ahead_runs[runs_from:runs_to], lambdas, log_ks, searchsp,
-                    round_down, evalue_max, max_hsps, qcov_percent, letters, complement, cells,
-                    band)
+                    round_down, evalue_max, letters, complement, cells, band)
             if complete:
                 break
         n = f_rows.shape[0]
@@ -442,17 +441,14 @@ def _scoring_args(stats, options) -> tuple:
 
 
 def _final_args(stats, options) -> tuple:
-    """traceback_final's E-value statistics and hit-list limits. After culling or the
-    best-hit filter, which see every HSP, max_hsps and the query coverage test come later
-    (engine.query_result)."""
-    from .hspfilters import has_query_filter
-
-    limited = not has_query_filter(options)
+    """traceback_final's E-value statistics and threshold. max_hsps and the query coverage
+    test come after the subjects' final order and the cut to max_target_seqs
+    (engine.query_results), as in blastn, whose ranking keeps each subject's best E-value
+    from before them."""
     return (np.ascontiguousarray(stats.lambdas, dtype=np.float64),
             np.ascontiguousarray(stats.log_ks, dtype=np.float64),
             np.ascontiguousarray(stats.eff_searchsp, dtype=np.int64), bool(stats.round_down),
-            float(options.evalue), int(options.max_hsps or 0) if limited else 0,
-            float(options.qcov_hsp_perc or 0) if limited else 0.0)
+            float(options.evalue))
 
 
 @njit(cache=True, nogil=True)
@@ -460,8 +456,7 @@ def _traceback_final_rows(rows, context_offset, context_length, query, unmasked,
                           matrix, dp_traceback, xdrop, reward, penalty, gap_open, gap_extend,
                           min_diag, perc_identity, cutoffs, spans, ahead, ahead_runs, lambdas,
                           log_ks,
-                          searchsp, round_down, evalue_max, max_hsps, qcov_percent, query_codes,
-                          complement, cells, band):
+                          searchsp, round_down, evalue_max, query_codes, complement, cells, band):
     """_traceback_rows, then traceback_final's steps. Returns complete, rows, op_start, ops,
     op_len, evalue, bitscore, counts [n, 4] (nothing when not complete), and ALIGN_EX's
     workspaces `cells` and `band` (as _traceback_rows)."""
@@ -477,16 +472,10 @@ def _traceback_final_rows(rows, context_offset, context_length, query, unmasked,
         evalue[i], bitscore[i] = evalue_and_bits(rows[i, HSP_SCORE], rows[i, HSP_CONTEXT],
                                                   lambdas, log_ks, searchsp, round_down)
     index = np.flatnonzero(evalue <= evalue_max)
-    if max_hsps > 0:
-        # Blast_TrimHSPListByMaxHsps cuts the list in traceback (score) order; the E-value
-        # order comes after, and differs when the strands' lambdas differ
-        index = index[:max_hsps]
     # ScoreCompareHSPs with E-values: E-value (tiny ones equal), then as score_order
     shown = evalue[index]
     shown[shown < EVALUE_EQUAL_BELOW] = 0.0
     index = index[ranked_order(rows, index, shown)]
-    if qcov_percent > 0:
-        index = covering(rows, index, context_length, qcov_percent)
     rows, op_start, ops, op_len = take_rows(rows, op_start, ops, op_len, index)
     counts = counts_of_all(query_codes, rows[:, HSP_CONTEXT].copy(), rows[:, HSP_Q_START].copy(),
                            rows[:, HSP_Q_END].copy(), rows[:, HSP_S_START].copy(), subject,

@@ -5,8 +5,10 @@ traceback. Its preliminary HSPs were scored on the packed subject, whose ambiguo
 are stand-ins, so BLAST rescores each on the subject's true letters
 (Blast_HSPListReevaluateUngapped): the best-scoring part of its diagonal is kept if it
 still reaches the ungapped cutoff, its identities are counted, and the percent identity
-test applies. Then come the E-values from the ungapped Karlin block, the E-value threshold,
-max_hsps, the order and the query coverage test, as after a traceback.
+test applies. Then come the E-values from the ungapped Karlin block, the E-value
+threshold, the query coverage test (blastn's preliminary stage applies it when it aligns
+without gaps) and the order; max_hsps comes after the subjects' final order, as after a
+traceback.
 """
 
 import numpy as np
@@ -31,7 +33,6 @@ def ungapped_group(hsps_list: list, subjects: list, query_index: list, packed, b
     one compiled call. Each subject's true letters are unpacked into `scratch`."""
     task_rows = np.zeros(len(hsps_list) + 1, dtype=np.int64)
     np.cumsum([len(hsps) for hsps in hsps_list], out=task_rows[1:])
-    lambdas, log_ks, searchsp, round_down, evalue_max, max_hsps, _ = _final_args(stats, options)
     task_start, rows, evalue, bitscore, counts = _ungapped_group(
         np.asarray(subjects, dtype=np.int64), np.asarray(query_index, dtype=np.int64),
         task_rows, rows_by_score(hsps_list), *packed, CODE_OF, *batch.query_letters,
@@ -41,8 +42,8 @@ def ungapped_group(hsps_list: list, subjects: list, query_index: list, packed, b
         np.ascontiguousarray(batch.unmasked_sequence, dtype=np.uint8),
         _matrix(int(options.reward), int(options.penalty)),
         np.ascontiguousarray(stats.ungapped_cutoff, dtype=np.int64),
-        float(options.perc_identity), lambdas, log_ks, searchsp, round_down, evalue_max,
-        max_hsps, float(options.qcov_hsp_perc or 0), COMPLEMENT_BLASTNA, scratch)
+        float(options.perc_identity), *_final_args(stats, options),
+        float(options.qcov_hsp_perc or 0), COMPLEMENT_BLASTNA, scratch)
     return [_final_hsps(rows[a:b], evalue[a:b], bitscore[a:b], counts[a:b])
             for a, b in zip(task_start[:-1].tolist(), task_start[1:].tolist())]
 
@@ -62,7 +63,7 @@ def _ungapped_group(task_subject, task_query, task_rows, rows, packed, byte_offs
                     amb_start, amb_offset, amb_length, amb_end, amb_code, code_of,
                     query_codes, query_start, context_offset, context_length, query, unmasked,
                     matrix, cutoffs, perc_identity, lambdas, log_ks, searchsp, round_down,
-                    evalue_max, max_hsps, qcov_percent, complement, scratch):
+                    evalue_max, qcov_percent, complement, scratch):
     """ungapped_group's loop. Task i: volume subject task_subject[i], query task_query[i]
     (its letters query_codes[query_start[q]:query_start[q + 1]]), HSP rows
     task_rows[i]:task_rows[i + 1] of `rows`. Returns task_start [t + 1] (each task's final
@@ -88,7 +89,7 @@ def _ungapped_group(task_subject, task_query, task_rows, rows, packed, byte_offs
         f_rows, f_evalue, f_bits, f_counts = _final_rows(
             rows[task_rows[i]:task_rows[i + 1]], context_offset, context_length, query,
             unmasked, subject, matrix, cutoffs, perc_identity, lambdas, log_ks, searchsp,
-            round_down, evalue_max, max_hsps, qcov_percent,
+            round_down, evalue_max, qcov_percent,
             query_codes[query_start[q]:query_start[q + 1]], complement)
         n = f_rows.shape[0]
         out_rows[k:k + n] = f_rows
@@ -104,11 +105,11 @@ def _ungapped_group(task_subject, task_query, task_rows, rows, packed, byte_offs
 @njit(cache=True, nogil=True)
 def _final_rows(rows_in, context_offset, context_length, query, unmasked, subject, matrix,
                 cutoffs, perc_identity, lambdas, log_ks, searchsp, round_down, evalue_max,
-                max_hsps, qcov_percent, query_codes, complement):
+                qcov_percent, query_codes, complement):
     """One subject's preliminary rows (score order) rescored on its true letters
     (Blast_HSPListReevaluateUngapped), then E-values and bit scores, the E-value threshold
     and the query coverage test, which blastn applies in its preliminary stage when it
-    aligns without gaps, then max_hsps and the E-value order, as after a traceback.
+    aligns without gaps, then the E-value order, as after a traceback.
     Returns rows, E-values, bit scores and counts."""
     n = rows_in.shape[0]
     rows = np.empty((n, HSP_FIELDS), dtype=np.int64)
@@ -146,8 +147,6 @@ def _final_rows(rows_in, context_offset, context_length, query, unmasked, subjec
     index = np.flatnonzero(evalue <= evalue_max)
     if qcov_percent > 0:
         index = covering(rows, index, context_length, qcov_percent)
-    if max_hsps > 0:
-        index = index[:max_hsps]  # Blast_TrimHSPListByMaxHsps, in score order
     shown = evalue[index]
     shown[shown < EVALUE_EQUAL_BELOW] = 0.0
     index = index[ranked_order(rows, index, shown)]

@@ -8,9 +8,9 @@ Two modes:
   list with BLAST's ranking keys (engine.prelim_hit_lists); each shard merges them to the
   database's lists (engine.merged_hit_lists) and traces its own subjects that survived,
   where their preliminary HSPs are, and a worker makes each query's result from the traced
-  subjects (engine.query_result: BLAST's final order, max_target_seqs; max_hsps is cut in
-  the traceback). A batch's tasks are submitted as one chain, their data passing from
-  worker to worker.
+  subjects (engine.query_results: BLAST's final order, max_target_seqs, then max_hsps and
+  the query coverage test). A batch's tasks are submitted as one chain, their data passing
+  from worker to worker.
 * replicate: each worker holds the whole database; whole batches go to the workers, each
   searched there by the pipeline driver (its traceback and output run on beside the next
   batch's preliminary search once its extensions are counted); the batches are BLAST's,

@@ -636,8 +636,10 @@ def write_fasta(path, records):
                 f.write(seq[i:i + 70] + "\n")
 
 
+@pytest.mark.parametrize("limits", [[], ["-max_hsps", "1", "-max_target_seqs", "5",
+                                     "-qcov_hsp_perc", "10"]], ids=["all", "limited"])
 @pytest.mark.parametrize("task", ["megablast", "blastn", "blastn-short", "dc-megablast"])
-def test_search_output_identical(gpu, tmp_path, task):
+def test_search_output_identical(gpu, tmp_path, task, limits):
     rng = np.random.default_rng(7)
     letters = np.array(list("ACGT"))
     queries = ["".join(letters[rng.integers(0, 4, n)]) for n in (600, 3000, 90)]
@@ -663,7 +665,7 @@ def test_search_output_identical(gpu, tmp_path, task):
     for device, mode in (("cpu", "pipeline"), ("gpu", "pipeline"), ("gpu", "serial")):
         res = subprocess.run(run + ["search", "-db", str(tmp_path / "db"), "-query",
                                     str(tmp_path / "q.fa"), "-task", task, "-device", device,
-                                    "-mode", mode], capture_output=True, env=env)
+                                    "-mode", mode, *limits], capture_output=True, env=env)
         assert res.returncode == 0, (device, mode, res.stderr.decode()[-2000:])
         assert res.stderr == b""
         outputs[device, mode] = res.stdout
