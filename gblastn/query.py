@@ -90,6 +90,37 @@ def local_id(query: Query, index: int) -> str:
     return f"Query_{index + 1 if query.location is None else query.location.number}"
 
 
+def warned_without_statistics(queries, options: SearchOptions, warn):
+    """The queries, each one whose searched letters give BLAST no Karlin-Altschul block
+    (lacks_statistics: it has no hits) warned about to `warn` in blastn's words as it
+    passes; queries numbered from 1 in their order (-query_loc's numbers where given)."""
+    for index, query in enumerate(queries):
+        if query.searched_length and lacks_statistics(query, options):
+            label = " ".join(filter(None, (local_id(query, index), query.defline)))
+            warn(INVALID_QUERY_WARNING.format(label=label))
+        yield query
+
+
+def lacks_statistics(query: Query, options: SearchOptions) -> bool:
+    """Whether no context of the query has an ungapped Karlin-Altschul block: its searched
+    letters, masked letters made N where masking is hard, hold none that BLAST can score
+    (all N or other ambiguity codes, or masked whole)."""
+    from .stats import context_compositions, ungapped_blocks
+
+    letters = query.searched().codes
+    if options.soft_masking and letters.size and int(letters.max()) <= _LAST_BASE:
+        # A, C, G and T alone meet the (uniform) subject letters' scores in the same
+        # proportions whatever their counts: one answer for all such queries
+        return ungapped_blocks(options.reward, options.penalty, _ONE_OF_EACH_BASE)[0] is None
+    compositions = context_compositions(build_batch([query], options), options)
+    return all(block is None for block in
+               ungapped_blocks(options.reward, options.penalty, compositions))
+
+
+_LAST_BASE = 3  # blastna codes 0-3 are A, C, G, T
+_ONE_OF_EACH_BASE = np.array([[1, 1, 1, 1] + [0] * 12], dtype=np.int64)  # letter counts
+
+
 def located_queries(queries, query_loc: tuple, warn=None):
     """The queries with -query_loc's part of each to search (`query_loc`: 0-based first and
     last letters; () for all). As blastn, a query the location starts after is left out;
@@ -505,6 +536,11 @@ _LEADING_BLANKS = " \t\v\f"
 # blastn's words, to the trailing space, for a query without letters to search
 NO_DATA = "Sequence contains no data"
 EMPTY_QUERY_WARNING = "Warning: [blastn] {label}: " + NO_DATA + " "
+# and for a query whose letters give no Karlin-Altschul block (all N, or hard-masked whole)
+INVALID_QUERY = ("Could not calculate ungapped Karlin-Altschul parameters due to an invalid "
+                 "query sequence or its translation. Please verify the query sequence(s) "
+                 "and/or filtering options")
+INVALID_QUERY_WARNING = "Warning: [blastn] {label}: " + INVALID_QUERY + " "
 _SPACES = re.compile(" {2,}")
 _CONTROL = re.compile(r"[\x00-\x1f]")
 

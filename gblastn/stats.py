@@ -18,6 +18,7 @@ The small numeric kernels are numba functions; the orchestration is plain Python
 runs once per query batch.
 """
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -386,7 +387,18 @@ def ungapped_karlin(codes: np.ndarray, reward: int, penalty: int) -> KarlinBlock
     """Ungapped lambda, K, H for one context's blastna letters against a uniform subject;
     None when they do not exist (no valid letter: BLAST marks the context invalid)."""
     counts = np.bincount(np.asarray(codes, dtype=np.uint8) & 0x0F, minlength=16)[:16]
-    return _UngappedCalculator(reward, penalty).block(counts)
+    return _calculator(reward, penalty).block(counts)
+
+
+def ungapped_blocks(reward: int, penalty: int, compositions: np.ndarray) -> list:
+    """The ungapped Karlin block of each row of [contexts, 16] letter counts, None where
+    there is none (BLAST marks that context invalid)."""
+    return _calculator(reward, penalty).blocks(compositions)
+
+
+@functools.lru_cache(maxsize=16)
+def _calculator(reward: int, penalty: int) -> _UngappedCalculator:
+    return _UngappedCalculator(reward, penalty)
 
 
 def _ungapped_beta(reward: int, penalty: int) -> float:
@@ -497,7 +509,7 @@ class SearchStatistics:
     log_ks: np.ndarray              # float64, E-values' ln K per context (0 if invalid)
 
 
-def _context_compositions(batch, options) -> np.ndarray:
+def context_compositions(batch, options) -> np.ndarray:
     """[contexts, 16] letter counts of the query as searched, the composition BLAST takes:
     hard-masked letters are already N when masking is not only for the lookup table."""
     source = batch.unmasked_sequence if options.soft_masking else batch.sequence
@@ -529,8 +541,8 @@ def prepare_statistics(batch, db_letters: int, db_num_seqs: int, options) -> Sea
     # ungapped scores are never rounded down (Blast_HSPListAdjustOddBlastnScores)
     round_down = not options.ungapped and \
         scoring_system(options.reward, options.penalty).round_down
-    blocks = _UngappedCalculator(options.reward, options.penalty).blocks(
-        _context_compositions(batch, options))
+    blocks = ungapped_blocks(options.reward, options.penalty,
+                             context_compositions(batch, options))
     # the gapped block of a tabulated scoring system does not depend on the query
     system = scoring_system(options.reward, options.penalty)
     fixed = None if options.ungapped or find_row(system, options.gapopen,

@@ -300,9 +300,11 @@ def _search_into(search, outputs, index, fmt, files, output, settings, cluster=N
     else:
         from ..fasta import reader_warning
         from ..output.formats import query_warnings
+        from ..query import warned_without_statistics
 
-        queries = searched_queries(files, search.options.query_loc,
-                                   warn=query_warnings(fmt, reader_warning))
+        warn = query_warnings(fmt, reader_warning)
+        queries = warned_without_statistics(
+            searched_queries(files, search.options.query_loc, warn=warn), search.options, warn)
         texts = _texts(search, queries, fmt, render, settings, cluster)
     per_query = getattr(fmt, "per_query_files", False)  # -outfmt 13, 14
     progress = _Progress(files) if settings.progress else None

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..db.seqid import describe, fasta_id_text, ids_parsed
 from ..db.subjects import is_subject_set, subject_number, whole_length
-from ..query import NO_DATA, local_id
+from ..query import INVALID_QUERY, NO_DATA, local_id
 from .alignments import shown_hsps
 from .statistics import query_statistics
 
@@ -177,11 +177,6 @@ class XmlReport:
         return "".join(parts)
 
 
-INVALID_QUERY_WARNING = ("Could not calculate ungapped Karlin-Altschul parameters due to an "
-                         "invalid query sequence or its translation. Please verify the query "
-                         "sequence(s) and/or filtering options")
-
-
 def no_hits_message(query, number: int, stats=None) -> str:
     """blastn's message: that of a query without letters to search (an empty record, or
     one -query_loc starts just after), or without statistics (all N, or all masked),
@@ -189,7 +184,7 @@ def no_hits_message(query, number: int, stats=None) -> str:
     if query.searched_length and not (stats is not None and stats.invalid):
         return NO_HITS
     label = " ".join(filter(None, (local_id(query, number - 1), query.defline)))
-    warning = INVALID_QUERY_WARNING if query.searched_length else NO_DATA
+    warning = INVALID_QUERY if query.searched_length else NO_DATA
     return f"{label}:  {label}: {warning}  {NO_HITS}"
 
 

@@ -1,9 +1,11 @@
 """Golden tests: queries whose Karlin-Altschul statistics cannot be had (all N, lower case
 masked whole, DUST masked whole), beside one with hits, in the reports blastn 2.12 writes
 for them: no blocks in the pairwise report, blastn's warning in the XML's and JSON's
-message."""
+message, and its warning on stderr."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -36,3 +38,20 @@ def test_queries_without_statistics_reported_as_blastn(data, outfmt, task):
     assert "Could not calculate" in expected or outfmt in ("0", "7")
     got = gblastn_output(data, data["query"], data["example"], task, outfmt, **flags)
     assert got == expected
+
+
+@pytest.mark.parametrize("outfmt", ["6", "0", "5", "17"])
+@pytest.mark.parametrize("masking", [[], ["-lcase_masking", "-soft_masking", "false"],
+                                     ["-soft_masking", "false", "-query_loc", "1-40"]],
+                         ids=["soft", "hard", "hard_part"])
+def test_queries_without_statistics_warned_about_as_blastn(data, outfmt, masking):
+    """blastn's warning for each query without statistics, in its words, on stderr
+    where the report does not carry it (it does in XML and SAM)."""
+    args = ["-query", data["query"], "-db", data["example"], "-outfmt", outfmt, *masking]
+    theirs = subprocess.run(["blastn", *args], capture_output=True, text=True)
+    ours = subprocess.run([sys.executable, "-m", "gblastn", "search", "-device", "cpu", *args],
+                          capture_output=True, text=True)
+    assert theirs.returncode == ours.returncode == 0, ours.stderr
+    warned = [line for line in theirs.stderr.splitlines() if line.startswith("Warning")]
+    assert warned == [line for line in ours.stderr.splitlines() if line.startswith("Warning")]
+    assert bool(warned) == (outfmt in ("6", "0"))

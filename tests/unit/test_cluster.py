@@ -709,15 +709,17 @@ def test_queries_from_stdin_a_list_and_gzip_through_the_door(door_file, case, tm
 
 
 def test_the_readers_warnings_come_back_through_the_door(door_file, case, tmp_path):
-    """A record without letters, a hyphen dropped and a title that ends like a sequence:
-    blastn's reader warns of each, and the served search's reader does so through the
-    searching process's stderr."""
+    """A record without letters, a hyphen dropped, a title that ends like a sequence and a
+    record of N alone (no statistics): blastn warns of each, and the served search's reader
+    does so through the searching process's stderr."""
     odd = tmp_path / "odd.fa"
     odd.write_bytes(b">empty\n>hyphen\n" + b"ACGT-ACGTTGCA" * 8 + b"\n>title " +
-                    b"ACGT" * 6 + b"\n" + open(case["queries"]["small"], "rb").read())
+                    b"ACGT" * 6 + b"\n>all_n\n" + b"N" * 80 + b"\n" +
+                    open(case["queries"]["small"], "rb").read())
     args = ["-query", str(odd), "-outfmt", "6"]
     code, expected, warned = cli_search(case, args)
-    assert code == 0 and len(reader_lines(warned)) >= 3
+    assert code == 0 and len(reader_lines(warned)) >= 4
+    assert b"Query_4 all_n: Could not calculate ungapped" in warned
     code, out, served_warned = cli_search(case, args, door_file)
     assert (code, out, reader_lines(served_warned)) == (0, expected, reader_lines(warned))
 
