@@ -1868,24 +1868,21 @@ def within_hsp_limits(lists: list, query_lengths: list, evalue_ordered: list,
     go. All pairs at once: a batch of short reads holds tens of thousands."""
     if not options.max_hsps and not options.qcov_hsp_perc:
         return lists
-    pairs = [hsps for traced in lists for _, hsps in traced]
-    if not pairs:
+    # the pairs either limit may cut: most hold no more than max_hsps HSPs
+    at = [(i, j) for i, traced in enumerate(lists) for j, (_, hsps) in enumerate(traced)
+          if options.qcov_hsp_perc or len(hsps) > options.max_hsps]
+    if not at:
         return lists
-    counts = [len(traced) for traced in lists]
-    keep = _kept_by_limits(pairs, np.repeat(np.asarray(query_lengths, dtype=np.float64), counts),
-                           np.repeat(np.asarray(evalue_ordered, dtype=bool), counts), options)
-    out, k = [], 0
-    for traced in lists:
-        limited = []
-        for ordinal, hsps in traced:
-            kept = keep[k]
-            k += 1
-            if kept is None:
-                limited.append((ordinal, hsps))
-            elif kept.any():
-                limited.append((ordinal, hsps.take(kept)))
-        out.append(limited)
-    return out
+    owner = [i for i, _ in at]
+    keep = _kept_by_limits([lists[i][j][1] for i, j in at],
+                           np.asarray(query_lengths, dtype=np.float64)[owner],
+                           np.asarray(evalue_ordered, dtype=bool)[owner], options)
+    out = [list(traced) for traced in lists]
+    for (i, j), kept in zip(at, keep):
+        if kept is not None:
+            ordinal, hsps = lists[i][j]
+            out[i][j] = (ordinal, hsps.take(kept)) if kept.any() else None
+    return [[pair for pair in traced if pair is not None] for traced in out]
 
 
 def _kept_by_limits(pairs: list, lengths: np.ndarray, evalue_ordered: np.ndarray,

@@ -532,6 +532,19 @@ def score_order_rows(rows):
 
 
 @njit(cache=True, nogil=True)
+def max_hsps_candidates(rows, index, max_hsps):
+    """The rows at `index` (in E-value order, which is kept) that max_hsps may keep: the
+    first max_hsps in that order or in score order. Which order applies is known only
+    once the query's subjects are counted (engine.within_hsp_limits); the rest can go."""
+    if max_hsps <= 0 or index.size <= max_hsps:
+        return index
+    keep = np.zeros(index.size, dtype=np.bool_)
+    keep[:max_hsps] = True
+    keep[score_order_rows(rows[index])[:max_hsps]] = True
+    return index[keep]
+
+
+@njit(cache=True, nogil=True)
 def ranked_order(rows, index, rank_of):
     """The order (positions within `index`) of the rows at `index` by rank_of (float64, one
     per row at `index`; equal values tie), then as score_order; stable."""

@@ -12,7 +12,7 @@ with hard masking the masked letters become N for every stage.
 
 import re
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -109,16 +109,24 @@ def lacks_statistics(query: Query, options: SearchOptions) -> bool:
 
     letters = query.searched().codes
     if options.soft_masking and letters.size and int(letters.max()) <= _LAST_BASE:
-        # A, C, G and T alone meet the (uniform) subject letters' scores in the same
-        # proportions whatever their counts: one answer for all such queries
-        return ungapped_blocks(options.reward, options.penalty, _ONE_OF_EACH_BASE)[0] is None
+        return _bases_lack_statistics(options.reward, options.penalty)
     compositions = context_compositions(build_batch([query], options), options)
     return all(block is None for block in
                ungapped_blocks(options.reward, options.penalty, compositions))
 
 
 _LAST_BASE = 3  # blastna codes 0-3 are A, C, G, T
-_ONE_OF_EACH_BASE = np.array([[1, 1, 1, 1] + [0] * 12], dtype=np.int64)  # letter counts
+
+
+@lru_cache(maxsize=16)
+def _bases_lack_statistics(reward: int, penalty: int) -> bool:
+    """lacks_statistics of letters A, C, G and T alone: they meet the (uniform) subject
+    letters' scores in the same proportions whatever their counts, so one answer holds
+    for all such queries (a batch of reads asks it for each)."""
+    from .stats import ungapped_blocks
+
+    one_of_each = np.array([[1, 1, 1, 1] + [0] * 12], dtype=np.int64)  # letter counts
+    return ungapped_blocks(reward, penalty, one_of_each)[0] is None
 
 
 def located_queries(queries, query_loc: tuple, warn=None):

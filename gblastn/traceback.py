@@ -34,9 +34,9 @@ from .dynprog import MAX_SUBJECT_OFFSET, MAX_TOTAL_GAPS, adjust_subject_range, g
     gapped_start_nucl, traceback_dp_in
 from .greedy import greedy_alignment_from_runs, greedy_gapped_alignment
 from .hsp import Hsps, alloc_tree, count_identities, \
-    containment_keep, hsp_rows, hsps_from_rows, purge_rows, ranked_order, rows_by_score, \
-    reevaluate_with_ambiguities, score_order, score_order_rows, take_rows, tree_add, \
-    tree_contains
+    containment_keep, hsp_rows, hsps_from_rows, max_hsps_candidates, purge_rows, ranked_order, \
+    rows_by_score, reevaluate_with_ambiguities, score_order, score_order_rows, take_rows, \
+    tree_add, tree_contains
 from .layouts import HSP_CONTEXT, HSP_FIELDS, HSP_Q_END, HSP_Q_GAPPED_START, HSP_Q_START, \
     HSP_SCORE, HSP_S_END, HSP_S_GAPPED_START, HSP_S_START, RUN_COUNT_SHIFT, RUN_OP_MASK, \
     SCRIPT_RUNS, TAIL_DISTANCES, TAIL_EXTENTS, TAIL_FIELDS, TAIL_READ, TAIL_RUNS, TAIL_START, \
@@ -175,7 +175,7 @@ def _starts(arrays) -> np.ndarray:
 TRACE_GROUP_ARGUMENTS = (
     "i64[1] i64[1] i64[1] i64[2] i64[1] i64[2] u32[2] u8[1]r i64[1] i64[1] i64[1]r i64[1]r "
     "i64[1]r i64[1] u8[1]r u8[1] u8[1] i64[1] i64[1] i64[1] u8[1] u8[1] i64[2] {aligner} "
-    "i64 i64 i64 i64 i64 i64 f64 i64[1] f64[1] f64[1] i64[1] bool f64 u8[1] i64 u8[1]")
+    "i64 i64 i64 i64 i64 i64 f64 i64[1] f64[1] f64[1] i64[1] bool f64 i64 u8[1] i64 u8[1]")
 
 
 def trace_group_arguments(greedy: bool) -> str:
@@ -190,7 +190,7 @@ def _trace_group(task_subject, task_query, task_rows, rows, task_ahead, ahead, a
                  query, unmasked, matrix, dp_traceback, xdrop, reward, penalty, gap_open,
                  gap_extend,
                  min_diag, perc_identity, cutoffs, lambdas, log_ks, searchsp, round_down,
-                 evalue_max, complement, fetch_margin, scratch):
+                 evalue_max, max_hsps, complement, fetch_margin, scratch):
     """traceback_group's loop. Task i: volume subject task_subject[i], query
     task_query[i] (its letters query_codes[query_start[q]:query_start[q + 1]]), HSP rows
     task_rows[i]:task_rows[i + 1] of `rows` (score order), searches made ahead
@@ -245,7 +245,7 @@ def _trace_group(task_subject, task_query, task_rows, rows, task_ahead, ahead, a
                     matrix, dp_traceback, xdrop, reward, penalty, gap_open, gap_extend, min_diag,
                     perc_identity, cutoffs, spans, task_ahead_rows,
                     ahead_runs[runs_from:runs_to], lambdas, log_ks, searchsp,
-                    round_down, evalue_max, letters, complement, cells, band)
+                    round_down, evalue_max, max_hsps, letters, complement, cells, band)
             if complete:
                 break
         n = f_rows.shape[0]
@@ -441,14 +441,19 @@ def _scoring_args(stats, options) -> tuple:
 
 
 def _final_args(stats, options) -> tuple:
-    """traceback_final's E-value statistics and threshold. max_hsps and the query coverage
-    test come after the subjects' final order and the cut to max_target_seqs
-    (engine.query_results), as in blastn, whose ranking keeps each subject's best E-value
-    from before them."""
+    """traceback_final's E-value statistics, threshold and max_hsps. max_hsps and the
+    query coverage test come after the subjects' final order and the cut to
+    max_target_seqs (engine.query_results), as in blastn, whose ranking keeps each
+    subject's best E-value from before them; here only the HSPs max_hsps can keep stay
+    (max_hsps_candidates), unless culling or the best-hit filter, which see every HSP,
+    come first."""
+    from .hspfilters import has_query_filter
+
     return (np.ascontiguousarray(stats.lambdas, dtype=np.float64),
             np.ascontiguousarray(stats.log_ks, dtype=np.float64),
             np.ascontiguousarray(stats.eff_searchsp, dtype=np.int64), bool(stats.round_down),
-            float(options.evalue))
+            float(options.evalue),
+            0 if has_query_filter(options) else int(options.max_hsps or 0))
 
 
 @njit(cache=True, nogil=True)
@@ -456,7 +461,8 @@ def _traceback_final_rows(rows, context_offset, context_length, query, unmasked,
                           matrix, dp_traceback, xdrop, reward, penalty, gap_open, gap_extend,
                           min_diag, perc_identity, cutoffs, spans, ahead, ahead_runs, lambdas,
                           log_ks,
-                          searchsp, round_down, evalue_max, query_codes, complement, cells, band):
+                          searchsp, round_down, evalue_max, max_hsps, query_codes, complement,
+                          cells, band):
     """_traceback_rows, then traceback_final's steps. Returns complete, rows, op_start, ops,
     op_len, evalue, bitscore, counts [n, 4] (nothing when not complete), and ALIGN_EX's
     workspaces `cells` and `band` (as _traceback_rows)."""
@@ -475,7 +481,7 @@ def _traceback_final_rows(rows, context_offset, context_length, query, unmasked,
     # ScoreCompareHSPs with E-values: E-value (tiny ones equal), then as score_order
     shown = evalue[index]
     shown[shown < EVALUE_EQUAL_BELOW] = 0.0
-    index = index[ranked_order(rows, index, shown)]
+    index = max_hsps_candidates(rows, index[ranked_order(rows, index, shown)], max_hsps)
     rows, op_start, ops, op_len = take_rows(rows, op_start, ops, op_len, index)
     counts = counts_of_all(query_codes, rows[:, HSP_CONTEXT].copy(), rows[:, HSP_Q_START].copy(),
                            rows[:, HSP_Q_END].copy(), rows[:, HSP_S_START].copy(), subject,

@@ -15,8 +15,8 @@ import numpy as np
 
 from .alphabet import COMPLEMENT_BLASTNA
 from .db.reader import CODE_OF, fill_ranges
-from .hsp import Hsps, count_identities, covering, hsps_from_rows, ranked_order, rows_by_score, \
-    score_order_rows
+from .hsp import Hsps, count_identities, covering, hsps_from_rows, max_hsps_candidates, \
+    ranked_order, rows_by_score, score_order_rows
 from .layouts import HSP_CONTEXT, HSP_FIELDS, HSP_Q_END, HSP_Q_START, HSP_S_END, \
     HSP_S_START, HSP_SCORE, OP_SUB
 from .numba_start import njit
@@ -63,7 +63,7 @@ def _ungapped_group(task_subject, task_query, task_rows, rows, packed, byte_offs
                     amb_start, amb_offset, amb_length, amb_end, amb_code, code_of,
                     query_codes, query_start, context_offset, context_length, query, unmasked,
                     matrix, cutoffs, perc_identity, lambdas, log_ks, searchsp, round_down,
-                    evalue_max, qcov_percent, complement, scratch):
+                    evalue_max, max_hsps, qcov_percent, complement, scratch):
     """ungapped_group's loop. Task i: volume subject task_subject[i], query task_query[i]
     (its letters query_codes[query_start[q]:query_start[q + 1]]), HSP rows
     task_rows[i]:task_rows[i + 1] of `rows`. Returns task_start [t + 1] (each task's final
@@ -89,7 +89,7 @@ def _ungapped_group(task_subject, task_query, task_rows, rows, packed, byte_offs
         f_rows, f_evalue, f_bits, f_counts = _final_rows(
             rows[task_rows[i]:task_rows[i + 1]], context_offset, context_length, query,
             unmasked, subject, matrix, cutoffs, perc_identity, lambdas, log_ks, searchsp,
-            round_down, evalue_max, qcov_percent,
+            round_down, evalue_max, max_hsps, qcov_percent,
             query_codes[query_start[q]:query_start[q + 1]], complement)
         n = f_rows.shape[0]
         out_rows[k:k + n] = f_rows
@@ -105,11 +105,12 @@ def _ungapped_group(task_subject, task_query, task_rows, rows, packed, byte_offs
 @njit(cache=True, nogil=True)
 def _final_rows(rows_in, context_offset, context_length, query, unmasked, subject, matrix,
                 cutoffs, perc_identity, lambdas, log_ks, searchsp, round_down, evalue_max,
-                qcov_percent, query_codes, complement):
+                max_hsps, qcov_percent, query_codes, complement):
     """One subject's preliminary rows (score order) rescored on its true letters
     (Blast_HSPListReevaluateUngapped), then E-values and bit scores, the E-value threshold
     and the query coverage test, which blastn applies in its preliminary stage when it
-    aligns without gaps, then the E-value order, as after a traceback.
+    aligns without gaps, then the E-value order and the HSPs max_hsps may keep, as after a
+    traceback.
     Returns rows, E-values, bit scores and counts."""
     n = rows_in.shape[0]
     rows = np.empty((n, HSP_FIELDS), dtype=np.int64)
@@ -149,7 +150,7 @@ def _final_rows(rows_in, context_offset, context_length, query, unmasked, subjec
         index = covering(rows, index, context_length, qcov_percent)
     shown = evalue[index]
     shown[shown < EVALUE_EQUAL_BELOW] = 0.0
-    index = index[ranked_order(rows, index, shown)]
+    index = max_hsps_candidates(rows, index[ranked_order(rows, index, shown)], max_hsps)
     rows = rows[index]
     op_start = np.arange(index.size + 1, dtype=np.int64)
     ops = np.full(index.size, OP_SUB, dtype=np.uint8)

@@ -507,3 +507,55 @@ def test_a_span_reads_as_its_own_hsps():
     assert np.array_equal(moved.score, whole.score[2:5]) and moved.ops is None
     span.masked_identities = np.array([1, 2, 3])
     assert span.masked_identities.tolist() == [1, 2, 3] and whole.masked_identities is None
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 4), st.integers(0, 2**32 - 1))
+def test_max_hsps_candidates_hold_both_cuts(size, max_hsps, seed):
+    """The HSPs the traceback keeps for max_hsps hold the first max_hsps in E-value order
+    (the order given) and in score order, and nothing else; the order is kept."""
+    from gblastn.hsp import max_hsps_candidates
+
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, 4, (size, 8)).astype(np.int64)
+    index = rng.permutation(size).astype(np.int64)  # an E-value order
+    got = max_hsps_candidates(rows, index, max_hsps)
+    if max_hsps == 0 or size <= max_hsps:
+        assert got.tolist() == index.tolist()
+        return
+    by_score = index[score_order_rows(rows[index])]
+    wanted = set(index[:max_hsps].tolist()) | set(by_score[:max_hsps].tolist())
+    assert got.tolist() == [i for i in index.tolist() if i in wanted]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=6), st.integers(1, 3),
+       st.sampled_from([0.0, 30.0, 70.0]), st.integers(0, 2**32 - 1))
+def test_hsp_limits_over_many_pairs_are_each_pairs(sizes, max_hsps, coverage, seed):
+    """engine.within_hsp_limits cuts every pair as one pair alone is cut: max_hsps in score
+    order (or in the E-value order given, where the query's hit list overflowed), then the
+    query coverage test; pairs left without HSPs go."""
+    from types import SimpleNamespace
+
+    from gblastn.engine import within_hsp_limits
+
+    rng = np.random.default_rng(seed)
+    options = SimpleNamespace(max_hsps=max_hsps, qcov_hsp_perc=coverage)
+    pairs = []
+    for ordinal, size in enumerate(sizes):
+        rows = rng.integers(0, 40, (size, 8))
+        rows[:, 2] = rows[:, 1] + rng.integers(1, 60, size)  # q_end past q_start
+        pairs.append((ordinal, hsps_from_rows(rows)))
+    half = len(pairs) // 2
+    lists, lengths, ordered = [pairs[:half], pairs[half:]], [100, 80], [False, True]
+    got = within_hsp_limits(lists, lengths, ordered, options)
+    for traced, length, in_order, limited in zip(lists, lengths, ordered, got):
+        expected = []
+        for ordinal, hsps in traced:
+            place = np.arange(len(hsps)) if in_order else np.argsort(score_order(hsps))
+            covered = 100.0 * (hsps.q_end - hsps.q_start) / length
+            covered = np.where(covered < 99, covered + 0.5, covered)
+            keep = (place < max_hsps) & (covered >= coverage)
+            if keep.any():
+                expected.append((ordinal, hsp_rows(hsps)[keep].tolist()))
+        assert [(o, hsp_rows(h).tolist()) for o, h in limited] == expected
