@@ -90,27 +90,90 @@ def local_id(query: Query, index: int) -> str:
     return f"Query_{index + 1 if query.location is None else query.location.number}"
 
 
-def warned_without_statistics(queries, options: SearchOptions, warn):
-    """The queries, each one whose searched letters give BLAST no Karlin-Altschul block
-    (lacks_statistics: it has no hits) warned about to `warn` in blastn's words as it
-    passes; queries numbered from 1 in their order (-query_loc's numbers where given)."""
-    for index, query in enumerate(queries):
-        if query.searched_length and lacks_statistics(query, options):
-            label = " ".join(filter(None, (local_id(query, index), query.defline)))
-            warn(INVALID_QUERY_WARNING.format(label=label))
-        yield query
+# queries whose masks are found in one call to judge their statistics where masking is hard:
+# one at a time, they cost more than a search of short reads spends on its own masks
+MASKED_AT_ONCE = 1000
 
 
-def lacks_statistics(query: Query, options: SearchOptions) -> bool:
+def warned_without_statistics(read, options: SearchOptions, warn):
+    """The queries read(warn) yields, each one whose searched letters give BLAST no
+    Karlin-Altschul block (lacks_statistics: it has no hits) warned about to `warn` in
+    blastn's words after the reader's own warnings of it; queries numbered from 1 in
+    their order (-query_loc's numbers where given). Where masking is hard the verdict
+    needs the masks, found for MASKED_AT_ONCE queries at a time, and the reader's warnings
+    wait with their queries."""
+    if options.soft_masking:
+        for index, query in enumerate(read(warn)):
+            if query.searched_length and lacks_statistics(query, options):
+                _warn_lacking(query, index, warn)
+            yield query
+        return
+    block, held, first = [], [], 0
+
+    def hold(text: str) -> None:  # the reader's warning, as it reads block[len(block)]
+        held.append((len(block), text))
+
+    try:
+        for query in read(hold):
+            block.append(query)
+            if len(block) == MASKED_AT_ONCE:
+                yield from _judged(block, held, first, options, warn)
+                first += MASKED_AT_ONCE
+    except BaseException:
+        for _, text in held:  # what the reader said before it failed
+            warn(text)
+        raise
+    yield from _judged(block, held, first, options, warn)
+
+
+def _judged(block: list, held: list, first: int, options: SearchOptions, warn) -> list:
+    """The queries of `block` (numbered from first + 1), taken out of it, after the
+    warnings `held` for them and those of the ones that lack statistics, in their order."""
+    searched = [query for query in block if query.searched_length]
+    masks = iter(query_masks(searched, options)) if searched else iter(())
+    lacking = [bool(query.searched_length) and lacks_statistics(query, options, next(masks))
+               for query in block]
+    said = iter(held)
+    text = next(said, None)
+    for k, query in enumerate(block):
+        while text is not None and text[0] <= k:
+            warn(text[1])
+            text = next(said, None)
+        if lacking[k]:
+            _warn_lacking(query, first + k, warn)
+    while text is not None:
+        warn(text[1])
+        text = next(said, None)
+    queries = list(block)
+    block.clear()
+    held.clear()
+    return queries
+
+
+def _warn_lacking(query: Query, index: int, warn) -> None:
+    label = " ".join(filter(None, (local_id(query, index), query.defline)))
+    warn(INVALID_QUERY_WARNING.format(label=label))
+
+
+def lacks_statistics(query: Query, options: SearchOptions, masks=None) -> bool:
     """Whether no context of the query has an ungapped Karlin-Altschul block: its searched
-    letters, masked letters made N where masking is hard, hold none that BLAST can score
-    (all N or other ambiguity codes, or masked whole)."""
-    from .stats import context_compositions, ungapped_blocks
+    letters, those in `masks` (its plus-strand masks, query_masks', where masking is hard)
+    made N, hold none that BLAST can score (all N or other ambiguity codes, or masked
+    whole)."""
+    from .stats import ungapped_blocks
 
     letters = query.searched().codes
     if options.soft_masking and letters.size and int(letters.max()) <= _LAST_BASE:
         return _bases_lack_statistics(options.reward, options.penalty)
-    compositions = context_compositions(build_batch([query], options), options)
+    if not options.soft_masking:
+        letters = letters.copy()
+        for start, end in np.asarray(masks, dtype=np.int64).reshape(-1, 2).tolist():
+            letters[start:end] = N_CODE
+    # the strands searched, each one's letter counts
+    strands = [letters] * (options.strand in ("both", "plus")) + \
+        [COMPLEMENT_BLASTNA[letters]] * (options.strand in ("both", "minus"))
+    compositions = np.array([np.bincount(codes & 0x0F, minlength=16)[:16]
+                             for codes in strands], dtype=np.int64).reshape(-1, 16)
     return all(block is None for block in
                ungapped_blocks(options.reward, options.penalty, compositions))
 

@@ -302,9 +302,9 @@ def _search_into(search, outputs, index, fmt, files, output, settings, cluster=N
         from ..output.formats import query_warnings
         from ..query import warned_without_statistics
 
-        warn = query_warnings(fmt, reader_warning)
         queries = warned_without_statistics(
-            searched_queries(files, search.options.query_loc, warn=warn), search.options, warn)
+            lambda said: searched_queries(files, search.options.query_loc, warn=said),
+            search.options, query_warnings(fmt, reader_warning))
         texts = _texts(search, queries, fmt, render, settings, cluster)
     per_query = getattr(fmt, "per_query_files", False)  # -outfmt 13, 14
     progress = _Progress(files) if settings.progress else None
@@ -363,14 +363,17 @@ def searched_queries(files, query_loc: tuple, source_of=None, warn=None):
     (query.located_queries)."""
     from ..query import located_queries
 
-    return located_queries(numbered_queries(files, source_of, warn), query_loc, warn)
+    # where -query_loc is given, its part of an empty record is what blastn warns about
+    return located_queries(numbered_queries(files, source_of, warn, warn_empty=not query_loc),
+                           query_loc, warn)
 
 
-def numbered_queries(files, source_of=None, warn=None):
+def numbered_queries(files, source_of=None, warn=None, warn_empty: bool = True):
     """The queries of `files`, numbered across them as blastn numbers its input, each file
     read from `source_of(file)` where given (the stream a served search receives for it),
     warnings to `warn` (stderr without it). A record without letters is warned about in
-    blastn's words and searched (it has no hits); when no record has letters blastn fails,
+    blastn's words (unless not `warn_empty`) and searched (it has no hits); when no record
+    has letters blastn fails,
     and so does this: empty records are held back until a query with letters comes, so that
     nothing of theirs is written first."""
     from ..fasta import reader_warning
@@ -385,8 +388,9 @@ def numbered_queries(files, source_of=None, warn=None):
             number += 1
             count += 1
             if len(query) == 0:
-                label = " ".join(filter(None, (f"Query_{number}", query.defline)))
-                warn(EMPTY_QUERY_WARNING.format(label=label))
+                if warn_empty:
+                    label = " ".join(filter(None, (f"Query_{number}", query.defline)))
+                    warn(EMPTY_QUERY_WARNING.format(label=label))
                 if not any_letters:
                     held.append(query)
                     continue

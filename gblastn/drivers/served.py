@@ -266,8 +266,8 @@ class SearchDoor:
         report that keeps every query until its footer: SAM), the reader's warnings as they
         come, then "done" with the report's last text and the search's notes."""
         from ..output.formats import query_warnings
-        from ..timing import StageTimes
         from ..query import warned_without_statistics
+        from ..timing import StageTimes
         from .cluster import ClusterSearch
         from .run import searched_queries
 
@@ -280,8 +280,8 @@ class SearchDoor:
         # the queries are read (and their warnings sent) in this thread, as the batches form
         warn = query_warnings(request.report, lambda text: _send(connection, ("warning", text)))
         queries = _Counted(warned_without_statistics(
-            searched_queries(request.inputs, request.options.query_loc, inputs.stream_of,
-                             warn), request.options, warn))
+            lambda said: searched_queries(request.inputs, request.options.query_loc,
+                                          inputs.stream_of, said), request.options, warn))
         report = request.report
         sent, done = 0, False
         for batch, texts in search.batch_texts(queries, report,

@@ -135,6 +135,26 @@ def test_a_location_just_past_a_querys_end_leaves_it_without_hits(case, outfmt, 
     assert "Sequence contains no data" in assert_one_line_error(done, 2)
 
 
+@pytest.mark.parametrize("location", ["1-10", "2-10"])
+def test_an_empty_record_under_a_location_is_warned_about_as_blastn_does(case, location,
+                                                                      tmp_path):
+    """-query_loc over a record without letters: blastn warns of it once where the
+    location starts at its end (the first letter), and not at all where it starts later
+    (the record is left out)."""
+    with open(case["queries"]["small"]) as handle:
+        letters = handle.read().split(">")[1].split("\n", 1)[1].replace("\n", "")
+    query = tmp_path / "empty.fa"
+    query.write_text(f">empty one\n\n>long two\n{letters[:60]}\n>empty three\n\n")
+    args = ["-query", str(query), "-outfmt", "7", "-query_loc", location]
+    theirs = subprocess.run(["blastn", "-db", case["blast_db"], *args], capture_output=True,
+                            text=True)
+    ours = gblastn("search", "-device", "cpu", "-db", case["our_db"], *args)
+    assert theirs.returncode == ours.returncode == 0, ours.stderr
+    warned = [line for line in theirs.stderr.splitlines() if line.startswith("Warning")]
+    assert len(warned) == (2 if location == "1-10" else 0)
+    assert warned == [line for line in ours.stderr.splitlines() if line.startswith("Warning")]
+
+
 def test_a_location_past_every_query_is_refused(case):
     done = gblastn("search", "-query", case["queries"]["small"], "-db", case["our_db"],
                    "-query_loc", "100000-100010")

@@ -166,3 +166,43 @@ def test_masks_found_ahead_are_taken_as_found():
     batch = build_batch([query], make_options("blastn"),
                         masks_found=[np.array([[10, 30]], dtype=np.int32)])
     assert batch.masks[0].tolist() == [[10, 30]]
+
+
+def test_warnings_of_queries_without_statistics_keep_the_readers_order(monkeypatch):
+    """Where masking is hard, queries are judged a block at a time: the reader's own
+    warnings wait with their queries, so that every warning comes in the order of the
+    queries, as with soft masking (judged one by one), across the blocks' edges."""
+    import gblastn.query as query_module
+    from gblastn.alphabet import encode_blastna
+    from gblastn.options import make_options
+    from gblastn.query import Query, warned_without_statistics
+
+    def query(name, letters):
+        codes = encode_blastna(letters)
+        return Query(name, name, codes, np.zeros(codes.size, dtype=bool))
+
+    records = [query("n1", "N" * 30), query("e2", ""), query("ok3", "ACGTTGCAAGGTCCTAGGACTTGATCGGATAC"),
+               query("n4", "RYKMN" * 6), query("e5", ""), query("n6", "N" * 8),
+               query("ok7", "GATTACAGGCTTAAGCCTAGGATCCGATTTCGA")]
+
+    def read(warn):
+        for record in records:
+            if not len(record):
+                warn(f"reader: {record.id}")
+            yield record
+        warn("reader: end")
+
+    monkeypatch.setattr(query_module, "MASKED_AT_ONCE", 2)
+    said = {}
+    for soft in (True, False):
+        warnings = []
+        got = list(warned_without_statistics(read, make_options("megablast", dust=None,
+                                                                 soft_masking=soft),
+                                             warnings.append))
+        assert [q.id for q in got] == [q.id for q in records]
+        said[soft] = warnings
+    assert said[True] == said[False]
+    assert [text.split(": ")[1] if text.startswith("Warning") else text
+            for text in said[True]] == ["[blastn] Query_1 n1", "reader: e2",
+                                        "[blastn] Query_4 n4", "reader: e5",
+                                        "[blastn] Query_6 n6", "reader: end"]
