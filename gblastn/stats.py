@@ -473,8 +473,12 @@ def evalue_cutoff_score(kbp: KarlinBlock, searchsp: int, evalue: float) -> int:
     if kbp.lambda_ < 0. or kbp.k < 0. or kbp.h < 0.:
         return 1
     e = max(evalue, SMALLEST_EVALUE)
-    score = int(math.ceil(math.log(kbp.k * float(searchsp) / e) / kbp.lambda_))
-    return max(score, 1)
+    score = math.log(kbp.k * float(searchsp) / e) / kbp.lambda_
+    if not -INT4_MAX - 1 <= score <= INT4_MAX:
+        # K * searchsp / E past the largest double (a tiny -evalue in a huge search space):
+        # C's conversion to Int4 gives its smallest value, and the cutoff stays at 1
+        return 1
+    return max(math.ceil(score), 1)
 
 
 # --------------------------------------------------------------------------------------------

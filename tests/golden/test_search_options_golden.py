@@ -55,6 +55,22 @@ def test_statistics_overrides_as_blastn(world, task, args):
     assert_same_as_blastn(world, "-task", task, "-outfmt", TABULAR, *args)
 
 
+@pytest.mark.parametrize("args", [["-evalue", "1e-300", "-dbsize", "10000000000"],
+                                  ["-evalue", "1e-299", "-searchsp", "1000000000000"]],
+                         ids=" ".join)
+def test_a_tiny_evalue_in_a_huge_search_space_as_blastn(world, args):
+    """K x search space / E passes the largest double: blastn's cutoff score stays at 1,
+    and the exact copy (E-value 0) is found (gblastn failed with an internal error)."""
+    exact = write_fasta(world.folder / "exact.fa",
+                        [("exact copy", world.sequences["long"][:2000]),
+                         ("diverged", world.sequences["long"][3000:3400][::-1])])
+    theirs = blastn(world, "-query", exact, "-outfmt", TABULAR, *args)
+    ours = search(world, "-query", exact, "-outfmt", TABULAR, *args)
+    assert theirs.returncode == ours.returncode == 0, ours.stderr
+    assert_blastn_found_hits(theirs.stdout)
+    assert ours.stdout == theirs.stdout
+
+
 @pytest.mark.parametrize("outfmt", ["0", "5"])
 def test_the_overridden_search_space_in_the_reports(world, outfmt):
     """The pairwise footer and the XML statistics print the search space used."""
