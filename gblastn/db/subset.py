@@ -96,12 +96,14 @@ def _without_version(accession: str) -> str:
 class ListedIds(NamedTuple):
     """What a seqidlist names of a database, bool [num_seqs] each: `named` the sequences of
     which it names a defline, `whole` those of which it names every defline (its accession;
-    a defline with a GI alone is never named), `has_accession` and `has_gi` those with a
+    a defline with a GI alone is never named), `versioned` those of which it names every
+    defline by its accession with the version, `has_accession` and `has_gi` those with a
     defline that has one; `flags` the named deflines of each sequence of several deflines
     that it names in part."""
 
     named: np.ndarray
     whole: np.ndarray
+    versioned: np.ndarray
     has_accession: np.ndarray
     has_gi: np.ndarray
     flags: dict
@@ -114,16 +116,18 @@ def listed_ordinals(db, keys: list[str]) -> ListedIds:
         raise DatabaseError(f"{db.name}: the database has no accession info (it was made "
                             "without -parse_seqids), which -seqidlist needs")
     wanted = set(keys)
-    listed = ListedIds(*(np.zeros(db.num_seqs, dtype=bool) for _ in range(4)), {})
+    listed = ListedIds(*(np.zeros(db.num_seqs, dtype=bool) for _ in range(5)), {})
     for ordinal in range(db.num_seqs):
-        flags = []
+        flags, exact = [], []
         for defline in db.defline_texts(ordinal):
             accession, gi = accession_of(defline)
             listed.has_gi[ordinal] |= gi
             listed.has_accession[ordinal] |= accession is not None
-            flags.append(accession is not None and (
-                accession in wanted or _without_version(accession) in wanted))
+            exact.append(accession is not None and accession in wanted)
+            flags.append(exact[-1] or (accession is not None and
+                                       _without_version(accession) in wanted))
         listed.named[ordinal], listed.whole[ordinal] = any(flags), all(flags)
+        listed.versioned[ordinal] = all(exact)
         if any(flags) and not all(flags):
             listed.flags[ordinal] = tuple(flags)
     return listed
@@ -201,11 +205,13 @@ def restrict(db, options):
     if options.seqidlist:
         return ListedSubset(db, ids.named, ids.named, ids.flags, True)
     # a negative list searches the sequences of SeqDB's accession index that it does not
-    # name whole. The statistics count every sequence but those whose every id it names (it
-    # never names a GI): of a version 4 database, those of the accession index only; of a
-    # version 5 database (as makeblastdb writes by default, and as gblastn's own stand in
-    # for) a sequence with a GI only too
-    counted = ~ids.whole | ids.has_gi
+    # name whole. The statistics count every sequence but those whose every id it names:
+    # of a version 4 database, those of the accession index only; of a version 5 database
+    # (as makeblastdb writes by default, and as gblastn's own stand in for) a sequence with
+    # a GI too, unless the list names its accessions with their versions (blastn counted
+    # XY000007.1 under "XY000007", not under "XY000007.1"; AB000104.1 under neither:
+    # versionless keys are matched as blastn 2.12 does only in part)
+    counted = ~ids.whole | (ids.has_gi & ~ids.versioned)
     if db.format_version == 4:
         counted &= ids.has_accession
     return ListedSubset(db, ids.has_accession & ~ids.whole, counted, ids.flags, False)

@@ -21,6 +21,7 @@ DEFLINES = ["ref|NC_000001.1| refseq", "gb|AB000002.2| genbank", "lcl|local3 loc
             "gi|777 gi only"]
 LISTS = {
     "accessions": "NC_000001.1\nAB000002.2\n",
+    "with a gi's": "XY000007.1\nAB000002.2\n",
     "without versions": "NC_000001\nP12345\nXY000007\n",
     "a wrong version": "NC_000001.2\nCAA00008.3\n",
     "fasta ids": "lcl|local3\ngnl|hs|general4\npdb|1XYZ|B\nref|NC_000001.1|\n",
@@ -66,6 +67,7 @@ def test_the_listed_ids_as_blastn(case, listed, flag):
 
 
 @pytest.mark.parametrize("db,listed", [("v5", "accessions"), ("v5", "without versions"),
+                                       ("v5", "with a gi's"), ("volumes", "with a gi's"),
                                        ("volumes", "accessions"),
                                        ("volumes", "without versions"), ("v4", "accessions")])
 @pytest.mark.parametrize("flag", ["-seqidlist", "-negative_seqidlist"])
