@@ -54,7 +54,7 @@ class SubjectDatabase(Database):
             shutil.rmtree(self._folder, ignore_errors=True)
             raise
         self.name = subjects.label
-        self.record_numbers = _numbers_with_letters(subjects.path)
+        self.record_numbers = _numbers_with_letters(fasta)
         # a record without letters is searched by blastn (it counts in the statistics)
         self.stats_num_seqs += int(self.record_numbers[-1]) - self.num_seqs
 
@@ -100,8 +100,9 @@ class SubjectDatabase(Database):
 def _cut_subjects(path: str, location: tuple, folder: str) -> tuple:
     """A FASTA file in `folder` of the part of each subject `location` (0-based first and
     last letters) names, cut at the subject's end as blastn cuts it; with each subject's
-    letters before that part and its whole length. A subject the part starts after is
-    refused, in blastn's words."""
+    letters before that part and its whole length (of those it leaves letters). A subject
+    the part starts just past the end of is left without letters; one it starts further
+    after is refused, in blastn's words."""
     from ..fasta import iter_records, reader_warning
 
     first, last = location
@@ -110,12 +111,16 @@ def _cut_subjects(path: str, location: tuple, folder: str) -> tuple:
     with open(cut_path, "wb") as out:
         for record in iter_records(path, headerless_ok=True, header_errors="surrogateescape",
                                    report_dropped=reader_warning, blast_input=True):
-            if first >= record.letters.size:
+            if first > record.letters.size:
                 raise InputError("Invalid from coordinate (greater than sequence length)")
+            # a part starting just past the end is a subject without letters, as in blastn
             out.write(b">" + record.defline.encode("utf-8", "surrogateescape") + b"\n")
             out.write(record.letters[first:last + 1].tobytes() + b"\n")
-            starts.append(first)
-            lengths.append(record.letters.size)
+            if first < record.letters.size:
+                starts.append(first)
+                lengths.append(record.letters.size)
+    if not starts:
+        raise InputError(f"{path}: -subject_loc leaves no subject letters to search")
     return cut_path, np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64)
 
 

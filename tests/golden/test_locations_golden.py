@@ -82,6 +82,26 @@ def test_subject_locations_as_blastn(case, outfmt):
     assert len(expected) > 10
 
 
+@pytest.mark.parametrize("outfmt", [COLUMNS, "7", "0"])
+def test_a_subject_location_just_past_a_subjects_end_leaves_it_without_letters(
+        case, outfmt, tmp_path):
+    """-subject_loc starting just after a subject's last letter: blastn warns of it and
+    searches the others."""
+    with open(case["subjects"]) as handle:
+        records = handle.read().split(">")[1:]
+    short = tmp_path / "short_first.fa"
+    short.write_text(">short one\n" + "".join(records[0].split("\n")[1:])[:1499] + "\n>" +
+                     records[1])
+    args = ["-query", case["queries"]["small"], "-subject", str(short), "-outfmt", outfmt,
+            "-subject_loc", "1500-99999"]
+    expected = _same_as_blastn(case, *args)
+    assert len(expected) > 5
+    warning = "Warning: [blastn] Subject_1 short one: Subject sequence contains no data"
+    theirs = subprocess.run(["blastn", *args], capture_output=True, text=True).stderr
+    ours = gblastn("search", "-device", "cpu", *args).stderr
+    assert warning in theirs and warning in ours
+
+
 @pytest.mark.parametrize("flag,location,reason", [
     ("-query_loc", "5-3", "start cannot be larger than stop"),
     ("-query_loc", "0-10", "range elements cannot be less than or equal to 0"),
