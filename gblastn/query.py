@@ -205,7 +205,7 @@ def located_queries(queries, query_loc: tuple, warn=None):
         yield from queries
         return
     first, last = query_loc
-    found, held = False, []
+    found, held, number = False, [], 0
     for number, query in enumerate(queries, 1):
         if first > len(query):
             continue
@@ -225,7 +225,7 @@ def located_queries(queries, query_loc: tuple, warn=None):
     if held and not found:
         raise InputError(f"query {held[0].id}: -query_loc starts after its last letter: "
                          f"{NO_DATA}")
-    if not found:
+    if not found and number:  # an input without queries was warned about as it was read
         raise InputError("-query_loc starts after the last letter of every query: "
                          "Empty CBlastQueryVector")
 

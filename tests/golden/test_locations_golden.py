@@ -175,6 +175,20 @@ def test_an_empty_record_under_a_location_is_warned_about_as_blastn_does(case, l
     assert warned == [line for line in ours.stderr.splitlines() if line.startswith("Warning")]
 
 
+@pytest.mark.parametrize("outfmt", ["7", "0"])
+def test_a_location_over_an_empty_query_file_as_blastn(case, outfmt, tmp_path):
+    """No queries at all: blastn warns "Query is Empty!" and writes an empty report, with
+    or without -query_loc (gblastn refused the location)."""
+    empty = tmp_path / "empty.fa"
+    empty.write_text("")
+    args = ["-query", str(empty), "-db", case["blast_db"], "-outfmt", outfmt,
+            "-query_loc", "1-20"]
+    _same_as_blastn(case, *args)
+    ours = gblastn("search", "-device", "cpu", *[case["our_db"] if arg == case["blast_db"]
+                                                 else arg for arg in args])
+    assert "Warning: [blastn] Query is Empty!" in ours.stderr
+
+
 def test_a_location_past_every_query_is_refused(case):
     done = gblastn("search", "-query", case["queries"]["small"], "-db", case["our_db"],
                    "-query_loc", "100000-100010")
