@@ -339,8 +339,17 @@ def _all_masks(queries: list, options: SearchOptions, pool=INLINE) -> list:
         return [_masked_ranges(q, None, options) for q in queries]
     from .dust import dust_intervals_many
     d = options.dust
-    dusted = _intervals_on_pool(
-        queries, pool, lambda codes: dust_intervals_many(codes, d.level, d.window, d.linker))
+
+    def dusted_of(codes: list) -> list:
+        if options.strand != "minus":
+            return dust_intervals_many(codes, d.level, d.window, d.linker)
+        # blastn dusts the strand it searches: the reverse complement, its intervals placed
+        # back on the plus strand (they differ where DUST's windows read the other way)
+        found = dust_intervals_many([COMPLEMENT_BLASTNA[c[::-1]] for c in codes], d.level,
+                                    d.window, d.linker)
+        return [(len(c) - 1 - f[::-1, ::-1]).reshape(-1, 2) for c, f in zip(codes, found)]
+
+    dusted = _intervals_on_pool(queries, pool, dusted_of)
     return [_masked_ranges(q, dusted[i], options) for i, q in enumerate(queries)]
 
 
