@@ -241,9 +241,35 @@ def _read_only(array: np.ndarray) -> np.ndarray:
     return array
 
 
+class LowercaseSubjects(MaskedDatabase):
+    """-subject's sequences under -lcase_masking: blastn masks their lower-case letters as
+    a database's soft masks (no seeds there, shown in lower case), naming no algorithm."""
+
+    def __init__(self, db):
+        self._db = db
+        self.mask_algorithm = SUBJECT_LOWER_CASE
+        self.hard_mask = False
+
+    def volume_masked_ranges(self, volume, local: int) -> np.ndarray:
+        return self._db.lowercase[volume.first_ordinal + local]
+
+
+class _LowerCase(NamedTuple):
+    algorithm_id: int
+
+    def description(self) -> None:  # the pairwise report names no algorithm
+        return None
+
+
+SUBJECT_LOWER_CASE = _LowerCase(-1)
+
+
 def mask_database(db, options):
-    """`db` as the search sees it under options.db_soft_mask or db_hard_mask; OptionsError,
-    in blastn's words, when the database has no masking data of that algorithm."""
+    """`db` as the search sees it under options.db_soft_mask or db_hard_mask, or -subject's
+    sequences under -lcase_masking; OptionsError, in blastn's words, when the database has
+    no masking data of that algorithm."""
+    if options.lcase_masking and any(len(ranges) for ranges in getattr(db, "lowercase", ())):
+        return LowercaseSubjects(db)
     algorithm_id = options.db_soft_mask if options.db_soft_mask is not None \
         else options.db_hard_mask
     if algorithm_id is None:

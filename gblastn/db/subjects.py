@@ -36,6 +36,8 @@ class SubjectDatabase(Database):
     With a location, `location_starts` and `whole_lengths` give each subject's letters
     before the part searched and its whole length."""
 
+    subject_set = True
+
     def __init__(self, subjects: SubjectFile):
         from .writer import make_db
 
@@ -54,6 +56,7 @@ class SubjectDatabase(Database):
             shutil.rmtree(self._folder, ignore_errors=True)
             raise
         self.name = subjects.label
+        self.lowercase = _lowercase_ranges(fasta)
         self.record_numbers = _numbers_with_letters(fasta)
         # a record without letters is searched by blastn (it counts in the statistics)
         self.stats_num_seqs += int(self.record_numbers[-1]) - self.num_seqs
@@ -124,6 +127,18 @@ def _cut_subjects(path: str, location: tuple, folder: str) -> tuple:
     return cut_path, np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64)
 
 
+def _lowercase_ranges(path: str) -> list:
+    """Each subject's lower-case letters (of those with letters, in order) as half-open
+    ranges: with -lcase_masking blastn masks them as a database's soft masks."""
+    from ..fasta import iter_records
+    from ..query import true_ranges
+
+    return [true_ranges((record.letters >= ord("a")) & (record.letters <= ord("z")))
+            for record in iter_records(path, headerless_ok=True, blast_input=True,
+                                       report_dropped=lambda text: None)
+            if record.letters.size]
+
+
 def _numbers_with_letters(path: str) -> np.ndarray:
     """The place in the file (from 1) of each record with letters, then the number of
     records; each record without letters is warned about in blastn's words."""
@@ -152,8 +167,9 @@ def _numbers_with_letters(path: str) -> np.ndarray:
 
 
 def is_subject_set(db) -> bool:
-    """Whether `db` holds -subject's sequences (whose reports name no database)."""
-    return isinstance(db, SubjectDatabase)
+    """Whether `db` holds -subject's sequences (whose reports name no database), itself or
+    behind a view of it (LowercaseSubjects)."""
+    return getattr(db, "subject_set", False)
 
 
 def shown_num_seqs(db) -> int:

@@ -345,7 +345,8 @@ def _masked_using(db, indent: str) -> str:
     """The line naming the database's masking algorithm under -db_soft_mask or
     -db_hard_mask."""
     algorithm = getattr(db, "mask_algorithm", None)
-    return "" if algorithm is None else f"{indent}Masked using: {algorithm.description()}\n"
+    named = None if algorithm is None else algorithm.description()
+    return "" if named is None else f"{indent}Masked using: {named}\n"
 
 
 def _karlin_footer(stats) -> str:

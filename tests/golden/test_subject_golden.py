@@ -163,3 +163,37 @@ def test_subjects_without_letters_as_blastn(case, varied, outfmt, tmp_path):
                            "-outfmt", outfmt], tmp_path)
     if outfmt == "0":
         assert "  Number of sequences in database:  5\n" in report
+
+
+@pytest.fixture(scope="module")
+def lower_case(case):
+    """The subjects with stretches of each in lower case: one whole, others in part."""
+    with open(case["subjects"]) as handle:
+        records = [record.split("\n", 1) for record in handle.read().split(">")[1:]]
+    path = case["folder"] / "lower.fa"
+    with open(path, "w") as handle:
+        for k, (defline, letters) in enumerate(records[:12]):
+            letters = letters.replace("\n", "")
+            if k % 3 == 0:
+                letters = letters.lower()
+            elif k % 3 == 1:
+                cut = len(letters) // 3
+                letters = letters[:cut] + letters[cut:2 * cut].lower() + letters[2 * cut:]
+            handle.write(f">{defline}\n{letters}\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("outfmt", [COLUMNS, "0", "5"])
+@pytest.mark.parametrize("masking", [["-lcase_masking"], []], ids=["lcase", "none"])
+def test_lower_case_subjects_masked_as_blastn(case, lower_case, outfmt, masking, tmp_path):
+    """With -lcase_masking blastn masks -subject's lower-case letters as a database's soft
+    masks: no seeds there, the letters shown in lower case; without it, nothing."""
+    args = ["-task", "megablast", "-query", case["query"], "-subject", lower_case,
+            "-outfmt", outfmt, *masking]
+    expected = _blastn(*args)
+    out = tmp_path / "ours.out"
+    done = gblastn("search", *args, "-out", str(out))
+    assert done.returncode == 0, done.stderr
+    got = out.read_text().splitlines()
+    assert not compare_lines(expected, got), compare_lines(expected, got)
+    assert len(expected) > 20
