@@ -6,7 +6,8 @@ A list is a text file, one id per line (the first word of the line, a leading '>
 or the binary form `blastdb_aliastool -seqid_file_in` writes. An id names a sequence by its
 accession, as makeblastdb -parse_seqids indexes them: 'NC_000001.1', 'gb|AB000003.2|',
 'lcl|name', 'gnl|db|tag' ('db:tag') and 'pdb|1ABC|A' ('1ABC_A') name one; an id without a
-version names every version; GIs name none. The statistics then count only the sequences
+version names every version; GIs name none. Accessions are named whatever the case and
+the type the key gives them; a local id only by its name as written. The statistics then count only the sequences
 searched, each with the length SeqDB estimates for it (approximate_lengths), while the
 reports' database lines keep the whole database's size, as blastn's do.
 """
@@ -25,28 +26,41 @@ BINARY_MARK = b"\x00"  # the binary list's first byte; a text list never starts 
 _LONG_ID = 0xFF        # an id length byte saying that a 4-byte length follows
 
 
-def read_id_list(path: str) -> list[str]:
-    """The ids of a text or binary seqidlist, as keys (lower case; None-free)."""
+class ListKeys(NamedTuple):
+    """A seqidlist's keys: `accessions` in lower case (an accession is named whatever the
+    case and the type its key gives), `local` the names of local ids as written (a local id
+    is named only by its own name, case and all, bare or as lcl|name)."""
+
+    accessions: list
+    local: set
+
+
+def read_id_list(path: str) -> ListKeys:
+    """The ids of a text or binary seqidlist, as keys."""
     try:
         with open(path, "rb") as handle:
             data = handle.read()
     except OSError as exc:
         raise InputError(f"cannot read the seqidlist {path} ({exc.strerror})") from None
-    if data.startswith(BINARY_MARK):
-        return [entry.lower() for entry in _binary_ids(data, path)]
-    keys = (_text_key(line) for line in data.decode("latin-1").splitlines())
-    return [key for key in keys if key]
+    if data.startswith(BINARY_MARK):  # blastdb_aliastool wrote each id as it indexes it
+        keys = [(entry.lower(), entry) for entry in _binary_ids(data, path)]
+    else:
+        keys = [_key(split_defline(line.strip().lstrip(">"))[0])
+                for line in data.decode("latin-1").splitlines()]
+    return ListKeys([accession for accession, _ in keys if accession],
+                    {local for _, local in keys if local})
 
 
-def _text_key(line: str) -> str | None:
-    """The accession a text list's line names, lower case; None for a GI or a blank line."""
-    token, _ = split_defline(line.strip().lstrip(">"))
+def _key(token: str) -> tuple[str | None, str | None]:
+    """(the accession, lower case, and the local name) a list's id names; (None, None) for
+    a GI or a blank line."""
     if "|" not in token:
-        return token.lower() or None
-    ids = _parse_fasta_ids(token)
-    if ids is None or len(ids) != 1 or ids[0][0] == "gi":
-        return None
-    return _best_accession(ids).lower()
+        return token.lower() or None, token or None
+    ids = _parse_fasta_ids(token) or (token.endswith("|") and _parse_fasta_ids(token[:-1]))
+    if not ids or len(ids) != 1 or ids[0][0] == "gi":
+        return None, None
+    local = ids[0][1][0] if ids[0][0] == "lcl" else None
+    return _best_accession(ids).lower(), local
 
 
 def _binary_ids(data: bytes, path: str) -> list[str]:
@@ -73,6 +87,13 @@ def _binary_ids(data: bytes, path: str) -> list[str]:
     except (struct.error, IndexError, ValueError):
         raise InputError(f"{path}: damaged binary seqidlist") from None
     return ids
+
+
+def local_name(defline: str) -> str | None:
+    """The name of a defline's local id (lcl|name), as written; None for any other."""
+    token, _ = split_defline(defline)
+    ids = _parse_fasta_ids(token) if "|" in token else None
+    return ids[0][1][0] if ids and len(ids) == 1 and ids[0][0] == "lcl" else None
 
 
 def accession_of(defline: str) -> tuple[str | None, bool]:
@@ -109,13 +130,13 @@ class ListedIds(NamedTuple):
     flags: dict
 
 
-def listed_ordinals(db, keys: list[str]) -> ListedIds:
+def listed_ordinals(db, keys: ListKeys) -> ListedIds:
     """The sequences and deflines of `db` that `keys` name (ListedIds). A key with a version
     names that version only."""
     if not db.parse_seqids:
         raise DatabaseError(f"{db.name}: the database has no accession info (it was made "
                             "without -parse_seqids), which -seqidlist needs")
-    wanted = set(keys)
+    wanted = set(keys.accessions)
     listed = ListedIds(*(np.zeros(db.num_seqs, dtype=bool) for _ in range(5)), {})
     for ordinal in range(db.num_seqs):
         flags, exact = [], []
@@ -123,6 +144,11 @@ def listed_ordinals(db, keys: list[str]) -> ListedIds:
             accession, gi = accession_of(defline)
             listed.has_gi[ordinal] |= gi
             listed.has_accession[ordinal] |= accession is not None
+            local = local_name(defline)
+            if local is not None:
+                exact.append(local in keys.local)
+                flags.append(exact[-1])
+                continue
             exact.append(accession is not None and accession in wanted)
             flags.append(exact[-1] or (accession is not None and
                                        _without_version(accession) in wanted))

@@ -29,6 +29,9 @@ LISTS = {
     "gis name nothing": "12345\ngi|777\ngi|12345|gb|XY000007.1|\nAB900009\n",
     "words, blanks, '>'": ">NC_000001.1 the first\n\n  emb|CAA00008.3|\tthe eighth\nnc_000001.1\n",
     "names nothing": "bogus\n",
+    # a local id is named by its name as written, bare or lcl|name| only
+    "a local id's case and types": "LOCAL3\nemb|local3|\ngb|local3\n",
+    "a local id with a closing bar": "lcl|local3|\n",
 }
 
 
