@@ -29,10 +29,12 @@ _LONG_ID = 0xFF        # an id length byte saying that a 4-byte length follows
 class ListKeys(NamedTuple):
     """A seqidlist's keys: `accessions` in lower case (an accession is named whatever the
     case and the type its key gives), `local` the names of local ids as written (a local id
-    is named only by its own name, case and all, bare or as lcl|name)."""
+    is named only by its own name, case and all, bare or as lcl|name); `ids` how many ids
+    the list gives (GIs too)."""
 
     accessions: list
     local: set
+    ids: int
 
 
 def read_id_list(path: str) -> ListKeys:
@@ -42,13 +44,18 @@ def read_id_list(path: str) -> ListKeys:
             data = handle.read()
     except OSError as exc:
         raise InputError(f"cannot read the seqidlist {path} ({exc.strerror})") from None
+    if not data:
+        raise InputError(f"the seqidlist {path} is empty: Failed to map seqidlist file")
     if data.startswith(BINARY_MARK):  # blastdb_aliastool wrote each id as it indexes it
-        keys = [(entry.lower(), entry) for entry in _binary_ids(data, path)]
+        entries = _binary_ids(data, path)
+        keys = [(entry.lower(), entry) for entry in entries]
     else:
-        keys = [_key(split_defline(line.strip().lstrip(">"))[0])
-                for line in data.decode("latin-1").splitlines()]
+        entries = [token for token in (split_defline(line.strip().lstrip(">"))[0]
+                                       for line in data.decode("latin-1").splitlines())
+                   if token]
+        keys = [_key(token) for token in entries]
     return ListKeys([accession for accession, _ in keys if accession],
-                    {local for _, local in keys if local})
+                    {local for _, local in keys if local}, len(entries))
 
 
 def _key(token: str) -> tuple[str | None, str | None]:
@@ -227,7 +234,10 @@ def restrict(db, options):
     listed = options.seqidlist or options.negative_seqidlist
     if listed is None:
         return db
-    ids = listed_ordinals(db, read_id_list(listed))
+    keys = read_id_list(listed)
+    if not keys.ids:  # a list of blank lines restricts nothing, as in blastn
+        return db
+    ids = listed_ordinals(db, keys)
     if options.seqidlist:
         return ListedSubset(db, ids.named, ids.named, ids.flags, True)
     # a negative list searches the sequences of SeqDB's accession index that it does not

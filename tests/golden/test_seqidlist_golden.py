@@ -32,6 +32,7 @@ LISTS = {
     # a local id is named by its name as written, bare or lcl|name| only
     "a local id's case and types": "LOCAL3\nemb|local3|\ngb|local3\n",
     "a local id with a closing bar": "lcl|local3|\n",
+    "blank lines": "\n  \n",  # no ids: no restriction
 }
 
 
@@ -103,10 +104,14 @@ def test_refusals(case, tmp_path):
     subprocess.run(["makeblastdb", "-in", str(case["folder"] / "db.fa"), "-dbtype", "nucl",
                     "-out", plain], check=True, capture_output=True)
     listed = str(case["lists"]["accessions"])
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
     for args, code, words in [
             (["-db", plain, "-seqidlist", listed], 3, "no accession info"),
             (["-db", case["dbs"]["v5"], "-seqidlist", str(tmp_path / "none")], 2,
              "cannot read the seqidlist"),
+            (["-db", case["dbs"]["v5"], "-negative_seqidlist", str(empty)], 2,
+             "Failed to map seqidlist file"),
             (["-db", case["dbs"]["v5"], "-seqidlist", listed, "-negative_seqidlist", listed],
              2, "Incompatible with argument:  `negative_seqidlist'"),
             (["-subject", str(case["folder"] / "db.fa"), "-seqidlist", listed], 2,
