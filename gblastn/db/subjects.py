@@ -10,6 +10,7 @@ import os
 import shutil
 import sys
 import tempfile
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -56,10 +57,16 @@ class SubjectDatabase(Database):
             shutil.rmtree(self._folder, ignore_errors=True)
             raise
         self.name = subjects.label
-        self.lowercase = _lowercase_ranges(fasta)
+        self._fasta = fasta
         self.record_numbers = _numbers_with_letters(fasta)
         # a record without letters is searched by blastn (it counts in the statistics)
         self.stats_num_seqs += int(self.record_numbers[-1]) - self.num_seqs
+
+    @cached_property
+    def lowercase(self) -> list:
+        """Each subject's lower-case letters as half-open ranges (-lcase_masking masks
+        them), read when first asked for."""
+        return _lowercase_ranges(self._fasta)
 
     def defline(self, ordinal: int) -> str:
         """The defline's bytes as they came, those that are not UTF-8 kept (as blastn
