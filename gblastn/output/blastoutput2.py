@@ -65,9 +65,11 @@ def _search(query, result, stats, db) -> Node:
     if title:
         members.append(("query-title", title))
     members.append(("query-len", query.searched_length))
-    masked = mask_of(len(query), stats.masked)
-    # blastn lists no masking for a query masked end to end (nothing of it was searched)
-    if stats.masked and not masked.all():
+    searched = slice(0, len(query)) if query.location is None else \
+        slice(query.location.start, query.location.end)
+    # blastn lists no masking for a query (or -query_loc's part of it) masked end to end:
+    # nothing of it was searched
+    if stats.masked and not mask_of(len(query), stats.masked)[searched].all():
         # ranges as the Seq-locs hold them: 0-based, the last position included
         members.append(("query-masking", [Node("Range", [("from", start), ("to", end - 1)])
                                           for start, end in stats.masked]))

@@ -189,6 +189,22 @@ def test_a_location_over_an_empty_query_file_as_blastn(case, outfmt, tmp_path):
     assert "Warning: [blastn] Query is Empty!" in ours.stderr
 
 
+@pytest.mark.parametrize("location", ["1-200", "100-400"])
+def test_the_masking_of_a_location_masked_whole_as_blastn(case, location, tmp_path):
+    """JSON and XML2 list a query's masking only where the part searched is not masked end
+    to end (blastn looks at the part, not the whole query)."""
+    with open(case["queries"]["small"]) as handle:
+        letters = handle.read().split(">")[1].split("\n", 1)[1].replace("\n", "")
+    query = tmp_path / "lower.fa"
+    query.write_text(f">lower first part\n{letters[:300].lower()}{letters[300:1200]}\n")
+    for outfmt in ("15", "16"):
+        expected = _same_as_blastn(case, "-query", str(query), "-db", case["blast_db"],
+                                   "-outfmt", outfmt, "-lcase_masking", "-query_loc",
+                                   location)
+        assert ("query" in "".join(expected) and
+                ("masking" in "".join(expected)) == (location == "100-400"))
+
+
 def test_a_location_past_every_query_is_refused(case):
     done = gblastn("search", "-query", case["queries"]["small"], "-db", case["our_db"],
                    "-query_loc", "100000-100010")
