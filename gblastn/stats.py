@@ -472,6 +472,8 @@ def evalue_cutoff_score(kbp: KarlinBlock, searchsp: int, evalue: float) -> int:
     `evalue`, never below 1 (BlastKarlinEtoS_simple)."""
     if kbp.lambda_ < 0. or kbp.k < 0. or kbp.h < 0.:
         return 1
+    if searchsp <= 0:  # log(0): C's conversion of -inf to Int4, as below
+        return 1
     e = max(evalue, SMALLEST_EVALUE)
     score = math.log(kbp.k * float(searchsp) / e) / kbp.lambda_
     if not -INT4_MAX - 1 <= score <= INT4_MAX:
@@ -528,6 +530,9 @@ def prepare_statistics(batch, db_letters: int, db_num_seqs: int, options) -> Sea
     letters in as many sequences when it is given (BLAST_CalcEffLengths)."""
     # an ungapped search's word cutoffs take the average subject (BlastSeqSrcGetAvgSeqLen)
     average_subject = db_letters // max(db_num_seqs, 1)
+    if db_letters == 0:
+        # subjects without a letter: BLAST_GapAlignSetUp takes them for one subject
+        db_num_seqs = 1
     if options.dbsize > 0:
         db_letters = options.dbsize
     n_ctx = batch.num_contexts
@@ -610,7 +615,10 @@ def _length_dependent(evaluated: KarlinBlock, alpha: float, beta: float, length:
                       db_letters: int, db_num_seqs: int, average_subject: int,
                       options) -> tuple:
     """(length adjustment, search space, gapped cutoff, an ungapped search's cutoff) of a
-    context of `length` letters whose E-values take `evaluated`."""
+    context of `length` letters whose E-values take `evaluated`. Subjects without a letter
+    (and no -dbsize or -searchsp) leave both at 0, as BLAST_CalcEffLengths does."""
+    if db_letters == 0 and not options.searchsp:
+        return 0, 0, evalue_cutoff_score(evaluated, 0, options.evalue), 0
     ell = length_adjustment(evaluated, alpha / evaluated.lambda_, beta, length, db_letters,
                             db_num_seqs)
     searchsp = options.searchsp or _search_space(db_letters, db_num_seqs, ell, length)

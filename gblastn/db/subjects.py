@@ -51,7 +51,7 @@ class SubjectDatabase(Database):
             # titled after the file given, which a part's temporary file stands in for
             built = make_db([fasta], os.path.join(self._folder, "subjects"),
                             title=subjects.path, progress=False, deflines_as_read=True,
-                            warn=lambda message: None, blast_input=True)
+                            warn=lambda message: None, blast_input=True, allow_empty=True)
             super().__init__(built)
         except BaseException:
             shutil.rmtree(self._folder, ignore_errors=True)
@@ -59,6 +59,9 @@ class SubjectDatabase(Database):
         self.name = subjects.label
         self._fasta = fasta
         self.record_numbers = _numbers_with_letters(fasta)
+        if self.record_numbers[-1] == 0:  # blastn: "Empty CBlastQueryVector"
+            self.close()
+            raise InputError(f"{subjects.path}: no sequences found (empty input?)")
         # a record without letters is searched by blastn (it counts in the statistics)
         self.stats_num_seqs += int(self.record_numbers[-1]) - self.num_seqs
 
@@ -111,8 +114,8 @@ def _cut_subjects(path: str, location: tuple, folder: str) -> tuple:
     """A FASTA file in `folder` of the part of each subject `location` (0-based first and
     last letters) names, cut at the subject's end as blastn cuts it; with each subject's
     letters before that part and its whole length (of those it leaves letters). A subject
-    the part starts just past the end of is left without letters; one it starts further
-    after is refused, in blastn's words."""
+    the part starts just past the end of is left without letters (searched all the same,
+    as blastn does); one it starts further after is refused, in blastn's words."""
     from ..fasta import iter_records, reader_warning
 
     first, last = location
@@ -129,8 +132,6 @@ def _cut_subjects(path: str, location: tuple, folder: str) -> tuple:
             if first < record.letters.size:
                 starts.append(first)
                 lengths.append(record.letters.size)
-    if not starts:
-        raise InputError(f"{path}: -subject_loc leaves no subject letters to search")
     return cut_path, np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64)
 
 

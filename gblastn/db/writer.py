@@ -273,7 +273,7 @@ def make_db(inputs, out: str, title: str | None = None, parse_seqids: bool = Fal
             max_file_sz: int | str = "1GB", progress: bool | None = None, *,
             taxid: int | None = None, taxid_map: str | None = None, strict: bool = False,
             mask_data=None, mask_id=None, deflines_as_read: bool = False,
-            warn=_warn_to_stderr, blast_input: bool = False) -> str:
+            warn=_warn_to_stderr, blast_input: bool = False, allow_empty: bool = False) -> str:
     """Builds database `out` (directory out.gdb) from FASTA files; returns its directory.
     A missing folder on the way to it is made, as makeblastdb does. `taxid` gives every
     sequence that taxid, `taxid_map` (with parse_seqids) a file mapping ids to taxids;
@@ -284,7 +284,8 @@ def make_db(inputs, out: str, title: str | None = None, parse_seqids: bool = Fal
     its program's (ids from 100 on). `deflines_as_read` keeps the deflines' bytes as they
     came (-subject's, which blastn reads without makeblastdb's conversion). `blast_input`
     reads the FASTA as blastn reads -subject (fasta.iter_fasta), its reader's warnings on
-    stderr in blastn's words."""
+    stderr in blastn's words. `allow_empty` builds a database of no sequences where the
+    inputs hold none with letters (-subject's, which blastn searches all the same)."""
     names = _split_inputs(inputs)
     cap = _volume_cap(max_file_sz)
     taxids = _taxid_assignment(taxid, taxid_map, parse_seqids)
@@ -296,6 +297,7 @@ def make_db(inputs, out: str, title: str | None = None, parse_seqids: bool = Fal
     try:
         build = _Build(names, generation, cap, parse_seqids, bar, warn, taxids, strict, masks)
         build.deflines_as_read, build.blast_input = deflines_as_read, blast_input
+        build.allow_empty = allow_empty
         manifest = build.run()
         manifest.update(title=title if title is not None else " ".join(names),
                         created=blast_date(datetime.fromtimestamp(started)),
@@ -452,6 +454,7 @@ class _Build:
         self.ordinal = self.total = self.longest = 0
         self.deflines_as_read = False
         self.blast_input = False  # read as blastn reads -subject (make_db)
+        self.allow_empty = False
 
     def run(self) -> dict:
         try:
@@ -462,7 +465,7 @@ class _Build:
         finally:
             if self.volume is not None:
                 self.volume.abandon()
-        if self.ordinal == 0:
+        if self.ordinal == 0 and not self.allow_empty:
             raise InputError(f"{' '.join(self.names)}: no sequences found (empty input?)")
         if self.taxids is not None and self.taxids.mapping and not self.taxids.matched:
             self.warn("No sequences matched any of the taxids provided.")

@@ -102,6 +102,24 @@ def test_a_subject_location_just_past_a_subjects_end_leaves_it_without_letters(
     assert warning in theirs and warning in ours
 
 
+@pytest.mark.parametrize("outfmt", [COLUMNS, "7", "0", "5"])
+def test_a_subject_location_past_every_subject_finds_nothing_as_blastn(case, outfmt,
+                                                                      tmp_path):
+    """-subject_loc starting just after the last letter of every subject: each is warned
+    about, and the report has no hits, as blastn's."""
+    records = [record.split("\n", 1) for record in open(case["subjects"]).read().split(">")[1:]]
+    letters = [body.replace("\n", "") for _, body in records]
+    length = min(len(text) for text in letters)
+    even = tmp_path / "even.fa"
+    even.write_text("".join(f">{defline}\n{text[:length]}\n"
+                            for (defline, _), text in zip(records, letters)))
+    args = ["-query", case["queries"]["small"], "-subject", str(even), "-outfmt", outfmt,
+            "-subject_loc", f"{length + 1}-{length + 50}"]
+    _same_as_blastn(case, *args)
+    ours = gblastn("search", "-device", "cpu", *args).stderr
+    assert ours.count("Subject sequence contains no data") == 2
+
+
 @pytest.mark.parametrize("flag,location,reason", [
     ("-query_loc", "5-3", "start cannot be larger than stop"),
     ("-query_loc", "0-10", "range elements cannot be less than or equal to 0"),

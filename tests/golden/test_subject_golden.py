@@ -169,6 +169,23 @@ def test_subjects_without_letters_as_blastn(case, varied, outfmt, tmp_path):
         assert "  Number of sequences in database:  5\n" in report
 
 
+@pytest.mark.parametrize("outfmt", ["0", "5", "7 qseqid sseqid evalue bitscore"])
+@pytest.mark.parametrize("extra", [[], ["-dbsize", "1000"], ["-searchsp", "5000"]],
+                         ids=["own", "dbsize", "searchsp"])
+def test_subjects_all_without_letters_as_blastn(case, outfmt, extra, tmp_path):
+    """No subject with a letter: blastn warns of each and reports no hits, its search space
+    0 (or that of -dbsize against one subject); an input without any record is refused."""
+    path = tmp_path / "all_empty.fa"
+    path.write_text(">empty one\n>empty two\n\n")
+    report = _same_report(["-query", case["query"], "-subject", str(path), "-outfmt", outfmt,
+                           *extra], tmp_path)
+    if outfmt == "0" and not extra:
+        assert "Effective search space used: 0\n" in report
+    path.write_text("\n")
+    done = gblastn("search", "-query", case["query"], "-subject", str(path))
+    assert done.returncode == 2 and "no sequences found" in done.stderr
+
+
 @pytest.fixture(scope="module")
 def lower_case(case):
     """The subjects with stretches of each in lower case: one whole, others in part."""

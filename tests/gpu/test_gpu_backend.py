@@ -674,6 +674,22 @@ def test_search_output_identical(gpu, tmp_path, task, limits):
     assert outputs["gpu", "serial"] == outputs["cpu", "pipeline"]
 
 
+def test_subjects_without_letters_on_the_gpu_as_on_the_cpu(gpu, tmp_path):
+    """-subject records that hold no letter: a database of none, searched on the GPU as on
+    the CPU (no hits, each warned about)."""
+    write_fasta(tmp_path / "q.fa", [("q0", "ACGTTGCA" * 40)])
+    (tmp_path / "s.fa").write_text(">s0\n>s1\n\n")
+    outputs = {}
+    for device in ("cpu", "gpu"):
+        res = subprocess.run([sys.executable, "-m", "gblastn", "search", "-subject",
+                              str(tmp_path / "s.fa"), "-query", str(tmp_path / "q.fa"),
+                              "-outfmt", "7", "-device", device], capture_output=True)
+        assert res.returncode == 0, res.stderr.decode()[-2000:]
+        assert res.stderr.decode().count("Subject sequence contains no data") == 2
+        outputs[device] = res.stdout
+    assert b"# 0 hits found" in outputs["cpu"] and outputs["gpu"] == outputs["cpu"]
+
+
 # a child process with a backend that has searched once (`old`, `args`)
 BACKEND_SCRIPT = """
 import os
