@@ -95,17 +95,23 @@ def local_id(query: Query, index: int) -> str:
 MASKED_AT_ONCE = 1000
 
 
-def warned_without_statistics(read, options: SearchOptions, warn):
+def warned_queries(read, options: SearchOptions, warn, filtered_empty: bool = False):
     """The queries read(warn) yields, each one whose searched letters give BLAST no
     Karlin-Altschul block (lacks_statistics: it has no hits) warned about to `warn` in
-    blastn's words after the reader's own warnings of it; queries numbered from 1 in
-    their order (-query_loc's numbers where given). Where masking is hard the verdict
-    needs the masks, found for MASKED_AT_ONCE queries at a time, and the reader's warnings
-    wait with their queries."""
+    blastn's words after the reader's own warnings of it, and where `filtered_empty` (the
+    database's filter left no sequence) each query warned of that too; queries numbered
+    from 1 in their order (-query_loc's numbers where given). Where masking is hard the
+    verdict needs the masks, found for MASKED_AT_ONCE queries at a time, and the reader's
+    warnings wait with their queries."""
+    notice = _FilteredEmptyNotice(warn) if filtered_empty else None
+    if notice is not None:
+        warn = notice.warn
     if options.soft_masking:
         for index, query in enumerate(read(warn)):
             if query.searched_length and lacks_statistics(query, options):
                 _warn_lacking(query, index, warn)
+            if notice is not None:
+                notice.query_done(query, index)
             yield query
         return
     block, held, first = [], [], 0
@@ -117,16 +123,17 @@ def warned_without_statistics(read, options: SearchOptions, warn):
         for query in read(hold):
             block.append(query)
             if len(block) == MASKED_AT_ONCE:
-                yield from _judged(block, held, first, options, warn)
+                yield from _judged(block, held, first, options, warn, notice)
                 first += MASKED_AT_ONCE
     except BaseException:
         for _, text in held:  # what the reader said before it failed
             warn(text)
         raise
-    yield from _judged(block, held, first, options, warn)
+    yield from _judged(block, held, first, options, warn, notice)
 
 
-def _judged(block: list, held: list, first: int, options: SearchOptions, warn) -> list:
+def _judged(block: list, held: list, first: int, options: SearchOptions, warn,
+            notice) -> list:
     """The queries of `block` (numbered from first + 1), taken out of it, after the
     warnings `held` for them and those of the ones that lack statistics, in their order."""
     searched = [query for query in block if query.searched_length]
@@ -141,6 +148,8 @@ def _judged(block: list, held: list, first: int, options: SearchOptions, warn) -
             text = next(said, None)
         if lacking[k]:
             _warn_lacking(query, first + k, warn)
+        if notice is not None:
+            notice.query_done(query, first + k)
     while text is not None:
         warn(text[1])
         text = next(said, None)
@@ -148,6 +157,26 @@ def _judged(block: list, held: list, first: int, options: SearchOptions, warn) -
     block.clear()
     held.clear()
     return queries
+
+
+class _FilteredEmptyNotice:
+    """blastn's sentence for a database its filter left without sequences, said of every
+    query: joined to the query's own warning (no letters, no statistics) where it has one,
+    else on a line of its own."""
+
+    def __init__(self, warn):
+        self._warn, self._joined = warn, False
+
+    def warn(self, text: str) -> None:
+        if text.endswith((f": {NO_DATA} ", f": {INVALID_QUERY} ")):
+            text, self._joined = text + FILTERED_EMPTY + " ", True
+        self._warn(text)
+
+    def query_done(self, query: Query, index: int) -> None:
+        if not self._joined:
+            label = " ".join(filter(None, (local_id(query, index), query.defline)))
+            self._warn(f"Warning: [blastn] {label}: {FILTERED_EMPTY} ")
+        self._joined = False
 
 
 def _warn_lacking(query: Query, index: int, warn) -> None:
@@ -621,6 +650,9 @@ INVALID_QUERY = ("Could not calculate ungapped Karlin-Altschul parameters due to
                  "query sequence or its translation. Please verify the query sequence(s) "
                  "and/or filtering options")
 INVALID_QUERY_WARNING = "Warning: [blastn] {label}: " + INVALID_QUERY + " "
+# and for every query where -seqidlist, its negative or a taxid list leaves no sequence of
+# the database, joined to the warning above of that query where it has one
+FILTERED_EMPTY = "Filtering resulted in an empty database."
 _SPACES = re.compile(" {2,}")
 _CONTROL = re.compile(r"[\x00-\x1f]")
 

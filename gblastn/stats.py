@@ -530,9 +530,6 @@ def prepare_statistics(batch, db_letters: int, db_num_seqs: int, options) -> Sea
     letters in as many sequences when it is given (BLAST_CalcEffLengths)."""
     # an ungapped search's word cutoffs take the average subject (BlastSeqSrcGetAvgSeqLen)
     average_subject = db_letters // max(db_num_seqs, 1)
-    if db_letters == 0:
-        # subjects without a letter: BLAST_GapAlignSetUp takes them for one subject
-        db_num_seqs = 1
     if options.dbsize > 0:
         db_letters = options.dbsize
     n_ctx = batch.num_contexts

@@ -62,8 +62,11 @@ class SubjectDatabase(Database):
         if self.record_numbers[-1] == 0:  # blastn: "Empty CBlastQueryVector"
             self.close()
             raise InputError(f"{subjects.path}: no sequences found (empty input?)")
-        # a record without letters is searched by blastn (it counts in the statistics)
+        # a record without letters is searched by blastn (it counts in the statistics);
+        # records none of which has a letter, as one subject (BLAST_GapAlignSetUp)
         self.stats_num_seqs += int(self.record_numbers[-1]) - self.num_seqs
+        if self.stats_letters == 0:
+            self.stats_num_seqs = 1
 
     @cached_property
     def lowercase(self) -> list:

@@ -178,13 +178,19 @@ def approximate_lengths(db) -> np.ndarray:
 class DatabaseSubset:
     """A database whose search sees only the sequences `searched` marks (bool per ordinal),
     and whose statistics count those `counted` marks; everything else is the database's
-    own."""
+    own. Where the statistics count no letter, they take the database's first sequence
+    alone, as BLAST_GapAlignSetUp takes a source without letters for one subject."""
 
     def __init__(self, db, searched: np.ndarray, counted: np.ndarray):
         self._db = db
         self.searched = searched
         self.stats_num_seqs = int(counted.sum())
         self.stats_letters = int(approximate_lengths(db)[counted].sum())
+        # the filter left no sequence in the statistics (blastn warns of it for each query;
+        # a negative list leaves a sequence known by its GI alone counted, not searched)
+        self.filtered_empty = self.stats_num_seqs == 0
+        if self.filtered_empty:
+            self.stats_num_seqs, self.stats_letters = 1, int(db.lengths[0])
 
     def __getattr__(self, name):
         return getattr(self._db, name)
@@ -222,6 +228,12 @@ class ListedSubset(DatabaseSubset):
 
     def taxids_of(self, ordinal: int) -> list[int]:
         return self._shown(ordinal, self._db.taxids_of(ordinal))
+
+
+def filtered_to_nothing(db) -> bool:
+    """Whether `db` is a database whose seqidlist or taxid filter left no sequence in the
+    statistics."""
+    return bool(getattr(db, "filtered_empty", False))
 
 
 def restrict(db, options):

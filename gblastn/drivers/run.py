@@ -298,13 +298,15 @@ def _search_into(search, outputs, index, fmt, files, output, settings, cluster=N
     if served is not None:
         texts = served.texts(files, fmt)
     else:
+        from ..db.subset import filtered_to_nothing
         from ..fasta import reader_warning
         from ..output.formats import query_warnings
-        from ..query import warned_without_statistics
+        from ..query import warned_queries
 
-        queries = warned_without_statistics(
+        queries = warned_queries(
             lambda said: searched_queries(files, search.options.query_loc, warn=said),
-            search.options, query_warnings(fmt, reader_warning))
+            search.options, query_warnings(fmt, reader_warning),
+            filtered_to_nothing(search.db))
         texts = _texts(search, queries, fmt, render, settings, cluster)
     per_query = getattr(fmt, "per_query_files", False)  # -outfmt 13, 14
     progress = _Progress(files) if settings.progress else None

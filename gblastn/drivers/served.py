@@ -266,7 +266,7 @@ class SearchDoor:
         report that keeps every query until its footer: SAM), the reader's warnings as they
         come, then "done" with the report's last text and the search's notes."""
         from ..output.formats import query_warnings
-        from ..query import warned_without_statistics
+        from ..query import warned_queries
         from ..timing import StageTimes
         from .cluster import ClusterSearch
         from .run import searched_queries
@@ -279,7 +279,7 @@ class SearchDoor:
         inputs = ReceivedInputs(connection)
         # the queries are read (and their warnings sent) in this thread, as the batches form
         warn = query_warnings(request.report, lambda text: _send(connection, ("warning", text)))
-        queries = _Counted(warned_without_statistics(
+        queries = _Counted(warned_queries(
             lambda said: searched_queries(request.inputs, request.options.query_loc,
                                           inputs.stream_of, said), request.options, warn))
         report = request.report

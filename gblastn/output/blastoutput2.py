@@ -78,7 +78,7 @@ def _search(query, result, stats, db) -> Node:
                              for number, subject in enumerate(subjects, 1)]))
     members.append(("stat", _statistics(stats, db)))
     if not subjects:
-        members.append(("message", no_hits_message(query, number, stats)))
+        members.append(("message", no_hits_message(query, number, stats, db)))
     return Node("Search", members)
 
 

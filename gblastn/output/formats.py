@@ -122,15 +122,16 @@ def _pairwise_settings(line_length=None, num_descriptions=None, num_alignments=N
 
 def query_warnings(report, warn):
     """The warn function of a search's query reader for `report`: blastn writes its
-    warnings of a query without letters to search, or without statistics, on stderr only
-    where the report does not carry them (XML, JSON, SAM)."""
-    from ..query import INVALID_QUERY, NO_DATA
+    warnings of a query without letters to search, or without statistics, or of a filtered
+    database without sequences, on stderr only where the report does not carry them (XML,
+    JSON, SAM)."""
+    from ..query import FILTERED_EMPTY, INVALID_QUERY, NO_DATA
 
     if not getattr(report, "says_empty_queries", False):
         return warn
 
     def warn_unless_carried(text: str) -> None:
-        if not text.endswith((f": {NO_DATA} ", f": {INVALID_QUERY} ")):
+        if not text.endswith((f": {NO_DATA} ", f": {INVALID_QUERY} ", f" {FILTERED_EMPTY} ")):
             warn(text)
     return warn_unless_carried
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from ..db.seqid import describe, fasta_id_text, ids_parsed
 from ..db.subjects import is_subject_set, subject_number, whole_length
-from ..query import INVALID_QUERY, NO_DATA, local_id
+from ..db.subset import filtered_to_nothing
+from ..query import FILTERED_EMPTY, INVALID_QUERY, NO_DATA, local_id
 from .alignments import shown_hsps
 from .statistics import query_statistics
 
@@ -172,20 +173,27 @@ class XmlReport:
         parts += ["</Iteration_hits>\n", _statistics(stats, db)]
         if not subjects:
             parts.append(_element(2, "Iteration_message",
-                                  escape(no_hits_message(query, number, stats))))
+                                  escape(no_hits_message(query, number, stats, db))))
         parts.append("</Iteration>\n")
         return "".join(parts)
 
 
-def no_hits_message(query, number: int, stats=None) -> str:
+def no_hits_message(query, number: int, stats=None, db=None) -> str:
     """blastn's message: that of a query without letters to search (an empty record, or
-    one -query_loc starts just after), or without statistics (all N, or all masked),
-    carries its warning, twice, in its words."""
-    if query.searched_length and not (stats is not None and stats.invalid):
+    one -query_loc starts just after), or without statistics (all N, or all masked), or
+    searched in a database its filter left empty, carries its warnings, twice, in its
+    words."""
+    warnings = []
+    if not query.searched_length:
+        warnings.append(NO_DATA)
+    elif stats is not None and stats.invalid:
+        warnings.append(INVALID_QUERY)
+    if filtered_to_nothing(db):
+        warnings.append(FILTERED_EMPTY)
+    if not warnings:
         return NO_HITS
     label = " ".join(filter(None, (local_id(query, number - 1), query.defline)))
-    warning = INVALID_QUERY if query.searched_length else NO_DATA
-    return f"{label}:  {label}: {warning}  {NO_HITS}"
+    return f"{label}:  {label}: {' '.join(warnings)}  {NO_HITS}"
 
 
 def _statistics(stats, db) -> str:

@@ -99,6 +99,39 @@ def test_a_gblastn_database_restricted_as_blastn(case, flag):
                     ours_db=str(case["folder"] / "ours"))
 
 
+@pytest.mark.parametrize("outfmt", ["0", "6", "5", "15"])
+@pytest.mark.parametrize("masking", ["true", "false"])
+@pytest.mark.parametrize("flag,listed", [("-seqidlist", "names nothing"),
+                                         ("-negative_seqidlist", "every accession")])
+def test_a_list_leaving_no_sequence_as_blastn(case, flag, listed, masking, outfmt, tmp_path):
+    """A list that leaves no sequence: each query warned of it (joined to its own warning
+    of no letters or no statistics) on stderr, or in the XML and JSON messages; the search
+    space that of the database's first sequence alone. (A negative list naming every
+    accession leaves the sequence known by its GI alone in the statistics: no warning.)"""
+    every = tmp_path / "every.txt"
+    every.write_text("".join(line.split("|")[1] + "\n" for line in DEFLINES[:2]) +
+                     "local3\nhs:general4\n1XYZ_B\nP12345.1\nXY000007.1\nCAA00008.3\n"
+                     "AB900009.1\n")
+    queries = tmp_path / "queries.fa"
+    first, second = open(case["query"]).read().split(">")[1:]
+    queries.write_text(">all n\n" + "N" * 60 + "\n>" + first + ">empty\n>" + second)
+    listed_file = str(every if listed == "every accession" else case["lists"][listed])
+    args = [flag, listed_file, "-task", "blastn", "-soft_masking", masking, "-outfmt", outfmt]
+    lines = same_as_blastn(str(queries), case["dbs"]["v5"], *args)
+    advice = "blastdb_aliastool"  # blastn's advice for text lists, not copied
+    theirs = subprocess.run(["blastn", "-query", str(queries), "-db", case["dbs"]["v5"], *args],
+                            capture_output=True, text=True).stderr
+    ours = gblastn("search", "-query", str(queries), "-db", case["dbs"]["v5"], "-device", "cpu",
+                   *args).stderr
+    assert [line for line in theirs.splitlines() if advice not in line] == ours.splitlines()
+    said = theirs + "".join(lines)
+    emptied = flag == "-seqidlist"
+    assert said.count("Filtering resulted in an empty database.") == (4 if emptied else 0)
+    if outfmt == "0" and emptied:  # the valid queries' spaces: the first sequence's
+        assert any(line.startswith("Effective search space used: ") and
+                   not line.endswith(": 0") for line in lines)
+
+
 def test_refusals(case, tmp_path):
     plain = str(tmp_path / "plain")
     subprocess.run(["makeblastdb", "-in", str(case["folder"] / "db.fa"), "-dbtype", "nucl",

@@ -175,7 +175,7 @@ def test_warnings_of_queries_without_statistics_keep_the_readers_order(monkeypat
     import gblastn.query as query_module
     from gblastn.alphabet import encode_blastna
     from gblastn.options import make_options
-    from gblastn.query import Query, warned_without_statistics
+    from gblastn.query import Query, warned_queries
 
     def query(name, letters):
         codes = encode_blastna(letters)
@@ -196,7 +196,7 @@ def test_warnings_of_queries_without_statistics_keep_the_readers_order(monkeypat
     said = {}
     for soft in (True, False):
         warnings = []
-        got = list(warned_without_statistics(read, make_options("megablast", dust=None,
+        got = list(warned_queries(read, make_options("megablast", dust=None,
                                                                  soft_masking=soft),
                                              warnings.append))
         assert [q.id for q in got] == [q.id for q in records]
