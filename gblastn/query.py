@@ -44,6 +44,11 @@ class Query:
     codes: np.ndarray       # uint8 blastna, upper-case meaning
     lowercase: np.ndarray   # bool, per letter
     location: QueryLocation | None = None
+    # whether its searched letters give BLAST a Karlin-Altschul block (warned_queries)
+    has_statistics: bool = True
+    # whether it is in a batch none of whose queries has statistics, which blastn does not
+    # search (mark_unsearched_batch): its reports then differ from a searched query's
+    batch_unsearched: bool = False
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -73,15 +78,17 @@ class Query:
         even = codes if codes.size % 2 == 0 else np.append(codes, np.uint8(0))
         return (_unpickled_query, (self.id, self.defline, codes.size,
                                    (even[0::2] << 4) | even[1::2], np.packbits(self.lowercase),
-                                   self.location))
+                                   self.location, self.has_statistics, self.batch_unsearched))
 
 
 def _unpickled_query(id: str, defline: str, length: int, pairs: np.ndarray,
-                     lowercase_bits: np.ndarray, location: QueryLocation | None = None) -> Query:
+                     lowercase_bits: np.ndarray, location: QueryLocation | None = None,
+                     has_statistics: bool = True, batch_unsearched: bool = False) -> Query:
     codes = np.empty(pairs.size * 2, dtype=np.uint8)
     codes[0::2], codes[1::2] = pairs >> 4, pairs & 15
     lowercase = np.unpackbits(lowercase_bits, count=length).view(bool)
-    return Query(id, defline, codes[:length], lowercase, location)
+    return Query(id, defline, codes[:length], lowercase, location, has_statistics,
+                 batch_unsearched)
 
 
 def local_id(query: Query, index: int) -> str:
@@ -108,7 +115,9 @@ def warned_queries(read, options: SearchOptions, warn, filtered_empty: bool = Fa
         warn = notice.warn
     if options.soft_masking:
         for index, query in enumerate(read(warn)):
+            query.has_statistics = bool(query.searched_length)
             if query.searched_length and lacks_statistics(query, options):
+                query.has_statistics = False
                 _warn_lacking(query, index, warn)
             if notice is not None:
                 notice.query_done(query, index)
@@ -146,6 +155,7 @@ def _judged(block: list, held: list, first: int, options: SearchOptions, warn,
         while text is not None and text[0] <= k:
             warn(text[1])
             text = next(said, None)
+        query.has_statistics = bool(query.searched_length) and not lacking[k]
         if lacking[k]:
             _warn_lacking(query, first + k, warn)
         if notice is not None:
@@ -177,6 +187,16 @@ class _FilteredEmptyNotice:
             label = " ".join(filter(None, (local_id(query, index), query.defline)))
             self._warn(f"Warning: [blastn] {label}: {FILTERED_EMPTY} ")
         self._joined = False
+
+
+def mark_unsearched_batch(batch: list) -> list:
+    """The batch (a list of queries), each query marked whether blastn leaves the batch
+    unsearched: none of its queries has statistics (warned_queries), so BLAST's set-up
+    fails for the whole batch and its reports show blocks of -1 and no hit list."""
+    unsearched = not any(query.has_statistics for query in batch)
+    for query in batch:
+        query.batch_unsearched = unsearched
+    return batch
 
 
 def _warn_lacking(query: Query, index: int, warn) -> None:

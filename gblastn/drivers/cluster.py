@@ -339,6 +339,8 @@ class ClusterSearch:
         before it and searched as soon as that one is, rather than once its count has come
         here and the next batch has gone out. Yields (a batch's queries, the Future of their
         outputs) for the batches that stand, in order."""
+        from ..query import mark_unsearched_batch
+
         spread = len(self.workers) if self.mode == "replicate" else 1
         uncounted = deque()  # (request, its parts, [Futures of its extensions],
         #                      Future of its outputs)
@@ -348,7 +350,7 @@ class ClusterSearch:
                 if formed is None:
                     break
                 self._live_workers()
-                request = self._request(formed[1], formed[0])
+                request = self._request(mark_unsearched_batch(formed[1]), formed[0])
                 uncounted.append((request, *self._submit(request, not batches.queries_left(),
                                                          report)))
             if not uncounted:

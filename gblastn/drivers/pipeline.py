@@ -258,7 +258,10 @@ class Pipeline:
 
     def _plan(self, items: list):
         """The plan of a batch of (number, query) items."""
-        return self.search.plan([q for _, q in items], items[0][0], self.pool,
+        from ..query import mark_unsearched_batch
+
+        return self.search.plan(mark_unsearched_batch([q for _, q in items]), items[0][0],
+                                self.pool,
                                 self._masks_found(items))
 
     def _post(self, batch_id: int, plan) -> None:

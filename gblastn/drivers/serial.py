@@ -3,6 +3,7 @@ independent pieces (volumes' gapped pieces, traceback groups, output runs) on a 
 
 from ..engine import GROUPS_PER_THREAD, PrelimHits, empty_result, query_batches
 from ..pools import INLINE, TaskPool, runs_of
+from ..query import mark_unsearched_batch
 
 RENDER_RUNS_PER_THREAD = 2  # runs of a batch's queries per thread the serial driver formats
 
@@ -66,7 +67,7 @@ def search_results(search, queries, pool):
     may be any iterable, read a batch at a time."""
     sizes = search.batch_sizes()
     index = 0
-    for batch in query_batches(queries, lambda: sizes.letters):
+    for batch in map(mark_unsearched_batch, query_batches(queries, lambda: sizes.letters)):
         results, extensions = search_batch(search, batch, index, pool)
         sizes.searched(extensions)
         yield from zip(batch, results)
@@ -83,7 +84,7 @@ def serial_texts(search, queries, render, release_device: bool = False):
     index = 0
     with TaskPool(search.options.num_threads) as pool:
         pending = Lookahead(queries)
-        for batch in query_batches(pending, lambda: sizes.letters):
+        for batch in map(mark_unsearched_batch, query_batches(pending, lambda: sizes.letters)):
             last = release_device and pending.exhausted()
             results, extensions = search_batch(
                 search, batch, index, pool, device_done=search.retire_device if last else None)

@@ -18,7 +18,7 @@ from ..db.subjects import whole_length
 from ..query import local_id
 from .alignments import lower_masked, mask_of, shown_hsps
 from .statistics import query_statistics
-from .xml import PROGRAM, PROGRAM_VERSION, filter_string, no_hits_message, reference
+from .xml import NO_HITS, PROGRAM, PROGRAM_VERSION, filter_string, no_hits_message, reference
 
 
 @dataclass
@@ -74,11 +74,15 @@ def _search(query, result, stats, db) -> Node:
         members.append(("query-masking", [Node("Range", [("from", start), ("to", end - 1)])
                                           for start, end in stats.masked]))
     subjects = [subject for subject in result.subjects if len(subject.hsps)]
-    members.append(("hits", [_hit(number, subject, query, db, stats.masked)
-                             for number, subject in enumerate(subjects, 1)]))
+    if not query.batch_unsearched:  # blastn has no hit list for an unsearched batch
+        members.append(("hits", [_hit(number, subject, query, db, stats.masked)
+                                 for number, subject in enumerate(subjects, 1)]))
     members.append(("stat", _statistics(stats, db)))
     if not subjects:
-        members.append(("message", no_hits_message(query, number, stats, db)))
+        message = no_hits_message(query, number, stats, db)
+        if query.batch_unsearched:
+            message += f" \n{NO_HITS}"
+        members.append(("message", message))
     return Node("Search", members)
 
 

@@ -32,6 +32,9 @@ class QueryStatistics:
 
 
 NO_STATISTICS = QueryStatistics(0, 0, None, None)
+# a query of a batch blastn did not search (query.mark_unsearched_batch): its blocks are
+# BLAST's unset ones
+UNSET_BLOCK = KarlinBlock(-1.0, -1.0, 0.0, -1.0)
 
 
 def query_statistics(queries: list, db, options) -> list:
@@ -40,13 +43,22 @@ def query_statistics(queries: list, db, options) -> list:
     from ..stats import prepare_statistics
 
     searched = [query for query in queries if query.searched_length]
-    if not searched:
-        return [NO_STATISTICS for _ in queries]
-    batch = build_batch(searched, options)
-    stats = prepare_statistics(batch, db.stats_letters, db.stats_num_seqs, options)
-    found = iter([_on_whole_query(_first_valid(stats, 2 * i, batch), query)
-                  for i, query in enumerate(searched)])
-    return [next(found) if query.searched_length else NO_STATISTICS for query in queries]
+    found = iter(())
+    if searched:
+        batch = build_batch(searched, options)
+        stats = prepare_statistics(batch, db.stats_letters, db.stats_num_seqs, options)
+        found = iter([_on_whole_query(_first_valid(stats, 2 * i, batch), query)
+                      for i, query in enumerate(searched)])
+    return [_unset_if_unsearched(next(found) if query.searched_length else NO_STATISTICS,
+                                 query) for query in queries]
+
+
+def _unset_if_unsearched(statistics: QueryStatistics, query) -> QueryStatistics:
+    """A query of a batch blastn did not search shows unset blocks and no masks (its
+    set-up, which finds them, failed), whatever its letters."""
+    if not query.batch_unsearched:
+        return statistics
+    return replace(statistics, ungapped=UNSET_BLOCK, gapped=UNSET_BLOCK, masked=())
 
 
 def _on_whole_query(statistics: QueryStatistics, query) -> QueryStatistics:

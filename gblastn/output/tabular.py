@@ -454,7 +454,8 @@ def write_header(out: TextIO, fmt: TabularFormat, query, db_name: str, num_hits:
     out.write(f"# Database: {db_name}\n")
     if num_hits:
         out.write("# Fields: " + ", ".join(FIELD_TITLES[c] for c in fmt.columns) + "\n")
-    out.write(f"# {num_hits} hits found\n")
+    if not getattr(query, "batch_unsearched", False):  # blastn has no hit list to count
+        out.write(f"# {num_hits} hits found\n")
 
 
 _NEEDS_ALIGNMENT = {"qstart", "qend", "sstart", "send", "qseq", "sseq", "length", "pident",

@@ -197,12 +197,50 @@ def test_warnings_of_queries_without_statistics_keep_the_readers_order(monkeypat
     for soft in (True, False):
         warnings = []
         got = list(warned_queries(read, make_options("megablast", dust=None,
-                                                                 soft_masking=soft),
-                                             warnings.append))
+                                                     soft_masking=soft), warnings.append))
         assert [q.id for q in got] == [q.id for q in records]
         said[soft] = warnings
+        assert [q.has_statistics for q in got] == [False, False, True, False, False, False, True]
     assert said[True] == said[False]
     assert [text.split(": ")[1] if text.startswith("Warning") else text
             for text in said[True]] == ["[blastn] Query_1 n1", "reader: e2",
                                         "[blastn] Query_4 n4", "reader: e5",
                                         "[blastn] Query_6 n6", "reader: end"]
+    # a database its filter left empty: the sentence joins each query's own warning (the
+    # reader's here are not in blastn's words), or stands alone
+    for soft in (True, False):
+        warnings = []
+        list(warned_queries(read, make_options("megablast", dust=None, soft_masking=soft),
+                            warnings.append, filtered_empty=True))
+        said[soft] = warnings
+    assert said[True] == said[False]
+    filtered = "Filtering resulted in an empty database. "
+    assert [text for text in said[True] if filtered in text] == [
+        f"Warning: [blastn] Query_1 n1: {query_module.INVALID_QUERY} {filtered}",
+        f"Warning: [blastn] Query_2 e2: {filtered}",
+        f"Warning: [blastn] Query_3 ok3: {filtered}",
+        f"Warning: [blastn] Query_4 n4: {query_module.INVALID_QUERY} {filtered}",
+        f"Warning: [blastn] Query_5 e5: {filtered}",
+        f"Warning: [blastn] Query_6 n6: {query_module.INVALID_QUERY} {filtered}",
+        f"Warning: [blastn] Query_7 ok7: {filtered}"]
+
+
+def test_a_batch_is_unsearched_when_none_of_its_queries_has_statistics():
+    import pickle
+
+    from gblastn.query import mark_unsearched_batch
+
+    def query(has_statistics):
+        made = Query("q", "q", np.zeros(4, dtype=np.uint8), np.zeros(4, dtype=bool))
+        made.has_statistics = has_statistics
+        return made
+
+    mixed, without = [query(False), query(True)], [query(False), query(False)]
+    assert [q.batch_unsearched for q in mark_unsearched_batch(mixed)] == [False, False]
+    assert [q.batch_unsearched for q in mark_unsearched_batch(without)] == [True, True]
+    # a batch formed again with other queries (a dropped forecast) is judged afresh
+    assert [q.batch_unsearched for q in mark_unsearched_batch(without[:1] + mixed[1:])] == \
+        [False, False]
+    marked = mark_unsearched_batch(without)[0]
+    back = pickle.loads(pickle.dumps(marked))  # as a cluster's workers get it
+    assert (back.has_statistics, back.batch_unsearched) == (False, True)
