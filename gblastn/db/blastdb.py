@@ -42,7 +42,7 @@ from ..errors import DatabaseError, InputError
 from ..numba_start import njit
 from .blast_deflines import BerError, Defline, decode_deflines
 from .reader import OrdinalAccess, PackedSubjects, _bases_only
-from .seqid import describe, describe_set, lookup_keys
+from .seqid import described_by_ordinal, describe, describe_set, lookup_keys
 
 ALIAS_SUFFIX, INDEX_SUFFIX, SEQUENCE_SUFFIX, HEADER_SUFFIX = ".nal", ".nin", ".nsq", ".nhr"
 NUCLEOTIDE = 0
@@ -483,7 +483,9 @@ class BlastDatabase(OrdinalAccess):
         return describe_set([found.text() for found in deflines], deflines[0].parsed)
 
     def _describe_uncached(self, ordinal: int) -> tuple[str, str, str]:
-        return self.describe_deflines(self.deflines_of(ordinal))
+        deflines = self.deflines_of(ordinal)
+        return described_by_ordinal(self.describe_deflines(deflines), ordinal,
+                                    deflines[0].parsed)
 
     # -- taxonomy --------------------------------------------------------------------------
     def taxids_of(self, ordinal: int) -> list[int]:

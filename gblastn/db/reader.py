@@ -31,7 +31,7 @@ from ..arrays import fresh_pages
 from ..errors import DatabaseError, InputError
 from ..numba_start import njit
 from . import format as fmt
-from .seqid import DEFLINE_SEPARATOR, describe_set, lookup_keys
+from .seqid import DEFLINE_SEPARATOR, described_by_ordinal, describe_set, lookup_keys
 
 CODE_OF = np.ascontiguousarray(BLASTNA_FROM_NCBI4NA, dtype=np.uint8)
 OPEN_ATTEMPTS = 3  # a database replaced while it is opened is opened again, this often
@@ -566,7 +566,8 @@ class OrdinalAccess:
 
     # -- ids and titles --------------------------------------------------------------------
     def _describe_uncached(self, ordinal: int) -> tuple[str, str, str]:
-        return describe_set(self.defline_texts(ordinal), self.parse_seqids)
+        return described_by_ordinal(describe_set(self.defline_texts(ordinal), self.parse_seqids),
+                                    ordinal, self.parse_seqids)
 
     def defline_texts(self, ordinal: int) -> list[str]:
         """Each of the sequence's deflines in FASTA form (several where makeblastdb

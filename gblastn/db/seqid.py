@@ -121,6 +121,15 @@ def describe_set(deflines: list[str], parse_seqids: bool) -> tuple[str, str, str
     return seq_id, accession, describe(deflines[0], parse_seqids)[2]
 
 
+def described_by_ordinal(described: tuple, ordinal: int, parse_seqids: bool) -> tuple:
+    """describe_set's (seq_id, accession, title), where a database without parsed ids
+    holds a defline without an id: makeblastdb's ordinal id, gnl|BL_ORD_ID|N (accession
+    BL_ORD_ID:N), as blastn's tabular columns give it."""
+    if described[0] or parse_seqids:
+        return described
+    return f"gnl|BL_ORD_ID|{ordinal}", f"BL_ORD_ID:{ordinal}", described[2]
+
+
 def _ids_of(token: str) -> list[tuple[str, list[str]]]:
     """The Seq-ids -parse_seqids reads off a defline's first token: FASTA-style ids, else a
     bare accession of the database its prefix names, else a local id."""

@@ -415,9 +415,11 @@ def report_accession_of(seq_id: str, accession: str, parsed: bool) -> str:
     return accession
 
 
-def _taxonomy_value(name: str, db, ordinal: int) -> str:
+def _taxonomy_value(name: str, db, ordinal: int, columns: tuple) -> str:
     """staxid: the first taxid that is set; staxids: every taxid, once, in increasing order;
-    the names N/A (one per taxid for NAMES_PER_TAXID). A -subject sequence has no taxid."""
+    the names N/A: one per taxid for NAMES_PER_TAXID beside a staxids column (blastn lists
+    a subject's taxids for the names only where that column asks for them), else one. A
+    -subject sequence has no taxid."""
     taxids = db.taxids_of(ordinal)
     if name == "staxid":
         first = next((taxid for taxid in taxids if taxid), 0)
@@ -425,7 +427,7 @@ def _taxonomy_value(name: str, db, ordinal: int) -> str:
     distinct = sorted(set(taxids))
     if name == "staxids":
         return ";".join(map(str, distinct)) or NOT_AVAILABLE
-    if name in NAMES_PER_TAXID:
+    if name in NAMES_PER_TAXID and "staxids" in columns:
         return ";".join(NOT_AVAILABLE for _ in distinct) or NOT_AVAILABLE
     return NOT_AVAILABLE
 
@@ -531,7 +533,7 @@ def _hsp_fields(fmt, query, db, ordinal, hsps, i, per_subject) -> list:
         if name in _PER_HSP:
             values[name] = _PER_HSP[name](_slice(hsps, i), query.searched_length)[0]
         else:
-            values[name] = _per_subject_value(name, query, db, ordinal, per_subject)
+            values[name] = _per_subject_value(name, query, db, ordinal, per_subject, columns)
     return [str(values[name]) for name in columns]
 
 
@@ -546,8 +548,8 @@ _PER_HSP = {
 }
 
 
-def _per_subject_value(name: str, query, db, ordinal: int, per_subject: dict):
-    """A column whose value is the same for every HSP of the subject."""
+def _per_subject_value(name: str, query, db, ordinal: int, per_subject: dict, columns: tuple):
+    """A column whose value is the same for every HSP of the subject (of those `columns`)."""
     if name in ("qseqid", "qacc", "qaccver"):
         return query.id
     if name == "qgi":
@@ -571,7 +573,7 @@ def _per_subject_value(name: str, query, db, ordinal: int, per_subject: dict):
     if name == "qframe":
         return 1
     if name in TAXONOMY_NAMES or name in ("staxid", "staxids"):
-        return _taxonomy_value(name, db, ordinal)
+        return _taxonomy_value(name, db, ordinal, columns)
     return per_subject[name]  # qcovs, qcovus
 
 
@@ -632,7 +634,7 @@ def _lines_of(fmt, db, entries: list) -> list:
             lines.add_int(_coverage_percents(hsps.q_end - hsps.q_start, searched))
         else:
             lines.add_repeated_text(
-                [str(_per_subject_value(name, query, db, subject.ordinal, extra))
+                [str(_per_subject_value(name, query, db, subject.ordinal, extra, columns))
                  for (query, entry_subjects), extras in zip(entries, per_subject)
                  for subject, extra in zip(entry_subjects, extras)], sizes)
     return lines.write_parts(fmt.delimiter, rows_of_entry)

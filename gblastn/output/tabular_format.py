@@ -82,7 +82,24 @@ class TabularFormat:
         if kind not in SUPPORTED_KINDS:
             raise OptionsError(f"output format {kind} is not supported by gblastn: "
                                "use 6, 7 or 10")
+        _check_delimiter(custom_delim, custom)
         return cls(kind, _parse_columns(custom), custom_delim or SUPPORTED_KINDS[kind])
+
+
+# the separators of columns that list several values, in the order blastn checks them
+LIST_SEPARATORS = {"sallseqid": ";", "staxids": ";", "sscinames": ";", "scomnames": ";",
+                   "sblastnames": ";", "sskingdoms": ";", "salltitles": "<>", "frames": "/"}
+
+
+def _check_delimiter(delimiter: str, custom: str) -> None:
+    """blastn refuses a custom delimiter that a column named anywhere in the format (as a
+    word's part: `-staxids` too) also separates its values with."""
+    clash = next((name for name, separator in LIST_SEPARATORS.items()
+                  if separator == delimiter and name in custom), None)
+    if delimiter and clash is not None:
+        raise OptionsError(f"Your custom record separator ({delimiter}) is also used by the "
+                           f"format specifier ({clash}) to separate multiple entries. Please "
+                           "use a different record separator (delim keyword).")
 
 
 def _parse_columns(custom: str) -> tuple:

@@ -126,3 +126,40 @@ def test_a_seqidlist_shows_the_deflines_blastn_shows(case, listing, ours):
     assert ("\tseq2\t" in expected) == (listing == "seqidlist")
     assert got.splitlines() == expected.splitlines(), \
         compare_lines(expected.splitlines(), got.splitlines())
+
+
+@pytest.fixture(scope="module")
+def untitled(tmp_path_factory):
+    """A database without parsed ids whose deflines hold no id (a bare '>', or blanks),
+    by makeblastdb and by makedb, and queries from them."""
+    from gblastn.db.writer import make_db
+
+    folder = tmp_path_factory.mktemp("untitled")
+    rng = np.random.default_rng(41)
+    subjects = [random_dna(rng, 400) for _ in range(3)]
+    fasta = folder / "db.fa"
+    fasta.write_text("".join(f"{title}\n{letters.tobytes().decode()}\n" for title, letters
+                             in zip((">", "> ", ">named one"), subjects)))
+    queries = write_fasta(folder / "q.fa", [(f"q{k}", letters[20:320])
+                                            for k, letters in enumerate(subjects)])
+    blast_db, our_db = str(folder / "plain"), str(folder / "ours")
+    subprocess.run(["makeblastdb", "-in", str(fasta), "-dbtype", "nucl", "-out", blast_db],
+                   check=True, capture_output=True)
+    make_db([str(fasta)], our_db, progress=False)
+    return {"folder": folder, "queries": queries, "dbs": (blast_db, our_db)}
+
+
+@pytest.mark.parametrize("outfmt", ["6 " + ID_COLUMNS, "0", "5", "17"])
+@pytest.mark.parametrize("ours", [False, True], ids=["makeblastdb", "makedb"])
+def test_deflines_without_an_id_shown_by_ordinal_as_blastn(untitled, outfmt, ours):
+    """A sequence whose defline holds no id is known by makeblastdb's ordinal id,
+    gnl|BL_ORD_ID|N (accession BL_ORD_ID:N), in the tabular id columns."""
+    db, our_db = untitled["dbs"]
+    expected = blastn_output(untitled["queries"], db, "megablast", outfmt)
+    if outfmt.startswith("6"):
+        assert "gnl|BL_ORD_ID|0\tgnl|BL_ORD_ID|0" in expected and "BL_ORD_ID:1" in expected
+    searched = our_db if ours else db
+    got = gblastn_output(untitled, untitled["queries"], searched, "megablast", outfmt)
+    expected_lines = _normalised(expected)
+    got_lines = [line.replace(searched, db) for line in _normalised(got)]
+    assert got_lines == expected_lines, compare_lines(expected_lines, got_lines)

@@ -102,13 +102,16 @@ def test_the_taxonomy_columns_and_warning_as_blastn(case, db):
     assert unnamed.returncode == 0 and NAMES_WARNING not in unnamed.stderr
 
 
+@pytest.mark.parametrize("columns", ["saccver stitle staxid staxids sscinames",
+                                     "saccver sscinames scomnames"])
 @pytest.mark.parametrize("args", [[], ["-taxids", "9606"], ["-negative_taxids", "9606"]])
-def test_a_sequence_of_several_deflines_as_blastn(case, args):
+def test_a_sequence_of_several_deflines_as_blastn(case, args, columns):
     """staxids lists every defline's taxid; under a filter only the deflines of the taxids
-    kept are shown."""
-    lines = _search(case, case["dbs"]["multi"], *args, "-outfmt",
-                    "6 saccver stitle staxid staxids sscinames")
+    kept are shown; the names are N/A once a taxid beside staxids, else once."""
+    lines = _search(case, case["dbs"]["multi"], *args, "-outfmt", f"6 {columns}")
     assert_blastn_found_hits(lines)
+    if not args:
+        assert any("N/A;N/A" in line for line in lines) == ("staxids" in columns)
 
 
 @pytest.mark.parametrize("outfmt", ["15", "16"])

@@ -48,6 +48,22 @@ def test_parse_delimiters():
         TabularFormat.parse("6 delim qseqid")
 
 
+@pytest.mark.parametrize("spec,clash", [
+    ("6 delim=; qseqid sallseqid", "sallseqid"),
+    ("6 delim=; qseqid staxids sallseqid", "sallseqid"),  # blastn's order, not the columns'
+    ("7 delim=; sscinames staxids", "staxids"),
+    ("6 delim=; sallseqid -sallseqid qseqid", "sallseqid"),  # named, then removed
+    ("10 delim=<> salltitles", "salltitles"),
+    ("6 delim=; staxid", None), ("6 delim=;; sallseqid", None), ("6 delim=< salltitles", None),
+    ("6 delim=; sallacc sallgi", None)])
+def test_a_delimiter_that_a_listing_column_uses_is_refused_as_by_blastn(spec, clash):
+    if clash is None:
+        TabularFormat.parse(spec)
+        return
+    with pytest.raises(OptionsError, match=re.escape(f"format specifier ({clash})")):
+        TabularFormat.parse(spec)
+
+
 @pytest.mark.parametrize("spec,message", [
     ("abc", "'abc' is not a valid output format"),
     ("6x qseqid", "'6x' is not a valid output format"),
