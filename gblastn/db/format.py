@@ -35,9 +35,15 @@ Keys of a volume (integers in values are little-endian numpy arrays, read as zer
   ``amb_code`` uint8 [runs] its ncbi4na code (runs of one code are maximal, not split)
 * ``def`` + uint64 big-endian local index: the defline, the bytes read after '>'
 * ``def_crc``       uint32 [n]     CRC-32 of each defline (checked on every read)
-* ``taxid``         int32 [n]      the taxid of each sequence (makedb -taxid or -taxid_map);
-  only in a database made with either, whose volumes' manifest entries then have
-  ``taxids_crc`` (a database without has taxid 0 everywhere, as makeblastdb's)
+* ``taxid``         int32 [n]      the taxid of each sequence (makedb -taxid or -taxid_map),
+  that of its first defline; only in a database made with either, whose volumes' manifest
+  entries then have ``taxids_crc`` (a database without has taxid 0 everywhere, as
+  makeblastdb's)
+* ``taxids_of_deflines`` int32: for the sequences whose deflines (-parse_seqids, ^A between
+  them) have taxids that differ, each defline's: their count m, their local indexes [m], the
+  ends of their runs [m], then the runs; only where there are such sequences, whose
+  volumes' manifest entries then have ``defline_taxids_crc``. A database that lacks it
+  (made before it) gives every defline its sequence's taxid.
 * ``msks`` / ``mskr`` + uint32 big-endian algorithm id: a masking algorithm's ranges (makedb
   -mask_data): int64 [n+1] starts (sequence i's ranges are rows starts[i]:starts[i+1]) and
   int32 [rows, 2] ranges [start, end) in increasing order; only in a database made with
@@ -125,6 +131,9 @@ def ordinal_of_id_key(key: bytes) -> int:
 
 
 TAXIDS_KEY = b"taxid"  # sorts after the id keys: put with the arrays, at a volume's end
+# the taxid of each defline of the sequences whose deflines' taxids differ (int32: their
+# count n, their local ordinals [n], the ends of their runs of taxids [n], the taxids)
+DEFLINE_TAXIDS_KEY = b"taxids_of_deflines"
 MASK_STARTS, MASK_RANGES = b"s", b"r"
 
 

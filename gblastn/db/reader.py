@@ -230,6 +230,7 @@ class Volume:
         if self.lengths.size != self.num_seqs:
             raise DatabaseError(f"{self._label}: damaged (sequence count)")
         self.taxids = self._read_taxids(entry.get("taxids_crc"))
+        self.defline_taxids = self._read_defline_taxids(entry.get("defline_taxids_crc"))
         self.masks = self._read_masks(mask_ids, entry.get("masks_crc"))
         self._blocks: dict[int, np.ndarray] = {}
         self._concat = None
@@ -244,6 +245,21 @@ class Volume:
                 or zlib.crc32(value) != int(expected_crc):
             raise DatabaseError(f"{self._label}: damaged (taxids)")
         return np.frombuffer(value, dtype="<i4")
+
+    def _read_defline_taxids(self, expected_crc) -> dict:
+        """Local ordinal -> the taxid of each of its deflines, for the sequences whose
+        deflines' taxids differ (format.DEFLINE_TAXIDS_KEY); the others' deflines share
+        their sequence's taxid."""
+        if expected_crc is None:
+            return {}
+        value = self._get(fmt.DEFLINE_TAXIDS_KEY)
+        if value is None or zlib.crc32(value) != int(expected_crc):
+            raise DatabaseError(f"{self._label}: damaged (taxids of deflines)")
+        table = np.frombuffer(value, dtype="<i4")
+        count = int(table[0])
+        ordinals, ends = table[1:count + 1], table[count + 1:2 * count + 1]
+        runs = np.split(table[2 * count + 1:], ends[:-1])
+        return {int(local): run.tolist() for local, run in zip(ordinals, runs)}
 
     def _read_masks(self, mask_ids: tuple, expected_crc) -> dict:
         """Each masking algorithm's (starts, ranges) (makedb -mask_data): sequence i's
@@ -625,6 +641,17 @@ class OrdinalAccess:
         self.close()
 
 
+class StoredDefline(NamedTuple):
+    """One of a sequence's deflines in a gblastn database, with its taxid."""
+
+    defline: str
+    taxid: int
+    parsed: bool  # makedb -parse_seqids
+
+    def text(self) -> str:
+        return self.defline
+
+
 class Database(OrdinalAccess):
     """A gblastn database: counts, ids and titles by global ordinal, sequences by ordinal."""
 
@@ -692,17 +719,43 @@ class Database(OrdinalAccess):
 
     # -- taxonomy --------------------------------------------------------------------------
     def taxids_of(self, ordinal: int) -> list[int]:
-        """The taxid of each of the sequence's deflines: a gblastn database stores one a
-        sequence, which all its deflines share."""
+        """The taxid of each of the sequence's deflines: its own where they differ, else
+        the sequence's."""
         volume, local = self._locate(ordinal)
-        return [int(volume.taxids[local])] * len(self.defline_texts(ordinal))
+        own = volume.defline_taxids.get(local)
+        return own if own is not None else \
+            [int(volume.taxids[local])] * len(self.defline_texts(ordinal))
+
+    def deflines_of(self, ordinal: int) -> list[StoredDefline]:
+        """Each of the sequence's deflines with its taxid (as a BLAST+ database's
+        Blast-def-lines: a taxid filter shows those of its taxids)."""
+        return [StoredDefline(text, taxid, self.parse_seqids) for text, taxid
+                in zip(self.defline_texts(ordinal), self.taxids_of(ordinal))]
+
+    @staticmethod
+    def describe_deflines(deflines: list) -> tuple[str, str, str]:
+        return describe_set([found.text() for found in deflines], deflines[0].parsed)
 
     def taxid_index(self):
-        """Every sequence's taxid, as taxonomy.TaxidIndex."""
+        """Every sequence's taxids, once each and in increasing order, as a BLAST+
+        database's taxid files hold them (taxonomy.TaxidIndex)."""
         from .taxonomy import TaxidIndex
 
-        return TaxidIndex(np.arange(self.num_seqs + 1, dtype=np.int64),
-                          np.concatenate([v.taxids for v in self.volumes]))
+        counts, parts = [], []
+        for volume in self.volumes:
+            each = volume.taxids[:, None]
+            if not volume.defline_taxids:
+                counts.append(np.ones(volume.num_seqs, dtype=np.int64))
+                parts.append(volume.taxids)
+                continue
+            runs = [np.unique(volume.defline_taxids[local]) if local in volume.defline_taxids
+                    else each[local] for local in range(volume.num_seqs)]
+            counts.append(np.array([run.size for run in runs], dtype=np.int64))
+            parts.append(np.concatenate(runs).astype(np.int32))
+        starts = np.concatenate([[0], np.cumsum(np.concatenate(counts))]) if counts else \
+            np.zeros(1, dtype=np.int64)
+        return TaxidIndex(starts.astype(np.int64),
+                          np.concatenate(parts) if parts else np.zeros(0, np.int32))
 
     def find(self, seq_id: str) -> int:
         """Ordinal of the (first) sequence an id names, as dbcmd -entry accepts ids."""

@@ -215,9 +215,11 @@ def duplicate_key(defline: str) -> str:
 
 def _map_key(kind: str, fields: list[str]) -> str:
     """What makeblastdb's taxid map compares of one Seq-id (its content label): a GI's
-    number, an accession without its version, a local id's name, a general id's tag."""
+    number, an accession without its version (in capitals: accessions match whatever
+    their case), a local id's name, a general id's tag."""
     if kind in _ACCESSION_TYPES:
-        return fields[0].rsplit(".", 1)[0] if re.search(r"\.\d+$", fields[0]) else fields[0]
+        accession = fields[0].upper()
+        return accession.rsplit(".", 1)[0] if re.search(r"\.\d+$", accession) else accession
     if kind == "gnl":
         return fields[1]
     if kind == "pdb":
@@ -232,7 +234,7 @@ def taxid_map_key(text: str) -> str:
     ids = _parse_fasta_ids(text) if "|" in text else None
     if ids is not None:
         return _map_key(*ids[0]) if len(ids) == 1 else ""
-    kind = _guess_type(text)
+    kind = _guess_type(text) or _guess_type(text.upper())
     return _map_key(kind, [text]) if kind is not None else text
 
 

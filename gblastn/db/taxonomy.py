@@ -273,13 +273,23 @@ def read_taxid_map(path: str) -> dict[str, int]:
 
 
 class TaxidAssignment:
-    """The taxid makedb gives each sequence: -taxid's for all, or the -taxid_map entry of
-    the first of its ids that the map has (0 when none has one)."""
+    """The taxid makedb gives each defline of a sequence: -taxid's for all, or the
+    -taxid_map entry of the first of the defline's ids that the map has (0 when none has
+    one), as makeblastdb's CTaxIdSet gives each Blast-def-line its own."""
 
     def __init__(self, taxid: int | None = None, taxid_map: str | None = None):
         self.taxid = taxid or 0
         self.mapping = read_taxid_map(taxid_map) if taxid_map is not None else None
         self.matched = False
+
+    def of_each(self, defline: str) -> list[int]:
+        """The taxid of each of the sequence's deflines (-taxid_map goes with -parse_seqids,
+        under which a title's ^A separates them)."""
+        from .seqid import DEFLINE_SEPARATOR
+
+        if self.mapping is None:
+            return [self.taxid]
+        return [self.of(part) for part in defline.split(DEFLINE_SEPARATOR)]
 
     def of(self, defline: str) -> int:
         from .seqid import taxid_keys

@@ -66,7 +66,8 @@ class _VolumeWriter:
                        for key, dtype in fmt.array_keys(fmt.FORMAT_VERSION).items()}
         self.arrays[b"block_offset"] = Column(np.uint32)  # inside a block: stored as int64
         self.arrays[b"amb_start"].append(0)
-        self.taxids = Column(np.int32) if with_taxids else None
+        self.taxids = Column(np.int32) if with_taxids else None  # each sequence's first
+        self.defline_taxids: dict = {}  # local ordinal -> its deflines' taxids, where they differ
         # each masking algorithm's ranges: sequence i's are rows starts[i]:starts[i + 1]
         self.mask_starts = {algorithm_id: Column(np.int64) for algorithm_id in mask_ids}
         self.mask_ranges = {algorithm_id: Column(np.int32) for algorithm_id in mask_ids}
@@ -94,7 +95,7 @@ class _VolumeWriter:
         block_crc.append(zlib.crc32(data))
         self._put(fmt.block_key(len(block_crc) - 1), data)
 
-    def add(self, defline: bytes, sequence: EncodedSequence, keys, taxid: int,
+    def add(self, defline: bytes, sequence: EncodedSequence, keys, taxids: list,
             masks: dict) -> None:
         local = self.num_seqs
         arrays = self.arrays
@@ -120,7 +121,9 @@ class _VolumeWriter:
         self._put(fmt.defline_key(local), defline)
         arrays[b"def_crc"].append(zlib.crc32(defline))
         if self.taxids is not None:
-            self.taxids.append(taxid)
+            self.taxids.append(taxids[0])
+            if any(taxid != taxids[0] for taxid in taxids[1:]):
+                self.defline_taxids[local] = taxids
         for algorithm_id, ranges in masks.items():
             self.mask_ranges[algorithm_id].extend(ranges.ravel())
             self.mask_starts[algorithm_id].append(len(self.mask_ranges[algorithm_id]) // 2)
@@ -150,6 +153,7 @@ class _VolumeWriter:
         for key, value in values.items():
             self._put(key, value)
         taxids = self._put_taxids()
+        defline_taxids = self._put_defline_taxids()
         masks_crc = self._put_masks()
         self.txn.commit()
         self.env.sync(True)
@@ -160,6 +164,8 @@ class _VolumeWriter:
                  "keys_checksum": keys_checksum, "structure_crc": fmt.structure_crc(self.path)}
         if taxids is not None:
             entry["taxids_crc"] = zlib.crc32(taxids)
+        if defline_taxids is not None:
+            entry["defline_taxids_crc"] = zlib.crc32(defline_taxids)
         if masks_crc is not None:
             entry["masks_crc"] = masks_crc
         return entry
@@ -170,6 +176,18 @@ class _VolumeWriter:
             return None
         value = self.taxids.take().astype("<i4").tobytes()
         self._put(fmt.TAXIDS_KEY, value)
+        return value
+
+    def _put_defline_taxids(self) -> bytes | None:
+        """Stores the taxids of the deflines of the sequences whose deflines' taxids differ
+        (format.DEFLINE_TAXIDS_KEY), where there are any; its bytes."""
+        if not self.defline_taxids:
+            return None
+        ordinals = sorted(self.defline_taxids)
+        runs = [self.defline_taxids[local] for local in ordinals]
+        value = np.concatenate([[len(ordinals)], ordinals, np.cumsum([len(run) for run in runs]),
+                                *runs]).astype("<i4").tobytes()
+        self._put(fmt.DEFLINE_TAXIDS_KEY, value)
         return value
 
     def _put_masks(self) -> int | None:
@@ -531,7 +549,7 @@ class _Build:
             f"{name}:{header.line}")
         volume = self._volume_for(len(sequence.packed))
         volume.add(header.defline, sequence, lookup_keys(defline, self.parse_seqids),
-                   self.taxids.of(defline) if self.taxids is not None else 0, masks)
+                   self.taxids.of_each(defline) if self.taxids is not None else [0], masks)
         if primary is not None:
             self.primary_ids.add(primary, file_index, header.line)
         self.ordinal += 1

@@ -18,7 +18,8 @@ pytestmark = [pytest.mark.golden, needs_blast]
 DEFLINES = ["ref|NC_000001.1| refseq", "gb|AB000002.2| genbank", "lcl|local3 local",
             "gnl|hs|general4 general", "AB900009.1 bare", "gi|12345|gb|XY000007.1| with a gi",
             "plain7 no taxid", "gi|777 gi only"]
-TAXID_MAP = ("NC_000001 9606\nAB000002.2 10090\nlocal3 9606\ngnl|hs|general4 562\n"
+# (an accession matches whatever its case)
+TAXID_MAP = ("NC_000001 9606\nab000002.2 10090\nlocal3 9606\ngnl|hs|general4 562\n"
              "AB900009 7227\n12345 10090\nnomatch 1\n777 4932\n")
 TAX_COLUMNS = "staxid staxids sscinames scomnames sblastnames sskingdoms ssciname sskingdom"
 FILTERS = {"-taxids": "9606, 562", "-negative_taxids": "10090,4932",
@@ -54,9 +55,12 @@ def case(tmp_path_factory):
            "plain": _makeblastdb(fasta, folder / "plain"),
            "multi": _makeblastdb(multi, folder / "multi", "-parse_seqids", "-taxid_map",
                                  str(folder / "multi_map.txt"))}
-    ours = {"map": folder / "ours_map", "one": folder / "ours_one", "plain": folder / "ours_plain"}
-    for name, args in {"map": mapped, "one": ["-taxid", "9606"], "plain": []}.items():
-        done = gblastn("makedb", "-in", fasta, "-out", str(ours[name]), "-quiet", *args)
+    ours = {name: folder / f"ours_{name}" for name in ("map", "one", "plain", "multi")}
+    for name, (source, args) in {
+            "map": (fasta, mapped), "one": (fasta, ["-taxid", "9606"]), "plain": (fasta, []),
+            "multi": (multi, ["-parse_seqids", "-taxid_map", str(folder / "multi_map.txt")])
+    }.items():
+        done = gblastn("makedb", "-in", source, "-out", str(ours[name]), "-quiet", *args)
         assert done.returncode == 0, done.stderr
     lists = {}
     for number, (flag, text) in enumerate(FILTERS.items()):
@@ -122,10 +126,13 @@ def test_the_taxid_of_json_and_xml2_reports_as_blastn(case, outfmt):
 @pytest.mark.parametrize("db,args", [
     ("map", ["-taxids", "9606,562"]), ("map", ["-negative_taxids", "10090,4932"]),
     ("one", ["-taxids", "9606", "-task", "blastn"]), ("plain", ["-taxids", "0"]),
-    ("map", ["-outfmt", "15"]), ("plain", ["-outfmt", "15"])])
+    ("map", ["-outfmt", "15"]), ("plain", ["-outfmt", "15"]), ("multi", []),
+    ("multi", ["-taxids", "9606"]), ("multi", ["-negative_taxids", "9606"]),
+    ("multi", ["-outfmt", "15"])])
 def test_a_gblastn_database_with_taxids_as_blastn(case, db, args):
     """makedb -taxid_map finds each id's taxid as makeblastdb does (the map's form of an id
-    and the defline's differ); -taxid gives all the one; a database without has 0."""
+    and the defline's differ), each defline its own; -taxid gives all the one; a database
+    without has 0."""
     if "-outfmt" not in args:
         args += ["-outfmt", f"7 saccver {TAX_COLUMNS}"]
     lines = same_as_blastn(case["query"], case["dbs"][db], *args, ours_db=str(case["ours"][db]))
