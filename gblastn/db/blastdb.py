@@ -398,6 +398,7 @@ class BlastDatabase(OrdinalAccess):
                              for node in nodes] if len(nodes) > 1 else None
         self.stats_num_seqs = sum(node.num_seqs for node in nodes)
         self.stats_letters = sum(node.letters for node in nodes)
+        self._order_volumes()
         first = self.volumes[0]
         if len({v.version for v in self.volumes}) > 1:
             raise DatabaseError(f"{self.name}: the databases mix BLAST database versions 4 "
@@ -413,6 +414,15 @@ class BlastDatabase(OrdinalAccess):
         self.parse_seqids = any(parsed)
         # databases made with and without -parse_seqids in one -db value: each volume's own
         self._parsed_volumes = np.array(parsed) if len(set(parsed)) > 1 else None
+
+    def _order_volumes(self) -> None:
+        """The volumes in SeqDB's order, by file name (then by path), whatever order -db
+        and the alias files name them in: their ordinals break ties between subjects."""
+        self.volumes.sort(key=lambda volume: (os.path.basename(volume.path), volume.path))
+        first = 0
+        for index, volume in enumerate(self.volumes):
+            volume.index, volume.first_ordinal = index, first
+            first += volume.num_seqs
 
     def _node(self, path: str, within: tuple) -> _Node:
         """The alias tree below `path` (an alias file's or a volume's, without suffix)."""

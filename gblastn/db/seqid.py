@@ -53,7 +53,9 @@ def _parse_fasta_ids(token: str) -> list[tuple[str, list[str]]] | None:
             return None
         width = _FIELDS[kind]
         fields = parts[i + 1:i + 1 + width]
-        if not fields or not fields[0]:
+        # a text id may give its name alone (pir||NAME, prf||NAME)
+        if not fields or not (fields[0] or (kind in _ACCESSION_TYPES and len(fields) > 1
+                                            and fields[1])):
             return None
         fields += [""] * (width - len(fields))
         ids.append((kind, fields))
@@ -153,7 +155,7 @@ def fasta_id_text(defline: str) -> str:
 def _best_accession(ids) -> str:
     for kind, fields in ids:
         if kind in _ACCESSION_TYPES:
-            return fields[0]
+            return fields[0] or fields[1]  # a name alone stands for the accession
     for kind, fields in ids:
         if kind == "gnl":
             return f"{fields[0]}:{fields[1]}"

@@ -20,7 +20,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import DatabaseError, InputError
-from .seqid import _best_accession, _parse_fasta_ids, describe_set, split_defline
+from .seqid import _ACCESSION_TYPES, _best_accession, _parse_fasta_ids, describe_set, \
+    split_defline
 
 BINARY_MARK = b"\x00"  # the binary list's first byte; a text list never starts with NUL
 _LONG_ID = 0xFF        # an id length byte saying that a 4-byte length follows
@@ -67,7 +68,17 @@ def _key(token: str) -> tuple[str | None, str | None]:
     if not ids or len(ids) != 1 or ids[0][0] == "gi":
         return None, None
     local = ids[0][1][0] if ids[0][0] == "lcl" else None
-    return _best_accession(ids).lower(), local
+    return _indexed_accession(ids), local
+
+
+def _indexed_accession(ids) -> str:
+    """_best_accession, lower case, as SeqDB's index holds it: a text id that gives a name
+    alone (pir||NAME) in that whole form, which a list must name it by."""
+    kind, fields = next(((kind, fields) for kind, fields in ids if kind in _ACCESSION_TYPES),
+                        (None, None))
+    if kind is not None and not fields[0]:
+        return f"{kind}||{fields[1]}".lower()
+    return _best_accession(ids).lower()
 
 
 def _binary_ids(data: bytes, path: str) -> list[str]:
@@ -113,7 +124,7 @@ def accession_of(defline: str) -> tuple[str | None, bool]:
     has_gi = any(kind == "gi" for kind, _ in ids)
     if all(kind == "gi" for kind, _ in ids):
         return None, has_gi
-    return _best_accession(ids).lower(), has_gi
+    return _indexed_accession(ids), has_gi
 
 
 def _without_version(accession: str) -> str:

@@ -151,7 +151,9 @@ def _id_forms(seq_id: str, accession: str, show_gis: bool) -> tuple:
     fasta = _best_fasta_id(seq_id)
     if fasta.startswith("lcl|"):
         return gi, fasta[4:] + " ", fasta[4:]
-    bare = fasta if fasta.startswith("gi|") else accession
+    # a GI alone, or a name without an accession (pir||NAME), shows in its FASTA form
+    name_only = fasta.count("|") >= 2 and not fasta.split("|")[1]
+    bare = fasta if fasta.startswith("gi|") or name_only else accession
     long_form = show_gis and gi > 0
     return gi, (fasta if show_gis and not fasta.startswith("gi|") else bare + " "), \
         (fasta if long_form else bare)

@@ -107,6 +107,14 @@ def built(tmp_path_factory):
     parsed_db = _makeblastdb(parsed, f"{d}/parsed/parsed", "-parse_seqids")
     dbs["parsed_then_not"] = f"{parsed_db} {plain_db}"
     dbs["not_then_parsed"] = f"{plain_db} {parsed_db}"
+    # the same sequences under other ids, named before the database whose file name sorts
+    # first: their ties follow SeqDB's volume order, not the -db value's
+    twins = [write_fasta(folder / f"{name}.fa", [(f"ref|{prefix}_{n:06d}.1| twin", piece)
+                                                 for n, piece in enumerate(pieces[:6])])
+             for name, prefix in (("zz", "NC"), ("aa", "NG"))]
+    dbs["ties_named_backwards"] = " ".join(
+        _makeblastdb(fasta, f"{d}/{name}/{name}", "-parse_seqids")
+        for fasta, name in zip(twins, ("zz", "aa")))
     with open(f"{d}/hand.nal", "w") as handle:  # with the size E-values are computed for
         handle.write("# by hand\nTITLE hand made\nDBLIST mv5/hs \"extra/x\"\n"
                      "NSEQ 5000\nLENGTH 50000000\n")
@@ -150,22 +158,24 @@ def test_blastn_task_matches_blastn(built, name):
 
 
 SEVERAL = [(name, outfmt) for name in ("two_databases", "parsed_then_not", "not_then_parsed")
-           for outfmt in ("0", "7 qseqid sseqid sallseqid sacc sgi stitle")]
+           for outfmt in ("0", "7 qseqid sseqid sallseqid sacc sgi stitle", "5", "17")] + \
+    [("ties_named_backwards", outfmt) for outfmt in ("6", "0", "5")]
 
 
 @pytest.mark.parametrize("name,outfmt", SEVERAL)
-def test_several_databases_in_every_report_as_blastn(built, name, outfmt, tmp_path):
+@pytest.mark.parametrize("limit", [[], ["-max_target_seqs", "1"]], ids=["all", "one"])
+def test_several_databases_in_every_report_as_blastn(built, name, outfmt, limit, tmp_path):
     """A -db value of several databases: the pairwise footer names each; a sequence of a
-    database without parsed ids is shown as one, whatever the others. (The XML and SAM
-    reports, which number such a sequence, are not compared: blastn's numbers do not
-    follow the order of the -db value where one database has parsed ids.)"""
+    database without parsed ids is shown as one, whatever the others; the sequences are
+    numbered (BL_ORD_ID, ties between subjects) in SeqDB's order of the volumes, by file
+    name."""
     db = built["dbs"][name]
-    expected = [line for line in blastn(built["queries"], db, "-outfmt", outfmt)
+    expected = [line for line in blastn(built["queries"], db, "-outfmt", outfmt, *limit)
                 if not line.startswith("@PG")]
     assert_blastn_found_hits(expected)
     out = tmp_path / "several.out"
     done = gblastn("search", "-db", db, "-query", built["queries"], "-outfmt", outfmt,
-                   "-out", str(out), "-device", "cpu")
+                   "-out", str(out), "-device", "cpu", *limit)
     assert done.returncode == 0, done.stderr
     got = [line for line in out.read_text().splitlines() if not line.startswith("@PG")]
     assert not compare_lines(expected, got), compare_lines(expected, got)

@@ -85,6 +85,35 @@ def test_the_restricted_statistics_as_blastn(case, db, flag, listed):
     assert_blastn_found_hits([line for line in lines if line.startswith("Sequences producing")])
 
 
+@pytest.fixture(scope="module")
+def names_alone(case):
+    """A database of ids that give a name without an accession (pir||NAME, prf||NAME)."""
+    rng = np.random.default_rng(13)
+    records = [(title, random_dna(rng, 600)) for title in
+               ("pir||ABCDEF pir title", "prf||XYZ12 prf title", "gb|AB000002.2| genbank")]
+    fasta = write_fasta(case["folder"] / "names.fa", records)
+    query = write_fasta(case["folder"] / "names_q.fa",
+                        [(f"q{k}", letters[50:450]) for k, (_, letters) in enumerate(records)])
+    db = str(case["folder"] / "names")
+    subprocess.run(["makeblastdb", "-in", fasta, "-dbtype", "nucl", "-parse_seqids", "-out", db],
+                   check=True, capture_output=True)
+    listed = case["folder"] / "names_list.txt"
+    listed.write_text("pir||ABCDEF\nXYZ12\n")
+    return {"db": db, "query": query, "list": str(listed)}
+
+
+@pytest.mark.parametrize("args", [["-outfmt", "6 qseqid sseqid sacc saccver sallacc sallseqid"],
+                                  ["-outfmt", "0"], ["-outfmt", "0", "-show_gis"],
+                                  ["-outfmt", "5"], ["-seqidlist"], ["-negative_seqidlist"]])
+def test_a_name_without_an_accession_as_blastn(names_alone, args):
+    """pir||NAME stands for its accession in the accession columns, shows whole in the
+    pairwise titles, and a list names it in that form."""
+    if args[0].endswith("seqidlist"):
+        args = [*args, names_alone["list"], "-outfmt", "6 qseqid sseqid evalue"]
+    lines = same_as_blastn(names_alone["query"], names_alone["db"], *args)
+    assert any("ABCDEF" in line for line in lines) != (args[0] == "-negative_seqidlist")
+
+
 def test_the_binary_list_as_blastn(case):
     binary = case["folder"] / "list.bsl"
     subprocess.run(["blastdb_aliastool", "-seqid_file_in", str(case["lists"]["fasta ids"]),
