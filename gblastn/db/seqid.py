@@ -79,10 +79,13 @@ def ids_parsed(db, ordinal: int) -> bool:
 
 
 def describe(defline: str, parse_seqids: bool) -> tuple[str, str, str]:
-    """(seq_id, accession, title) of a defline, as BLAST shows them."""
+    """(seq_id, accession, title) of a defline, as BLAST shows them: the title after the
+    ids keeps its trailing blanks, as makeblastdb stores it."""
     token, rest = split_defline(defline)
     if not parse_seqids:
         return token, token, defline
+    if rest:
+        rest = defline.lstrip().split(None, 1)[1]
     ids = _parse_fasta_ids(token) if "|" in token else None
     if ids is None:
         kind = _guess_type(token)
