@@ -184,6 +184,22 @@ def subject_title(db, ordinal: int) -> str:
     return describe(primary_defline(texts, True), True)[2]
 
 
+# third-party annotation ids, whose titles blastn's descriptions mark
+THIRD_PARTY_KINDS = ("tpg", "tpe", "tpd")
+THIRD_PARTY_MARK = "TPA: "
+
+
+def _described_title(db, ordinal: int) -> str:
+    """subject_title as a description line shows it: a third-party annotation's marked
+    'TPA: ' (once), as blastn's defline generator marks it."""
+    title = subject_title(db, ordinal)
+    if ids_parsed(db, ordinal) and not is_subject_set(db) and \
+            _best_fasta_id(db.seq_id(ordinal)).split("|")[0] in THIRD_PARTY_KINDS and \
+            not title.startswith(THIRD_PARTY_MARK.rstrip()):
+        return THIRD_PARTY_MARK + title
+    return title
+
+
 def _title_lines(db, ordinal: int, show_gis: bool) -> str:
     """The alignments' title: '>' and each defline of the subject in turn, the later ones
     on lines of their own starting with a blank; a -subject's defline after '> '."""
@@ -302,7 +318,7 @@ class PairwiseReport:
         as blastn counts a title that is not ASCII (a -subject's)."""
         gi, shown_id, _ = subject_id(db, ordinal, self.show_gis)
         head = f"gi|{gi}|" if self.show_gis and gi > 0 else ""
-        component = _bytes(("  " if head else "") + subject_title(db, ordinal))
+        component = _bytes(("  " if head else "") + _described_title(db, ordinal))
         head = _bytes(head + shown_id)
         room = LINE_WIDTH - len(head)
         if len(component) > room:

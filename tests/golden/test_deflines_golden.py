@@ -16,12 +16,14 @@ from report_golden import blastn_output, gblastn_output
 pytestmark = [pytest.mark.golden, needs_blast]
 
 # ^A between deflines; ids of several kinds, a GI in a later defline (the primary one), a
-# first defline without a title, a bare accession, a title that ends in blanks
+# first defline without a title, a bare accession, a title that ends in blanks, a
+# third-party annotation (TPA)
 TITLES = ("seq1 first title\x01seq2 second title\x01gi|123|gb|AB000001.2| third",
           "ref|NM_000001.1| alpha\x01lcl|loc2 beta\x01gnl|db|tag gamma",
           "lcl|x1\x01emb|X12345.1| t2\x01pdb|1ABC|A t3",
           "AB000004.1 bare accession\x01x4 local one",
-          "plain one defline, blanks after it  ")
+          "plain one defline, blanks after it  ",
+          "tpg|DAA00001.1| third-party annotation")
 ID_COLUMNS = ("qseqid sseqid sallseqid sgi sallgi sacc saccver sallacc stitle salltitles "
               "staxid staxids evalue bitscore")
 OUTFMTS = ("6 " + ID_COLUMNS, "7 " + ID_COLUMNS, "0", "5", "15", "16", "17", "17 SR")
@@ -46,7 +48,8 @@ def case(tmp_path_factory):
         ("q1 the first subject", subjects[0][30:330]),
         ("q2 two subjects", np.concatenate([subjects[1][10:200], subjects[4][5:150]])),
         ("q3 minus strand", revcomp(subjects[2][50:350])),
-        ("q4 the fourth", subjects[3][100:380])])
+        ("q4 the fourth", subjects[3][100:380]),
+        ("q5 third party", subjects[5][40:360])])
     dbs = {}  # -parse_seqids or not: (makeblastdb's database, makedb's)
     for parse in (True, False):
         name = "parsed" if parse else "plain"
