@@ -34,6 +34,7 @@ import shlex
 import struct
 import threading
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import lru_cache
 
 import numpy as np
@@ -332,6 +333,16 @@ class _Node:
     title: str = ""
 
 
+def newest_date(volumes: list) -> str:
+    """The latest of the volumes' build dates, as SeqDB dates a database of several (the
+    first where one is not in makeblastdb's form)."""
+    try:
+        return max((volume.created for volume in volumes),
+                   key=lambda text: datetime.strptime(text, "%b %d, %Y  %I:%M %p"))
+    except ValueError:
+        return volumes[0].created
+
+
 def _read_alias(path: str) -> dict:
     """An alias file's keys and values (the first of each key); DatabaseError unless it
     names databases, or when it keeps only some of their sequences."""
@@ -394,8 +405,8 @@ class BlastDatabase(OrdinalAccess):
             nodes.append(self._node(path, ()))
         self.title = "; ".join(node.title for node in nodes)
         # the pairwise report's footer names each database of several
-        self.footer_parts = [(node.title, node.volumes[0].created, node.letters, node.num_seqs)
-                             for node in nodes] if len(nodes) > 1 else None
+        self.footer_parts = [(node.title, newest_date(node.volumes), node.letters,
+                              node.num_seqs) for node in nodes] if len(nodes) > 1 else None
         self.stats_num_seqs = sum(node.num_seqs for node in nodes)
         self.stats_letters = sum(node.letters for node in nodes)
         self._order_volumes()
@@ -403,7 +414,7 @@ class BlastDatabase(OrdinalAccess):
         if len({v.version for v in self.volumes}) > 1:
             raise DatabaseError(f"{self.name}: the databases mix BLAST database versions 4 "
                                 "and 5 (blastn refuses them together)")
-        self.created, self.format_version = first.created, first.version
+        self.created, self.format_version = newest_date(self.volumes), first.version
         self._firsts = np.array([v.first_ordinal for v in self.volumes], dtype=np.int64)
         self.lengths = np.concatenate([v.lengths for v in self.volumes]).astype(np.int64)
         self.num_seqs = int(self.lengths.size)

@@ -285,3 +285,18 @@ def test_names_found_in_blastdb_folders(tmp_path, blast_db, monkeypatch):
     monkeypatch.setenv("BLASTDB", os.pathsep.join(folders))
     with open_db("ids") as db:
         assert db.num_seqs == len(RECORDS)
+
+
+def test_a_database_of_several_volumes_is_dated_by_its_newest():
+    """SeqDB dates a database of several volumes (an alias, several -db names) by the
+    latest build among them, whatever their order; a date of another form leaves the
+    first volume's."""
+    from types import SimpleNamespace
+
+    from gblastn.db.blastdb import newest_date
+
+    dated = [SimpleNamespace(created=text) for text in
+             ("Nov 29, 2026  01:40 PM", "Nov 29, 2026  11:05 AM", "Dec 01, 2025  09:00 PM")]
+    assert newest_date(dated) == "Nov 29, 2026  01:40 PM"
+    assert newest_date(dated[::-1]) == "Nov 29, 2026  01:40 PM"
+    assert newest_date([SimpleNamespace(created="Unknown")] + dated) == "Unknown"
