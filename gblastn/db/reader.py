@@ -723,7 +723,7 @@ class Database(OrdinalAccess):
         the sequence's."""
         volume, local = self._locate(ordinal)
         own = volume.defline_taxids.get(local)
-        return own if own is not None else \
+        return list(own) if own is not None else \
             [int(volume.taxids[local])] * len(self.defline_texts(ordinal))
 
     def deflines_of(self, ordinal: int) -> list[StoredDefline]:
@@ -743,19 +743,18 @@ class Database(OrdinalAccess):
 
         counts, parts = [], []
         for volume in self.volumes:
-            each = volume.taxids[:, None]
-            if not volume.defline_taxids:
-                counts.append(np.ones(volume.num_seqs, dtype=np.int64))
-                parts.append(volume.taxids)
-                continue
-            runs = [np.unique(volume.defline_taxids[local]) if local in volume.defline_taxids
-                    else each[local] for local in range(volume.num_seqs)]
-            counts.append(np.array([run.size for run in runs], dtype=np.int64))
-            parts.append(np.concatenate(runs).astype(np.int32))
-        starts = np.concatenate([[0], np.cumsum(np.concatenate(counts))]) if counts else \
-            np.zeros(1, dtype=np.int64)
-        return TaxidIndex(starts.astype(np.int64),
-                          np.concatenate(parts) if parts else np.zeros(0, np.int32))
+            count = np.ones(volume.num_seqs, dtype=np.int64)
+            previous = 0
+            for local in sorted(volume.defline_taxids):  # the few of several taxids
+                own = np.unique(volume.defline_taxids[local]).astype(np.int32)
+                parts += [volume.taxids[previous:local], own]
+                count[local], previous = own.size, local + 1
+            parts.append(volume.taxids[previous:])
+            counts.append(count)
+        starts = np.concatenate([[0], np.cumsum(np.concatenate(counts))]) if counts else [0]
+        return TaxidIndex(np.asarray(starts, dtype=np.int64),
+                          np.concatenate(parts).astype(np.int32) if parts
+                          else np.zeros(0, np.int32))
 
     def find(self, seq_id: str) -> int:
         """Ordinal of the (first) sequence an id names, as dbcmd -entry accepts ids."""
