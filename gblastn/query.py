@@ -115,9 +115,9 @@ def warned_queries(read, options: SearchOptions, warn, filtered_empty: bool = Fa
         warn = notice.warn
     if options.soft_masking:
         for index, query in enumerate(read(warn)):
-            query.has_statistics = bool(query.searched_length)
-            if query.searched_length and lacks_statistics(query, options):
-                query.has_statistics = False
+            lacking = bool(query.searched_length) and lacks_statistics(query, options)
+            query.has_statistics = bool(query.searched_length) and not lacking
+            if lacking:
                 _warn_lacking(query, index, warn)
             if notice is not None:
                 notice.query_done(query, index)

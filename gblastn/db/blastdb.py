@@ -43,7 +43,7 @@ from ..errors import DatabaseError, InputError
 from ..numba_start import njit
 from .blast_deflines import BerError, Defline, decode_deflines
 from .reader import OrdinalAccess, PackedSubjects, _bases_only
-from .seqid import described_by_ordinal, describe, describe_set, lookup_keys
+from .seqid import described_by_ordinal, describe, lookup_keys
 
 ALIAS_SUFFIX, INDEX_SUFFIX, SEQUENCE_SUFFIX, HEADER_SUFFIX = ".nal", ".nin", ".nsq", ".nhr"
 NUCLEOTIDE = 0
@@ -498,10 +498,6 @@ class BlastDatabase(OrdinalAccess):
     @staticmethod
     def describe_defline(found: Defline) -> tuple[str, str, str]:
         return describe(found.text(), found.parsed)
-
-    @staticmethod
-    def describe_deflines(deflines: list[Defline]) -> tuple[str, str, str]:
-        return describe_set([found.text() for found in deflines], deflines[0].parsed)
 
     def _describe_uncached(self, ordinal: int) -> tuple[str, str, str]:
         deflines = self.deflines_of(ordinal)

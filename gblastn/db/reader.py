@@ -573,6 +573,11 @@ class OrdinalAccess:
 
     searched = None  # every sequence is searched (db.subset.DatabaseSubset marks some)
 
+    @staticmethod
+    def describe_deflines(deflines: list) -> tuple[str, str, str]:
+        """describe_set of deflines_of's deflines (a taxid filter shows some of them)."""
+        return describe_set([found.text() for found in deflines], deflines[0].parsed)
+
     def _locate(self, ordinal: int):
         ordinal = int(ordinal)
         if not 0 <= ordinal < self.num_seqs:
@@ -731,10 +736,6 @@ class Database(OrdinalAccess):
         Blast-def-lines: a taxid filter shows those of its taxids)."""
         return [StoredDefline(text, taxid, self.parse_seqids) for text, taxid
                 in zip(self.defline_texts(ordinal), self.taxids_of(ordinal))]
-
-    @staticmethod
-    def describe_deflines(deflines: list) -> tuple[str, str, str]:
-        return describe_set([found.text() for found in deflines], deflines[0].parsed)
 
     def taxid_index(self):
         """Every sequence's taxids, once each and in increasing order, as a BLAST+

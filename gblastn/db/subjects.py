@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import InputError
 from .reader import Database
+from .seqid import describe_set
 
 
 class SubjectFile(NamedTuple):
@@ -87,8 +88,6 @@ class SubjectDatabase(Database):
     def _describe_uncached(self, ordinal: int) -> tuple[str, str, str]:
         """The first token of the defline, or Subject_N (N the record's place in the file)
         for a subject without one; no title."""
-        from .seqid import describe_set
-
         seq_id, accession, _ = describe_set(self.defline_texts(ordinal), False)
         if not seq_id:  # a subject without a defline: blastn numbers it
             seq_id = accession = subject_number(self, ordinal)
